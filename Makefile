@@ -1,0 +1,64 @@
+# Makefile -- repo root. The test plumbing (deps, images, test) is owned by
+# the integration test harness (tests/harness, tests/images); the other
+# sections belong to whoever owns those parts of the build.
+#
+# CI (.ci/run) calls `make test` on a fresh machine as root, so every tool
+# the tests need is installed by `make deps`, not assumed.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := build
+
+CARGO ?= cargo
+TEST_IMAGES ?= target/test-images
+# Each integration test runs its own containerd; two at a time fits 2 cores.
+TEST_THREADS ?= 2
+
+# Debian packages the build and the integration tests need.
+DEB_PACKAGES := containerd runc containernetworking-plugins busybox-static \
+                protobuf-compiler gcc libc6-dev iproute2
+
+.PHONY: all build test deps images clean clean-images
+
+all: build
+
+# --- build ---------------------------------------------------------------------
+
+build:
+	$(CARGO) build --release
+
+# --- test dependencies ------------------------------------------------------------
+
+# Idempotent: installs only the missing packages, and refreshes the apt
+# lists only when something is missing.
+deps:
+	@missing=(); \
+	for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$$p"); \
+	done; \
+	if (( $${#missing[@]} )); then \
+	  echo "deps: installing $${missing[*]}"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -q; \
+	  apt-get install -y -q --no-install-recommends "$${missing[@]}"; \
+	else \
+	  echo "deps: all present ($(DEB_PACKAGES))"; \
+	fi
+
+# OCI tarballs of busybox and our pause (see tests/images/build-images.sh);
+# the script skips work when they are up to date.
+images:
+	bash tests/images/build-images.sh $(TEST_IMAGES)
+
+# --- tests -----------------------------------------------------------------------
+
+test: deps images
+	$(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)
+
+# --- housekeeping ------------------------------------------------------------------
+
+clean-images:
+	rm -rf $(TEST_IMAGES)
+
+clean:
+	$(CARGO) clean

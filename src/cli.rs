@@ -1,0 +1,702 @@
+//! The command line: turns `argv` into a [`Command`], and nothing more.
+//!
+//! ```text
+//! picolet run [--config FILE] [--root-dir DIR] [--hostname-override NAME]
+//!             [--admin-socket PATH] [--board NAME] [kubelet flags...]
+//! picolet get pods [--admin-socket PATH] [-o wide|json]
+//! picolet version
+//! picolet help | --help | -h
+//! ```
+//!
+//! Why it is shaped this way: the parser is written on `lexopt` (tiny, no
+//! derive machinery) and takes any iterator of `OsString`, so it is pure and
+//! unit-testable. It only *collects* kubelet flags, as raw strings, into
+//! [`Flags`]; their values are validated by
+//! [`KubeletConfig::apply_flags`](crate::config::KubeletConfig::apply_flags)
+//! with the same rules as the config file, so a bad value gets the same
+//! message whichever way it was given. The table of known flags lives in
+//! [`crate::config::FLAGS`]. This module decides only which flags exist,
+//! how they take values (`--flag=value`, `--flag value`, bare booleans) and
+//! which command was asked for.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use lexopt::prelude::*;
+
+use crate::config::{self, ConfigError, FlagKind, KubeletConfig, LoadedConfig};
+
+pub use crate::config::Flags;
+
+/// What the user asked picolet to do.
+// Built once at startup; boxing RunArgs would only make matching clumsier.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// `picolet run`: run the node agent.
+    Run(RunArgs),
+    /// `picolet get pods`: ask a running picolet over its admin socket.
+    GetPods(GetArgs),
+    /// `picolet version` / `--version`.
+    Version,
+    /// `picolet help`, `--help`, `-h`, or no arguments at all.
+    Help,
+}
+
+/// Arguments of `picolet run`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunArgs {
+    /// `--config FILE`: a KubeletConfiguration file. `None` = all defaults.
+    pub config: Option<PathBuf>,
+    /// Every other flag, unvalidated; applied on top of the file.
+    pub flags: Flags,
+}
+
+impl RunArgs {
+    /// Loads `--config` (or the defaults when it is absent) and applies the
+    /// flags on top: the complete, validated configuration for `run`. The
+    /// caller should warn about each of `unknown_fields`.
+    pub fn load_config(&self) -> Result<LoadedConfig, ConfigError> {
+        let mut loaded = match &self.config {
+            Some(path) => config::load(path)?,
+            None => LoadedConfig {
+                config: KubeletConfig::default(),
+                unknown_fields: Vec::new(),
+            },
+        };
+        loaded.config.apply_flags(&self.flags)?;
+        Ok(loaded)
+    }
+}
+
+/// Arguments of `picolet get pods`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetArgs {
+    /// `--admin-socket PATH`; default [`config::DEFAULT_ADMIN_SOCKET`].
+    pub admin_socket: PathBuf,
+    /// `-o` / `--output`.
+    pub output: OutputFormat,
+}
+
+/// `picolet get pods` output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputFormat {
+    /// The default kubectl-like table.
+    #[default]
+    Table,
+    /// `-o wide`: the table plus extra columns.
+    Wide,
+    /// `-o json`.
+    Json,
+}
+
+/// Why the command line could not be parsed. Messages name the offending
+/// flag or argument.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("unknown command {0:?}; expected run, get, version or help")]
+    UnknownCommand(String),
+    #[error("expected a command (run, get, version or help) before {0}")]
+    MissingCommand(String),
+    #[error("unknown flag {flag} for `picolet {command}`")]
+    UnknownFlag { command: &'static str, flag: String },
+    #[error("flag {flag} needs a value")]
+    MissingValue { flag: String },
+    #[error("flag {flag}: invalid value {value:?}: {reason}")]
+    InvalidValue {
+        flag: String,
+        value: String,
+        reason: &'static str,
+    },
+    #[error("flag {flag}: value is not valid UTF-8")]
+    NotUnicode { flag: String },
+    #[error("unexpected argument {0:?}")]
+    UnexpectedArgument(String),
+    #[error("`picolet get` needs a resource: picolet get pods")]
+    MissingResource,
+    #[error("unknown resource {0:?}; picolet can only get pods")]
+    UnknownResource(String),
+    #[error(transparent)]
+    Parse(#[from] lexopt::Error),
+}
+
+/// The help text.
+pub fn usage() -> &'static str {
+    "\
+picolet: a kubelet for constrained edge hardware
+
+Usage:
+  picolet run [--config FILE] [flags...]   run the node agent
+  picolet get pods [-o wide|json]          list pods of a running picolet
+  picolet version                          print the version
+  picolet help                             print this help
+
+picolet run:
+  --config FILE                    KubeletConfiguration file (YAML or JSON);
+                                   flags below override it
+  --root-dir DIR                   state directory [/var/lib/picolet]
+  --hostname-override NAME         node name [machine hostname]
+  --admin-socket PATH              admin socket [/run/picolet/picolet.sock]
+  --board NAME                     board profile (reserved)
+  --pod-manifest-path DIR          static pod directory [/etc/kubernetes/manifests];
+                                   empty disables static pods
+  --container-runtime-endpoint EP  CRI socket [unix:///run/containerd/containerd.sock]
+  --cgroup-driver cgroupfs         only cgroupfs is supported
+  --cgroup-root PATH               [/]
+  --cgroups-per-qos[=BOOL]         [true]
+  --file-check-frequency DUR       static pod rescan period [20s]
+  --sync-frequency DUR             pod resync period [1m0s]
+  --max-pods N                     [110]
+  --runtime-request-timeout DUR    [2m0s]
+  --container-log-max-size SIZE    [10Mi]
+  --container-log-max-files N      [5]
+  --serialize-image-pulls[=BOOL]   [true]
+  --cluster-dns IP[,IP...]         repeatable
+  --cluster-domain DOMAIN
+  --pod-pids-limit N               [-1 = unlimited]
+  --eviction-hard SIG<VAL[,...]    e.g. memory.available<100Mi,nodefs.available<10%
+  --node-status-update-frequency DUR  [10s]
+  -v, --v LEVEL                    log verbosity 0..10 [0]
+
+  Flags take --flag=value or --flag value; booleans take --flag or --flag=false.
+  DUR is a Go duration (30s, 1m30s); SIZE a quantity (10Mi, 1G).
+
+picolet get pods:
+  --admin-socket PATH              [/run/picolet/picolet.sock]
+  -o, --output wide|json           output format [table]
+"
+}
+
+/// Parses the command line, *without* the program name (pass
+/// `std::env::args_os().skip(1)`).
+pub fn parse<I>(args: I) -> Result<Command, CliError>
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
+    let mut parser = lexopt::Parser::from_args(args);
+    let first = match parser.next()? {
+        None => return Ok(Command::Help),
+        Some(arg) => arg,
+    };
+    match first {
+        Short('h') | Long("help") => Ok(Command::Help),
+        Long("version") => Ok(Command::Version),
+        Value(cmd) => match cmd.to_str() {
+            Some("run") => parse_run(parser),
+            Some("get") => parse_get(parser),
+            Some("version") => no_more_args(parser, Command::Version),
+            Some("help") => Ok(Command::Help),
+            _ => Err(CliError::UnknownCommand(cmd.to_string_lossy().into_owned())),
+        },
+        Short(c) => Err(CliError::MissingCommand(format!("-{c}"))),
+        Long(name) => Err(CliError::MissingCommand(format!("--{name}"))),
+    }
+}
+
+fn parse_run(mut parser: lexopt::Parser) -> Result<Command, CliError> {
+    let mut args = RunArgs::default();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Short('h') | Long("help") => return Ok(Command::Help),
+            Long("config") => {
+                let value = take_value(&mut parser, "--config")?;
+                if value.is_empty() {
+                    return Err(CliError::InvalidValue {
+                        flag: "--config".to_string(),
+                        value,
+                        reason: "expected a file path",
+                    });
+                }
+                args.config = Some(PathBuf::from(value));
+            }
+            Short('v') | Long("v") => {
+                let flag = if matches!(arg, Short(_)) { "-v" } else { "--v" };
+                let value = take_value(&mut parser, flag)?;
+                let level = value
+                    .parse::<u8>()
+                    .ok()
+                    .filter(|v| *v <= config::MAX_VERBOSITY)
+                    .ok_or(CliError::InvalidValue {
+                        flag: flag.to_string(),
+                        value,
+                        reason: "expected a log level between 0 and 10",
+                    })?;
+                args.flags.verbosity = Some(level);
+            }
+            Long(name) => {
+                let name = name.to_string();
+                let flag = format!("--{name}");
+                let value = match config::flag_kind(&name) {
+                    Some(FlagKind::Bool) => match parser.optional_value() {
+                        Some(v) => v.into_string().map_err(|_| CliError::NotUnicode { flag })?,
+                        None => "true".to_string(),
+                    },
+                    Some(FlagKind::Value | FlagKind::List) => take_value(&mut parser, &flag)?,
+                    None => {
+                        return Err(CliError::UnknownFlag {
+                            command: "run",
+                            flag,
+                        })
+                    }
+                };
+                args.flags.set(&name, value);
+            }
+            Short(c) => {
+                return Err(CliError::UnknownFlag {
+                    command: "run",
+                    flag: format!("-{c}"),
+                })
+            }
+            Value(v) => return Err(unexpected(v)),
+        }
+    }
+    Ok(Command::Run(args))
+}
+
+fn parse_get(mut parser: lexopt::Parser) -> Result<Command, CliError> {
+    let mut admin_socket = PathBuf::from(config::DEFAULT_ADMIN_SOCKET);
+    let mut output = OutputFormat::Table;
+    let mut resource: Option<String> = None;
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Short('h') | Long("help") => return Ok(Command::Help),
+            Long("admin-socket") => {
+                let value = take_value(&mut parser, "--admin-socket")?;
+                if value.is_empty() {
+                    return Err(CliError::InvalidValue {
+                        flag: "--admin-socket".to_string(),
+                        value,
+                        reason: "expected a socket path",
+                    });
+                }
+                admin_socket = PathBuf::from(value);
+            }
+            Short('o') | Long("output") => {
+                let flag = if matches!(arg, Short(_)) {
+                    "-o"
+                } else {
+                    "--output"
+                };
+                let value = take_value(&mut parser, flag)?;
+                output = match value.as_str() {
+                    "wide" => OutputFormat::Wide,
+                    "json" => OutputFormat::Json,
+                    _ => {
+                        return Err(CliError::InvalidValue {
+                            flag: flag.to_string(),
+                            value,
+                            reason: "expected wide or json",
+                        })
+                    }
+                };
+            }
+            Long(name) => {
+                return Err(CliError::UnknownFlag {
+                    command: "get",
+                    flag: format!("--{name}"),
+                })
+            }
+            Short(c) => {
+                return Err(CliError::UnknownFlag {
+                    command: "get",
+                    flag: format!("-{c}"),
+                })
+            }
+            Value(v) if resource.is_none() => resource = Some(v.to_string_lossy().into_owned()),
+            Value(v) => return Err(unexpected(v)),
+        }
+    }
+    match resource.as_deref() {
+        None => Err(CliError::MissingResource),
+        Some("pods" | "pod" | "po") => Ok(Command::GetPods(GetArgs {
+            admin_socket,
+            output,
+        })),
+        Some(other) => Err(CliError::UnknownResource(other.to_string())),
+    }
+}
+
+fn no_more_args(mut parser: lexopt::Parser, command: Command) -> Result<Command, CliError> {
+    match parser.next()? {
+        None => Ok(command),
+        Some(Short('h') | Long("help")) => Ok(Command::Help),
+        Some(Value(v)) => Err(unexpected(v)),
+        Some(other) => Err(CliError::UnexpectedArgument(match other {
+            Short(c) => format!("-{c}"),
+            Long(name) => format!("--{name}"),
+            Value(_) => unreachable!("handled above"),
+        })),
+    }
+}
+
+/// The value of `flag`: attached (`--flag=v`, `-vV`) or the next argument. A
+/// following `--other-flag` is not taken as the value: `--max-pods
+/// --cgroup-root /` is a missing value, not `max-pods = "--cgroup-root"`.
+fn take_value(parser: &mut lexopt::Parser, flag: &str) -> Result<String, CliError> {
+    if let Some(v) = parser.optional_value() {
+        return v.into_string().map_err(|_| CliError::NotUnicode {
+            flag: flag.to_string(),
+        });
+    }
+    let next_is_flag = parser
+        .try_raw_args()
+        .and_then(|raw| {
+            raw.peek()
+                .and_then(|next| next.to_str())
+                .map(|next| next.starts_with("--"))
+        })
+        .unwrap_or(false);
+    if next_is_flag {
+        return Err(CliError::MissingValue {
+            flag: flag.to_string(),
+        });
+    }
+    match parser.value() {
+        Ok(v) => v.into_string().map_err(|_| CliError::NotUnicode {
+            flag: flag.to_string(),
+        }),
+        Err(lexopt::Error::MissingValue { .. }) => Err(CliError::MissingValue {
+            flag: flag.to_string(),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn unexpected(v: OsString) -> CliError {
+    CliError::UnexpectedArgument(v.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn p(args: &[&str]) -> Result<Command, CliError> {
+        parse(args.iter().copied())
+    }
+
+    fn run(args: &[&str]) -> RunArgs {
+        match p(args) {
+            Ok(Command::Run(r)) => r,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    fn get(args: &[&str]) -> GetArgs {
+        match p(args) {
+            Ok(Command::GetPods(g)) => g,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    fn err(args: &[&str]) -> String {
+        p(args).expect_err("expected an error").to_string()
+    }
+
+    #[test]
+    fn no_arguments_or_help_in_any_form_asks_for_help() {
+        for args in [
+            &[][..],
+            &["help"],
+            &["--help"],
+            &["-h"],
+            &["run", "--help"],
+            &["get", "-h"],
+            &["version", "-h"],
+        ] {
+            assert_eq!(p(args).unwrap(), Command::Help, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn version_is_a_command_and_a_flag() {
+        assert_eq!(p(&["version"]).unwrap(), Command::Version);
+        assert_eq!(p(&["--version"]).unwrap(), Command::Version);
+        assert_eq!(err(&["version", "extra"]), r#"unexpected argument "extra""#);
+    }
+
+    #[test]
+    fn an_unknown_command_or_a_flag_before_the_command_is_an_error() {
+        assert_eq!(
+            err(&["start"]),
+            r#"unknown command "start"; expected run, get, version or help"#
+        );
+        assert_eq!(
+            err(&["--config", "x"]),
+            "expected a command (run, get, version or help) before --config"
+        );
+    }
+
+    #[test]
+    fn run_with_no_flags_has_no_config_and_empty_flags() {
+        assert_eq!(run(&["run"]), RunArgs::default());
+    }
+
+    #[test]
+    fn run_accepts_both_equals_and_space_separated_values() {
+        let r = run(&[
+            "run",
+            "--config=/etc/picolet/config.yaml",
+            "--max-pods",
+            "16",
+            "--root-dir=/data",
+        ]);
+        assert_eq!(r.config, Some(PathBuf::from("/etc/picolet/config.yaml")));
+        assert_eq!(r.flags.max_pods.as_deref(), Some("16"));
+        assert_eq!(r.flags.root_dir.as_deref(), Some("/data"));
+    }
+
+    #[test]
+    fn every_kubelet_flag_is_collected_as_a_raw_string() {
+        let r = run(&[
+            "run",
+            "--pod-manifest-path=/m",
+            "--container-runtime-endpoint",
+            "unix:///c.sock",
+            "--cgroup-driver=cgroupfs",
+            "--cgroup-root=/edge",
+            "--cgroups-per-qos=false",
+            "--file-check-frequency=5s",
+            "--sync-frequency=1m",
+            "--max-pods=8",
+            "--runtime-request-timeout=30s",
+            "--container-log-max-size=1Mi",
+            "--container-log-max-files=3",
+            "--serialize-image-pulls",
+            "--cluster-dns=10.0.0.10,10.0.0.11",
+            "--cluster-domain=cluster.local",
+            "--pod-pids-limit=100",
+            "--eviction-hard=memory.available<100Mi",
+            "--node-status-update-frequency=20s",
+            "--hostname-override=edge-1",
+            "--admin-socket=/tmp/a.sock",
+            "--board=rpi4",
+            "--v=2",
+        ]);
+        let f = r.flags;
+        assert_eq!(f.pod_manifest_path.as_deref(), Some("/m"));
+        assert_eq!(
+            f.container_runtime_endpoint.as_deref(),
+            Some("unix:///c.sock")
+        );
+        assert_eq!(f.cgroup_driver.as_deref(), Some("cgroupfs"));
+        assert_eq!(f.cgroup_root.as_deref(), Some("/edge"));
+        assert_eq!(f.cgroups_per_qos.as_deref(), Some("false"));
+        assert_eq!(f.file_check_frequency.as_deref(), Some("5s"));
+        assert_eq!(f.sync_frequency.as_deref(), Some("1m"));
+        assert_eq!(f.max_pods.as_deref(), Some("8"));
+        assert_eq!(f.runtime_request_timeout.as_deref(), Some("30s"));
+        assert_eq!(f.container_log_max_size.as_deref(), Some("1Mi"));
+        assert_eq!(f.container_log_max_files.as_deref(), Some("3"));
+        assert_eq!(f.serialize_image_pulls.as_deref(), Some("true"));
+        assert_eq!(f.cluster_dns, Some(vec!["10.0.0.10,10.0.0.11".to_string()]));
+        assert_eq!(f.cluster_domain.as_deref(), Some("cluster.local"));
+        assert_eq!(f.pod_pids_limit.as_deref(), Some("100"));
+        assert_eq!(
+            f.eviction_hard,
+            Some(vec!["memory.available<100Mi".to_string()])
+        );
+        assert_eq!(f.node_status_update_frequency.as_deref(), Some("20s"));
+        assert_eq!(f.hostname_override.as_deref(), Some("edge-1"));
+        assert_eq!(f.admin_socket.as_deref(), Some("/tmp/a.sock"));
+        assert_eq!(f.board.as_deref(), Some("rpi4"));
+        assert_eq!(f.verbosity, Some(2));
+    }
+
+    #[test]
+    fn a_bare_boolean_flag_means_true_and_does_not_swallow_the_next_argument() {
+        let r = run(&["run", "--cgroups-per-qos", "--max-pods=3"]);
+        assert_eq!(r.flags.cgroups_per_qos.as_deref(), Some("true"));
+        assert_eq!(r.flags.max_pods.as_deref(), Some("3"));
+        assert_eq!(
+            err(&["run", "--serialize-image-pulls", "false"]),
+            r#"unexpected argument "false""#
+        );
+    }
+
+    #[test]
+    fn repeatable_flags_accumulate_and_others_keep_the_last_value() {
+        let r = run(&[
+            "run",
+            "--cluster-dns=1.1.1.1",
+            "--cluster-dns",
+            "8.8.8.8",
+            "--max-pods=1",
+            "--max-pods=2",
+        ]);
+        assert_eq!(
+            r.flags.cluster_dns,
+            Some(vec!["1.1.1.1".to_string(), "8.8.8.8".to_string()])
+        );
+        assert_eq!(r.flags.max_pods.as_deref(), Some("2"));
+    }
+
+    #[test]
+    fn verbosity_is_accepted_in_every_kubelet_spelling() {
+        for args in [
+            &["run", "-v", "4"][..],
+            &["run", "-v=4"],
+            &["run", "-v4"],
+            &["run", "--v=4"],
+            &["run", "--v", "4"],
+        ] {
+            assert_eq!(run(args).flags.verbosity, Some(4), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn a_verbosity_outside_zero_to_ten_is_rejected_by_the_cli() {
+        assert_eq!(
+            err(&["run", "-v", "11"]),
+            r#"flag -v: invalid value "11": expected a log level between 0 and 10"#
+        );
+        assert_eq!(
+            err(&["run", "--v=loud"]),
+            r#"flag --v: invalid value "loud": expected a log level between 0 and 10"#
+        );
+    }
+
+    #[test]
+    fn an_unknown_flag_is_an_error_naming_it() {
+        assert_eq!(
+            err(&["run", "--kubeconfig=/x"]),
+            "unknown flag --kubeconfig for `picolet run`"
+        );
+        assert_eq!(err(&["run", "-x"]), "unknown flag -x for `picolet run`");
+        assert_eq!(
+            err(&["get", "pods", "--max-pods=3"]),
+            "unknown flag --max-pods for `picolet get`"
+        );
+    }
+
+    #[test]
+    fn a_missing_value_names_the_flag() {
+        assert_eq!(err(&["run", "--max-pods"]), "flag --max-pods needs a value");
+        assert_eq!(err(&["run", "--config"]), "flag --config needs a value");
+        assert_eq!(
+            err(&["run", "--max-pods", "--cgroup-root", "/"]),
+            "flag --max-pods needs a value"
+        );
+        assert_eq!(err(&["run", "-v"]), "flag -v needs a value");
+        assert_eq!(err(&["get", "pods", "-o"]), "flag -o needs a value");
+    }
+
+    #[test]
+    fn run_rejects_positional_arguments() {
+        assert_eq!(err(&["run", "pods"]), r#"unexpected argument "pods""#);
+    }
+
+    #[test]
+    fn get_pods_defaults_to_the_table_on_the_default_socket() {
+        let g = get(&["get", "pods"]);
+        assert_eq!(g.admin_socket, PathBuf::from(config::DEFAULT_ADMIN_SOCKET));
+        assert_eq!(g.output, OutputFormat::Table);
+    }
+
+    #[test]
+    fn get_pods_accepts_output_and_socket_in_any_order() {
+        for args in [
+            &["get", "pods", "-o", "wide", "--admin-socket", "/tmp/p.sock"][..],
+            &["get", "-owide", "pods", "--admin-socket=/tmp/p.sock"],
+            &[
+                "get",
+                "--output=wide",
+                "--admin-socket",
+                "/tmp/p.sock",
+                "po",
+            ],
+        ] {
+            let g = get(args);
+            assert_eq!(g.output, OutputFormat::Wide, "{args:?}");
+            assert_eq!(g.admin_socket, PathBuf::from("/tmp/p.sock"), "{args:?}");
+        }
+        assert_eq!(get(&["get", "pod", "-o=json"]).output, OutputFormat::Json);
+    }
+
+    #[test]
+    fn get_needs_a_known_resource_and_output_format() {
+        assert_eq!(
+            err(&["get"]),
+            "`picolet get` needs a resource: picolet get pods"
+        );
+        assert_eq!(
+            err(&["get", "nodes"]),
+            r#"unknown resource "nodes"; picolet can only get pods"#
+        );
+        assert_eq!(
+            err(&["get", "pods", "extra"]),
+            r#"unexpected argument "extra""#
+        );
+        assert_eq!(
+            err(&["get", "pods", "-o", "yaml"]),
+            r#"flag -o: invalid value "yaml": expected wide or json"#
+        );
+    }
+
+    #[test]
+    fn every_flag_in_the_config_table_is_accepted_by_run() {
+        for (name, kind, _) in config::FLAGS {
+            let arg = if *name == "v" {
+                "--v=1".to_string()
+            } else {
+                format!("--{name}=x")
+            };
+            let r = run(&["run", &arg]);
+            assert_ne!(r.flags, Flags::default(), "{name} ({kind:?})");
+        }
+    }
+
+    #[test]
+    fn flags_parsed_from_the_command_line_override_defaults_through_load_config() {
+        let r = run(&[
+            "run",
+            "--max-pods=12",
+            "--sync-frequency",
+            "30s",
+            "--cgroups-per-qos=false",
+        ]);
+        let loaded = r.load_config().unwrap();
+        assert_eq!(loaded.config.max_pods, 12);
+        assert_eq!(loaded.config.sync_frequency, Duration::from_secs(30));
+        assert!(!loaded.config.cgroups_per_qos);
+        assert!(loaded.unknown_fields.is_empty());
+    }
+
+    #[test]
+    fn flag_validation_errors_surface_through_load_config_naming_the_flag() {
+        let r = run(&["run", "--max-pods=lots"]);
+        assert_eq!(
+            r.load_config().unwrap_err().to_string(),
+            r#"flag --max-pods: expected a positive integer, got "lots""#
+        );
+    }
+
+    #[test]
+    fn the_usage_text_mentions_every_command_and_flag() {
+        let u = usage();
+        for cmd in [
+            "picolet run",
+            "picolet get pods",
+            "picolet version",
+            "picolet help",
+        ] {
+            assert!(u.contains(cmd), "{cmd}");
+        }
+        for (name, _, _) in config::FLAGS {
+            if *name != "v" {
+                assert!(u.contains(&format!("--{name}")), "--{name}");
+            }
+        }
+        assert!(u.contains("-v, --v"));
+        assert!(u.contains("--config"));
+    }
+
+    #[test]
+    fn non_utf8_values_are_rejected_naming_the_flag() {
+        use std::os::unix::ffi::OsStringExt;
+        let bad = OsString::from_vec(vec![b'/', 0xff]);
+        let e = parse([OsString::from("run"), OsString::from("--root-dir"), bad]).unwrap_err();
+        assert_eq!(e.to_string(), "flag --root-dir: value is not valid UTF-8");
+    }
+}

@@ -1,0 +1,197 @@
+//! The CRI client: the generated `runtime.v1` types and [`Runtime`], a thin
+//! client that puts a deadline on every call and classifies errors.
+//!
+//! The `.proto` in `proto/runtime/v1/` is our own subset of cri-api (only the
+//! messages picolet uses; field numbers are the public ones). tonic generates
+//! the client stubs only; the transport is [`channel::Channel`].
+//!
+//! Deadlines follow kubelet: every call gets `runtimeRequestTimeout`;
+//! `StopContainer` gets the grace period on top, `ExecSync` the command's
+//! timeout on top, and `PullImage` a long fixed ceiling.
+
+pub mod channel;
+
+#[allow(clippy::all, missing_docs, rustdoc::all)]
+pub mod api {
+    tonic::include_proto!("runtime.v1");
+}
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use api::image_service_client::ImageServiceClient;
+use api::runtime_service_client::RuntimeServiceClient;
+pub use channel::Channel;
+
+/// How long an image pull may take before it is abandoned.
+pub const PULL_DEADLINE: Duration = Duration::from_secs(15 * 60);
+
+/// A failed CRI call, naming the operation.
+#[derive(Debug, thiserror::Error)]
+pub enum CriError {
+    #[error("CRI {op}: deadline of {after:?} exceeded")]
+    DeadlineExceeded { op: &'static str, after: Duration },
+    #[error("CRI {op}: {}: {}", .status.code(), .status.message())]
+    Status { op: &'static str, status: tonic::Status },
+}
+
+impl CriError {
+    /// The gRPC code (DeadlineExceeded for our own deadline).
+    pub fn code(&self) -> tonic::Code {
+        match self {
+            CriError::DeadlineExceeded { .. } => tonic::Code::DeadlineExceeded,
+            CriError::Status { status, .. } => status.code(),
+        }
+    }
+
+    /// NotFound: for stop/remove this means "already done" (containerd
+    /// answers NotFound, CRI-O answers OK).
+    pub fn is_not_found(&self) -> bool {
+        self.code() == tonic::Code::NotFound
+    }
+
+    /// The runtime could not be reached at all (socket gone, restarting).
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            CriError::DeadlineExceeded { .. } => false,
+            CriError::Status { status, .. } => {
+                status.code() == tonic::Code::Unavailable
+                    || std::error::Error::source(status)
+                        .map(|s| s.is::<channel::ChannelError>() || s.to_string().contains("connect"))
+                        .unwrap_or(false)
+            }
+        }
+    }
+
+    /// The message the runtime gave (for container status reasons).
+    pub fn message(&self) -> String {
+        match self {
+            CriError::DeadlineExceeded { after, .. } => format!("deadline of {after:?} exceeded"),
+            CriError::Status { status, .. } => status.message().to_string(),
+        }
+    }
+}
+
+/// Parses a `containerRuntimeEndpoint` (`unix:///path` or a bare path).
+pub fn socket_path(endpoint: &str) -> Option<PathBuf> {
+    if let Some(p) = endpoint.strip_prefix("unix://") {
+        return (p.starts_with('/')).then(|| PathBuf::from(p));
+    }
+    endpoint.starts_with('/').then(|| PathBuf::from(endpoint))
+}
+
+fn origin() -> http::Uri {
+    http::Uri::from_static("http://localhost")
+}
+
+/// A CRI client for both the runtime and the image service.
+#[derive(Clone)]
+pub struct Runtime {
+    channel: Channel,
+    timeout: Duration,
+}
+
+macro_rules! rpc {
+    ($(#[$doc:meta])* $name:ident, $client:ident, $req:ident, $resp:ident) => {
+        $(#[$doc])*
+        pub async fn $name(&self, req: api::$req) -> Result<api::$resp, CriError> {
+            self.call(stringify!($req), self.timeout, |ch| async move {
+                $client::with_origin(ch, origin()).$name(req).await
+            })
+            .await
+        }
+    };
+}
+
+impl Runtime {
+    /// A client for the runtime at `socket`, with `timeout` per call.
+    pub fn new(socket: PathBuf, timeout: Duration) -> Self {
+        Runtime { channel: Channel::new(socket), timeout }
+    }
+
+    /// The underlying channel (for reconnect statistics).
+    pub fn channel(&self) -> &Channel {
+        &self.channel
+    }
+
+    async fn call<F, Fut, R>(&self, op: &'static str, deadline: Duration, f: F) -> Result<R, CriError>
+    where
+        F: FnOnce(Channel) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<R>, tonic::Status>>,
+    {
+        match crate::rt::timeout(deadline, f(self.channel.clone())).await {
+            None => Err(CriError::DeadlineExceeded { op, after: deadline }),
+            Some(Ok(r)) => Ok(r.into_inner()),
+            Some(Err(status)) => Err(CriError::Status { op, status }),
+        }
+    }
+
+    rpc!(version, RuntimeServiceClient, VersionRequest, VersionResponse);
+    rpc!(status, RuntimeServiceClient, StatusRequest, StatusResponse);
+    rpc!(run_pod_sandbox, RuntimeServiceClient, RunPodSandboxRequest, RunPodSandboxResponse);
+    rpc!(stop_pod_sandbox, RuntimeServiceClient, StopPodSandboxRequest, StopPodSandboxResponse);
+    rpc!(remove_pod_sandbox, RuntimeServiceClient, RemovePodSandboxRequest, RemovePodSandboxResponse);
+    rpc!(pod_sandbox_status, RuntimeServiceClient, PodSandboxStatusRequest, PodSandboxStatusResponse);
+    rpc!(list_pod_sandbox, RuntimeServiceClient, ListPodSandboxRequest, ListPodSandboxResponse);
+    rpc!(create_container, RuntimeServiceClient, CreateContainerRequest, CreateContainerResponse);
+    rpc!(start_container, RuntimeServiceClient, StartContainerRequest, StartContainerResponse);
+    rpc!(remove_container, RuntimeServiceClient, RemoveContainerRequest, RemoveContainerResponse);
+    rpc!(list_containers, RuntimeServiceClient, ListContainersRequest, ListContainersResponse);
+    rpc!(container_status, RuntimeServiceClient, ContainerStatusRequest, ContainerStatusResponse);
+    rpc!(reopen_container_log, RuntimeServiceClient, ReopenContainerLogRequest, ReopenContainerLogResponse);
+    rpc!(list_container_stats, RuntimeServiceClient, ListContainerStatsRequest, ListContainerStatsResponse);
+    rpc!(list_images, ImageServiceClient, ListImagesRequest, ListImagesResponse);
+    rpc!(image_status, ImageServiceClient, ImageStatusRequest, ImageStatusResponse);
+    rpc!(remove_image, ImageServiceClient, RemoveImageRequest, RemoveImageResponse);
+    rpc!(image_fs_info, ImageServiceClient, ImageFsInfoRequest, ImageFsInfoResponse);
+
+    /// StopContainer; the deadline is the grace period plus the call timeout.
+    pub async fn stop_container(&self, req: api::StopContainerRequest) -> Result<api::StopContainerResponse, CriError> {
+        let deadline = self.timeout + Duration::from_secs(req.timeout.max(0) as u64);
+        self.call("StopContainerRequest", deadline, |ch| async move {
+            RuntimeServiceClient::with_origin(ch, origin()).stop_container(req).await
+        })
+        .await
+    }
+
+    /// ExecSync; the deadline is the command's timeout plus the call timeout.
+    pub async fn exec_sync(&self, req: api::ExecSyncRequest) -> Result<api::ExecSyncResponse, CriError> {
+        let deadline = self.timeout + Duration::from_secs(req.timeout.max(0) as u64);
+        self.call("ExecSyncRequest", deadline, |ch| async move {
+            RuntimeServiceClient::with_origin(ch, origin()).exec_sync(req).await
+        })
+        .await
+    }
+
+    /// PullImage, with [`PULL_DEADLINE`].
+    pub async fn pull_image(&self, req: api::PullImageRequest) -> Result<api::PullImageResponse, CriError> {
+        self.call("PullImageRequest", PULL_DEADLINE.max(self.timeout), |ch| async move {
+            ImageServiceClient::with_origin(ch, origin()).pull_image(req).await
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unix_endpoints_and_bare_paths_give_a_socket_path() {
+        assert_eq!(socket_path("unix:///run/containerd/containerd.sock"), Some(PathBuf::from("/run/containerd/containerd.sock")));
+        assert_eq!(socket_path("/run/crio/crio.sock"), Some(PathBuf::from("/run/crio/crio.sock")));
+        assert_eq!(socket_path("tcp://1.2.3.4:5"), None);
+        assert_eq!(socket_path("unix://relative"), None);
+    }
+
+    #[test]
+    fn a_call_to_a_missing_socket_fails_as_unavailable_and_then_backs_off() {
+        let rt = Runtime::new(PathBuf::from("/nonexistent/picolet-test.sock"), Duration::from_secs(2));
+        let e = crate::rt::block_on(rt.version(api::VersionRequest::default())).unwrap_err();
+        assert!(e.is_unavailable(), "{e}");
+        let e2 = crate::rt::block_on(rt.version(api::VersionRequest::default())).unwrap_err();
+        assert!(e2.is_unavailable(), "{e2}");
+        assert!(format!("{:?}", std::error::Error::source(match &e2 { CriError::Status { status, .. } => status, _ => unreachable!() })).contains("BackingOff"));
+    }
+}

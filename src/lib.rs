@@ -1,0 +1,22 @@
+//! picolet: a kubelet for constrained edge hardware.
+//!
+//! The crate is a library plus a thin `main.rs`. Decisions (what to run, what
+//! changed, what to kill) live in pure modules that take time as an argument;
+//! the `agent` loop does the I/O on one `smol::LocalExecutor`. See
+//! `ARCHITECTURE.md` for the map and the invariants.
+
+pub mod admin;
+pub mod backoff;
+pub mod cgroups;
+pub mod cli;
+pub mod config;
+pub mod cri;
+// pub mod agent; (enabled once its dependencies land)
+pub mod gc;
+pub mod logger;
+pub mod pleg;
+pub mod pod;
+pub mod qos;
+pub mod rt;
+pub mod source;
+pub mod status;

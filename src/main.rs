@@ -1,0 +1,124 @@
+//! The `picolet` command: parses the command line, loads the configuration
+//! and runs the agent on one thread, or talks to a running agent through
+//! its admin socket. All policy lives in the library; this file only wires.
+
+use std::path::Path;
+use std::rc::Rc;
+
+use anyhow::{bail, Context, Result};
+use picolet::agent::{Agent, AgentConfig};
+use picolet::cli::{self, Command};
+use picolet::config::{self, KubeletConfig};
+
+fn main() {
+    if let Err(e) = real_main() {
+        eprintln!("picolet: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> Result<()> {
+    let cmd = cli::parse(std::env::args_os().skip(1))?;
+    match cmd {
+        Command::Version => {
+            println!("picolet {} (kubelet v1.36 semantics, CRI runtime.v1)", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        Command::Help => {
+            print!("{}", cli::usage());
+            Ok(())
+        }
+        Command::GetPods(args) => get_pods(&args),
+        Command::Run(args) => run(args),
+    }
+}
+
+fn get_pods(args: &cli::GetArgs) -> Result<()> {
+    let (status, body) = picolet::admin::get(&args.admin_socket, "/pods")?;
+    if status != 200 {
+        bail!("admin socket {}: HTTP {status}: {}", args.admin_socket.display(), String::from_utf8_lossy(&body));
+    }
+    let list: serde_json::Value = serde_json::from_slice(&body).context("decoding the pod list")?;
+    if args.output == cli::OutputFormat::Json {
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(());
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs() as i64;
+    print!("{}", picolet::admin::pods_table(&list, now, args.output == cli::OutputFormat::Wide));
+    Ok(())
+}
+
+fn run(args: cli::RunArgs) -> Result<()> {
+    let (mut cfg, unknown) = match &args.config {
+        Some(path) => {
+            let loaded = config::load(path)?;
+            (loaded.config, loaded.unknown_fields)
+        }
+        None => (KubeletConfig::default(), Vec::new()),
+    };
+    cfg.apply_flags(&args.flags)?;
+    picolet::logger::init(cfg.verbosity);
+    if let Some(path) = &args.config {
+        for field in &unknown {
+            if config::is_upstream_field(field) {
+                log::warn!("{}: kubelet field {field:?} is not implemented by picolet; ignoring it", path.display());
+            } else {
+                log::warn!("{}: unknown field {field:?} (typo?); ignoring it", path.display());
+            }
+        }
+    }
+    let node_name = cfg.node_name();
+    let socket = picolet::cri::socket_path(&cfg.container_runtime_endpoint)
+        .with_context(|| format!("containerRuntimeEndpoint {:?} is not a unix socket", cfg.container_runtime_endpoint))?;
+    let agent_cfg = AgentConfig {
+        node_name: node_name.clone(),
+        root_dir: cfg.root_dir.clone(),
+        static_pod_path: cfg.static_pod_path.clone(),
+        runtime_socket: socket,
+        runtime_request_timeout: cfg.runtime_request_timeout,
+        cgroup_mount: Path::new("/sys/fs/cgroup").to_path_buf(),
+        cgroup_root: cfg.cgroup_root.clone(),
+        cgroups_per_qos: cfg.cgroups_per_qos,
+        pod_logs_dir: cfg.pod_logs_dir.clone(),
+        file_check_frequency: cfg.file_check_frequency,
+        sync_frequency: cfg.sync_frequency,
+        max_pods: cfg.max_pods as usize,
+        container_log_max_size: cfg.container_log_max_size,
+        container_log_max_files: cfg.container_log_max_files,
+        serialize_image_pulls: cfg.serialize_image_pulls,
+        cluster_dns: cfg.cluster_dns.iter().map(|ip| ip.to_string()).collect(),
+        cluster_domain: cfg.cluster_domain.clone(),
+        pod_pids_limit: (cfg.pod_pids_limit > 0).then_some(cfg.pod_pids_limit),
+        admin_socket: cfg.admin_socket.clone(),
+    };
+    set_own_oom_score_adj();
+    log::info!("picolet {} starting on node {node_name}", env!("CARGO_PKG_VERSION"));
+    let agent = Agent::new(agent_cfg);
+    picolet::rt::block_on(async {
+        let signals = async_signal::Signals::new([async_signal::Signal::Term, async_signal::Signal::Int]);
+        let shutdown = async move {
+            match signals {
+                Ok(mut s) => {
+                    use smol::stream::StreamExt;
+                    if let Some(Ok(sig)) = s.next().await {
+                        log::info!("received {sig:?}");
+                    }
+                }
+                Err(e) => {
+                    log::warn!("cannot handle signals: {e}");
+                    std::future::pending::<()>().await
+                }
+            }
+        };
+        Rc::clone(&agent).run(shutdown).await;
+    });
+    Ok(())
+}
+
+/// kubelet protects itself from the OOM killer with -999. Without
+/// CAP_SYS_RESOURCE that fails; say so once and go on.
+fn set_own_oom_score_adj() {
+    if let Err(e) = std::fs::write("/proc/self/oom_score_adj", "-999") {
+        log::info!("could not set picolet's oom_score_adj to -999 ({e}); continuing without it");
+    }
+}

@@ -1,0 +1,554 @@
+//! Planning: what to do to make a pod's runtime state match its spec.
+//!
+//! [`plan`] is kubelet's `computePodActions` as a pure function: given the
+//! desired pod, what the runtime reported for it ([`ObservedPod`]), the
+//! crash-loop back-off and the current time, it returns the [`Action`]s the
+//! pod worker must perform, in order. It never talks to the runtime and never
+//! reads a clock.
+//!
+//! The rules, as in kubelet:
+//! - no ready sandbox → kill what is left, create a sandbox with the next
+//!   attempt number and start over from the first init container; except a
+//!   `restartPolicy: Never` pod that already ran, which stays finished;
+//! - init containers run one at a time, in order; a failed one is retried
+//!   (with back-off) unless the policy is `Never`, which fails the pod;
+//! - app containers start together once every init container succeeded; an
+//!   exited one restarts per `restartPolicy`, behind the back-off;
+//! - a running container whose spec hash changed, or that failed its
+//!   liveness probe, is killed and started again;
+//! - when nothing runs and nothing is due to start, the sandbox is stopped.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use crate::backoff::Backoff;
+use crate::pleg::State;
+
+/// A sandbox as the runtime reported it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ObservedSandbox {
+    pub id: String,
+    pub attempt: u32,
+    pub ready: bool,
+    /// Unix nanoseconds.
+    pub created_at: i64,
+    pub ip: String,
+    pub additional_ips: Vec<String>,
+}
+
+/// A container as the runtime reported it (ListContainers + ContainerStatus).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObservedContainer {
+    pub id: String,
+    pub sandbox_id: String,
+    pub name: String,
+    pub attempt: u32,
+    pub state: State,
+    pub exit_code: i32,
+    /// Unix nanoseconds; 0 when unknown.
+    pub created_at: i64,
+    pub started_at: i64,
+    pub finished_at: i64,
+    pub reason: String,
+    pub message: String,
+    /// `io.kubernetes.container.hash` as the container was created with.
+    pub hash: String,
+    pub image: String,
+    pub image_ref: String,
+}
+
+impl Default for ObservedContainer {
+    fn default() -> Self {
+        ObservedContainer {
+            id: String::new(),
+            sandbox_id: String::new(),
+            name: String::new(),
+            attempt: 0,
+            state: State::Unknown,
+            exit_code: 0,
+            created_at: 0,
+            started_at: 0,
+            finished_at: 0,
+            reason: String::new(),
+            message: String::new(),
+            hash: String::new(),
+            image: String::new(),
+            image_ref: String::new(),
+        }
+    }
+}
+
+/// Everything the runtime holds for one pod.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ObservedPod {
+    /// Newest first (highest attempt, then latest creation).
+    pub sandboxes: Vec<ObservedSandbox>,
+    /// Newest first per name.
+    pub containers: Vec<ObservedContainer>,
+}
+
+impl ObservedPod {
+    /// Sorts sandboxes and containers newest first.
+    pub fn normalize(&mut self) {
+        self.sandboxes.sort_by(|a, b| (b.attempt, b.created_at).cmp(&(a.attempt, a.created_at)));
+        self.containers.sort_by(|a, b| (b.attempt, b.created_at).cmp(&(a.attempt, a.created_at)));
+    }
+
+    /// The newest sandbox.
+    pub fn latest_sandbox(&self) -> Option<&ObservedSandbox> {
+        self.sandboxes.first()
+    }
+
+    /// The newest container with this name.
+    pub fn latest(&self, name: &str) -> Option<&ObservedContainer> {
+        self.containers.iter().find(|c| c.name == name)
+    }
+
+    /// Every container still running (or in an unknown state, which must be
+    /// stopped to be sure).
+    pub fn running(&self) -> impl Iterator<Item = &ObservedContainer> {
+        self.containers.iter().filter(|c| matches!(c.state, State::Running | State::Unknown))
+    }
+
+    /// True when a sandbox is ready or a container is running.
+    pub fn is_active(&self) -> bool {
+        self.sandboxes.iter().any(|s| s.ready) || self.running().next().is_some()
+    }
+}
+
+/// One step for the pod worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Stop every running container (gracefully) and every ready sandbox.
+    KillPod,
+    /// Create and start a new sandbox.
+    CreateSandbox { attempt: u32 },
+    /// Pull (per policy), create and start a container.
+    StartContainer { name: String, init: bool, attempt: u32, restart: bool },
+    /// Stop one running container.
+    KillContainer { id: String, name: String, reason: KillReason },
+    /// A container waits for its crash-loop back-off to expire.
+    BackOff { name: String, remaining: Duration },
+}
+
+/// Why a single container is killed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KillReason {
+    SpecChanged,
+    Unhealthy,
+    StartupFailed,
+}
+
+/// Per-container facts that do not come from the runtime.
+#[derive(Clone, Debug, Default)]
+pub struct Health {
+    /// Containers (by name) whose liveness probe says kill.
+    pub unhealthy: HashMap<String, KillReason>,
+}
+
+/// The worker's inputs besides the pod and what the runtime says.
+pub struct Context<'a> {
+    pub backoff: &'a Backoff,
+    pub health: &'a Health,
+    /// Monotonic now, for back-off.
+    pub now: Instant,
+    /// Wall-clock now in Unix nanoseconds, to age the runtime's timestamps.
+    pub now_unix_nanos: i64,
+    /// `io.kubernetes.container.hash` of each container spec, by name.
+    pub hashes: &'a HashMap<String, String>,
+}
+
+fn restart_policy(pod: &Pod) -> &str {
+    pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()).unwrap_or("Always")
+}
+
+fn should_restart(policy: &str, exit_code: i32) -> bool {
+    match policy {
+        "Never" => false,
+        "OnFailure" => exit_code != 0,
+        _ => true,
+    }
+}
+
+fn init_containers(pod: &Pod) -> &[Container] {
+    pod.spec.as_ref().and_then(|s| s.init_containers.as_deref()).unwrap_or(&[])
+}
+
+fn app_containers(pod: &Pod) -> &[Container] {
+    pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or(&[])
+}
+
+/// The `Instant` at which the runtime says a container finished.
+fn exited_at(c: &ObservedContainer, ctx: &Context) -> Instant {
+    let ago = (ctx.now_unix_nanos - c.finished_at).max(0) as u64;
+    ctx.now.checked_sub(Duration::from_nanos(ago)).unwrap_or(ctx.now)
+}
+
+fn backoff_remaining(pod_uid: &str, c: &ObservedContainer, ctx: &Context) -> Option<Duration> {
+    let key = Backoff::key(pod_uid, &c.name);
+    ctx.backoff.remaining(&key, exited_at(c, ctx), ctx.now)
+}
+
+/// Pushes a start (or a back-off wait) for an exited container.
+fn restart_or_wait(
+    actions: &mut Vec<Action>,
+    pod_uid: &str,
+    last: &ObservedContainer,
+    init: bool,
+    ctx: &Context,
+) {
+    match backoff_remaining(pod_uid, last, ctx) {
+        Some(remaining) => actions.push(Action::BackOff { name: last.name.clone(), remaining }),
+        None => actions.push(Action::StartContainer {
+            name: last.name.clone(),
+            init,
+            attempt: last.attempt + 1,
+            restart: true,
+        }),
+    }
+}
+
+/// The next attempt number for a container name.
+fn next_attempt(observed: &ObservedPod, name: &str) -> u32 {
+    observed.latest(name).map(|c| c.attempt + 1).unwrap_or(0)
+}
+
+/// Computes the actions that move the pod towards its spec.
+pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
+    let uid = pod.metadata.uid.as_deref().unwrap_or("");
+    let policy = restart_policy(pod);
+    let mut actions = Vec::new();
+
+    // 1. The sandbox.
+    let sandbox = observed.latest_sandbox();
+    if !sandbox.map(|s| s.ready).unwrap_or(false) {
+        let ran_before = sandbox.is_some() && !observed.containers.is_empty();
+        if policy == "Never" && ran_before {
+            // Finished for good: just make sure nothing is left running.
+            if observed.is_active() {
+                actions.push(Action::KillPod);
+            }
+            return actions;
+        }
+        let to_start: Vec<(String, bool)> = match init_containers(pod).first() {
+            Some(first) => vec![(first.name.clone(), true)],
+            None => app_containers(pod)
+                .iter()
+                .filter(|c| {
+                    // With OnFailure, a container that already succeeded stays done.
+                    !(policy == "OnFailure"
+                        && observed.latest(&c.name).map(|o| o.state == State::Exited && o.exit_code == 0).unwrap_or(false))
+                })
+                .map(|c| (c.name.clone(), false))
+                .collect(),
+        };
+        if to_start.is_empty() {
+            if observed.is_active() {
+                actions.push(Action::KillPod);
+            }
+            return actions;
+        }
+        if observed.is_active() {
+            actions.push(Action::KillPod);
+        }
+        actions.push(Action::CreateSandbox { attempt: sandbox.map(|s| s.attempt + 1).unwrap_or(0) });
+        for (name, init) in to_start {
+            let attempt = next_attempt(observed, &name);
+            actions.push(Action::StartContainer { name, init, attempt, restart: attempt > 0 });
+        }
+        return actions;
+    }
+    let sandbox_id = &sandbox.expect("checked above").id;
+
+    // 2. Init containers, one at a time. Only containers of the current
+    //    sandbox count: a new sandbox runs them all again.
+    let in_sandbox = |name: &str| observed.containers.iter().find(|c| c.name == name && &c.sandbox_id == sandbox_id);
+    for ic in init_containers(pod) {
+        match in_sandbox(&ic.name) {
+            None => {
+                let attempt = next_attempt(observed, &ic.name);
+                actions.push(Action::StartContainer { name: ic.name.clone(), init: true, attempt, restart: attempt > 0 });
+                return actions;
+            }
+            Some(c) if c.state == State::Running => return actions,
+            Some(c) if c.state == State::Exited && c.exit_code == 0 => continue,
+            Some(c) => {
+                if c.state == State::Exited && policy == "Never" {
+                    actions.push(Action::KillPod);
+                    return actions;
+                }
+                if c.state == State::Unknown {
+                    actions.push(Action::KillContainer { id: c.id.clone(), name: c.name.clone(), reason: KillReason::StartupFailed });
+                }
+                restart_or_wait(&mut actions, uid, c, true, ctx);
+                return actions;
+            }
+        }
+    }
+
+    // 3. App containers.
+    let mut keep = 0usize;
+    let mut waiting = false;
+    for ac in app_containers(pod) {
+        let Some(c) = observed.latest(&ac.name) else {
+            actions.push(Action::StartContainer { name: ac.name.clone(), init: false, attempt: 0, restart: false });
+            continue;
+        };
+        match c.state {
+            State::Running => {
+                let want = ctx.hashes.get(&ac.name);
+                let reason = if let Some(r) = ctx.health.unhealthy.get(&ac.name) {
+                    Some(r.clone())
+                } else if want.is_some_and(|h| !c.hash.is_empty() && h != &c.hash) {
+                    Some(KillReason::SpecChanged)
+                } else {
+                    None
+                };
+                match reason {
+                    None => keep += 1,
+                    Some(reason) => {
+                        actions.push(Action::KillContainer { id: c.id.clone(), name: c.name.clone(), reason: reason.clone() });
+                        // A container killed for a probe failure obeys the
+                        // restart policy as if it had failed (exit 137).
+                        if reason == KillReason::SpecChanged || should_restart(policy, 137) {
+                            actions.push(Action::StartContainer {
+                                name: c.name.clone(),
+                                init: false,
+                                attempt: c.attempt + 1,
+                                restart: true,
+                            });
+                        }
+                    }
+                }
+            }
+            State::Exited | State::Created | State::Unknown => {
+                let exit_code = if c.state == State::Exited { c.exit_code } else { -1 };
+                if c.state == State::Unknown {
+                    actions.push(Action::KillContainer { id: c.id.clone(), name: c.name.clone(), reason: KillReason::StartupFailed });
+                }
+                if should_restart(policy, exit_code) {
+                    restart_or_wait(&mut actions, uid, c, false, ctx);
+                    waiting |= matches!(actions.last(), Some(Action::BackOff { .. }));
+                }
+            }
+        }
+    }
+    let starting = actions.iter().any(|a| matches!(a, Action::StartContainer { .. }));
+    if keep == 0 && !starting && !waiting {
+        // Every container is done and none will restart: stop the sandbox.
+        actions.retain(|a| !matches!(a, Action::KillContainer { .. }));
+        actions.push(Action::KillPod);
+    }
+    actions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(yaml: &str) -> Pod {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    fn two_containers(policy: &str) -> Pod {
+        pod(&format!(
+            "metadata: {{name: p, uid: u1}}\nspec:\n  restartPolicy: {policy}\n  containers:\n  - {{name: a, image: busybox}}\n  - {{name: b, image: busybox}}\n"
+        ))
+    }
+
+    fn with_init() -> Pod {
+        pod("metadata: {name: p, uid: u1}\nspec:\n  initContainers:\n  - {name: i1, image: busybox}\n  - {name: i2, image: busybox}\n  containers:\n  - {name: a, image: busybox}\n")
+    }
+
+    fn sandbox(attempt: u32, ready: bool) -> ObservedSandbox {
+        ObservedSandbox { id: format!("s{attempt}"), attempt, ready, created_at: attempt as i64, ..Default::default() }
+    }
+
+    fn container(name: &str, attempt: u32, state: State, exit_code: i32) -> ObservedContainer {
+        ObservedContainer {
+            id: format!("{name}-{attempt}"),
+            sandbox_id: "s0".into(),
+            name: name.into(),
+            attempt,
+            state,
+            exit_code,
+            finished_at: 1_000_000_000,
+            ..Default::default()
+        }
+    }
+
+    struct Fixture {
+        backoff: Backoff,
+        health: Health,
+        now: Instant,
+        hashes: HashMap<String, String>,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            Fixture { backoff: Backoff::default(), health: Health::default(), now: Instant::now(), hashes: HashMap::new() }
+        }
+        fn plan(&self, pod: &Pod, observed: &ObservedPod) -> Vec<Action> {
+            let ctx = Context {
+                backoff: &self.backoff,
+                health: &self.health,
+                now: self.now,
+                now_unix_nanos: 1_000_000_000,
+                hashes: &self.hashes,
+            };
+            plan(pod, observed, &ctx)
+        }
+    }
+
+    fn start(name: &str, init: bool, attempt: u32) -> Action {
+        Action::StartContainer { name: name.into(), init, attempt, restart: attempt > 0 }
+    }
+
+    #[test]
+    fn a_new_pod_gets_a_sandbox_and_all_its_containers() {
+        let f = Fixture::new();
+        let actions = f.plan(&two_containers("Always"), &ObservedPod::default());
+        assert_eq!(actions, vec![Action::CreateSandbox { attempt: 0 }, start("a", false, 0), start("b", false, 0)]);
+    }
+
+    #[test]
+    fn a_running_pod_needs_nothing() {
+        let f = Fixture::new();
+        let obs = ObservedPod {
+            sandboxes: vec![sandbox(0, true)],
+            containers: vec![container("a", 0, State::Running, 0), container("b", 0, State::Running, 0)],
+        };
+        assert!(f.plan(&two_containers("Always"), &obs).is_empty());
+    }
+
+    #[test]
+    fn init_containers_run_one_at_a_time_before_app_containers() {
+        let f = Fixture::new();
+        let p = with_init();
+        assert_eq!(f.plan(&p, &ObservedPod::default()), vec![Action::CreateSandbox { attempt: 0 }, start("i1", true, 0)]);
+        let mut obs = ObservedPod { sandboxes: vec![sandbox(0, true)], containers: vec![container("i1", 0, State::Running, 0)] };
+        assert!(f.plan(&p, &obs).is_empty());
+        obs.containers = vec![container("i1", 0, State::Exited, 0)];
+        assert_eq!(f.plan(&p, &obs), vec![start("i2", true, 0)]);
+        obs.containers.push(container("i2", 0, State::Exited, 0));
+        assert_eq!(f.plan(&p, &obs), vec![start("a", false, 0)]);
+    }
+
+    #[test]
+    fn a_failed_init_container_is_retried_unless_the_policy_is_never() {
+        let f = Fixture::new();
+        let obs = ObservedPod { sandboxes: vec![sandbox(0, true)], containers: vec![container("i1", 0, State::Exited, 1)] };
+        assert_eq!(f.plan(&with_init(), &obs), vec![start("i1", true, 1)]);
+        let mut never = with_init();
+        never.spec.as_mut().unwrap().restart_policy = Some("Never".into());
+        assert_eq!(f.plan(&never, &obs), vec![Action::KillPod]);
+    }
+
+    #[test]
+    fn an_exited_container_restarts_with_policy_always() {
+        let f = Fixture::new();
+        let obs = ObservedPod {
+            sandboxes: vec![sandbox(0, true)],
+            containers: vec![container("a", 0, State::Exited, 0), container("b", 0, State::Running, 0)],
+        };
+        assert_eq!(f.plan(&two_containers("Always"), &obs), vec![start("a", false, 1)]);
+    }
+
+    #[test]
+    fn on_failure_restarts_only_failed_containers() {
+        let f = Fixture::new();
+        let obs = ObservedPod {
+            sandboxes: vec![sandbox(0, true)],
+            containers: vec![container("a", 0, State::Exited, 0), container("b", 0, State::Exited, 2)],
+        };
+        assert_eq!(f.plan(&two_containers("OnFailure"), &obs), vec![start("b", false, 1)]);
+    }
+
+    #[test]
+    fn a_completed_pod_with_policy_never_gets_its_sandbox_stopped() {
+        let f = Fixture::new();
+        let obs = ObservedPod {
+            sandboxes: vec![sandbox(0, true)],
+            containers: vec![container("a", 0, State::Exited, 0), container("b", 0, State::Exited, 1)],
+        };
+        assert_eq!(f.plan(&two_containers("Never"), &obs), vec![Action::KillPod]);
+    }
+
+    #[test]
+    fn a_finished_never_pod_is_not_recreated_when_its_sandbox_is_gone() {
+        let f = Fixture::new();
+        let obs = ObservedPod {
+            sandboxes: vec![sandbox(0, false)],
+            containers: vec![container("a", 0, State::Exited, 0), container("b", 0, State::Exited, 0)],
+        };
+        assert!(f.plan(&two_containers("Never"), &obs).is_empty());
+    }
+
+    #[test]
+    fn a_dead_sandbox_is_replaced_with_the_next_attempt_and_containers_restart() {
+        let f = Fixture::new();
+        let obs = ObservedPod {
+            sandboxes: vec![sandbox(0, false)],
+            containers: vec![container("a", 0, State::Running, 0), container("b", 0, State::Exited, 137)],
+        };
+        assert_eq!(
+            f.plan(&two_containers("Always"), &obs),
+            vec![Action::KillPod, Action::CreateSandbox { attempt: 1 }, start("a", false, 1), start("b", false, 1)]
+        );
+    }
+
+    #[test]
+    fn a_crash_looping_container_waits_for_its_back_off() {
+        let mut f = Fixture::new();
+        f.backoff.next(&Backoff::key("u1", "a"), f.now);
+        let obs = ObservedPod {
+            sandboxes: vec![sandbox(0, true)],
+            containers: vec![container("a", 3, State::Exited, 1), container("b", 0, State::Running, 0)],
+        };
+        let actions = f.plan(&two_containers("Always"), &obs);
+        assert_eq!(actions, vec![Action::BackOff { name: "a".into(), remaining: Duration::from_secs(10) }]);
+    }
+
+    #[test]
+    fn a_pod_in_back_off_keeps_its_sandbox_even_with_nothing_running() {
+        let mut f = Fixture::new();
+        f.backoff.next(&Backoff::key("u1", "a"), f.now);
+        let p = pod("metadata: {name: p, uid: u1}\nspec:\n  containers:\n  - {name: a, image: busybox}\n");
+        let obs = ObservedPod { sandboxes: vec![sandbox(0, true)], containers: vec![container("a", 1, State::Exited, 1)] };
+        assert!(matches!(f.plan(&p, &obs).as_slice(), [Action::BackOff { .. }]));
+    }
+
+    #[test]
+    fn a_changed_spec_restarts_the_running_container() {
+        let mut f = Fixture::new();
+        f.hashes.insert("a".into(), "new".into());
+        let mut a = container("a", 0, State::Running, 0);
+        a.hash = "old".into();
+        let obs = ObservedPod { sandboxes: vec![sandbox(0, true)], containers: vec![a, container("b", 0, State::Running, 0)] };
+        assert_eq!(
+            f.plan(&two_containers("Always"), &obs),
+            vec![
+                Action::KillContainer { id: "a-0".into(), name: "a".into(), reason: KillReason::SpecChanged },
+                start("a", false, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unhealthy_container_is_killed_and_restarted_per_policy() {
+        let mut f = Fixture::new();
+        f.health.unhealthy.insert("a".into(), KillReason::Unhealthy);
+        let obs = ObservedPod {
+            sandboxes: vec![sandbox(0, true)],
+            containers: vec![container("a", 0, State::Running, 0), container("b", 0, State::Running, 0)],
+        };
+        assert_eq!(
+            f.plan(&two_containers("OnFailure"), &obs),
+            vec![Action::KillContainer { id: "a-0".into(), name: "a".into(), reason: KillReason::Unhealthy }, start("a", false, 1)]
+        );
+        let never = f.plan(&two_containers("Never"), &obs);
+        assert_eq!(never, vec![Action::KillContainer { id: "a-0".into(), name: "a".into(), reason: KillReason::Unhealthy }]);
+    }
+}

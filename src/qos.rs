@@ -1,0 +1,668 @@
+//! Pod quality-of-service class, pod-level resource totals, and the kubelet's
+//! conversions from Kubernetes resource units to cgroup knob values.
+//!
+//! This module is **pure**: no I/O, no clock, no logging. It takes a
+//! [`PodSpec`] and returns numbers, so every rule here can be unit-tested
+//! against the upstream kubelet's behaviour. The I/O side (writing those
+//! numbers into cgroup files) lives in [`crate::cgroups`].
+//!
+//! What it mirrors upstream (Kubernetes v1.36):
+//!
+//! * [`pod_qos`] — `pkg/apis/core/v1/helper/qos.ComputePodQOS`: init and app
+//!   containers are considered, only `cpu` and `memory` count, only values
+//!   `> 0` count, and requests/limits are compared **as pod-wide sums**.
+//! * [`pod_resources`] — `component-helpers/resource.PodRequests`/`PodLimits`
+//!   as used by `cm.ResourceConfigForPod`: the effective value is
+//!   `max(sum of app containers + sidecars, max over init containers)` (with
+//!   restartable "sidecar" init containers accumulated as upstream does), a
+//!   limit only exists when *every* container declares it, and
+//!   `spec.overhead` is added.
+//! * [`milli_cpu_to_shares`], [`milli_cpu_to_quota`] — `pkg/kubelet/cm`
+//!   helpers; [`shares_to_weight`] — the cgroup v2 conversion used by
+//!   runc/libcontainer (`CpuSharesToCpuWeight`).
+//! * [`oom_score_adj`] — `pkg/kubelet/qos/policy.go`
+//!   `GetContainerOOMScoreAdjust`.
+//!
+//! Defaulting: the API server copies a container's limit into its request
+//! when only the limit is set. Static pods never pass through the API
+//! server, so that defaulting is applied here (per container, per resource).
+//!
+//! Deliberately not supported (yet): pod-level `spec.resources`
+//! (the `PodLevelResources` feature) is ignored; in-place resize status
+//! (`status.containerStatuses[].resources`) is ignored; the sidecar tweak to
+//! `oom_score_adj` and the "node-critical pod → -997" rule are left to the
+//! caller (pass [`QosClass::Guaranteed`] for critical pods).
+//!
+//! Quantities that fail to parse are treated as absent (the config loader is
+//! expected to have rejected them already). CPU is handled in millicores and
+//! memory in bytes, both rounded *up* like `Quantity.MilliValue()` and
+//! `Quantity.Value()`.
+
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Kubernetes pod QoS class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum QosClass {
+    Guaranteed,
+    Burstable,
+    BestEffort,
+}
+
+impl QosClass {
+    /// The API spelling (`status.qosClass`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QosClass::Guaranteed => "Guaranteed",
+            QosClass::Burstable => "Burstable",
+            QosClass::BestEffort => "BestEffort",
+        }
+    }
+
+    /// Parses the API spelling; anything else is `None`.
+    pub fn parse(s: &str) -> Option<QosClass> {
+        match s {
+            "Guaranteed" => Some(QosClass::Guaranteed),
+            "Burstable" => Some(QosClass::Burstable),
+            "BestEffort" => Some(QosClass::BestEffort),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for QosClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Pod-wide resource totals, as the kubelet applies them to the pod cgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PodResources {
+    /// Effective CPU request in millicores (0 when nothing requests CPU).
+    pub cpu_request_millis: u64,
+    /// CPU limit in millicores; `Some` only when every container declares one.
+    pub cpu_limit_millis: Option<u64>,
+    /// Memory limit in bytes; `Some` only when every container declares one.
+    pub memory_limit_bytes: Option<u64>,
+    /// Effective memory request in bytes (0 when nothing requests memory).
+    pub memory_request_bytes: u64,
+}
+
+/// Minimum `cpu.shares` the kernel accepts (and BestEffort's value).
+pub const MIN_SHARES: u64 = 2;
+/// Maximum `cpu.shares` the kernel accepts.
+pub const MAX_SHARES: u64 = 262_144;
+/// `cpu.shares` for one full CPU.
+pub const SHARES_PER_CPU: u64 = 1024;
+/// Default CFS period (`cpu.cfs_period_us`), 100ms.
+pub const QUOTA_PERIOD_US: u64 = 100_000;
+/// Smallest CFS quota the kubelet writes (1ms).
+pub const MIN_QUOTA_PERIOD_US: i64 = 1000;
+
+const CPU: &str = "cpu";
+const MEMORY: &str = "memory";
+
+/// Which resource, and therefore which unit (millicores or bytes).
+#[derive(Clone, Copy)]
+enum Res {
+    Cpu,
+    Memory,
+}
+
+impl Res {
+    fn name(self) -> &'static str {
+        match self {
+            Res::Cpu => CPU,
+            Res::Memory => MEMORY,
+        }
+    }
+    fn parse(self, q: &Quantity) -> Option<u64> {
+        match self {
+            Res::Cpu => parse_quantity(&q.0, 3),
+            Res::Memory => parse_quantity(&q.0, 0),
+        }
+    }
+}
+
+fn lookup(map: Option<&BTreeMap<String, Quantity>>, res: Res) -> Option<u64> {
+    map.and_then(|m| m.get(res.name()))
+        .and_then(|q| res.parse(q))
+}
+
+/// The container's limit for `res`, if declared and parseable.
+fn container_limit(c: &Container, res: Res) -> Option<u64> {
+    lookup(c.resources.as_ref().and_then(|r| r.limits.as_ref()), res)
+}
+
+/// The container's request for `res`, defaulted from its limit when the
+/// request key is absent (API-server defaulting).
+fn container_request(c: &Container, res: Res) -> Option<u64> {
+    let r = c.resources.as_ref()?;
+    match r.requests.as_ref().and_then(|m| m.get(res.name())) {
+        Some(q) => res.parse(q),
+        None => container_limit(c, res),
+    }
+}
+
+/// A container's effective memory request in bytes (defaulted from its
+/// limit), the input the kubelet feeds to [`oom_score_adj`].
+pub fn container_memory_request_bytes(c: &Container) -> u64 {
+    container_request(c, Res::Memory).unwrap_or(0)
+}
+
+fn is_sidecar(c: &Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
+
+fn init_containers(spec: &PodSpec) -> &[Container] {
+    spec.init_containers.as_deref().unwrap_or(&[])
+}
+
+/// Computes the pod's QoS class exactly like `qos.ComputePodQOS` (without
+/// pod-level resources; ephemeral containers never count).
+pub fn pod_qos(spec: &PodSpec) -> QosClass {
+    // Sums of values > 0, keyed by resource; `None` = resource never seen.
+    let mut requests: [Option<u64>; 2] = [None, None];
+    let mut limits: [Option<u64>; 2] = [None, None];
+    let mut is_guaranteed = true;
+    for c in spec.containers.iter().chain(init_containers(spec)) {
+        let mut limits_found = 0;
+        for (i, res) in [Res::Cpu, Res::Memory].into_iter().enumerate() {
+            if let Some(v) = container_request(c, res).filter(|v| *v > 0) {
+                requests[i] = Some(requests[i].unwrap_or(0).saturating_add(v));
+            }
+            if let Some(v) = container_limit(c, res).filter(|v| *v > 0) {
+                limits_found += 1;
+                limits[i] = Some(limits[i].unwrap_or(0).saturating_add(v));
+            }
+        }
+        if limits_found != 2 {
+            is_guaranteed = false;
+        }
+    }
+    let count = |m: &[Option<u64>; 2]| m.iter().filter(|v| v.is_some()).count();
+    if count(&requests) == 0 && count(&limits) == 0 {
+        return QosClass::BestEffort;
+    }
+    if is_guaranteed {
+        for i in 0..2 {
+            if let Some(req) = requests[i] {
+                if limits[i] != Some(req) {
+                    is_guaranteed = false;
+                }
+            }
+        }
+    }
+    if is_guaranteed && count(&requests) == count(&limits) {
+        QosClass::Guaranteed
+    } else {
+        QosClass::Burstable
+    }
+}
+
+/// `max(app + sidecars, max over init containers)` with upstream's sidecar
+/// accounting: init container *i* uses its own value plus all sidecars
+/// started before it. `value` returns 0 for "not set".
+fn aggregate(spec: &PodSpec, value: impl Fn(&Container) -> u64) -> u64 {
+    let mut total: u64 = spec
+        .containers
+        .iter()
+        .map(&value)
+        .fold(0, u64::saturating_add);
+    let mut sidecars: u64 = 0;
+    let mut init_max: u64 = 0;
+    for c in init_containers(spec) {
+        let v = value(c);
+        let in_use = if is_sidecar(c) {
+            total = total.saturating_add(v);
+            sidecars = sidecars.saturating_add(v);
+            sidecars
+        } else {
+            v.saturating_add(sidecars)
+        };
+        init_max = init_max.max(in_use);
+    }
+    total.max(init_max)
+}
+
+/// Pod limit for `res`: `Some` only when every container (app and init)
+/// declares a non-zero limit, as in `cm.ResourceConfigForPod`.
+fn pod_limit(spec: &PodSpec, res: Res) -> Option<u64> {
+    let mut all = spec
+        .containers
+        .iter()
+        .chain(init_containers(spec))
+        .peekable();
+    all.peek()?;
+    if !all.all(|c| container_limit(c, res).is_some_and(|v| v > 0)) {
+        return None;
+    }
+    Some(aggregate(spec, |c| container_limit(c, res).unwrap_or(0)))
+}
+
+/// Pod-wide request and limit totals (see [`PodResources`]), including
+/// `spec.overhead` (added to requests always, to limits only when present).
+pub fn pod_resources(spec: &PodSpec) -> PodResources {
+    let overhead = |res: Res| lookup(spec.overhead.as_ref(), res).unwrap_or(0);
+    let request = |res: Res| {
+        aggregate(spec, |c| container_request(c, res).unwrap_or(0)).saturating_add(overhead(res))
+    };
+    let limit = |res: Res| pod_limit(spec, res).map(|v| v.saturating_add(overhead(res)));
+    PodResources {
+        cpu_request_millis: request(Res::Cpu),
+        cpu_limit_millis: limit(Res::Cpu),
+        memory_limit_bytes: limit(Res::Memory),
+        memory_request_bytes: request(Res::Memory),
+    }
+}
+
+/// `cpu.shares` for a CPU request in millicores (kubelet `MilliCPUToShares`):
+/// 0 → 2, otherwise `m * 1024 / 1000` clamped to `[2, 262144]`.
+pub fn milli_cpu_to_shares(milli_cpu: u64) -> u64 {
+    if milli_cpu == 0 {
+        return MIN_SHARES;
+    }
+    (milli_cpu.saturating_mul(SHARES_PER_CPU) / 1000).clamp(MIN_SHARES, MAX_SHARES)
+}
+
+/// CFS quota in µs for a CPU limit (kubelet `MilliCPUToQuota`):
+/// `m * period / 1000`, at least 1000µs. A limit of 0 returns 0, meaning
+/// "no quota" (the cgroup layer then writes unlimited).
+pub fn milli_cpu_to_quota(milli_cpu: u64, period_us: u64) -> i64 {
+    if milli_cpu == 0 {
+        return 0;
+    }
+    let quota = (milli_cpu as u128 * period_us as u128 / 1000).min(i64::MAX as u128) as i64;
+    quota.max(MIN_QUOTA_PERIOD_US)
+}
+
+/// cgroup v2 `cpu.weight` for v1 `cpu.shares` (runc's linear mapping
+/// `1 + ((shares - 2) * 9999) / 262142`; 2 → 1, 262144 → 10000). Shares are
+/// clamped into the valid v1 range first so the result is always `1..=10000`.
+pub fn shares_to_weight(shares: u64) -> u64 {
+    let s = shares.clamp(MIN_SHARES, MAX_SHARES);
+    1 + ((s - 2) * 9999) / 262_142
+}
+
+/// The kubelet's `oom_score_adj` for a container (`GetContainerOOMScoreAdjust`):
+/// Guaranteed −997, BestEffort 1000, Burstable `1000 − 1000·request/capacity`
+/// kept within `[3, 999]` — 3 is upstream's `1000 + guaranteedOOMScoreAdj`,
+/// so a Burstable container is always killed before a Guaranteed one, and 999
+/// keeps it ahead of BestEffort. `memory_request_bytes` is the *container's*
+/// request ([`container_memory_request_bytes`]). An unknown (0) capacity gives 999.
+pub fn oom_score_adj(
+    qos: QosClass,
+    memory_request_bytes: u64,
+    node_memory_capacity_bytes: u64,
+) -> i64 {
+    const GUARANTEED: i64 = -997;
+    const BEST_EFFORT: i64 = 1000;
+    match qos {
+        QosClass::Guaranteed => GUARANTEED,
+        QosClass::BestEffort => BEST_EFFORT,
+        QosClass::Burstable => {
+            if node_memory_capacity_bytes == 0 {
+                return BEST_EFFORT - 1;
+            }
+            let adj = 1000
+                - (1000 * memory_request_bytes as i128 / node_memory_capacity_bytes as i128)
+                    .min(i64::MAX as i128) as i64;
+            if adj < 1000 + GUARANTEED {
+                1000 + GUARANTEED
+            } else if adj == BEST_EFFORT {
+                BEST_EFFORT - 1
+            } else {
+                adj
+            }
+        }
+    }
+}
+
+/// Parses a Kubernetes quantity and returns `ceil(value * 10^scale)` as u64
+/// (scale 3 = millis, 0 = base units), saturating at `u64::MAX`.
+/// Negative or malformed quantities are `None`.
+fn parse_quantity(s: &str, scale: i32) -> Option<u64> {
+    let s = s.trim();
+    let (negative, rest) = match s.as_bytes().first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let num_end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    let (num, suffix) = rest.split_at(num_end);
+    let (int_part, frac_part) = num.split_once('.').unwrap_or((num, ""));
+    if frac_part.contains('.') || (int_part.is_empty() && frac_part.is_empty()) {
+        return None;
+    }
+    let mut mantissa: u128 = 0;
+    for d in int_part.bytes().chain(frac_part.bytes()) {
+        mantissa = mantissa
+            .saturating_mul(10)
+            .saturating_add(u128::from(d - b'0'));
+    }
+    let mut exp10: i32 = -(frac_part.len() as i32);
+    let mut binary: u32 = 0; // power of two
+    match suffix {
+        "" => {}
+        "n" => exp10 -= 9,
+        "u" => exp10 -= 6,
+        "m" => exp10 -= 3,
+        "k" => exp10 += 3,
+        "M" => exp10 += 6,
+        "G" => exp10 += 9,
+        "T" => exp10 += 12,
+        "P" => exp10 += 15,
+        "E" => exp10 += 18,
+        "Ki" => binary = 10,
+        "Mi" => binary = 20,
+        "Gi" => binary = 30,
+        "Ti" => binary = 40,
+        "Pi" => binary = 50,
+        "Ei" => binary = 60,
+        s if s.starts_with(['e', 'E']) && s.len() > 1 => {
+            let e: i32 = s[1..].parse().ok()?;
+            exp10 = exp10.checked_add(e)?;
+        }
+        _ => return None,
+    }
+    if negative && mantissa != 0 {
+        return None;
+    }
+    let value = mantissa.saturating_mul(1u128 << binary);
+    let exp10 = exp10 + scale;
+    let scaled = if exp10 >= 0 {
+        10u128
+            .checked_pow(exp10 as u32)
+            .map_or(if value == 0 { 0 } else { u128::MAX }, |p| {
+                value.saturating_mul(p)
+            })
+    } else {
+        match 10u128.checked_pow((-exp10) as u32) {
+            Some(p) => value / p + u128::from(!value.is_multiple_of(p)),
+            None => u128::from(value != 0),
+        }
+    };
+    Some(scaled.min(u64::MAX as u128) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ResourceRequirements;
+
+    fn rl(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
+        if pairs.is_empty() {
+            return None;
+        }
+        Some(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                .collect(),
+        )
+    }
+
+    fn ctr(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> Container {
+        Container {
+            name: "c".into(),
+            resources: Some(ResourceRequirements {
+                requests: rl(requests),
+                limits: rl(limits),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn sidecar(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> Container {
+        Container {
+            restart_policy: Some("Always".into()),
+            ..ctr(requests, limits)
+        }
+    }
+
+    fn spec(containers: Vec<Container>, init: Vec<Container>) -> PodSpec {
+        PodSpec {
+            containers,
+            init_containers: if init.is_empty() { None } else { Some(init) },
+            ..Default::default()
+        }
+    }
+
+    const FULL: &[(&str, &str)] = &[("cpu", "500m"), ("memory", "128Mi")];
+
+    #[test]
+    fn quantities_parse_to_millicores_and_bytes_rounding_up() {
+        assert_eq!(parse_quantity("100m", 3), Some(100));
+        assert_eq!(parse_quantity("0.5", 3), Some(500));
+        assert_eq!(parse_quantity("2", 3), Some(2000));
+        assert_eq!(parse_quantity("1.0001", 3), Some(1001));
+        assert_eq!(parse_quantity("250000u", 3), Some(250));
+        assert_eq!(parse_quantity("1n", 3), Some(1));
+        assert_eq!(parse_quantity("128Mi", 0), Some(128 << 20));
+        assert_eq!(parse_quantity("1G", 0), Some(1_000_000_000));
+        assert_eq!(parse_quantity("512", 0), Some(512));
+        assert_eq!(parse_quantity("1.5Gi", 0), Some(3 << 29));
+        assert_eq!(parse_quantity("1e3", 0), Some(1000));
+        assert_eq!(parse_quantity("12E-1", 0), Some(2));
+        assert_eq!(parse_quantity("1k", 0), Some(1000));
+        assert_eq!(parse_quantity("0", 3), Some(0));
+        assert_eq!(parse_quantity("-0", 3), Some(0));
+        assert_eq!(parse_quantity("1000Ei", 0), Some(u64::MAX));
+    }
+
+    #[test]
+    fn malformed_or_negative_quantities_are_rejected() {
+        for bad in [
+            "", "m", "abc", "1..2", "1.2.3", "10Q", "1mi", "-1", "1e", "--1",
+        ] {
+            assert_eq!(parse_quantity(bad, 3), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_pod_without_any_requests_or_limits_is_best_effort() {
+        let s = spec(vec![ctr(&[], &[]), Container::default()], vec![]);
+        assert_eq!(pod_qos(&s), QosClass::BestEffort);
+    }
+
+    #[test]
+    fn zero_valued_and_non_compute_resources_do_not_leave_best_effort() {
+        let s = spec(
+            vec![ctr(
+                &[("cpu", "0"), ("ephemeral-storage", "1Gi")],
+                &[("nvidia.com/gpu", "1")],
+            )],
+            vec![],
+        );
+        assert_eq!(pod_qos(&s), QosClass::BestEffort);
+    }
+
+    #[test]
+    fn equal_cpu_and_memory_requests_and_limits_everywhere_is_guaranteed() {
+        let s = spec(
+            vec![ctr(FULL, FULL), ctr(FULL, FULL)],
+            vec![ctr(FULL, FULL)],
+        );
+        assert_eq!(pod_qos(&s), QosClass::Guaranteed);
+    }
+
+    #[test]
+    fn limits_alone_default_the_requests_and_give_guaranteed() {
+        let s = spec(vec![ctr(&[], FULL)], vec![]);
+        assert_eq!(pod_qos(&s), QosClass::Guaranteed);
+    }
+
+    #[test]
+    fn a_request_below_its_limit_is_burstable() {
+        let s = spec(
+            vec![ctr(&[("cpu", "100m"), ("memory", "128Mi")], FULL)],
+            vec![],
+        );
+        assert_eq!(pod_qos(&s), QosClass::Burstable);
+    }
+
+    #[test]
+    fn a_container_missing_the_memory_limit_makes_the_pod_burstable() {
+        let s = spec(
+            vec![ctr(FULL, FULL), ctr(&[("cpu", "1")], &[("cpu", "1")])],
+            vec![],
+        );
+        assert_eq!(pod_qos(&s), QosClass::Burstable);
+    }
+
+    #[test]
+    fn an_init_container_without_limits_makes_the_pod_burstable() {
+        let s = spec(vec![ctr(FULL, FULL)], vec![ctr(&[("cpu", "100m")], &[])]);
+        assert_eq!(pod_qos(&s), QosClass::Burstable);
+        // An init container with no resources at all also breaks Guaranteed.
+        let s = spec(vec![ctr(FULL, FULL)], vec![ctr(&[], &[])]);
+        assert_eq!(pod_qos(&s), QosClass::Burstable);
+    }
+
+    #[test]
+    fn only_requests_and_no_limits_is_burstable() {
+        let s = spec(vec![ctr(&[("memory", "1Gi")], &[])], vec![]);
+        assert_eq!(pod_qos(&s), QosClass::Burstable);
+    }
+
+    #[test]
+    fn qos_class_names_round_trip() {
+        for q in [
+            QosClass::Guaranteed,
+            QosClass::Burstable,
+            QosClass::BestEffort,
+        ] {
+            assert_eq!(QosClass::parse(q.as_str()), Some(q));
+            assert_eq!(q.to_string(), q.as_str());
+        }
+        assert_eq!(QosClass::parse("guaranteed"), None);
+    }
+
+    #[test]
+    fn pod_requests_are_the_larger_of_the_app_sum_and_the_biggest_init_container() {
+        let s = spec(
+            vec![
+                ctr(&[("cpu", "100m"), ("memory", "64Mi")], &[]),
+                ctr(&[("cpu", "200m"), ("memory", "64Mi")], &[]),
+            ],
+            vec![
+                ctr(&[("cpu", "250m"), ("memory", "32Mi")], &[]),
+                ctr(&[("cpu", "1")], &[]),
+            ],
+        );
+        let r = pod_resources(&s);
+        assert_eq!(r.cpu_request_millis, 1000);
+        assert_eq!(r.memory_request_bytes, 128 << 20);
+        assert_eq!(r.cpu_limit_millis, None);
+        assert_eq!(r.memory_limit_bytes, None);
+    }
+
+    #[test]
+    fn pod_limits_exist_only_when_every_container_declares_them() {
+        let s = spec(
+            vec![
+                ctr(&[], &[("cpu", "1"), ("memory", "100Mi")]),
+                ctr(&[], &[("cpu", "500m")]),
+            ],
+            vec![ctr(&[], &[("cpu", "2"), ("memory", "1Gi")])],
+        );
+        let r = pod_resources(&s);
+        assert_eq!(r.cpu_limit_millis, Some(2000));
+        assert_eq!(r.memory_limit_bytes, None);
+        // requests default from limits: cpu max(1500, 2000), memory max(100Mi, 1Gi)
+        assert_eq!(r.cpu_request_millis, 2000);
+        assert_eq!(r.memory_request_bytes, 1 << 30);
+    }
+
+    #[test]
+    fn sidecar_init_containers_add_to_the_app_containers() {
+        let s = spec(
+            vec![ctr(&[], &[("cpu", "300m"), ("memory", "100")])],
+            vec![
+                sidecar(&[], &[("cpu", "200m"), ("memory", "50")]),
+                ctr(&[], &[("cpu", "400m"), ("memory", "10")]),
+            ],
+        );
+        let r = pod_resources(&s);
+        // app 300 + sidecar 200 = 500; second init runs beside the sidecar: 400 + 200 = 600
+        assert_eq!(r.cpu_request_millis, 600);
+        assert_eq!(r.cpu_limit_millis, Some(600));
+        // memory: app 100 + sidecar 50 = 150 vs 10 + 50 = 60
+        assert_eq!(r.memory_limit_bytes, Some(150));
+    }
+
+    #[test]
+    fn pod_overhead_is_added_to_requests_and_to_existing_limits() {
+        let mut s = spec(vec![ctr(&[("memory", "100Mi")], &[("cpu", "1")])], vec![]);
+        s.overhead = rl(&[("cpu", "250m"), ("memory", "20Mi")]);
+        let r = pod_resources(&s);
+        assert_eq!(r.cpu_request_millis, 1250);
+        assert_eq!(r.cpu_limit_millis, Some(1250));
+        assert_eq!(r.memory_request_bytes, 120 << 20);
+        assert_eq!(r.memory_limit_bytes, None);
+    }
+
+    #[test]
+    fn a_pod_with_no_containers_has_no_limits() {
+        assert_eq!(pod_resources(&PodSpec::default()), PodResources::default());
+    }
+
+    #[test]
+    fn container_memory_request_falls_back_to_its_limit() {
+        assert_eq!(
+            container_memory_request_bytes(&ctr(&[], &[("memory", "1Ki")])),
+            1024
+        );
+        assert_eq!(
+            container_memory_request_bytes(&ctr(&[("memory", "1")], &[("memory", "1Ki")])),
+            1
+        );
+        assert_eq!(container_memory_request_bytes(&Container::default()), 0);
+    }
+
+    #[test]
+    fn cpu_shares_follow_the_kubelet_formula_and_clamps() {
+        assert_eq!(milli_cpu_to_shares(0), 2);
+        assert_eq!(milli_cpu_to_shares(1), 2);
+        assert_eq!(milli_cpu_to_shares(100), 102);
+        assert_eq!(milli_cpu_to_shares(1000), 1024);
+        assert_eq!(milli_cpu_to_shares(500_000), 262_144);
+    }
+
+    #[test]
+    fn cpu_quota_follows_the_kubelet_formula_with_a_one_millisecond_floor() {
+        assert_eq!(milli_cpu_to_quota(0, QUOTA_PERIOD_US), 0);
+        assert_eq!(milli_cpu_to_quota(1, QUOTA_PERIOD_US), 1000);
+        assert_eq!(milli_cpu_to_quota(10, QUOTA_PERIOD_US), 1000);
+        assert_eq!(milli_cpu_to_quota(250, QUOTA_PERIOD_US), 25_000);
+        assert_eq!(milli_cpu_to_quota(2000, QUOTA_PERIOD_US), 200_000);
+        assert_eq!(milli_cpu_to_quota(500, 50_000), 25_000);
+    }
+
+    #[test]
+    fn cpu_weight_maps_the_shares_range_onto_one_to_ten_thousand() {
+        assert_eq!(shares_to_weight(2), 1);
+        assert_eq!(shares_to_weight(0), 1);
+        assert_eq!(shares_to_weight(1024), 39);
+        assert_eq!(shares_to_weight(262_144), 10_000);
+        assert_eq!(shares_to_weight(u64::MAX), 10_000);
+    }
+
+    #[test]
+    fn oom_score_adj_uses_the_kubelet_policy_for_each_class() {
+        let cap = 1000 << 20;
+        assert_eq!(oom_score_adj(QosClass::Guaranteed, 10, cap), -997);
+        assert_eq!(oom_score_adj(QosClass::BestEffort, 0, cap), 1000);
+        assert_eq!(oom_score_adj(QosClass::Burstable, 100 << 20, cap), 900);
+        assert_eq!(oom_score_adj(QosClass::Burstable, 0, cap), 999);
+        assert_eq!(oom_score_adj(QosClass::Burstable, 998 << 20, cap), 3);
+        assert_eq!(oom_score_adj(QosClass::Burstable, 2000 << 20, cap), 3);
+        assert_eq!(oom_score_adj(QosClass::Burstable, 1, 0), 999);
+    }
+}

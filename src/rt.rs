@@ -1,0 +1,157 @@
+//! The runtime: one `smol::LocalExecutor` per process, and the glue that lets
+//! hyper run on it.
+//!
+//! picolet runs every loop (pod workers, PLEG, probes, the admin socket, the
+//! CRI connection) as a task on a single thread-local executor. Tasks are
+//! `!Send` and share state through `Rc<RefCell<_>>`; nothing here spawns a
+//! thread. `async-io` may start its one reactor helper thread, so the process
+//! stays within the budget of three threads.
+//!
+//! hyper is runtime-agnostic: it needs an [`Executor`](hyper::rt::Executor) to
+//! drive HTTP/2 connection futures, a [`Timer`](hyper::rt::Timer) for
+//! keep-alive PINGs, and byte streams implementing its own `Read`/`Write`.
+//! [`LocalExec`], [`SmolTimer`] and [`Io`] provide those on top of smol.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use smol::io::{AsyncRead, AsyncWrite};
+use smol::{LocalExecutor, Task};
+
+thread_local! {
+    static EXECUTOR: LocalExecutor<'static> = const { LocalExecutor::new() };
+}
+
+/// Spawns a task on this thread's executor.
+pub fn spawn<T: 'static>(future: impl Future<Output = T> + 'static) -> Task<T> {
+    EXECUTOR.with(|ex| ex.spawn(future))
+}
+
+/// Runs `future` to completion, driving every spawned task meanwhile.
+pub fn block_on<T>(future: impl Future<Output = T>) -> T {
+    EXECUTOR.with(|ex| smol::block_on(ex.run(future)))
+}
+
+/// Sleeps on the reactor's timer.
+pub async fn sleep(duration: Duration) {
+    smol::Timer::after(duration).await;
+}
+
+/// Runs `future` with a deadline; `None` when the deadline passed first.
+pub async fn timeout<T>(duration: Duration, future: impl Future<Output = T>) -> Option<T> {
+    let deadline = async {
+        smol::Timer::after(duration).await;
+        None
+    };
+    smol::future::or(async { Some(future.await) }, deadline).await
+}
+
+/// hyper's executor: spawns connection futures on the thread-local executor.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LocalExec;
+
+impl<F> hyper::rt::Executor<F> for LocalExec
+where
+    F: Future + 'static,
+{
+    fn execute(&self, future: F) {
+        spawn(future).detach();
+    }
+}
+
+/// hyper's timer, backed by `async-io` timers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SmolTimer;
+
+struct Sleep(smol::Timer);
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.0).poll(cx).map(|_| ())
+    }
+}
+
+impl hyper::rt::Sleep for Sleep {}
+
+impl hyper::rt::Timer for SmolTimer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(Sleep(smol::Timer::after(duration)))
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(Sleep(smol::Timer::at(deadline)))
+    }
+
+    fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {
+        *sleep = self.sleep_until(new_deadline);
+    }
+}
+
+/// Adapts a futures-io byte stream (smol's `Async<UnixStream>`, a TLS
+/// stream, ...) to hyper's I/O traits.
+#[derive(Debug)]
+pub struct Io<T>(pub T);
+
+impl<T: AsyncRead + Unpin> hyper::rt::Read for Io<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        // SAFETY: the slice is zeroed before use, so no uninitialised byte is
+        // ever read; `advance` only counts the bytes the reader wrote.
+        let unfilled = unsafe { buf.as_mut() };
+        for b in unfilled.iter_mut() {
+            b.write(0);
+        }
+        let slice = unsafe { &mut *(unfilled as *mut [std::mem::MaybeUninit<u8>] as *mut [u8]) };
+        match Pin::new(&mut self.0).poll_read(cx, slice) {
+            Poll::Ready(Ok(n)) => {
+                unsafe { buf.advance(n) };
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> hyper::rt::Write for Io<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_close(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_returns_none_when_the_future_is_slower() {
+        let r = block_on(timeout(Duration::from_millis(10), sleep(Duration::from_secs(5))));
+        assert!(r.is_none());
+    }
+
+    #[test]
+    fn spawned_tasks_run_on_the_same_thread() {
+        let me = std::thread::current().id();
+        let id = block_on(spawn(async { std::thread::current().id() }));
+        assert_eq!(me, id);
+    }
+}

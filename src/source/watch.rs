@@ -1,0 +1,470 @@
+//! Watching the static pod directory: *when* to rescan it.
+//!
+//! [`FileSource`] turns a manifest directory into a stream of
+//! [`SourceUpdate`]s, each the complete set of static pods, emitted only when
+//! that set actually changed. It owns the I/O and timing; what the files
+//! mean is [`super::file`]'s business.
+//!
+//! How it decides to rescan:
+//!
+//! - inotify on the directory (`smol::Async` over a non-blocking inotify fd,
+//!   so it runs on the caller's executor, no thread). An event is followed by
+//!   a short debounce (until the directory has been quiet for ~100 ms, at most
+//!   2 s) so an editor's save or a `cp` of a large file produces one rescan,
+//!   not a burst, and a half-written file is rarely seen. Events about
+//!   editor droppings (`.swp`, `~`, dotfiles) are dropped without waking.
+//! - a periodic rescan every `period` (the kubelet's `fileCheckFrequency`)
+//!   as a backstop for what inotify cannot see: symlink targets changing,
+//!   a queue overflow, an inotify fd we could not get.
+//! - if the directory is missing (at start, or deleted or moved later) its
+//!   parent is watched for the name to reappear, and the periodic rescan
+//!   keeps trying to re-add the watch.
+//!
+//! Every rescan compares the set's `(uid, content md5)` fingerprint with the
+//! last one emitted; an unchanged set is not emitted, so the agent is only
+//! woken for real changes. The rescan itself is cheap: unchanged files are
+//! not re-parsed (see [`ManifestDir`]).
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use smol::{future, Async, Timer};
+
+use super::file::{is_ignored_file_name, ManifestDir};
+use super::SourceUpdate;
+
+/// Quiet time after the last inotify event before rescanning.
+pub const DEBOUNCE: Duration = Duration::from_millis(100);
+/// Upper bound on the debounce, for a directory that never goes quiet.
+const MAX_DEBOUNCE: Duration = Duration::from_secs(2);
+
+/// What is watched on the directory itself.
+fn dir_flags() -> WatchFlags {
+    WatchFlags::CREATE
+        | WatchFlags::DELETE
+        | WatchFlags::MODIFY
+        | WatchFlags::MOVED_TO
+        | WatchFlags::MOVED_FROM
+        | WatchFlags::CLOSE_WRITE
+        | WatchFlags::DELETE_SELF
+        | WatchFlags::MOVE_SELF
+        | WatchFlags::ATTRIB
+}
+
+/// What is watched on the parent while the directory is missing.
+fn parent_flags() -> WatchFlags {
+    WatchFlags::CREATE | WatchFlags::MOVED_TO | WatchFlags::ONLYDIR
+}
+
+/// The static pod source: a manifest directory plus the machinery to notice
+/// when it changes. Single-threaded; drive it from the agent's executor.
+pub struct FileSource {
+    dir: ManifestDir,
+    period: Duration,
+    /// `None` if inotify is unavailable: then only the periodic rescan runs.
+    inotify: Option<Async<OwnedFd>>,
+    /// Watch on the directory itself, when it exists.
+    dir_wd: Option<i32>,
+    /// Watch on the parent, only while the directory is missing.
+    parent_wd: Option<i32>,
+    /// The directory's own name, to recognise it in the parent's events.
+    dir_name: Option<OsString>,
+    /// Relevant events were seen and not yet followed by a rescan. Kept in
+    /// `self` so a `next()` dropped mid-debounce loses nothing.
+    pending: bool,
+    next_periodic: Instant,
+    /// Fingerprint of the last emitted set; `None` before the first.
+    last: Option<Vec<(String, [u8; 16])>>,
+}
+
+impl FileSource {
+    /// Watch `dir` (the static pod path; a single manifest file also works)
+    /// for node `node_name`, rescanning at least every `period`. Nothing is
+    /// read until the first [`next`](Self::next).
+    pub fn new(dir: PathBuf, node_name: String, period: Duration) -> Self {
+        let inotify = match inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)
+            .map_err(io::Error::from)
+            .and_then(Async::new)
+        {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                log::warn!(
+                    "inotify unavailable ({e}); static pod path {} will be rescanned every {period:?}",
+                    dir.display()
+                );
+                None
+            }
+        };
+        FileSource {
+            dir_name: dir.file_name().map(OsStr::to_owned),
+            dir: ManifestDir::new(dir, node_name),
+            period,
+            inotify,
+            dir_wd: None,
+            parent_wd: None,
+            pending: false,
+            next_periodic: Instant::now(),
+            last: None,
+        }
+    }
+
+    /// The complete set of static pods, once it differs from the last set
+    /// returned. The first call returns the current set immediately. Later
+    /// calls wait for a change; they never return an unchanged set.
+    ///
+    /// Cancel-safe: dropping the future (e.g. when racing it against other
+    /// events) loses no change; the next call picks it up.
+    pub async fn next(&mut self) -> SourceUpdate {
+        loop {
+            if self.last.is_some() {
+                self.wait().await;
+            }
+            // Watch first, then scan: a change after the scan then always
+            // produces an event, never a gap.
+            self.ensure_watch();
+            let update = self.dir.scan();
+            self.next_periodic = Instant::now() + self.period;
+            let fingerprint = fingerprint(&update.pods);
+            if self.last.as_ref() != Some(&fingerprint) {
+                self.last = Some(fingerprint);
+                return update;
+            }
+        }
+    }
+
+    /// Wait until a rescan is due: the period elapsed, or relevant inotify
+    /// events arrived and the directory then went quiet.
+    async fn wait(&mut self) {
+        loop {
+            if self.pending {
+                self.debounce().await;
+                self.pending = false;
+                return;
+            }
+            let deadline = self.next_periodic;
+            let Some(fd) = self.inotify.as_ref() else {
+                Timer::at(deadline).await;
+                return;
+            };
+            let readable = future::or(async { fd.readable().await.map(|()| true) }, async {
+                Timer::at(deadline).await;
+                Ok(false)
+            })
+            .await;
+            match readable {
+                Ok(true) => self.drain(),
+                Ok(false) => return,
+                Err(e) => self.lose_inotify(e),
+            }
+        }
+    }
+
+    /// Wait for the directory to be quiet for [`DEBOUNCE`] (at most
+    /// [`MAX_DEBOUNCE`]), absorbing the events that arrive meanwhile.
+    async fn debounce(&mut self) {
+        let give_up = Instant::now() + MAX_DEBOUNCE;
+        loop {
+            let Some(fd) = self.inotify.as_ref() else {
+                Timer::after(DEBOUNCE).await;
+                return;
+            };
+            let busy = future::or(async { fd.readable().await.map(|()| true) }, async {
+                Timer::after(DEBOUNCE).await;
+                Ok(false)
+            })
+            .await;
+            match busy {
+                Ok(true) => self.drain(),
+                Ok(false) => return,
+                Err(e) => self.lose_inotify(e),
+            }
+            if Instant::now() >= give_up {
+                return;
+            }
+        }
+    }
+
+    /// Read every queued inotify event; set `pending` if any matters.
+    fn drain(&mut self) {
+        let Some(fd) = self.inotify.as_ref() else {
+            return;
+        };
+        let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+        let mut reader = inotify::Reader::new(fd.get_ref(), &mut buf);
+        let mut dir_gone = false;
+        let mut dir_moved = false;
+        let result = loop {
+            let event = match reader.next() {
+                Ok(event) => event,
+                Err(rustix::io::Errno::AGAIN) => break Ok(()),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => break Err(io::Error::from(e)),
+            };
+            let flags = event.events();
+            let name = event.file_name().map(|n| OsStr::from_bytes(n.to_bytes()));
+            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                self.pending = true;
+            } else if Some(event.wd()) == self.dir_wd {
+                if flags.intersects(
+                    ReadFlags::IGNORED
+                        | ReadFlags::DELETE_SELF
+                        | ReadFlags::MOVE_SELF
+                        | ReadFlags::UNMOUNT,
+                ) {
+                    dir_gone = true;
+                    dir_moved |= flags.contains(ReadFlags::MOVE_SELF);
+                    self.pending = true;
+                } else if !name.is_some_and(|n| is_ignored_file_name(&n.to_string_lossy())) {
+                    self.pending = true;
+                }
+            } else if Some(event.wd()) == self.parent_wd && name == self.dir_name.as_deref() {
+                // The directory (re)appeared.
+                self.pending = true;
+            }
+        };
+        if dir_gone {
+            if let Some(wd) = self.dir_wd.take() {
+                if dir_moved {
+                    // A moved directory is still watched at its new place.
+                    let _ = inotify::remove_watch(fd.get_ref(), wd);
+                }
+            }
+            log::info!(
+                "static pod path {} was removed or moved; watching for it to come back",
+                self.dir.path().display()
+            );
+        }
+        if let Err(e) = result {
+            self.lose_inotify(e);
+        }
+    }
+
+    /// Make sure the directory is watched, or, while it is missing, its
+    /// parent.
+    fn ensure_watch(&mut self) {
+        let Some(fd) = self.inotify.as_ref() else {
+            return;
+        };
+        if self.dir_wd.is_some() {
+            return;
+        }
+        match inotify::add_watch(fd.get_ref(), self.dir.path(), dir_flags()) {
+            Ok(wd) => {
+                self.dir_wd = Some(wd);
+                if let Some(parent_wd) = self.parent_wd.take() {
+                    let _ = inotify::remove_watch(fd.get_ref(), parent_wd);
+                }
+            }
+            Err(e) => {
+                if e != rustix::io::Errno::NOENT {
+                    log::debug!("cannot watch {}: {e}", self.dir.path().display());
+                }
+                if self.parent_wd.is_none() {
+                    let parent = self
+                        .dir
+                        .path()
+                        .parent()
+                        .filter(|p| !p.as_os_str().is_empty());
+                    if let Some(parent) = parent {
+                        self.parent_wd =
+                            inotify::add_watch(fd.get_ref(), parent, parent_flags()).ok();
+                    }
+                }
+            }
+        }
+    }
+
+    /// inotify failed for good: fall back to periodic rescans only.
+    fn lose_inotify(&mut self, e: io::Error) {
+        log::warn!(
+            "inotify on {} failed ({e}); falling back to rescanning every {:?}",
+            self.dir.path().display(),
+            self.period
+        );
+        self.inotify = None;
+        self.dir_wd = None;
+        self.parent_wd = None;
+        self.pending = true;
+    }
+}
+
+/// `(uid, md5 of the pod's JSON)` per pod: equal fingerprints mean equal sets.
+fn fingerprint(pods: &[Pod]) -> Vec<(String, [u8; 16])> {
+    pods.iter()
+        .map(|pod| {
+            let json = serde_json::to_vec(pod).expect("a Pod always serialises to JSON");
+            (
+                pod.metadata.uid.clone().unwrap_or_default(),
+                md5::compute(json).0,
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::future::Future;
+
+    const NODE: &str = "edge-1";
+
+    fn pod_yaml(name: &str, image: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n\
+             spec:\n  containers:\n  - name: c\n    image: {image}\n"
+        )
+    }
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("picolet-watch-{tag}-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// Run `f` to completion, failing the test if it takes longer than `limit`.
+    fn within<T>(limit: Duration, f: impl Future<Output = T>) -> T {
+        smol::block_on(future::or(async { Some(f.await) }, async {
+            Timer::after(limit).await;
+            None
+        }))
+        .unwrap_or_else(|| panic!("nothing happened within {limit:?}"))
+    }
+
+    /// Whether `f` finishes within `limit`.
+    fn finishes_within<T>(limit: Duration, f: impl Future<Output = T>) -> bool {
+        smol::block_on(future::or(
+            async {
+                f.await;
+                true
+            },
+            async {
+                Timer::after(limit).await;
+                false
+            },
+        ))
+    }
+
+    fn names(update: &SourceUpdate) -> Vec<String> {
+        update
+            .pods
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect()
+    }
+
+    // A long period: these changes must be noticed through inotify.
+    const LONG: Duration = Duration::from_secs(3600);
+    const SOON: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn the_watcher_sees_a_manifest_appear_change_and_disappear() {
+        let dir = temp_dir("basic");
+        fs::create_dir_all(&dir).unwrap();
+        let mut source = FileSource::new(dir.clone(), NODE.into(), LONG);
+
+        let first = within(Duration::from_millis(500), source.next());
+        assert!(
+            first.pods.is_empty(),
+            "the first call returns the current (empty) set"
+        );
+
+        fs::write(dir.join("web.yaml"), pod_yaml("web", "nginx:1")).unwrap();
+        let update = within(SOON, source.next());
+        assert_eq!(names(&update), ["web-edge-1"]);
+        let uid = update.pods[0].metadata.uid.clone();
+
+        fs::write(dir.join("web.yaml"), pod_yaml("web", "nginx:2")).unwrap();
+        let update = within(SOON, source.next());
+        assert_eq!(names(&update), ["web-edge-1"]);
+        assert_ne!(update.pods[0].metadata.uid, uid, "an edit is a new pod");
+
+        fs::remove_file(dir.join("web.yaml")).unwrap();
+        let update = within(SOON, source.next());
+        assert!(update.pods.is_empty());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_unchanged_set_is_not_emitted_again() {
+        let dir = temp_dir("quiet");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("web.yaml"), pod_yaml("web", "nginx:1")).unwrap();
+        // A short period: rescans happen, but find nothing new.
+        let mut source = FileSource::new(dir.clone(), NODE.into(), Duration::from_millis(20));
+        assert_eq!(names(&within(SOON, source.next())), ["web-edge-1"]);
+
+        fs::write(dir.join(".web.yaml.swp"), "vim swap").unwrap();
+        fs::write(dir.join("web.yaml"), pod_yaml("web", "nginx:1")).unwrap(); // same content
+        assert!(!finishes_within(Duration::from_millis(400), source.next()));
+
+        // ...and the source still works after a cancelled next().
+        fs::write(dir.join("db.yaml"), pod_yaml("db", "postgres:16")).unwrap();
+        assert_eq!(
+            names(&within(SOON, source.next())),
+            ["db-edge-1", "web-edge-1"]
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_watcher_copes_with_the_directory_appearing_and_being_recreated() {
+        let dir = temp_dir("late");
+        let mut source = FileSource::new(dir.clone(), NODE.into(), LONG);
+        assert!(
+            within(SOON, source.next()).pods.is_empty(),
+            "missing directory, empty set"
+        );
+
+        // Created later, with a manifest: seen through the parent watch.
+        let staging = temp_dir("late-staging");
+        fs::create_dir_all(&staging).unwrap();
+        fs::write(staging.join("web.yaml"), pod_yaml("web", "nginx:1")).unwrap();
+        fs::rename(&staging, &dir).unwrap();
+        assert_eq!(names(&within(SOON, source.next())), ["web-edge-1"]);
+
+        // Deleted: the set empties.
+        fs::remove_dir_all(&dir).unwrap();
+        assert!(within(SOON, source.next()).pods.is_empty());
+
+        // Recreated: the watch comes back and new files are seen.
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("db.yaml"), pod_yaml("db", "postgres:16")).unwrap();
+        let update = within(SOON, source.next());
+        let update = if update.pods.is_empty() {
+            within(SOON, source.next())
+        } else {
+            update
+        };
+        assert_eq!(names(&update), ["db-edge-1"]);
+        fs::write(dir.join("web.yaml"), pod_yaml("web", "nginx:1")).unwrap();
+        assert_eq!(
+            names(&within(SOON, source.next())),
+            ["db-edge-1", "web-edge-1"]
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_periodic_rescan_works_without_inotify() {
+        let dir = temp_dir("poll");
+        fs::create_dir_all(&dir).unwrap();
+        let mut source = FileSource::new(dir.clone(), NODE.into(), Duration::from_millis(50));
+        source.inotify = None;
+        assert!(within(SOON, source.next()).pods.is_empty());
+        fs::write(dir.join("web.yaml"), pod_yaml("web", "nginx:1")).unwrap();
+        assert_eq!(names(&within(SOON, source.next())), ["web-edge-1"]);
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,805 @@
+//! Pod status: the v1 `PodStatus` picolet reports for a pod, computed from
+//! what the runtime says.
+//!
+//! [`pod_status`] is kubelet's `generateAPIPodStatus` (with `getPhase`,
+//! `convertToAPIContainerStatuses` and the `Generate*Condition` helpers) as a
+//! pure function. It reads no clock and keeps no history: the caller passes
+//! the wall-clock time, the agent's per-container facts (why a start failed,
+//! probe results) and preserves condition transition times and terminal
+//! phases across calls itself. Keeping this pure is what lets the status
+//! rules be tested case by case without a runtime.
+//!
+//! Deliberate simplifications against kubelet:
+//! - restartable ("sidecar") init containers are treated as ordinary init
+//!   containers, as the planner does;
+//! - readiness gates are not evaluated (picolet has no API server writing
+//!   custom conditions);
+//! - a pod being deleted reports `Ready=False` (reason `PodTerminating`)
+//!   at once, so nothing keeps routing to it while it shuts down.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{
+    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
+    HostIP, Pod, PodCondition, PodIP, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::pleg::State;
+use crate::pod::plan::{ObservedContainer, ObservedPod};
+
+/// Why a container is not running, as the agent recorded it when a start
+/// failed or a restart is backing off (`ErrImagePull`, `ImagePullBackOff`,
+/// `CrashLoopBackOff`, `CreateContainerError`, `CreateContainerConfigError`,
+/// `RunContainerError`, ...).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Waiting {
+    pub reason: String,
+    pub message: String,
+}
+
+/// Everything [`pod_status`] needs.
+pub struct StatusInput<'a> {
+    /// The desired pod.
+    pub pod: &'a Pod,
+    /// What the runtime holds for it, newest first (see [`ObservedPod::normalize`]).
+    pub observed: &'a ObservedPod,
+    /// Per container name: why it is waiting, when the agent knows better
+    /// than the runtime.
+    pub waiting: &'a HashMap<String, Waiting>,
+    /// Readiness probe results by container name; absent means the container
+    /// has no readiness probe and is ready once running and started.
+    pub readiness: &'a HashMap<String, bool>,
+    /// Startup probe results by container name; absent means started once
+    /// running.
+    pub started: &'a HashMap<String, bool>,
+    /// The runtime's name for container IDs: `containerd` or `cri-o`.
+    pub runtime_name: &'a str,
+    pub host_ip: &'a str,
+    /// `Guaranteed`, `Burstable` or `BestEffort`.
+    pub qos_class: &'a str,
+    /// When picolet first saw the pod, Unix seconds.
+    pub start_time_unix: Option<i64>,
+    /// The pod is being deleted.
+    pub terminating: bool,
+    /// Wall-clock now, Unix seconds.
+    pub now_unix: i64,
+}
+
+/// Pod phases.
+pub const PENDING: &str = "Pending";
+pub const RUNNING: &str = "Running";
+pub const SUCCEEDED: &str = "Succeeded";
+pub const FAILED: &str = "Failed";
+
+fn restart_policy(pod: &Pod) -> &str {
+    pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()).unwrap_or("Always")
+}
+
+fn init_containers(pod: &Pod) -> &[Container] {
+    pod.spec.as_ref().and_then(|s| s.init_containers.as_deref()).unwrap_or(&[])
+}
+
+fn app_containers(pod: &Pod) -> &[Container] {
+    pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or(&[])
+}
+
+/// A Unix-nanosecond runtime timestamp as API time; 0 means unknown.
+fn time_from_nanos(nanos: i64) -> Option<Time> {
+    if nanos <= 0 {
+        return None;
+    }
+    Timestamp::from_nanosecond(nanos as i128).ok().map(Time)
+}
+
+/// Unix seconds as API time (clamped to the epoch outside jiff's range,
+/// which no real clock reaches).
+pub fn time_from_unix(seconds: i64) -> Time {
+    Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// A duration the way Go's `time.Duration.String` prints it, as kubelet's
+/// messages do: `20s`, `1m20s`, `5m0s`, `1h0m0s`, `1.5s`, `300ms`.
+pub fn format_duration(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    if nanos == 0 {
+        return "0s".to_string();
+    }
+    // Go's fractional formatting: integer part, then up to `digits` decimals
+    // with trailing zeros trimmed.
+    fn frac(v: u128, digits: u32, unit: &str) -> String {
+        let scale = 10u128.pow(digits);
+        let (int, mut rem) = (v / scale, v % scale);
+        if rem == 0 {
+            return format!("{int}{unit}");
+        }
+        let mut width = digits as usize;
+        while rem % 10 == 0 {
+            rem /= 10;
+            width -= 1;
+        }
+        format!("{int}.{rem:0width$}{unit}")
+    }
+    if nanos < 1_000 {
+        return format!("{nanos}ns");
+    }
+    if nanos < 1_000_000 {
+        return frac(nanos, 3, "µs");
+    }
+    if nanos < 1_000_000_000 {
+        return frac(nanos, 6, "ms");
+    }
+    let secs = d.as_secs();
+    let sub = u128::from(d.subsec_nanos());
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let seconds = frac(u128::from(s) * 1_000_000_000 + sub, 9, "s");
+    match (h, m) {
+        (0, 0) => seconds,
+        (0, m) => format!("{m}m{seconds}"),
+        (h, m) => format!("{h}h{m}m{seconds}"),
+    }
+}
+
+fn terminated(c: &ObservedContainer, runtime: &str) -> ContainerStateTerminated {
+    let reason = if !c.reason.is_empty() {
+        c.reason.clone()
+    } else if c.exit_code == 0 {
+        "Completed".to_string()
+    } else {
+        "Error".to_string()
+    };
+    ContainerStateTerminated {
+        exit_code: c.exit_code,
+        reason: Some(reason),
+        message: (!c.message.is_empty()).then(|| c.message.clone()),
+        started_at: time_from_nanos(c.started_at),
+        finished_at: time_from_nanos(c.finished_at),
+        container_id: Some(format!("{runtime}://{}", c.id)),
+        signal: None,
+    }
+}
+
+fn waiting_state(reason: &str, message: &str) -> ContainerState {
+    ContainerState {
+        waiting: Some(ContainerStateWaiting {
+            reason: (!reason.is_empty()).then(|| reason.to_string()),
+            message: (!message.is_empty()).then(|| message.to_string()),
+        }),
+        ..Default::default()
+    }
+}
+
+fn terminated_state(c: &ObservedContainer, runtime: &str) -> ContainerState {
+    ContainerState { terminated: Some(terminated(c, runtime)), ..Default::default() }
+}
+
+/// Whether an exited container will be started again.
+fn will_restart(policy: &str, init: bool, exit_code: i32) -> bool {
+    match policy {
+        "Never" => false,
+        // An init container that succeeded is done under any policy.
+        _ if init => exit_code != 0,
+        "OnFailure" => exit_code != 0,
+        _ => true,
+    }
+}
+
+/// One container's status.
+fn container_status(input: &StatusInput, spec: &Container, init: bool, default_reason: &str) -> ContainerStatus {
+    let name = spec.name.as_str();
+    let runtime = input.runtime_name;
+    let policy = restart_policy(input.pod);
+    let mut attempts = input.observed.containers.iter().filter(|c| c.name == name);
+    let latest = attempts.next();
+    let previous = attempts.next();
+    let waiting = input.waiting.get(name);
+
+    let mut status =
+        ContainerStatus { name: name.to_string(), image: spec.image.clone().unwrap_or_default(), ..Default::default() };
+    let Some(c) = latest else {
+        let (reason, message) = match waiting {
+            Some(w) => (w.reason.as_str(), w.message.as_str()),
+            None => (default_reason, ""),
+        };
+        status.state = Some(waiting_state(reason, message));
+        status.started = Some(false);
+        return status;
+    };
+
+    status.image_id = c.image_ref.clone();
+    status.container_id = Some(format!("{runtime}://{}", c.id));
+    status.restart_count = i32::try_from(c.attempt).unwrap_or(i32::MAX);
+    let previous_terminated = previous.filter(|p| p.state == State::Exited).map(|p| terminated_state(p, runtime));
+
+    match c.state {
+        State::Running => {
+            status.state = Some(ContainerState {
+                running: Some(ContainerStateRunning { started_at: time_from_nanos(c.started_at) }),
+                ..Default::default()
+            });
+            status.last_state = previous_terminated;
+            if init {
+                status.started = Some(true);
+                status.ready = false;
+            } else {
+                let started = input.started.get(name).copied().unwrap_or(true);
+                status.started = Some(started);
+                status.ready = started && input.readiness.get(name).copied().unwrap_or(true);
+            }
+        }
+        State::Exited => {
+            status.started = Some(false);
+            status.ready = init && c.exit_code == 0;
+            match waiting.filter(|_| will_restart(policy, init, c.exit_code)) {
+                Some(w) => {
+                    status.state = Some(waiting_state(&w.reason, &w.message));
+                    status.last_state = Some(terminated_state(c, runtime));
+                }
+                None => {
+                    status.state = Some(terminated_state(c, runtime));
+                    status.last_state = previous_terminated;
+                }
+            }
+        }
+        State::Created | State::Unknown => {
+            // Created but not started, or lost: "waiting to run".
+            let (reason, message) = match waiting {
+                Some(w) => (w.reason.as_str(), w.message.as_str()),
+                None if c.state == State::Created => ("ContainerCreating", ""),
+                None => ("", ""),
+            };
+            status.state = Some(waiting_state(reason, message));
+            status.last_state = previous_terminated;
+            status.started = Some(false);
+        }
+    }
+    status
+}
+
+fn state_of(s: &ContainerStatus) -> (Option<&ContainerStateTerminated>, bool, bool) {
+    let state = s.state.as_ref();
+    let terminated = state.and_then(|st| st.terminated.as_ref());
+    let running = state.is_some_and(|st| st.running.is_some());
+    let waiting = state.is_some_and(|st| st.waiting.is_some());
+    (terminated, running, waiting)
+}
+
+fn last_terminated(s: &ContainerStatus) -> Option<&ContainerStateTerminated> {
+    s.last_state.as_ref().and_then(|l| l.terminated.as_ref())
+}
+
+/// kubelet's `getPhase`.
+fn phase(policy: &str, init: &[ContainerStatus], app: &[ContainerStatus]) -> &'static str {
+    let mut pending_init = 0;
+    let mut failed_init = 0;
+    for s in init {
+        match state_of(s) {
+            (_, true, _) => pending_init += 1,
+            (Some(t), _, _) => failed_init += usize::from(t.exit_code != 0),
+            (None, false, true) => match last_terminated(s) {
+                Some(t) => failed_init += usize::from(t.exit_code != 0),
+                None => pending_init += 1,
+            },
+            _ => pending_init += 1,
+        }
+    }
+    let (mut unknown, mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0, 0);
+    for s in app {
+        match state_of(s) {
+            (_, true, _) => running += 1,
+            (Some(t), _, _) => {
+                stopped += 1;
+                succeeded += usize::from(t.exit_code == 0);
+            }
+            (None, false, true) => {
+                if last_terminated(s).is_some() {
+                    stopped += 1;
+                } else {
+                    waiting += 1;
+                }
+            }
+            _ => unknown += 1,
+        }
+    }
+    if failed_init > 0 && policy == "Never" {
+        return FAILED;
+    }
+    if pending_init > 0 || waiting > 0 {
+        return PENDING;
+    }
+    if running > 0 && unknown == 0 {
+        return RUNNING;
+    }
+    if running == 0 && stopped > 0 && unknown == 0 {
+        return match policy {
+            "Always" => RUNNING,
+            _ if stopped == succeeded => SUCCEEDED,
+            "Never" => FAILED,
+            _ => RUNNING,
+        };
+    }
+    PENDING
+}
+
+fn condition(type_: &str, ok: bool, reason: Option<&str>, message: Option<String>) -> PodCondition {
+    PodCondition {
+        type_: type_.to_string(),
+        status: if ok { "True" } else { "False" }.to_string(),
+        reason: reason.map(str::to_string),
+        message,
+        ..Default::default()
+    }
+}
+
+/// Go's `%s` of a `[]string`: `[a b]`.
+fn go_list(names: &[&str]) -> String {
+    format!("[{}]", names.join(" "))
+}
+
+/// kubelet's `GeneratePodInitializedCondition`.
+fn initialized_condition(init: &[ContainerStatus], app: &[ContainerStatus], phase: &str) -> PodCondition {
+    const T: &str = "Initialized";
+    if init.is_empty() {
+        return condition(T, true, None, None);
+    }
+    if phase == SUCCEEDED {
+        return condition(T, true, Some("PodCompleted"), None);
+    }
+    let app_started = app.iter().any(|s| {
+        let (t, running, _) = state_of(s);
+        running || t.is_some()
+    });
+    if app_started {
+        return condition(T, true, None, None);
+    }
+    let incomplete: Vec<&str> = init
+        .iter()
+        .filter(|s| !matches!(state_of(s).0, Some(t) if t.exit_code == 0))
+        .map(|s| s.name.as_str())
+        .collect();
+    if incomplete.is_empty() {
+        condition(T, true, None, None)
+    } else {
+        let message = format!("containers with incomplete status: {}", go_list(&incomplete));
+        condition(T, false, Some("ContainersNotInitialized"), Some(message))
+    }
+}
+
+/// kubelet's `GenerateContainersReadyCondition`.
+fn containers_ready_condition(app: &[ContainerStatus], phase: &str) -> PodCondition {
+    const T: &str = "ContainersReady";
+    match phase {
+        SUCCEEDED => return condition(T, false, Some("PodCompleted"), None),
+        FAILED => return condition(T, false, Some("PodFailed"), None),
+        _ => {}
+    }
+    let unready: Vec<&str> = app.iter().filter(|s| !s.ready).map(|s| s.name.as_str()).collect();
+    if unready.is_empty() {
+        condition(T, true, None, None)
+    } else {
+        let message = format!("containers with unready status: {}", go_list(&unready));
+        condition(T, false, Some("ContainersNotReady"), Some(message))
+    }
+}
+
+/// Computes the pod's status from what the runtime reports.
+pub fn pod_status(input: &StatusInput) -> PodStatus {
+    let pod = input.pod;
+    let policy = restart_policy(pod);
+    let inits = init_containers(pod);
+
+    // Init containers default to PodInitializing (kubectl shows `Init:i/n`);
+    // app containers too while an init container has not succeeded.
+    let init_statuses: Vec<ContainerStatus> =
+        inits.iter().map(|c| container_status(input, c, true, "PodInitializing")).collect();
+    let init_done = init_statuses.iter().all(|s| matches!(state_of(s).0, Some(t) if t.exit_code == 0));
+    let app_default = if init_done { "ContainerCreating" } else { "PodInitializing" };
+    let app_statuses: Vec<ContainerStatus> =
+        app_containers(pod).iter().map(|c| container_status(input, c, false, app_default)).collect();
+
+    let phase = phase(policy, &init_statuses, &app_statuses);
+
+    let sandbox = input.observed.latest_sandbox().filter(|s| s.ready);
+    let containers_ready = containers_ready_condition(&app_statuses, phase);
+    let ready = if input.terminating && containers_ready.status == "True" {
+        condition("Ready", false, Some("PodTerminating"), Some("the pod is being deleted".to_string()))
+    } else {
+        PodCondition { type_: "Ready".to_string(), ..containers_ready.clone() }
+    };
+    let conditions = vec![
+        condition("PodReadyToStartContainers", sandbox.is_some(), None, None),
+        initialized_condition(&init_statuses, &app_statuses, phase),
+        ready,
+        containers_ready,
+        condition("PodScheduled", true, None, None),
+    ];
+
+    let host_network = pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false);
+    let mut pod_ips: Vec<String> = Vec::new();
+    if let Some(s) = sandbox {
+        if !s.ip.is_empty() {
+            pod_ips.push(s.ip.clone());
+            pod_ips.extend(s.additional_ips.iter().filter(|ip| !ip.is_empty()).cloned());
+        } else if host_network && !input.host_ip.is_empty() {
+            pod_ips.push(input.host_ip.to_string());
+        }
+    }
+
+    PodStatus {
+        phase: Some(phase.to_string()),
+        conditions: Some(conditions),
+        host_ip: (!input.host_ip.is_empty()).then(|| input.host_ip.to_string()),
+        host_ips: (!input.host_ip.is_empty()).then(|| vec![HostIP { ip: input.host_ip.to_string() }]),
+        pod_ip: pod_ips.first().cloned(),
+        pod_ips: (!pod_ips.is_empty()).then(|| pod_ips.into_iter().map(|ip| PodIP { ip }).collect()),
+        qos_class: (!input.qos_class.is_empty()).then(|| input.qos_class.to_string()),
+        start_time: input.start_time_unix.map(time_from_unix),
+        init_container_statuses: (!inits.is_empty()).then_some(init_statuses),
+        container_statuses: Some(app_statuses),
+        observed_generation: pod.metadata.generation,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pod::plan::ObservedSandbox;
+
+    fn pod(yaml: &str) -> Pod {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    fn simple(policy: &str) -> Pod {
+        pod(&format!(
+            "metadata: {{name: p, uid: u1}}\nspec:\n  restartPolicy: {policy}\n  containers:\n  - {{name: a, image: busybox}}\n  - {{name: b, image: nginx}}\n"
+        ))
+    }
+
+    fn with_init() -> Pod {
+        pod("metadata: {name: p, uid: u1}\nspec:\n  initContainers:\n  - {name: i1, image: busybox}\n  - {name: i2, image: busybox}\n  containers:\n  - {name: a, image: busybox}\n")
+    }
+
+    fn sandbox(ready: bool) -> ObservedSandbox {
+        ObservedSandbox {
+            id: "s0".into(),
+            attempt: 0,
+            ready,
+            created_at: 1,
+            ip: "10.88.0.5".into(),
+            additional_ips: vec!["fd00::5".into()],
+        }
+    }
+
+    const SEC: i64 = 1_000_000_000;
+
+    fn container(name: &str, attempt: u32, state: State, exit_code: i32) -> ObservedContainer {
+        ObservedContainer {
+            id: format!("{name}-{attempt}"),
+            sandbox_id: "s0".into(),
+            name: name.into(),
+            attempt,
+            state,
+            exit_code,
+            created_at: (100 + attempt as i64) * SEC,
+            started_at: (101 + attempt as i64) * SEC,
+            finished_at: if state == State::Exited { (102 + attempt as i64) * SEC } else { 0 },
+            image_ref: "sha256:abc".into(),
+            ..Default::default()
+        }
+    }
+
+    fn observed(ready: bool, containers: Vec<ObservedContainer>) -> ObservedPod {
+        let mut o = ObservedPod { sandboxes: vec![sandbox(ready)], containers };
+        o.normalize();
+        o
+    }
+
+    struct Facts {
+        waiting: HashMap<String, Waiting>,
+        readiness: HashMap<String, bool>,
+        started: HashMap<String, bool>,
+        terminating: bool,
+    }
+
+    impl Facts {
+        fn new() -> Self {
+            Facts { waiting: HashMap::new(), readiness: HashMap::new(), started: HashMap::new(), terminating: false }
+        }
+        fn wait(mut self, name: &str, reason: &str, message: &str) -> Self {
+            self.waiting.insert(name.into(), Waiting { reason: reason.into(), message: message.into() });
+            self
+        }
+        fn status(&self, pod: &Pod, observed: &ObservedPod) -> PodStatus {
+            pod_status(&StatusInput {
+                pod,
+                observed,
+                waiting: &self.waiting,
+                readiness: &self.readiness,
+                started: &self.started,
+                runtime_name: "containerd",
+                host_ip: "192.168.1.10",
+                qos_class: "BestEffort",
+                start_time_unix: Some(1_700_000_000),
+                terminating: self.terminating,
+                now_unix: 1_700_000_100,
+            })
+        }
+    }
+
+    fn cond<'a>(s: &'a PodStatus, t: &str) -> &'a PodCondition {
+        s.conditions.as_ref().unwrap().iter().find(|c| c.type_ == t).unwrap()
+    }
+
+    fn cs<'a>(s: &'a PodStatus, name: &str) -> &'a ContainerStatus {
+        s.container_statuses.iter().chain(s.init_container_statuses.iter()).flatten().find(|c| c.name == name).unwrap()
+    }
+
+    fn waiting_reason(c: &ContainerStatus) -> &str {
+        c.state.as_ref().unwrap().waiting.as_ref().unwrap().reason.as_deref().unwrap()
+    }
+
+    #[test]
+    fn a_running_pod_is_ready_with_ips_and_container_ids() {
+        let p = simple("Always");
+        let o = observed(true, vec![container("a", 0, State::Running, 0), container("b", 0, State::Running, 0)]);
+        let s = Facts::new().status(&p, &o);
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        let types: Vec<&str> = s.conditions.as_ref().unwrap().iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]);
+        assert!(s.conditions.as_ref().unwrap().iter().all(|c| c.status == "True"));
+        assert_eq!(s.pod_ip.as_deref(), Some("10.88.0.5"));
+        assert_eq!(s.pod_ips.as_ref().unwrap().len(), 2);
+        assert_eq!(s.host_ip.as_deref(), Some("192.168.1.10"));
+        assert_eq!(s.qos_class.as_deref(), Some("BestEffort"));
+        let a = cs(&s, "a");
+        assert!(a.ready);
+        assert_eq!(a.started, Some(true));
+        assert_eq!(a.image, "busybox");
+        assert_eq!(a.image_id, "sha256:abc");
+        assert_eq!(a.container_id.as_deref(), Some("containerd://a-0"));
+        let running = a.state.as_ref().unwrap().running.as_ref().unwrap();
+        assert_eq!(running.started_at.as_ref().unwrap().0.as_second(), 101);
+        assert!(a.last_state.is_none());
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["startTime"], "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn a_failing_readiness_probe_makes_ready_false_with_the_container_named() {
+        let p = simple("Always");
+        let o = observed(true, vec![container("a", 0, State::Running, 0), container("b", 0, State::Running, 0)]);
+        let mut f = Facts::new();
+        f.readiness.insert("b".into(), false);
+        let s = f.status(&p, &o);
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        let ready = cond(&s, "Ready");
+        assert_eq!(ready.status, "False");
+        assert_eq!(ready.reason.as_deref(), Some("ContainersNotReady"));
+        assert_eq!(ready.message.as_deref(), Some("containers with unready status: [b]"));
+        assert_eq!(cond(&s, "ContainersReady").status, "False");
+        assert!(!cs(&s, "b").ready);
+        assert!(cs(&s, "a").ready);
+    }
+
+    #[test]
+    fn a_pending_startup_probe_keeps_the_container_unready() {
+        let p = simple("Always");
+        let o = observed(true, vec![container("a", 0, State::Running, 0), container("b", 0, State::Running, 0)]);
+        let mut f = Facts::new();
+        f.started.insert("a".into(), false);
+        let s = f.status(&p, &o);
+        let a = cs(&s, "a");
+        assert_eq!(a.started, Some(false));
+        assert!(!a.ready);
+    }
+
+    #[test]
+    fn a_terminating_pod_is_not_ready() {
+        let p = simple("Always");
+        let o = observed(true, vec![container("a", 0, State::Running, 0), container("b", 0, State::Running, 0)]);
+        let mut f = Facts::new();
+        f.terminating = true;
+        let s = f.status(&p, &o);
+        assert_eq!(cond(&s, "Ready").status, "False");
+        assert_eq!(cond(&s, "ContainersReady").status, "True");
+    }
+
+    #[test]
+    fn a_crash_loop_shows_waiting_crash_loop_back_off_and_the_last_exit_code() {
+        let p = simple("Always");
+        let mut dead = container("a", 3, State::Exited, 2);
+        dead.message = "boom".into();
+        let o = observed(true, vec![dead, container("a", 2, State::Exited, 1), container("b", 0, State::Running, 0)]);
+        let msg = "back-off 20s restarting failed container=a pod=p_default(u1)";
+        let s = Facts::new().wait("a", "CrashLoopBackOff", msg).status(&p, &o);
+        let a = cs(&s, "a");
+        assert_eq!(waiting_reason(a), "CrashLoopBackOff");
+        assert_eq!(a.state.as_ref().unwrap().waiting.as_ref().unwrap().message.as_deref(), Some(msg));
+        let last = a.last_state.as_ref().unwrap().terminated.as_ref().unwrap();
+        assert_eq!(last.exit_code, 2);
+        assert_eq!(last.reason.as_deref(), Some("Error"));
+        assert_eq!(last.message.as_deref(), Some("boom"));
+        assert_eq!(last.container_id.as_deref(), Some("containerd://a-3"));
+        assert_eq!(last.finished_at.as_ref().unwrap().0.as_second(), 105);
+        assert_eq!(a.restart_count, 3);
+        assert!(!a.ready);
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        assert_eq!(cond(&s, "Ready").message.as_deref(), Some("containers with unready status: [a]"));
+    }
+
+    #[test]
+    fn an_exited_container_about_to_restart_shows_terminated_and_the_previous_attempt() {
+        let p = simple("Always");
+        let o = observed(true, vec![container("a", 1, State::Exited, 1), container("a", 0, State::Exited, 7)]);
+        let s = Facts::new().status(&p, &o);
+        let a = cs(&s, "a");
+        assert_eq!(a.state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 1);
+        assert_eq!(a.last_state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 7);
+    }
+
+    #[test]
+    fn a_running_container_whose_previous_attempt_was_removed_has_no_last_state() {
+        let p = simple("Always");
+        let o = observed(true, vec![container("a", 4, State::Running, 0), container("b", 0, State::Running, 0)]);
+        let s = Facts::new().status(&p, &o);
+        let a = cs(&s, "a");
+        assert!(a.last_state.is_none());
+        assert_eq!(a.restart_count, 4);
+    }
+
+    #[test]
+    fn restart_count_is_the_latest_attempt_number() {
+        let p = simple("Always");
+        let o = observed(
+            true,
+            vec![
+                container("a", 2, State::Running, 0),
+                container("a", 1, State::Exited, 137),
+                container("b", 0, State::Running, 0),
+            ],
+        );
+        let s = Facts::new().status(&p, &o);
+        assert_eq!(cs(&s, "a").restart_count, 2);
+        assert_eq!(cs(&s, "b").restart_count, 0);
+        assert_eq!(cs(&s, "a").last_state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 137);
+    }
+
+    #[test]
+    fn a_completed_never_pod_succeeded() {
+        let p = simple("Never");
+        let o = observed(false, vec![container("a", 0, State::Exited, 0), container("b", 0, State::Exited, 0)]);
+        let s = Facts::new().status(&p, &o);
+        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+        let a = cs(&s, "a");
+        assert_eq!(a.state.as_ref().unwrap().terminated.as_ref().unwrap().reason.as_deref(), Some("Completed"));
+        assert_eq!(cond(&s, "Ready").reason.as_deref(), Some("PodCompleted"));
+        assert_eq!(cond(&s, "PodReadyToStartContainers").status, "False");
+        assert!(s.pod_ip.is_none());
+    }
+
+    #[test]
+    fn a_completed_on_failure_pod_succeeded() {
+        let p = simple("OnFailure");
+        let o = observed(false, vec![container("a", 0, State::Exited, 0), container("b", 1, State::Exited, 0)]);
+        assert_eq!(Facts::new().status(&p, &o).phase.as_deref(), Some("Succeeded"));
+    }
+
+    #[test]
+    fn a_failed_never_pod_failed() {
+        let p = simple("Never");
+        let mut oom = container("b", 0, State::Exited, 137);
+        oom.reason = "OOMKilled".into();
+        let o = observed(false, vec![container("a", 0, State::Exited, 0), oom]);
+        let s = Facts::new().status(&p, &o);
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        let b = cs(&s, "b");
+        assert_eq!(b.state.as_ref().unwrap().terminated.as_ref().unwrap().reason.as_deref(), Some("OOMKilled"));
+        assert_eq!(cond(&s, "ContainersReady").reason.as_deref(), Some("PodFailed"));
+    }
+
+    #[test]
+    fn an_all_terminated_always_pod_is_running_while_it_restarts() {
+        let p = simple("Always");
+        let o = observed(true, vec![container("a", 0, State::Exited, 0), container("b", 0, State::Exited, 1)]);
+        assert_eq!(Facts::new().status(&p, &o).phase.as_deref(), Some("Running"));
+    }
+
+    #[test]
+    fn a_failed_init_container_under_never_fails_the_pod() {
+        let mut p = with_init();
+        p.spec.as_mut().unwrap().restart_policy = Some("Never".into());
+        let o = observed(false, vec![container("i1", 0, State::Exited, 1)]);
+        let s = Facts::new().status(&p, &o);
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        let init = cond(&s, "Initialized");
+        assert_eq!(init.status, "False");
+        assert_eq!(init.message.as_deref(), Some("containers with incomplete status: [i1 i2]"));
+    }
+
+    #[test]
+    fn a_pending_init_container_keeps_app_containers_pod_initializing() {
+        let p = with_init();
+        let o = observed(true, vec![container("i1", 0, State::Exited, 0), container("i2", 0, State::Running, 0)]);
+        let s = Facts::new().status(&p, &o);
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        let inits = s.init_container_statuses.as_ref().unwrap();
+        assert_eq!(inits.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["i1", "i2"]);
+        assert!(inits[0].ready);
+        assert!(inits[1].state.as_ref().unwrap().running.is_some());
+        assert_eq!(waiting_reason(cs(&s, "a")), "PodInitializing");
+        let init = cond(&s, "Initialized");
+        assert_eq!(init.status, "False");
+        assert_eq!(init.reason.as_deref(), Some("ContainersNotInitialized"));
+        assert_eq!(init.message.as_deref(), Some("containers with incomplete status: [i2]"));
+    }
+
+    #[test]
+    fn init_containers_not_yet_started_wait_in_pod_initializing() {
+        let p = with_init();
+        let o = ObservedPod::default();
+        let s = Facts::new().status(&p, &o);
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        assert_eq!(waiting_reason(cs(&s, "i1")), "PodInitializing");
+        assert_eq!(waiting_reason(cs(&s, "a")), "PodInitializing");
+        assert!(s.pod_ip.is_none());
+    }
+
+    #[test]
+    fn an_initialized_pod_creating_app_containers_shows_container_creating() {
+        let p = with_init();
+        let o = observed(true, vec![container("i1", 0, State::Exited, 0), container("i2", 0, State::Exited, 0)]);
+        let s = Facts::new().status(&p, &o);
+        assert_eq!(waiting_reason(cs(&s, "a")), "ContainerCreating");
+        assert_eq!(cond(&s, "Initialized").status, "True");
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+    }
+
+    #[test]
+    fn an_image_pull_error_shows_err_image_pull() {
+        let p = simple("Always");
+        let o = observed(true, vec![container("b", 0, State::Running, 0)]);
+        let s = Facts::new().wait("a", "ErrImagePull", "failed to pull image \"busybox\"").status(&p, &o);
+        let a = cs(&s, "a");
+        assert_eq!(waiting_reason(a), "ErrImagePull");
+        assert!(a.container_id.is_none());
+        assert_eq!(a.image_id, "");
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+    }
+
+    #[test]
+    fn a_new_pod_without_init_containers_shows_container_creating() {
+        let p = simple("Always");
+        let s = Facts::new().status(&p, &ObservedPod::default());
+        assert_eq!(waiting_reason(cs(&s, "a")), "ContainerCreating");
+        assert!(s.init_container_statuses.is_none());
+    }
+
+    #[test]
+    fn durations_print_like_go() {
+        let f = |ms: u64| format_duration(Duration::from_millis(ms));
+        assert_eq!(f(0), "0s");
+        assert_eq!(f(300), "300ms");
+        assert_eq!(f(1_500), "1.5s");
+        assert_eq!(f(10_000), "10s");
+        assert_eq!(f(20_000), "20s");
+        assert_eq!(f(80_000), "1m20s");
+        assert_eq!(f(300_000), "5m0s");
+        assert_eq!(f(3_600_000), "1h0m0s");
+        assert_eq!(format_duration(Duration::from_micros(1_500)), "1.5ms");
+        assert_eq!(format_duration(Duration::from_nanos(42)), "42ns");
+    }
+
+    #[test]
+    fn a_host_network_pod_reports_the_host_ip_as_pod_ip() {
+        let mut p = simple("Always");
+        p.spec.as_mut().unwrap().host_network = Some(true);
+        let mut o = observed(true, vec![container("a", 0, State::Running, 0)]);
+        o.sandboxes[0].ip.clear();
+        o.sandboxes[0].additional_ips.clear();
+        let s = Facts::new().status(&p, &o);
+        assert_eq!(s.pod_ip.as_deref(), Some("192.168.1.10"));
+    }
+}

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# build-images.sh -- owned by the integration test harness (tests/images).
+#
+# Builds the two container images that picolet's integration tests need, as
+# OCI image-layout tarballs that `ctr -n k8s.io images import` accepts. No
+# registry is reachable from CI and we do not want docker, so the images are
+# assembled here from files already on the machine:
+#
+#   OUTDIR/busybox.tar  docker.io/library/busybox:latest
+#                       Debian's static /bin/busybox plus applet symlinks,
+#                       /etc/passwd and /etc/group; Cmd ["sh"].
+#   OUTDIR/pause.tar    registry.k8s.io/pause:3.9 (containerd's sandbox_image)
+#                       our tests/images/pause.c built static as /pause.
+#
+# Output is deterministic (sorted tar entries, fixed mtime and owners, gzip
+# without name/time), so rebuilding yields the same digests. The script is
+# idempotent (a tarball newer than all its inputs is left alone) and safe to
+# run concurrently: it holds a lock on OUTDIR and renames finished files into
+# place atomically.
+#
+# Usage: tests/images/build-images.sh [OUTDIR]   (default: target/test-images)
+# Env:   BUSYBOX=/path/to/static/busybox  (default /bin/busybox)
+#        CC=gcc
+set -euo pipefail
+umask 022
+export LC_ALL=C
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+outdir="${1:-$repo/target/test-images}"
+busybox="${BUSYBOX:-/bin/busybox}"
+cc="${CC:-gcc}"
+pause_src="$here/pause.c"
+self="$here/build-images.sh"
+
+# Fixed timestamp for every tar entry and for the image configs.
+epoch=0
+created="1970-01-01T00:00:00Z"
+
+die() { echo "build-images.sh: $*" >&2; exit 1; }
+
+# --- platform -----------------------------------------------------------------
+
+oci_platform() {
+    # Prints: architecture [variant]
+    local deb
+    deb="$(dpkg --print-architecture 2>/dev/null || uname -m)"
+    case "$deb" in
+        amd64 | x86_64) echo "amd64" ;;
+        arm64 | aarch64) echo "arm64" ;;
+        armhf | armv7l) echo "arm v7" ;;
+        armel) echo "arm v5" ;;
+        riscv64) echo "riscv64" ;;
+        i386 | i686) echo "386" ;;
+        ppc64el | ppc64le) echo "ppc64le" ;;
+        s390x) echo "s390x" ;;
+        *) die "unsupported architecture '$deb'" ;;
+    esac
+}
+read -r arch variant <<<"$(oci_platform)"
+variant="${variant:-}"
+
+if [[ -n "$variant" ]]; then
+    platform_json="\"architecture\":\"$arch\",\"os\":\"linux\",\"variant\":\"$variant\""
+else
+    platform_json="\"architecture\":\"$arch\",\"os\":\"linux\""
+fi
+
+# --- helpers ------------------------------------------------------------------
+
+sha256() { sha256sum "$1" | cut -d' ' -f1; }
+size() { stat -c %s "$1"; }
+
+# Deterministic tar of the given top-level entries of directory $1 into $2.
+det_tar() {
+    local dir="$1" out="$2"
+    shift 2
+    tar --create --file="$out" --directory="$dir" \
+        --format=gnu --sort=name --mtime="@$epoch" \
+        --owner=0 --group=0 --numeric-owner \
+        --no-acls --no-xattrs --no-selinux \
+        "$@"
+}
+
+# True if $1 exists and is newer than every other argument.
+fresh() {
+    local out="$1" in
+    shift
+    [[ -f "$out" ]] || return 1
+    for in in "$@"; do
+        [[ "$out" -nt "$in" ]] || return 1
+    done
+}
+
+# Stores a file as a blob of the layout in $1; prints "digest size".
+put_blob() {
+    local layout="$1" file="$2" d
+    d="$(sha256 "$file")"
+    mkdir -p "$layout/blobs/sha256"
+    cp "$file" "$layout/blobs/sha256/$d"
+    echo "sha256:$d $(size "$file")"
+}
+
+# make_image NAME TAG ROOTFS_DIR CONFIG_FRAGMENT OUT_TAR
+#   CONFIG_FRAGMENT is the JSON object body of the image config's "config".
+make_image() {
+    local name="$1" tag="$2" rootfs="$3" cfg="$4" out="$5"
+    local work layout entries
+    work="$(mktemp -d "$outdir/.work.XXXXXX")"
+    layout="$work/layout"
+    mkdir -p "$layout/blobs/sha256"
+
+    # Layer: uncompressed tar (its digest is the diff_id), then gzip -n.
+    mapfile -t entries < <(cd "$rootfs" && ls -A | sort)
+    det_tar "$rootfs" "$work/layer.tar" "${entries[@]}"
+    local diff_id
+    diff_id="sha256:$(sha256 "$work/layer.tar")"
+    gzip -n -9 <"$work/layer.tar" >"$work/layer.tar.gz"
+    local layer_digest layer_size
+    read -r layer_digest layer_size <<<"$(put_blob "$layout" "$work/layer.tar.gz")"
+
+    # Image config.
+    printf '{"created":"%s",%s,"config":{%s},"rootfs":{"type":"layers","diff_ids":["%s"]},"history":[{"created":"%s","created_by":"picolet tests/images/build-images.sh"}]}' \
+        "$created" "$platform_json" "$cfg" "$diff_id" "$created" >"$work/config.json"
+    local config_digest config_size
+    read -r config_digest config_size <<<"$(put_blob "$layout" "$work/config.json")"
+
+    # Manifest.
+    printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"%s","size":%s}]}' \
+        "$config_digest" "$config_size" "$layer_digest" "$layer_size" >"$work/manifest.json"
+    local manifest_digest manifest_size
+    read -r manifest_digest manifest_size <<<"$(put_blob "$layout" "$work/manifest.json")"
+
+    # Layout index, naming the image for containerd and for OCI tools.
+    printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"%s","size":%s,"platform":{%s},"annotations":{"io.containerd.image.name":"%s:%s","org.opencontainers.image.ref.name":"%s"}}]}' \
+        "$manifest_digest" "$manifest_size" "$platform_json" "$name" "$tag" "$tag" >"$layout/index.json"
+    printf '{"imageLayoutVersion":"1.0.0"}' >"$layout/oci-layout"
+
+    chmod -R u=rwX,go=rX "$layout"
+    det_tar "$layout" "$work/image.tar" blobs index.json oci-layout
+    mv -f "$work/image.tar" "$out.tmp.$$"
+    mv -f "$out.tmp.$$" "$out"
+    rm -rf "$work"
+    echo "built $out: $name:$tag $manifest_digest ($arch${variant:+/$variant})"
+}
+
+# --- rootfs builders ----------------------------------------------------------
+
+busybox_rootfs() {
+    local root="$1" applet
+    [[ -x "$busybox" ]] || die "$busybox not found (apt-get install busybox-static, or run 'make deps')"
+    if command -v readelf >/dev/null && readelf -l "$busybox" 2>/dev/null | grep -q 'interpreter'; then
+        die "$busybox is dynamically linked; install busybox-static"
+    fi
+    mkdir -p "$root"/{bin,etc,tmp,proc,sys,dev,root,run,var,usr/bin}
+    chmod 1777 "$root/tmp"
+    chmod 0700 "$root/root"
+    cp -L "$busybox" "$root/bin/busybox"
+    chmod 0755 "$root/bin/busybox"
+    while read -r applet; do
+        [[ -n "$applet" && "$applet" != "busybox" && "$applet" != */* ]] || continue
+        ln -sf busybox "$root/bin/$applet"
+    done < <("$busybox" --list | sort -u)
+    # Shebangs like #!/usr/bin/env sh.
+    ln -sf ../../bin/busybox "$root/usr/bin/env"
+    local need
+    for need in sh sleep echo cat ls test httpd nc touch true false env id wget ps mkdir rm kill hostname; do
+        [[ -L "$root/bin/$need" ]] || die "$busybox has no '$need' applet"
+    done
+    printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$root/etc/passwd"
+    printf 'root:x:0:\nnobody:x:65534:\n' >"$root/etc/group"
+    chmod 0644 "$root/etc/passwd" "$root/etc/group"
+}
+
+pause_rootfs() {
+    local root="$1"
+    command -v "$cc" >/dev/null || die "$cc not found (apt-get install gcc libc6-dev, or run 'make deps')"
+    mkdir -p "$root"
+    "$cc" -static -Os -Wall -o "$root/pause" "$pause_src" || die "compiling $pause_src failed (static libc needs libc6-dev)"
+    strip "$root/pause"
+    chmod 0755 "$root/pause"
+}
+
+# --- main ---------------------------------------------------------------------
+
+mkdir -p "$outdir"
+exec 9>"$outdir/.build-images.lock"
+flock 9
+
+env_path='"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]'
+stage="$(mktemp -d "$outdir/.stage.XXXXXX")"
+trap 'rm -rf "$stage"' EXIT
+
+if fresh "$outdir/busybox.tar" "$self" "$busybox"; then
+    echo "up to date: $outdir/busybox.tar"
+else
+    busybox_rootfs "$stage/busybox"
+    make_image docker.io/library/busybox latest "$stage/busybox" \
+        "$env_path,\"Cmd\":[\"sh\"]" "$outdir/busybox.tar"
+fi
+
+if fresh "$outdir/pause.tar" "$self" "$pause_src"; then
+    echo "up to date: $outdir/pause.tar"
+else
+    pause_rootfs "$stage/pause"
+    make_image registry.k8s.io/pause 3.9 "$stage/pause" \
+        "$env_path,\"Entrypoint\":[\"/pause\"],\"WorkingDir\":\"/\"" "$outdir/pause.tar"
+fi
