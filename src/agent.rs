@@ -682,13 +682,17 @@ impl Agent {
                     match self.start_container(&pod, &observed, &container, attempt, &sid, sattempt).await {
                         Ok(()) => self.clear_waiting(uid, &name),
                         Err(w) => {
-                            log::warn!(
-                                "container {} of pod {}: {}: {}",
-                                name,
-                                crate::pod::full_name(&pod),
-                                w.reason,
-                                w.message
-                            );
+                            // Log a failure when it starts or changes, not at every retry.
+                            let known = self.pods.borrow().get(uid).and_then(|e| e.waiting.get(&name).cloned());
+                            if known.as_ref().map(|k| &k.reason) != Some(&w.reason) {
+                                log::warn!(
+                                    "container {} of pod {}: {}: {}",
+                                    name,
+                                    crate::pod::full_name(&pod),
+                                    w.reason,
+                                    w.message
+                                );
+                            }
                             self.set_waiting(uid, &name, w);
                             next = next.min(RETRY_AFTER_ERROR * 5);
                             if init {
@@ -929,7 +933,7 @@ impl Agent {
         let (pod_ip, pod_ips) = if host_network { (self.host_ip.clone(), vec![self.host_ip.clone()]) } else { (pod_ip, pod_ips) };
         let etc_hosts = pod_dir.join("etc-hosts");
         if !host_network {
-            let hosts = spec::hosts_file(pod, &pod_ips);
+            let hosts = spec::hosts_file(pod, &pod_ips, &self.cfg.cluster_domain);
             fs::write(&etc_hosts, hosts).map_err(|e| config_err(format!("writing {}: {e}", etc_hosts.display())))?;
         }
         let log_dir = self.log_dir(pod).join(&c.name);
@@ -942,6 +946,7 @@ impl Agent {
         let mem_request = qos::container_memory_request_bytes(c);
         let volume_dir = |name: &str| empty_dirs.get(name).cloned();
         let parent = self.cgroup_parent(pod);
+        let seccomp_root = self.cfg.root_dir.join("seccomp");
         let params = spec::ContainerParams {
             attempt,
             image: &image,
@@ -954,6 +959,8 @@ impl Agent {
             node_allocatable_cpu_millis: None,
             termination_log_host_path: Some(&termination_log),
             etc_hosts: (!host_network).then_some(etc_hosts.as_path()),
+            node_allocatable_memory_bytes: Some(self.node_memory),
+            seccomp_profile_root: Some(&seccomp_root),
         };
         let config = spec::container_config(pod, c, &params).map_err(|e| config_err(e.to_string()))?;
         // Remove a leftover log file of the same attempt (from a failed create).

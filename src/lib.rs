@@ -11,11 +11,12 @@ pub mod cgroups;
 pub mod cli;
 pub mod config;
 pub mod cri;
-// pub mod agent; (enabled once its dependencies land)
+pub mod agent;
 pub mod gc;
 pub mod logger;
 pub mod pleg;
 pub mod pod;
+pub mod probe;
 pub mod qos;
 pub mod rt;
 pub mod source;

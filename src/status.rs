@@ -64,7 +64,8 @@ pub struct StatusInput<'a> {
     pub start_time_unix: Option<i64>,
     /// The pod is being deleted.
     pub terminating: bool,
-    /// Wall-clock now, Unix seconds.
+    /// Wall-clock now, Unix seconds. Not read today: conditions are returned
+    /// without `lastTransitionTime`, which the caller carries over or stamps.
     pub now_unix: i64,
 }
 

@@ -147,6 +147,7 @@ spec:
   initContainers:
   - name: init
     image: busybox
+    imagePullPolicy: IfNotPresent
     command: ["sh", "-c", "echo from-init > /scratch/init.txt"]
     volumeMounts: [{{name: scratch, mountPath: /scratch}}]
   containers:
@@ -163,7 +164,6 @@ spec:
       grep -E '^(nameserver|search|options)' /etc/resolv.conf;
       echo "uid=$(id -u)"
     env:
-    - {{name: GREETING, value: "hi-$(POD_NS)"}}
     - name: POD_NAME
       valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}
     - name: POD_NS
@@ -172,6 +172,7 @@ spec:
       valueFrom: {{fieldRef: {{fieldPath: spec.nodeName}}}}
     - name: TIER
       valueFrom: {{fieldRef: {{fieldPath: "metadata.labels['tier']"}}}}
+    - {{name: GREETING, value: "hi-$(POD_NS)"}}
     securityContext: {{runAsUser: 65534}}
     volumeMounts:
     - {{name: scratch, mountPath: /scratch}}
@@ -261,6 +262,7 @@ spec:
   containers:
   - name: main
     image: busybox
+    imagePullPolicy: IfNotPresent
     command: ["sh", "-c", "trap 'echo got-TERM > /out/signal; exit 0' TERM; while true; do sleep 1; done"]
     resources:
       requests: {{cpu: 100m, memory: 32Mi}}
@@ -315,7 +317,7 @@ fn read_memory_limit(dir: &Path) -> Option<u64> {
 fn a_crashing_container_restarts_with_back_off_and_garbage_is_collected() {
     let c = Containerd::start();
     let mut p = Picolet::start(&c);
-    let manifest = "apiVersion: v1\nkind: Pod\nmetadata: {name: crash}\nspec:\n  containers:\n  - name: main\n    image: busybox\n    command: [\"sh\", \"-c\", \"echo crashing; exit 3\"]\n";
+    let manifest = "apiVersion: v1\nkind: Pod\nmetadata: {name: crash}\nspec:\n  containers:\n  - name: main\n    image: busybox\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", \"echo crashing; exit 3\"]\n";
     p.write_manifest("crash", manifest);
     let pod = wait_until("restartCount reaches 2 and CrashLoopBackOff shows", Duration::from_secs(180), || {
         let pod = find_pod(&p, "crash")?;
@@ -380,8 +382,8 @@ fn a_containerd_restart_does_not_restart_containers_and_picolet_reconnects() {
 fn image_pull_policy_is_honoured_and_pull_errors_are_reported() {
     let c = Containerd::start();
     let p = Picolet::start(&c);
-    let never = "apiVersion: v1\nkind: Pod\nmetadata: {name: never}\nspec:\n  containers:\n  - name: main\n    image: example.invalid/nothing:1\n    imagePullPolicy: Never\n";
-    let missing = "apiVersion: v1\nkind: Pod\nmetadata: {name: missing}\nspec:\n  containers:\n  - name: main\n    image: example.invalid/nothing:1\n    imagePullPolicy: IfNotPresent\n";
+    let never = "apiVersion: v1\nkind: Pod\nmetadata: {name: never}\nspec:\n  containers:\n  - name: main\n    image: 127.0.0.1:1/picolet/nothing:1\n    imagePullPolicy: Never\n";
+    let missing = "apiVersion: v1\nkind: Pod\nmetadata: {name: missing}\nspec:\n  containers:\n  - name: main\n    image: 127.0.0.1:1/picolet/nothing:1\n    imagePullPolicy: IfNotPresent\n";
     p.write_manifest("never", never);
     p.write_manifest("missing", missing);
     wait_until("ErrImageNeverPull", LONG, || {

@@ -573,7 +573,7 @@ pub fn dns_config(pod: &Pod, p: &SandboxParams) -> api::DnsConfig {
         }
         Kind::Cluster | Kind::Host => {
             if matches!(kind, Kind::Cluster) {
-                log::warn!(
+                log::debug!(
                     "pod {}/{}: no clusterDNS configured; falling back to dnsPolicy Default",
                     pod_namespace(pod),
                     pod_name(pod)

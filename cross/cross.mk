@@ -1,0 +1,49 @@
+# cross/cross.mk -- owned by the cross-build work (cross/, boards/).
+#
+# Make targets for cross-compiling picolet, testing it under qemu-user and
+# building/booting board images. Included from the top-level Makefile
+# (`include cross/cross.mk`); also usable alone: `make -f cross/cross.mk cross`.
+# All logic lives in the scripts next to this file so it can be run and
+# debugged without make; this file only names the entry points.
+#
+#   make cross-deps            install the Debian packages below (idempotent)
+#   make cross                 release binaries for CROSS_TARGETS + size table
+#   make test-cross            `cargo test --lib` of every target under qemu-user
+#   make image BOARD=rpi4      kernel + initramfs image into out/rpi4/
+#   make image-test BOARD=qemu-x86_64   boot it twice under qemu-system (TCG)
+#   make clean-board-images    remove out/ (images and the package cache);
+#                              also a prerequisite of `clean-images`
+
+CROSS_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
+
+# Space-separated Rust target triples; override to build a subset.
+CROSS_TARGETS ?= aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf \
+                 riscv64gc-unknown-linux-gnu x86_64-unknown-linux-musl
+BOARD ?= qemu-x86_64
+# Seconds per boot in image-test.
+IMAGE_TEST_TIMEOUT ?= 300
+
+.PHONY: cross-deps cross test-cross image image-test clean-images clean-board-images
+
+cross-deps:
+	bash $(CROSS_DIR)/deps.sh
+
+cross: cross-deps
+	bash $(CROSS_DIR)/build.sh $(CROSS_TARGETS)
+
+test-cross: cross-deps
+	bash $(CROSS_DIR)/test-cross.sh $(CROSS_TARGETS)
+
+image: cross-deps
+	bash $(CROSS_DIR)/mkimage.sh $(BOARD)
+
+image-test: image
+	IMAGE_TEST_TIMEOUT=$(IMAGE_TEST_TIMEOUT) bash $(CROSS_DIR)/image-test.sh $(BOARD)
+
+# The top-level Makefile has its own `clean-images` (test images); a rule
+# without a recipe only adds a prerequisite, so both cleanups run and
+# neither recipe overrides the other.
+clean-images: clean-board-images
+
+clean-board-images:
+	rm -rf out

@@ -1,0 +1,209 @@
+#!/bin/sh
+# /init of picolet board images -- owned by the cross-build work (cross/,
+# boards/); cross/mkimage.sh installs this file as /init of the initramfs.
+#
+# PID 1 of a picolet node booted from kernel + initramfs (busybox-static,
+# containerd, runc, CNI plugins, picolet). It brings up the minimum a
+# container node needs and then keeps picolet running:
+#   proc/sys/dev/run/tmp, cgroups (v2 unified unless picolet.cgroup=v1 or the
+#   kernel lacks cgroup2), kernel modules, loopback, hostname, the persistent
+#   disk on /var/lib (else a tmpfs), containerd, the preloaded images (once),
+#   then picolet in a restart loop, all logging to the console.
+# Kernel command line options (all optional):
+#   picolet.data=DEV|LABEL=x|none   persistent state device (board default)
+#   picolet.hostname=NAME           node name (default: the board name)
+#   picolet.cgroup=v1|v2            cgroup hierarchy
+#   picolet.test=1                  image-test mode: print PICOLET-POD-RUNNING
+#                                   when the test pod runs, then power off
+#   picolet.testpod=NAME            pod to wait for (default: hello)
+#   picolet.timeout=SECONDS         test mode gives up after this (default 270)
+#   picolet.shell=1                 also start a root shell on the console
+#   picolet.verbose=N               picolet -v level
+# busybox ash is the shell here: no bash features.
+
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+umask 022
+
+/bin/busybox mkdir -p /proc /sys /dev /run /tmp /bin /sbin /usr/bin /usr/sbin
+/bin/busybox --install -s 2>/dev/null
+
+mount -t proc -o nosuid,nodev,noexec proc /proc
+mount -t sysfs -o nosuid,nodev,noexec sysfs /sys
+mount -t devtmpfs -o mode=0755,nosuid devtmpfs /dev 2>/dev/null || true
+exec </dev/console >/dev/console 2>&1
+mkdir -p /dev/pts /dev/shm
+mount -t devpts -o gid=5,mode=620,ptmxmode=000 devpts /dev/pts
+mount -t tmpfs -o nosuid,nodev,mode=1777 shm /dev/shm
+mount -t tmpfs -o nosuid,nodev,mode=0755 run /run
+mount -t tmpfs -o nosuid,nodev,mode=1777 tmp /tmp
+ln -sf /proc/self/fd /dev/fd 2>/dev/null
+ln -sf /proc/self/fd/0 /dev/stdin 2>/dev/null
+ln -sf /proc/self/fd/1 /dev/stdout 2>/dev/null
+ln -sf /proc/self/fd/2 /dev/stderr 2>/dev/null
+
+BOARD=unknown
+[ -r /etc/picolet/board ] && BOARD="$(cat /etc/picolet/board)"
+DATA_DEVICE=none
+[ -r /etc/picolet/data-device ] && DATA_DEVICE="$(cat /etc/picolet/data-device)"
+
+log() { echo "init: $*"; }
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+
+# Command line options.
+HOSTNAME_OPT="" CGROUP_OPT="" TEST=0 TESTPOD=hello TIMEOUT=270 SHELL_OPT=0 VERBOSE=""
+for arg in $(cat /proc/cmdline); do
+    case "$arg" in
+        picolet.data=*) DATA_DEVICE="${arg#picolet.data=}" ;;
+        picolet.hostname=*) HOSTNAME_OPT="${arg#picolet.hostname=}" ;;
+        picolet.cgroup=*) CGROUP_OPT="${arg#picolet.cgroup=}" ;;
+        picolet.test=1) TEST=1 ;;
+        picolet.testpod=*) TESTPOD="${arg#picolet.testpod=}" ;;
+        picolet.timeout=*) TIMEOUT="${arg#picolet.timeout=}" ;;
+        picolet.shell=1) SHELL_OPT=1 ;;
+        picolet.verbose=*) VERBOSE="${arg#picolet.verbose=}" ;;
+    esac
+done
+log "picolet image for board $BOARD, kernel $(uname -r) $(uname -m), up $(uptime_s)s"
+
+# --- cgroups ----------------------------------------------------------------
+if [ "$CGROUP_OPT" != v1 ] && grep -qw cgroup2 /proc/filesystems; then
+    mount -t cgroup2 -o nosuid,nodev,noexec,nsdelegate cgroup2 /sys/fs/cgroup
+    # Let picolet create child cgroups with every controller the kernel has.
+    for c in $(cat /sys/fs/cgroup/cgroup.controllers); do
+        echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || log "cannot enable cgroup controller $c"
+    done
+    log "cgroup v2: $(cat /sys/fs/cgroup/cgroup.subtree_control)"
+else
+    mount -t tmpfs -o nosuid,nodev,noexec,mode=0755 cgroup /sys/fs/cgroup
+    for c in $(awk 'NR > 1 && $4 == 1 { print $1 }' /proc/cgroups); do
+        mkdir -p "/sys/fs/cgroup/$c"
+        mount -t cgroup -o "nosuid,nodev,noexec,$c" "$c" "/sys/fs/cgroup/$c" || log "cannot mount cgroup v1 $c"
+    done
+    # The usual combined hierarchies' names.
+    [ -d /sys/fs/cgroup/cpu ] && ln -sf cpu /sys/fs/cgroup/cpu,cpuacct 2>/dev/null
+    log "cgroup v1: $(ls /sys/fs/cgroup | tr '\n' ' ')"
+fi
+
+# --- kernel modules (list made by mkimage.sh, dependencies first) -----------
+if [ -r /lib/modules/picolet.modules ]; then
+    n=0
+    while read -r ko; do
+        insmod "/lib/modules/$(uname -r)/$ko" 2>/dev/null && n=$((n + 1))
+    done </lib/modules/picolet.modules
+    log "loaded $n kernel modules"
+fi
+for s in net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1; do
+    sysctl -qw "$s" 2>/dev/null || true
+done
+
+# --- network identity ----------------------------------------------------------
+ip link set lo up
+NODE="${HOSTNAME_OPT:-$BOARD}"
+hostname "$NODE"
+echo "$NODE" >/etc/hostname
+printf '127.0.0.1 localhost\n::1 localhost\n127.0.1.1 %s\n' "$NODE" >/etc/hosts
+[ -e /etc/resolv.conf ] || : >/etc/resolv.conf
+
+# --- persistent state on /var/lib -------------------------------------------------
+mkdir -p /var/lib /var/log
+DATA_MOUNTED=0
+if [ "$DATA_DEVICE" != none ]; then
+    dev="$DATA_DEVICE"
+    i=0
+    while [ $i -lt 50 ]; do
+        case "$DATA_DEVICE" in
+            LABEL=* | UUID=*) dev="$(findfs "$DATA_DEVICE" 2>/dev/null)" ;;
+        esac
+        [ -n "$dev" ] && [ -b "$dev" ] && break
+        i=$((i + 1))
+        sleep 0.1
+    done
+    if [ -n "$dev" ] && [ -b "$dev" ] && mount -t ext4 -o noatime "$dev" /var/lib; then
+        DATA_MOUNTED=1
+        log "persistent state: $dev on /var/lib"
+    else
+        log "persistent state device $DATA_DEVICE not usable: state is in RAM and lost at reboot"
+    fi
+fi
+[ $DATA_MOUNTED = 1 ] || mount -t tmpfs -o mode=0755 varlib /var/lib
+# Logs stay in RAM (SD card wear); picolet bounds them with containerLogMaxSize.
+mount -t tmpfs -o mode=0755,size=64m varlog /var/log
+BOOT=1
+if [ -r /var/lib/picolet-image/boots ]; then BOOT=$(($(cat /var/lib/picolet-image/boots) + 1)); fi
+mkdir -p /var/lib/picolet-image
+echo $BOOT >/var/lib/picolet-image/boots
+log "boot number $BOOT on this state"
+
+[ "$SHELL_OPT" = 1 ] && setsid cttyhack sh -l &
+
+# --- containerd ------------------------------------------------------------------
+HAVE_CONTAINERD=0
+if [ -x /usr/bin/containerd ]; then
+    HAVE_CONTAINERD=1
+    mkdir -p /run/containerd
+    (
+        while :; do
+            containerd --config /etc/containerd/config.toml --log-level warn
+            log "containerd exited ($?); restarting in 2s"
+            sleep 2
+        done
+    ) &
+    i=0
+    until ctr version >/dev/null 2>&1; do
+        i=$((i + 1))
+        if [ $i -gt 600 ]; then log "containerd did not come up in 60s"; break; fi
+        sleep 0.1
+    done
+    log "containerd up at $(uptime_s)s"
+    # Preloaded images, imported once (they persist with /var/lib).
+    for tarball in /usr/share/picolet/images/*.tar; do
+        [ -e "$tarball" ] || continue
+        ref="$(cat "${tarball%.tar}.ref")"
+        if ctr -n k8s.io images ls -q 2>/dev/null | grep -qxF "$ref"; then
+            log "image $ref present"
+        elif ctr -n k8s.io images import "$tarball" >/dev/null; then
+            log "imported $ref at $(uptime_s)s"
+        else
+            log "importing $tarball failed"
+        fi
+    done
+else
+    log "this image has no containerd (see boards/README.md); picolet will wait for a runtime"
+fi
+
+# --- test mode: wait for the pod, report, power off -------------------------------------
+if [ "$TEST" = 1 ]; then
+    (
+        end=$(($(cut -d. -f1 /proc/uptime) + TIMEOUT))
+        while [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ]; do
+            if picolet get pods 2>/dev/null | awk -v p="$TESTPOD" '
+                    NR > 1 && (index($1, p "-") == 1 || $1 == p || index($1, "/" p "-") > 0) && / Running / { found = 1 }
+                    END { exit !found }'; then
+                echo "PICOLET-POD-RUNNING $(uptime_s) boot=$BOOT board=$BOARD"
+                picolet get pods
+                sync
+                sleep 1
+                poweroff -f
+            fi
+            sleep 1
+        done
+        echo "PICOLET-POD-TIMEOUT $(uptime_s) boot=$BOOT: pod $TESTPOD not Running after ${TIMEOUT}s"
+        picolet get pods || true
+        [ "$HAVE_CONTAINERD" = 1 ] && ctr -n k8s.io containers ls && ctr -n k8s.io tasks ls
+        sync
+        poweroff -f
+    ) &
+fi
+
+# --- picolet, restarted whenever it exits ------------------------------------------
+mkdir -p /run/picolet /var/lib/picolet
+restarts=0
+while :; do
+    log "starting picolet (restart $restarts) at $(uptime_s)s"
+    # shellcheck disable=SC2086
+    picolet run --config /etc/picolet/config.yaml --board "$BOARD" \
+        --hostname-override "$NODE" ${VERBOSE:+-v $VERBOSE}
+    log "picolet exited with status $?; restarting in 2s"
+    restarts=$((restarts + 1))
+    sleep 2
+done

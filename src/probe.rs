@@ -1,0 +1,399 @@
+//! Probe state: kubelet's prober worker as a pure state machine.
+//!
+//! One [`Worker`] per (container, probe type). The prober loop asks
+//! [`Worker::step`] whether a probe is due and allowed at `now`, runs the
+//! probe (exec, httpGet, tcpSocket, grpc) itself, and feeds the outcome to
+//! [`Worker::record`], which says when the published result flips and
+//! whether the container must be killed. Nothing here does I/O or reads a
+//! clock: time comes in as an `Instant`.
+//!
+//! kubelet's rules:
+//! - readiness starts as Failure, liveness as Success, startup as Unknown;
+//! - no probe runs before `initialDelaySeconds` after the container started;
+//! - while a startup probe has not succeeded, liveness and readiness wait;
+//!   once it succeeded it is not run again for that container;
+//! - a result flips only after `successThreshold` consecutive successes or
+//!   `failureThreshold` consecutive failures;
+//! - a liveness or startup failure kills the container and puts the worker
+//!   on hold until a new container (a new ID) appears, which resets it;
+//! - probes tick on a fixed grid (`next = previous + period`), so they do
+//!   not drift; a late tick is skipped rather than queued.
+
+use std::time::{Duration, Instant};
+
+/// Which probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProbeType {
+    Liveness,
+    Readiness,
+    Startup,
+}
+
+impl ProbeType {
+    /// kubelet's spelling in events and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeType::Liveness => "Liveness",
+            ProbeType::Readiness => "Readiness",
+            ProbeType::Startup => "Startup",
+        }
+    }
+}
+
+/// A probe's (or a worker's published) result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    Failure,
+    Unknown,
+}
+
+/// The timing parameters of a v1 Probe, defaulted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    pub initial_delay: Duration,
+    pub period: Duration,
+    pub timeout: Duration,
+    pub success_threshold: u32,
+    pub failure_threshold: u32,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            initial_delay: Duration::ZERO,
+            period: Duration::from_secs(10),
+            timeout: Duration::from_secs(1),
+            success_threshold: 1,
+            failure_threshold: 3,
+        }
+    }
+}
+
+impl Params {
+    /// From the API's fields (seconds; `None` = kubelet default). Liveness
+    /// and startup probes must have successThreshold 1.
+    pub fn from_api(
+        kind: ProbeType,
+        initial_delay: Option<i32>,
+        period: Option<i32>,
+        timeout: Option<i32>,
+        success: Option<i32>,
+        failure: Option<i32>,
+    ) -> Params {
+        let secs = |v: Option<i32>, d: u64| Duration::from_secs(v.filter(|v| *v > 0).map(|v| v as u64).unwrap_or(d));
+        let success = if kind == ProbeType::Readiness { success.filter(|v| *v > 0).unwrap_or(1) as u32 } else { 1 };
+        Params {
+            initial_delay: Duration::from_secs(initial_delay.unwrap_or(0).max(0) as u64),
+            period: secs(period, 10),
+            timeout: secs(timeout, 1),
+            success_threshold: success,
+            failure_threshold: failure.filter(|v| *v > 0).unwrap_or(3) as u32,
+        }
+    }
+}
+
+/// What the worker knows of its container at a step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerView<'a> {
+    pub id: &'a str,
+    pub running: bool,
+    /// When the container started running.
+    pub started_at: Instant,
+    /// The startup probe has succeeded (or there is none).
+    pub started: bool,
+}
+
+/// What the loop should do now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Run the probe now, with this timeout.
+    Probe { timeout: Duration },
+    /// Nothing to do until `next`.
+    Wait { next: Instant },
+}
+
+/// A published change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub result: Outcome,
+    /// Liveness or startup failed: kill the container.
+    pub kill: bool,
+}
+
+/// One probe of one container.
+#[derive(Clone, Debug)]
+pub struct Worker {
+    kind: ProbeType,
+    params: Params,
+    container_id: Option<String>,
+    last: Outcome,
+    run: u32,
+    result: Outcome,
+    on_hold: bool,
+    next_due: Instant,
+}
+
+impl Worker {
+    /// A worker whose first tick is at `first_due` (the caller spreads
+    /// workers over the period with jitter so they do not fire together).
+    pub fn new(kind: ProbeType, params: Params, first_due: Instant) -> Worker {
+        Worker {
+            kind,
+            params,
+            container_id: None,
+            last: Outcome::Unknown,
+            run: 0,
+            result: Self::initial(kind),
+            on_hold: false,
+            next_due: first_due,
+        }
+    }
+
+    fn initial(kind: ProbeType) -> Outcome {
+        match kind {
+            ProbeType::Readiness => Outcome::Failure,
+            ProbeType::Liveness => Outcome::Success,
+            ProbeType::Startup => Outcome::Unknown,
+        }
+    }
+
+    /// The probe type.
+    pub fn kind(&self) -> ProbeType {
+        self.kind
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// The published result.
+    pub fn result(&self) -> Outcome {
+        self.result
+    }
+
+    /// When the next tick is due.
+    pub fn next_due(&self) -> Instant {
+        self.next_due
+    }
+
+    fn reset(&mut self, id: Option<&str>) {
+        self.container_id = id.map(str::to_string);
+        self.last = Outcome::Unknown;
+        self.run = 0;
+        self.result = Self::initial(self.kind);
+        self.on_hold = false;
+    }
+
+    /// Advances the tick grid past `now`, skipping missed ticks.
+    fn advance(&mut self, now: Instant) {
+        let period = self.params.period.max(Duration::from_millis(100));
+        self.next_due += period;
+        if self.next_due <= now {
+            let behind = now - self.next_due;
+            let skip = behind.as_nanos() / period.as_nanos() + 1;
+            self.next_due += period * skip as u32;
+        }
+    }
+
+    /// Decides what happens at `now`. Returns the published result change
+    /// caused by the container itself (a new container resets the result;
+    /// a stopped one makes readiness fail) alongside the step.
+    pub fn step(&mut self, container: Option<&ContainerView>, now: Instant) -> (Step, Option<Change>) {
+        let before = self.result;
+        let step = self.decide(container, now);
+        let change = (self.result != before).then_some(Change { result: self.result, kill: false });
+        (step, change)
+    }
+
+    fn decide(&mut self, container: Option<&ContainerView>, now: Instant) -> Step {
+        if now < self.next_due {
+            return Step::Wait { next: self.next_due };
+        }
+        self.advance(now);
+        let wait = Step::Wait { next: self.next_due };
+        let Some(c) = container else {
+            self.reset(None);
+            return wait;
+        };
+        if self.container_id.as_deref() != Some(c.id) {
+            self.reset(Some(c.id));
+        }
+        if !c.running {
+            if self.kind == ProbeType::Readiness {
+                self.result = Outcome::Failure;
+            }
+            return wait;
+        }
+        if self.on_hold {
+            return wait;
+        }
+        match self.kind {
+            ProbeType::Startup if c.started => return wait,
+            ProbeType::Liveness | ProbeType::Readiness if !c.started => return wait,
+            _ => {}
+        }
+        if now.saturating_duration_since(c.started_at) < self.params.initial_delay {
+            return wait;
+        }
+        Step::Probe { timeout: self.params.timeout }
+    }
+
+    /// Records a probe outcome; returns the change when the result flips.
+    pub fn record(&mut self, outcome: Outcome) -> Option<Change> {
+        if outcome == self.last {
+            self.run = self.run.saturating_add(1);
+        } else {
+            self.last = outcome;
+            self.run = 1;
+        }
+        let threshold = match outcome {
+            Outcome::Success => self.params.success_threshold,
+            Outcome::Failure => self.params.failure_threshold,
+            Outcome::Unknown => return None,
+        };
+        if self.run < threshold || self.result == outcome {
+            return None;
+        }
+        self.result = outcome;
+        let kill = outcome == Outcome::Failure && matches!(self.kind, ProbeType::Liveness | ProbeType::Startup);
+        if kill {
+            self.on_hold = true;
+            self.run = 0;
+        }
+        Some(Change { result: outcome, kill })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(period: u64, success: u32, failure: u32) -> Params {
+        Params {
+            initial_delay: Duration::ZERO,
+            period: Duration::from_secs(period),
+            timeout: Duration::from_secs(1),
+            success_threshold: success,
+            failure_threshold: failure,
+        }
+    }
+
+    fn view(id: &str, t0: Instant) -> ContainerView<'_> {
+        ContainerView { id, running: true, started_at: t0, started: true }
+    }
+
+    /// Runs `outcomes` one per period and returns the changes.
+    fn drive(w: &mut Worker, t0: Instant, outcomes: &[Outcome]) -> Vec<Option<Change>> {
+        let mut out = Vec::new();
+        for (i, o) in outcomes.iter().enumerate() {
+            let now = t0 + Duration::from_secs(i as u64 * w.params.period.as_secs());
+            let c = view("c1", t0);
+            let (step, _) = w.step(Some(&c), now);
+            assert!(matches!(step, Step::Probe { .. }), "tick {i}: {step:?}");
+            out.push(w.record(*o));
+        }
+        out
+    }
+
+    #[test]
+    fn readiness_starts_failed_and_flips_after_success_threshold() {
+        let t0 = Instant::now();
+        let mut w = Worker::new(ProbeType::Readiness, params(1, 2, 3), t0);
+        assert_eq!(w.result(), Outcome::Failure);
+        let changes = drive(&mut w, t0, &[Outcome::Success, Outcome::Success]);
+        assert_eq!(changes, vec![None, Some(Change { result: Outcome::Success, kill: false })]);
+    }
+
+    #[test]
+    fn liveness_kills_only_after_failure_threshold_consecutive_failures() {
+        let t0 = Instant::now();
+        let mut w = Worker::new(ProbeType::Liveness, params(1, 1, 3), t0);
+        let o = [Outcome::Failure, Outcome::Failure, Outcome::Success, Outcome::Failure, Outcome::Failure, Outcome::Failure];
+        let changes = drive(&mut w, t0, &o);
+        assert_eq!(&changes[..5], &[None, None, None, None, None]);
+        assert_eq!(changes[5], Some(Change { result: Outcome::Failure, kill: true }));
+    }
+
+    #[test]
+    fn a_killed_container_holds_the_worker_until_a_new_container_appears() {
+        let t0 = Instant::now();
+        let mut w = Worker::new(ProbeType::Liveness, params(1, 1, 1), t0);
+        drive(&mut w, t0, &[Outcome::Failure]);
+        let (step, _) = w.step(Some(&view("c1", t0)), t0 + Duration::from_secs(1));
+        assert!(matches!(step, Step::Wait { .. }), "on hold");
+        let (step, change) = w.step(Some(&view("c2", t0)), t0 + Duration::from_secs(2));
+        assert!(matches!(step, Step::Probe { .. }), "new container probes again");
+        assert_eq!(change, Some(Change { result: Outcome::Success, kill: false }), "result reset");
+    }
+
+    #[test]
+    fn nothing_runs_before_the_initial_delay() {
+        let t0 = Instant::now();
+        let mut p = params(1, 1, 3);
+        p.initial_delay = Duration::from_secs(5);
+        let mut w = Worker::new(ProbeType::Readiness, p, t0);
+        for s in 0..5 {
+            let (step, _) = w.step(Some(&view("c1", t0)), t0 + Duration::from_secs(s));
+            assert!(matches!(step, Step::Wait { .. }), "second {s}");
+        }
+        let (step, _) = w.step(Some(&view("c1", t0)), t0 + Duration::from_secs(5));
+        assert!(matches!(step, Step::Probe { .. }));
+    }
+
+    #[test]
+    fn liveness_and_readiness_wait_for_the_startup_probe() {
+        let t0 = Instant::now();
+        let mut w = Worker::new(ProbeType::Liveness, params(1, 1, 1), t0);
+        let c = ContainerView { id: "c1", running: true, started_at: t0, started: false };
+        assert!(matches!(w.step(Some(&c), t0).0, Step::Wait { .. }));
+        let mut s = Worker::new(ProbeType::Startup, params(1, 1, 1), t0);
+        assert!(matches!(s.step(Some(&c), t0).0, Step::Probe { .. }));
+        let started = ContainerView { started: true, ..c };
+        assert!(matches!(s.step(Some(&started), t0 + Duration::from_secs(1)).0, Step::Wait { .. }), "startup done");
+    }
+
+    #[test]
+    fn a_startup_failure_kills_the_container() {
+        let t0 = Instant::now();
+        let mut s = Worker::new(ProbeType::Startup, params(1, 1, 2), t0);
+        let c = ContainerView { id: "c1", running: true, started_at: t0, started: false };
+        s.step(Some(&c), t0);
+        assert_eq!(s.record(Outcome::Failure), None);
+        s.step(Some(&c), t0 + Duration::from_secs(1));
+        assert_eq!(s.record(Outcome::Failure), Some(Change { result: Outcome::Failure, kill: true }));
+    }
+
+    #[test]
+    fn a_stopped_container_is_not_ready() {
+        let t0 = Instant::now();
+        let mut w = Worker::new(ProbeType::Readiness, params(1, 1, 1), t0);
+        drive(&mut w, t0, &[Outcome::Success]);
+        let stopped = ContainerView { running: false, ..view("c1", t0) };
+        let (_, change) = w.step(Some(&stopped), t0 + Duration::from_secs(1));
+        assert_eq!(change, Some(Change { result: Outcome::Failure, kill: false }));
+    }
+
+    #[test]
+    fn ticks_stay_on_a_fixed_grid_and_late_ticks_are_skipped_not_queued() {
+        let t0 = Instant::now();
+        let mut w = Worker::new(ProbeType::Readiness, params(1, 1, 1), t0);
+        let c = view("c1", t0);
+        // Run 350 ms late: the next tick is still on the 1 s grid.
+        w.step(Some(&c), t0 + Duration::from_millis(350));
+        assert_eq!(w.next_due(), t0 + Duration::from_secs(1));
+        // Stall for 5.5 s: one probe, then the next grid point after now.
+        let (step, _) = w.step(Some(&c), t0 + Duration::from_millis(6500));
+        assert!(matches!(step, Step::Probe { .. }));
+        assert_eq!(w.next_due(), t0 + Duration::from_secs(7));
+    }
+
+    #[test]
+    fn liveness_and_startup_ignore_a_success_threshold_above_one() {
+        let p = Params::from_api(ProbeType::Liveness, None, Some(1), None, Some(5), None);
+        assert_eq!(p.success_threshold, 1);
+        let p = Params::from_api(ProbeType::Readiness, None, None, None, Some(5), Some(0));
+        assert_eq!((p.success_threshold, p.failure_threshold, p.period), (5, 3, Duration::from_secs(10)));
+    }
+}
