@@ -18,7 +18,7 @@ TEST_THREADS ?= 2
 DEB_PACKAGES := containerd runc containernetworking-plugins busybox-static \
                 protobuf-compiler gcc libc6-dev iproute2
 
-.PHONY: all build test deps images clean clean-images
+.PHONY: all build test deps images clean clean-images demo bench
 
 all: build
 
@@ -54,6 +54,17 @@ images:
 
 test: deps images
 	$(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)
+
+# --- demo and bench ----------------------------------------------------------------
+
+# Runs picolet for real: a private containerd, the example static pods, and
+# `picolet get pods` showing them running (examples/demo.sh).
+demo: deps images build
+	bash examples/demo.sh
+
+# Footprint and speed on real parts, printed as a table (tests/bench.rs).
+bench: deps images
+	PICOLET_BENCH=1 $(CARGO) test --release --test bench
 
 # --- housekeeping ------------------------------------------------------------------
 

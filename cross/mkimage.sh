@@ -158,14 +158,14 @@ while read -r rel; do
 done < <(cd "$moddir" && find kernel -name '*.ko*')
 builtin_mods=" $(sed 's|.*/||; s|\.ko.*||; s|-|_|g' "$moddir/modules.builtin" | tr '\n' ' ') "
 modlist=()
-add_module() {
+add_module() { # NAME [soft]: a soft dependency (an alias) may be absent
     local m="${1//-/_}" rel info dep
     [[ -z "${mod_done[$m]:-}" ]] || return 0
     mod_done[$m]=1
     if [[ "$builtin_mods" == *" $m "* ]]; then return 0; fi
     rel="${mod_path[$m]:-}"
     if [[ -z "$rel" ]]; then
-        log "warning: kernel $kver has no module $m (not needed, or named differently)"
+        [[ "${2:-}" == soft ]] || log "warning: kernel $kver has no module $m (built in under another name, or absent)"
         return 0
     fi
     case "$rel" in
@@ -174,9 +174,11 @@ add_module() {
         *.ko.zst) info="$(zstd -dcq "$moddir/$rel" | tr '\0' '\n' | grep -a -E '^(depends|softdep)=' || true)" ;;
         *) die "unknown module format $rel" ;;
     esac
-    for dep in $(sed -n 's/^depends=//p' <<<"$info" | tr ',' ' ') \
-               $(sed -n 's/^softdep=.*pre: *\([^:]*\)\( post:.*\)\?$/\1/p' <<<"$info"); do
+    for dep in $(sed -n 's/^depends=//p' <<<"$info" | tr ',' ' '); do
         add_module "$dep"
+    done
+    for dep in $(sed -n 's/^softdep=.*pre: *\([^:]*\)\( post:.*\)\{0,1\}$/\1/p' <<<"$info"); do
+        add_module "$dep" soft
     done
     mkdir -p "$stage/lib/modules/$kver/$(dirname "$rel")"
     case "$rel" in

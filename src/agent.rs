@@ -1191,6 +1191,9 @@ impl Agent {
             .map(|e| {
                 let mut p = (*e.pod).clone();
                 p.status = Some(self.pod_status(e));
+                if p.metadata.creation_timestamp.is_none() {
+                    p.metadata.creation_timestamp = Some(crate::status::time_from_unix(e.first_seen_unix));
+                }
                 if e.deleted && p.metadata.deletion_timestamp.is_none() {
                     p.metadata.deletion_timestamp = Some(crate::status::time_from_unix(now_unix_nanos() / 1_000_000_000));
                 }

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# `make demo`: picolet's main job, for real, on this machine.
+#
+# Starts a private containerd (its own root, state, socket and CNI bridge
+# under $DEMO_DIR, so the host's containerd, if any, is untouched), imports
+# the locally built busybox and pause images (no registry needed), runs the
+# release picolet against it with the static pods in examples/manifests,
+# and shows them running with `picolet get pods`. Leaves everything running
+# until Ctrl-C (or exits after showing the pods when DEMO_WAIT=0), then
+# stops the pods' containers and cleans up.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+DEMO_DIR=${DEMO_DIR:-/tmp/picolet-demo}
+DEMO_WAIT=${DEMO_WAIT:-1}
+bin="$repo/target/release/picolet"
+images="$repo/target/test-images"
+sock="$DEMO_DIR/containerd.sock"
+admin="$DEMO_DIR/picolet.sock"
+bridge=pcldemo0
+subnet=10.88.77
+
+log() { printf '\033[1mdemo:\033[0m %s\n' "$*"; }
+
+cleanup() {
+  log "stopping picolet, the demo pods and containerd"
+  [[ -n ${picolet_pid:-} ]] && kill "$picolet_pid" 2>/dev/null && wait "$picolet_pid" 2>/dev/null || true
+  if [[ -S $sock ]]; then
+    for t in $(ctr --address "$sock" -n k8s.io tasks ls -q 2>/dev/null); do
+      ctr --address "$sock" -n k8s.io tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true
+    done
+    sleep 1
+    for t in $(ctr --address "$sock" -n k8s.io tasks ls -q 2>/dev/null); do
+      ctr --address "$sock" -n k8s.io tasks rm -f "$t" >/dev/null 2>&1 || true
+    done
+    for c in $(ctr --address "$sock" -n k8s.io containers ls -q 2>/dev/null); do
+      ctr --address "$sock" -n k8s.io containers rm "$c" >/dev/null 2>&1 || true
+    done
+  fi
+  [[ -n ${containerd_pid:-} ]] && kill "$containerd_pid" 2>/dev/null && wait "$containerd_pid" 2>/dev/null || true
+  grep " $DEMO_DIR/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+  ip link del "$bridge" 2>/dev/null || true
+  for d in /sys/fs/cgroup/*/picolet-demo /sys/fs/cgroup/picolet-demo; do
+    [[ -d $d ]] && find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+  rm -rf "$DEMO_DIR"
+}
+
+mkdir -p "$DEMO_DIR"/{root,state,cni,runc,manifests,logs,picolet}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+snapshotter=overlayfs
+mkdir -p "$DEMO_DIR/ovl"/{l,u,w,m}
+if ! mount -t overlay overlay -o "lowerdir=$DEMO_DIR/ovl/l,upperdir=$DEMO_DIR/ovl/u,workdir=$DEMO_DIR/ovl/w" "$DEMO_DIR/ovl/m" 2>/dev/null; then
+  snapshotter=native
+else
+  umount "$DEMO_DIR/ovl/m"
+fi
+rm -rf "$DEMO_DIR/ovl"
+
+cat > "$DEMO_DIR/containerd.toml" <<TOML
+# Private containerd for the picolet demo.
+version = 2
+root = "$DEMO_DIR/root"
+state = "$DEMO_DIR/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "$sock"
+[ttrpc]
+  address = "$sock.ttrpc"
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "registry.k8s.io/pause:3.9"
+    # Harmless with CAP_SYS_RESOURCE, required without it.
+    restrict_oom_score_adj = true
+    disable_apparmor = true
+    netns_mounts_under_state_dir = true
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "$snapshotter"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          Root = "$DEMO_DIR/runc"
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/usr/lib/cni"
+      conf_dir = "$DEMO_DIR/cni"
+TOML
+
+cat > "$DEMO_DIR/cni/10-demo.conflist" <<JSON
+{
+  "cniVersion": "0.4.0",
+  "name": "picolet-demo",
+  "plugins": [
+    {"type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": false,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$subnet.0/24"}]],
+              "dataDir": "$DEMO_DIR/cni-ipam"}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+JSON
+
+log "starting a private containerd ($snapshotter snapshotter) at $sock"
+containerd --config "$DEMO_DIR/containerd.toml" >"$DEMO_DIR/containerd.log" 2>&1 &
+containerd_pid=$!
+for _ in $(seq 100); do ctr --address "$sock" version >/dev/null 2>&1 && break; sleep 0.1; done
+ctr --address "$sock" version >/dev/null
+
+log "importing the locally built busybox and pause images"
+for t in pause busybox; do
+  ctr --address "$sock" -n k8s.io images import "$images/$t.tar" >/dev/null
+done
+
+cp "$repo"/examples/manifests/*.yaml "$DEMO_DIR/manifests/"
+cat > "$DEMO_DIR/config.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: $DEMO_DIR/manifests
+containerRuntimeEndpoint: unix://$sock
+cgroupDriver: cgroupfs
+cgroupRoot: /picolet-demo
+podLogsDir: $DEMO_DIR/logs
+fileCheckFrequency: 5s
+YAML
+
+log "starting picolet $("$bin" version | cut -d' ' -f2)"
+"$bin" run --config "$DEMO_DIR/config.yaml" --root-dir "$DEMO_DIR/picolet" \
+  --hostname-override demo-node --admin-socket "$admin" >"$DEMO_DIR/picolet.log" 2>&1 &
+picolet_pid=$!
+
+want=$(ls "$DEMO_DIR"/manifests/*.yaml | wc -l)
+for _ in $(seq 120); do
+  running=$("$bin" get pods --admin-socket "$admin" 2>/dev/null | awk 'NR>1 && $3=="Running"' | wc -l || true)
+  [[ $running -ge $want ]] && break
+  sleep 1
+done
+echo
+"$bin" get pods --admin-socket "$admin" -o wide
+echo
+log "picolet: pid $picolet_pid, $(awk '/VmRSS/{print $2" "$3}' /proc/$picolet_pid/status) resident, $(awk '/Threads/{print $2}' /proc/$picolet_pid/status) threads"
+log "container logs are in the kubelet layout under $DEMO_DIR/logs; the counter says:"
+sleep 6
+tail -n 2 "$DEMO_DIR"/logs/default_counter-demo-node_*/count/0.log 2>/dev/null | sed 's/^/    /' || true
+log "picolet's own log: $DEMO_DIR/picolet.log"
+if [[ $DEMO_WAIT == 1 && -t 0 ]]; then
+  log "try: $bin get pods --admin-socket $admin   (Ctrl-C stops the demo)"
+  wait "$picolet_pid"
+fi
