@@ -27,12 +27,12 @@ for t in "$@"; do
     bin="$(picolet_bin "$t")"
     [[ -f "$bin" ]] || die "$bin missing after build"
     bytes="$(stat -c %s "$bin")"
-    if readelf -lW "$bin" | grep -q 'Requesting program interpreter'; then
+    if grep -q 'Requesting program interpreter' <<<"$(readelf -lW "$bin")"; then
         linkage="dynamic ($(readelf -dW "$bin" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | paste -sd, -))"
     else
         linkage="static"
     fi
-    if readelf -SW "$bin" | grep -q ' \.symtab '; then linkage+=", NOT stripped"; fi
+    if grep -q ' \.symtab ' <<<"$(readelf -SW "$bin")"; then linkage+=", NOT stripped"; fi
     verdict="ok (<= $((budget / 1024 / 1024)) MiB)"
     if (( bytes > budget )); then verdict="OVER BUDGET"; over=1; fi
     printf '%-32s %10d %8s  %-22s %s\n' "$t" "$bytes" "$(awk -v b="$bytes" 'BEGIN { printf "%.2f", b / 1048576 }')" "$linkage" "$verdict"

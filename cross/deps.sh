@@ -25,13 +25,17 @@ FOREIGN_ARCHES=(arm64 armhf)
 
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
+# (Outputs are captured before grepping: `cmd | grep -q` under pipefail
+# fails when grep exits early and cmd gets SIGPIPE.)
 missing=()
 for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"
+    [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done
 need_update=0
+foreign="$(dpkg --print-foreign-architectures)"
 for a in "${FOREIGN_ARCHES[@]}"; do
-    if ! dpkg --print-foreign-architectures | grep -qx "$a"; then
+    if ! grep -qx "$a" <<<"$foreign"; then
         echo "cross-deps: dpkg --add-architecture $a"
         as_root dpkg --add-architecture "$a"
         need_update=1

@@ -25,7 +25,7 @@ pause_src="$REPO/tests/images/pause.c"
 [[ -f "$pause_src" ]] || die "$pause_src missing"
 [[ -x "$busybox" ]] || die "$busybox missing"
 command -v "$cc" >/dev/null || die "$cc not found (make cross-deps)"
-if readelf -lW "$busybox" | grep -q 'program interpreter'; then
+if grep -q 'program interpreter' <<<"$(readelf -lW "$busybox")"; then
     die "$busybox is dynamically linked (need busybox-static)"
 fi
 strip_tool="${cc%gcc}strip"

@@ -98,7 +98,8 @@ done
 
 # --- network identity ----------------------------------------------------------
 ip link set lo up
-NODE="${HOSTNAME_OPT:-$BOARD}"
+# A node name is a DNS subdomain: board names like qemu-x86_64 need fixing.
+NODE="$(echo "${HOSTNAME_OPT:-$BOARD}" | tr 'A-Z_' 'a-z-')"
 hostname "$NODE"
 echo "$NODE" >/etc/hostname
 printf '127.0.0.1 localhost\n::1 localhost\n127.0.1.1 %s\n' "$NODE" >/etc/hosts
@@ -197,13 +198,20 @@ fi
 
 # --- picolet, restarted whenever it exits ------------------------------------------
 mkdir -p /run/picolet /var/lib/picolet
-restarts=0
+# Back off from 2s to 30s while it keeps failing fast; a run that lasted a
+# minute resets the delay.
+restarts=0 delay=2
 while :; do
     log "starting picolet (restart $restarts) at $(uptime_s)s"
+    started=$(cut -d. -f1 /proc/uptime)
     # shellcheck disable=SC2086
     picolet run --config /etc/picolet/config.yaml --board "$BOARD" \
         --hostname-override "$NODE" ${VERBOSE:+-v $VERBOSE}
-    log "picolet exited with status $?; restarting in 2s"
+    rc=$?
+    if [ $(($(cut -d. -f1 /proc/uptime) - started)) -ge 60 ]; then delay=2; fi
+    log "picolet exited with status $rc; restarting in ${delay}s"
     restarts=$((restarts + 1))
-    sleep 2
+    sleep $delay
+    delay=$((delay * 2))
+    [ $delay -le 30 ] || delay=30
 done

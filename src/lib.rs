@@ -17,6 +17,7 @@ pub mod logger;
 pub mod pleg;
 pub mod pod;
 pub mod probe;
+pub mod prober;
 pub mod qos;
 pub mod rt;
 pub mod source;
