@@ -70,6 +70,24 @@ pub enum AdminError {
 /// The current pods as a v1 `PodList` (`apiVersion`, `kind`, `items`).
 pub type PodsFn = Rc<dyn Fn() -> serde_json::Value>;
 
+/// Renders `/metrics` (Prometheus text format).
+pub type MetricsFn = Rc<dyn Fn() -> String>;
+
+/// What the admin socket serves.
+#[derive(Clone)]
+pub struct Handlers {
+    /// `GET /pods`: a v1 PodList.
+    pub pods: PodsFn,
+    /// `GET /metrics`; `None` answers 404.
+    pub metrics: Option<MetricsFn>,
+}
+
+impl From<PodsFn> for Handlers {
+    fn from(pods: PodsFn) -> Self {
+        Handlers { pods, metrics: None }
+    }
+}
+
 // ---- server ------------------------------------------------------------
 
 /// Creates the admin socket at `path`, mode 0600.
@@ -108,9 +126,9 @@ pub fn bind(path: &Path) -> Result<Async<UnixListener>, AdminError> {
 
 /// Binds the admin socket at `path` and serves it until an accept fails
 /// for good (or the future is dropped).
-pub async fn serve(path: &Path, pods: PodsFn) -> Result<(), AdminError> {
+pub async fn serve(path: &Path, handlers: impl Into<Handlers>) -> Result<(), AdminError> {
     let listener = bind(path)?;
-    serve_listener(&listener, path, pods).await
+    serve_listener(&listener, path, handlers).await
 }
 
 /// Counts a live connection; uncounts it when the connection task ends.
@@ -123,7 +141,12 @@ impl Drop for Slot {
 }
 
 /// Serves an already bound admin socket (`path` only names it in errors).
-pub async fn serve_listener(listener: &Async<UnixListener>, path: &Path, pods: PodsFn) -> Result<(), AdminError> {
+pub async fn serve_listener(
+    listener: &Async<UnixListener>,
+    path: &Path,
+    handlers: impl Into<Handlers>,
+) -> Result<(), AdminError> {
+    let handlers: Handlers = handlers.into();
     let active = Rc::new(Cell::new(0usize));
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -149,11 +172,11 @@ pub async fn serve_listener(listener: &Async<UnixListener>, path: &Path, pods: P
         }
         active.set(active.get() + 1);
         let slot = Slot(active.clone());
-        let pods = pods.clone();
+        let handlers = handlers.clone();
         let conn = builder.serve_connection(
             rt::Io(stream),
             hyper::service::service_fn(move |req: Request<Incoming>| {
-                let response = route(&req, &*pods);
+                let response = route(&req, &handlers);
                 async move { Ok::<_, Infallible>(response) }
             }),
         );
@@ -189,9 +212,10 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
 }
 
 /// Answers one request.
-fn route<B>(req: &Request<B>, pods: &dyn Fn() -> serde_json::Value) -> Response<Full<Bytes>> {
+fn route<B>(req: &Request<B>, handlers: &Handlers) -> Response<Full<Bytes>> {
     let path = req.uri().path();
-    if !matches!(path, "/healthz" | "/pods") {
+    let known = matches!(path, "/healthz" | "/pods") || (path == "/metrics" && handlers.metrics.is_some());
+    if !known {
         return text(StatusCode::NOT_FOUND, "not found\n");
     }
     if req.method() != Method::GET {
@@ -201,7 +225,14 @@ fn route<B>(req: &Request<B>, pods: &dyn Fn() -> serde_json::Value) -> Response<
     }
     match path {
         "/healthz" => text(StatusCode::OK, "ok"),
-        _ => match serde_json::to_vec(&pods()) {
+        "/metrics" => {
+            let body = handlers.metrics.as_ref().map(|m| m()).unwrap_or_default();
+            let mut r = Response::new(Full::new(Bytes::from(body)));
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+            r
+        }
+        _ => match serde_json::to_vec(&(handlers.pods)()) {
             Ok(body) => {
                 let mut r = Response::new(Full::new(Bytes::from(body)));
                 r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));

@@ -136,9 +136,14 @@ pub enum Action {
 /// Why a single container is killed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KillReason {
+    /// The container spec (its hash) changed.
     SpecChanged,
+    /// The liveness probe failed.
     Unhealthy,
-    StartupFailed,
+    /// The startup probe failed.
+    StartupProbeFailed,
+    /// The runtime reports an unknown state; stop it to be sure.
+    UnknownState,
 }
 
 /// Per-container facts that do not come from the runtime.
@@ -280,7 +285,7 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
                     return actions;
                 }
                 if c.state == State::Unknown {
-                    actions.push(Action::KillContainer { id: c.id.clone(), name: c.name.clone(), reason: KillReason::StartupFailed });
+                    actions.push(Action::KillContainer { id: c.id.clone(), name: c.name.clone(), reason: KillReason::UnknownState });
                 }
                 restart_or_wait(&mut actions, uid, c, true, ctx);
                 return actions;
@@ -326,7 +331,7 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
             State::Exited | State::Created | State::Unknown => {
                 let exit_code = if c.state == State::Exited { c.exit_code } else { -1 };
                 if c.state == State::Unknown {
-                    actions.push(Action::KillContainer { id: c.id.clone(), name: c.name.clone(), reason: KillReason::StartupFailed });
+                    actions.push(Action::KillContainer { id: c.id.clone(), name: c.name.clone(), reason: KillReason::UnknownState });
                 }
                 if should_restart(policy, exit_code) {
                     restart_or_wait(&mut actions, uid, c, false, ctx);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # build-images.sh -- owned by the integration test harness (tests/images).
 #
-# Builds the two container images that picolet's integration tests need, as
+# Builds the container images that picolet's integration tests need, as
 # OCI image-layout tarballs that `ctr -n k8s.io images import` accepts. No
 # registry is reachable from CI and we do not want docker, so the images are
 # assembled here from files already on the machine:
@@ -11,6 +11,13 @@
 #                       /etc/passwd and /etc/group; Cmd ["sh"].
 #   OUTDIR/pause.tar    registry.k8s.io/pause:3.9 (containerd's sandbox_image)
 #                       our tests/images/pause.c built static as /pause.
+#   OUTDIR/grpc-health.tar  docker.io/picolet/grpc-health:test
+#                       tests/images/grpc-health/ (cargo example
+#                       grpc_health_server, static) as /grpc-health-server:
+#                       a grpc.health.v1 server on port 50051 for gRPC
+#                       probes; `exec /grpc-health-server not-serving` and
+#                       `... serving` flip its answer. Built only where cargo
+#                       can build it; otherwise skipped with a warning.
 #
 # Output is deterministic (sorted tar entries, fixed mtime and owners, gzip
 # without name/time), so rebuilding yields the same digests. The script is
@@ -20,7 +27,7 @@
 #
 # Usage: tests/images/build-images.sh [OUTDIR]   (default: target/test-images)
 # Env:   BUSYBOX=/path/to/static/busybox  (default /bin/busybox)
-#        CC=gcc
+#        CC=gcc  CARGO=cargo
 set -euo pipefail
 umask 022
 export LC_ALL=C
@@ -31,6 +38,8 @@ outdir="${1:-$repo/target/test-images}"
 busybox="${BUSYBOX:-/bin/busybox}"
 cc="${CC:-gcc}"
 pause_src="$here/pause.c"
+cargo="${CARGO:-cargo}"
+grpc_health_srcs=("$here/grpc-health/main.rs" "$here/grpc-health/server.rs" "$repo/src/rt.rs" "$repo/Cargo.lock")
 self="$here/build-images.sh"
 
 # Fixed timestamp for every tar entry and for the image configs.
@@ -181,6 +190,29 @@ pause_rootfs() {
     chmod 0755 "$root/pause"
 }
 
+# Builds the cargo example grpc_health_server for the host, statically
+# linked (glibc with crt-static, so no musl target is needed; libc6-dev has
+# the static libc), unoptimised (it only answers tests). Returns non-zero,
+# with the reason on stderr, when that is not possible here.
+grpc_health_rootfs() {
+    local root="$1" triple var bin
+    command -v "$cargo" >/dev/null || { echo "build-images.sh: $cargo not found" >&2; return 1; }
+    triple="$(rustc -vV | sed -n 's/^host: //p')"
+    [[ -n "$triple" ]] || { echo "build-images.sh: cannot tell rustc's host triple" >&2; return 1; }
+    var="CARGO_TARGET_$(tr 'a-z.-' 'A-Z__' <<<"$triple")_RUSTFLAGS"
+    (cd "$repo" && env "$var=-C target-feature=+crt-static" \
+        "$cargo" build --quiet --example grpc_health_server --target "$triple") || return 1
+    bin="${CARGO_TARGET_DIR:-$repo/target}/$triple/debug/examples/grpc_health_server"
+    if readelf -l "$bin" 2>/dev/null | grep -q 'interpreter'; then
+        echo "build-images.sh: $bin is dynamically linked" >&2
+        return 1
+    fi
+    mkdir -p "$root/tmp" && chmod 1777 "$root/tmp" &&
+        cp "$bin" "$root/grpc-health-server" &&
+        strip "$root/grpc-health-server" &&
+        chmod 0755 "$root/grpc-health-server"
+}
+
 # --- main ---------------------------------------------------------------------
 
 mkdir -p "$outdir"
@@ -205,4 +237,14 @@ else
     pause_rootfs "$stage/pause"
     make_image registry.k8s.io/pause 3.9 "$stage/pause" \
         "$env_path,\"Entrypoint\":[\"/pause\"],\"WorkingDir\":\"/\"" "$outdir/pause.tar"
+fi
+
+if fresh "$outdir/grpc-health.tar" "$self" "${grpc_health_srcs[@]}"; then
+    echo "up to date: $outdir/grpc-health.tar"
+elif grpc_health_rootfs "$stage/grpc-health"; then
+    make_image docker.io/picolet/grpc-health test "$stage/grpc-health" \
+        "$env_path,\"Entrypoint\":[\"/grpc-health-server\"],\"ExposedPorts\":{\"50051/tcp\":{}},\"WorkingDir\":\"/\"" \
+        "$outdir/grpc-health.tar"
+else
+    echo "build-images.sh: WARNING: skipped $outdir/grpc-health.tar (see above); gRPC probe integration tests need it" >&2
 fi

@@ -40,6 +40,9 @@ use crate::rt;
 use crate::source::{FileSource, PodSource, SourceUpdate};
 use crate::status::{self, Waiting};
 
+mod probes;
+pub use probes::ProbeMetrics;
+
 /// CRI label keys kubelet puts on sandboxes and containers.
 pub const LABEL_POD_UID: &str = "io.kubernetes.pod.uid";
 pub const LABEL_POD_NAME: &str = "io.kubernetes.pod.name";
@@ -50,6 +53,7 @@ pub const ANNOTATION_GRACE: &str = "io.kubernetes.pod.terminationGracePeriod";
 
 const PLEG_PERIOD: Duration = Duration::from_secs(1);
 const GC_PERIOD: Duration = Duration::from_secs(60);
+const GC_FIRST: Duration = Duration::from_secs(10);
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(2);
 
 /// Everything the agent needs to know, resolved from the configuration.
@@ -89,6 +93,16 @@ struct PodEntry {
     health: Health,
     /// Sandbox IPs by sandbox ID (a sandbox's IP never changes).
     ips: HashMap<String, (String, Vec<String>)>,
+    /// Readiness probe results by container (absent: no readiness probe).
+    readiness: HashMap<String, bool>,
+    /// Startup probe results by container (absent: no startup probe).
+    started: HashMap<String, bool>,
+    /// A probe-level terminationGracePeriodSeconds for a pending kill.
+    kill_grace: HashMap<String, i64>,
+    /// Why a container is being killed, by name (until the kill happens),
+    /// then by container ID (shown in its terminated state).
+    kill_messages: HashMap<String, String>,
+    probe_tasks: Vec<smol::Task<()>>,
     _task: Option<smol::Task<()>>,
 }
 
@@ -110,6 +124,7 @@ pub struct Agent {
     host_resolv_conf: Option<String>,
     /// The last relist, for GC.
     relist: RefCell<Relist>,
+    probe_metrics: RefCell<ProbeMetrics>,
 }
 
 #[derive(Default)]
@@ -208,6 +223,7 @@ impl Agent {
             runtime_name: RefCell::new("containerd".into()),
             sources_ready: Cell::new(false),
             relist: RefCell::new(Relist::default()),
+            probe_metrics: RefCell::new(ProbeMetrics::default()),
             cfg,
         })
     }
@@ -239,8 +255,12 @@ impl Agent {
         let me = self.clone();
         let socket = self.cfg.admin_socket.clone();
         tasks.push(rt::spawn(async move {
-            let pods = Rc::new(move || me.pod_list());
-            if let Err(e) = crate::admin::serve(&socket, pods).await {
+            let me2 = me.clone();
+            let handlers = crate::admin::Handlers {
+                pods: Rc::new(move || me.pod_list()),
+                metrics: Some(Rc::new(move || me2.metrics())),
+            };
+            if let Err(e) = crate::admin::serve(&socket, handlers).await {
                 log::error!("admin socket {}: {e}", socket.display());
             }
         }));
@@ -303,6 +323,22 @@ impl Agent {
 
     /// Applies a full set of pods from one source.
     pub fn apply_update(self: &Rc<Self>, update: SourceUpdate) {
+        let changed = self.apply_update_inner(update);
+        for uid in changed {
+            let pod = match self.pods.borrow().get(&uid) {
+                Some(e) => e.pod.clone(),
+                None => continue,
+            };
+            let tasks = self.start_probes(&uid, &pod);
+            if let Some(e) = self.pods.borrow_mut().get_mut(&uid) {
+                e.probe_tasks = tasks;
+            }
+        }
+    }
+
+    /// Applies the set; returns the pods that are new or changed.
+    fn apply_update_inner(self: &Rc<Self>, update: SourceUpdate) -> Vec<String> {
+        let mut changed = Vec::new();
         let wanted: HashMap<String, Pod> =
             update.pods.into_iter().map(|p| (crate::pod::uid(&p).to_string(), p)).collect();
         let mut pods = self.pods.borrow_mut();
@@ -323,7 +359,11 @@ impl Agent {
             if let Some(e) = pods.get_mut(&uid) {
                 if *e.pod != pod {
                     e.pod = Rc::new(pod);
+                    e.probe_tasks.clear();
+                    e.readiness.clear();
+                    e.started.clear();
                     let _ = e.wake.try_send(());
+                    changed.push(uid);
                 }
                 continue;
             }
@@ -338,8 +378,10 @@ impl Agent {
             }
             admitted += 1;
             log::info!("pod {} added from source {} (uid {uid})", crate::pod::full_name(&pod), update.source);
-            pods.insert(uid.clone(), self.new_entry(uid, pod, Some(update.source), false));
+            pods.insert(uid.clone(), self.new_entry(uid.clone(), pod, Some(update.source), false));
+            changed.push(uid);
         }
+        changed
     }
 
     fn new_entry(self: &Rc<Self>, uid: String, pod: Pod, source: Option<PodSource>, deleted: bool) -> PodEntry {
@@ -357,6 +399,11 @@ impl Agent {
             first_seen_unix: now_unix_nanos() / 1_000_000_000,
             health: Health::default(),
             ips: HashMap::new(),
+            readiness: HashMap::new(),
+            started: HashMap::new(),
+            kill_grace: HashMap::new(),
+            kill_messages: HashMap::new(),
+            probe_tasks: Vec::new(),
             _task: Some(task),
         }
     }
@@ -705,10 +752,24 @@ impl Agent {
                     let why = match reason {
                         KillReason::SpecChanged => "its spec changed",
                         KillReason::Unhealthy => "it failed its liveness probe",
-                        KillReason::StartupFailed => "it is in an unknown state",
+                        KillReason::StartupProbeFailed => "it failed its startup probe",
+                        KillReason::UnknownState => "it is in an unknown state",
                     };
                     log::info!("killing container {name} of pod {}: {why}", crate::pod::full_name(&pod));
-                    if let Err(e) = self.stop_container(&id, grace_period(&pod)).await {
+                    let grace = {
+                        let mut pods = self.pods.borrow_mut();
+                        let e = pods.get_mut(uid);
+                        let g = e.as_ref().and_then(|e| e.kill_grace.get(&name).copied());
+                        if let Some(e) = e {
+                            e.health.unhealthy.remove(&name);
+                            e.kill_grace.remove(&name);
+                            if let Some(m) = e.kill_messages.remove(&name) {
+                                e.kill_messages.insert(id.clone(), m);
+                            }
+                        }
+                        g.unwrap_or_else(|| grace_period(&pod))
+                    };
+                    if let Err(e) = self.kill_container(&pod, &name, &id, grace).await {
                         log::warn!("stopping container {name}: {e}");
                     }
                 }
@@ -980,6 +1041,14 @@ impl Agent {
             .await
             .map_err(|e| Waiting { reason: "RunContainerError".into(), message: e.message() })?;
         log::info!("started container {} of pod {} (attempt {attempt})", c.name, crate::pod::full_name(pod));
+        if let Err(msg) = self.run_post_start(pod, c, &id, &pod_ip).await {
+            log::warn!("postStart hook of container {} in pod {} failed: {msg}; killing it", c.name, crate::pod::full_name(pod));
+            if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+                e.kill_messages.insert(id.clone(), format!("PostStartHook failed: {msg}"));
+            }
+            let _ = self.stop_container(&id, grace_period(pod)).await;
+            return Err(Waiting { reason: "PostStartHookError".into(), message: msg });
+        }
         Ok(())
     }
 
@@ -999,7 +1068,7 @@ impl Agent {
             .running()
             .map(|c| {
                 log::info!("stopping container {} of pod {} (grace {grace}s)", c.name, crate::pod::full_name(pod));
-                self.stop_container(&c.id, grace)
+                self.kill_container(pod, &c.name, &c.id, grace)
             })
             .collect();
         let mut first_err = None;
@@ -1046,9 +1115,11 @@ impl Agent {
     // ---- garbage collection --------------------------------------------
 
     async fn gc_loop(self: Rc<Self>) {
+        // A first pass soon after start cleans up what a previous run left.
+        rt::sleep(GC_FIRST).await;
         loop {
-            rt::sleep(GC_PERIOD).await;
             self.collect_garbage().await;
+            rt::sleep(GC_PERIOD).await;
         }
     }
 
@@ -1066,9 +1137,17 @@ impl Agent {
             match r {
                 gc::Removal::Container { id, .. } => {
                     log::debug!("GC: removing dead container {id}");
-                    if let Err(e) = self.runtime.remove_container(api::RemoveContainerRequest { container_id: id }).await {
-                        if !e.is_not_found() {
-                            log::warn!("GC: {e}");
+                    // Runtimes leave the log file behind; it goes with the container.
+                    let log_path = match self.runtime.container_status(api::ContainerStatusRequest { container_id: id.clone(), verbose: false }).await {
+                        Ok(r) => r.status.map(|s| s.log_path).filter(|p| !p.is_empty()),
+                        Err(_) => None,
+                    };
+                    match self.runtime.remove_container(api::RemoveContainerRequest { container_id: id }).await {
+                        Err(e) if !e.is_not_found() => log::warn!("GC: {e}"),
+                        _ => {
+                            if let Some(p) = log_path {
+                                let _ = fs::remove_file(&p);
+                            }
                         }
                     }
                 }
@@ -1159,8 +1238,7 @@ impl Agent {
 
     /// The status of one pod right now.
     fn pod_status(&self, e: &PodEntry) -> PodStatus {
-        let readiness = HashMap::new();
-        let started = HashMap::new();
+        let (readiness, started) = (&e.readiness, &e.started);
         let qos = Self::qos(&e.pod);
         let runtime_name = self.runtime_name.borrow();
         let host_network = e.pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false);
@@ -1168,8 +1246,8 @@ impl Agent {
             pod: &e.pod,
             observed: &e.observed,
             waiting: &e.waiting,
-            readiness: &readiness,
-            started: &started,
+            readiness,
+            started,
             host_ip: &self.host_ip,
             qos_class: qos.as_str(),
             start_time_unix: Some(e.first_seen_unix),
@@ -1179,6 +1257,17 @@ impl Agent {
         });
         if host_network && e.observed.sandboxes.iter().any(|s| s.ready) {
             st.pod_ip = Some(self.host_ip.clone());
+        }
+        // Say why picolet killed a container (probe failure, hook failure).
+        for cs in st.container_statuses.iter_mut().flatten() {
+            for state in [cs.state.as_mut(), cs.last_state.as_mut()].into_iter().flatten() {
+                if let Some(t) = state.terminated.as_mut() {
+                    let id = t.container_id.as_deref().and_then(|i| i.split_once("://").map(|(_, i)| i)).unwrap_or("");
+                    if let Some(m) = e.kill_messages.get(id) {
+                        t.message = Some(m.clone());
+                    }
+                }
+            }
         }
         st
     }

@@ -1,0 +1,327 @@
+//! The agent's health machinery: probe tasks and lifecycle hooks.
+//!
+//! One small task per (container, probe type) ticks on the probe's period,
+//! asks the pure [`probe::Worker`] whether a probe is due and allowed, runs
+//! it through [`prober`] (exec via CRI ExecSync, httpGet, tcpSocket, grpc)
+//! and publishes the worker's result changes:
+//! - readiness → the `ready` flag of the container (Ready/ContainersReady);
+//! - startup → the `started` flag; a failure kills the container;
+//! - liveness → a failure kills the container, which then restarts per
+//!   `restartPolicy` through the normal pod sync.
+//!
+//! The in-flight probe future is boxed, so an idle task costs only its
+//! small loop state; 300 probes are 300 such tasks on the one executor.
+//! Start times are spread over the period by a hash of the probe's
+//! identity, so probes do not fire in lockstep.
+//!
+//! Hooks: `postStart` runs right after StartContainer (a failure kills the
+//! container, reason `PostStartHookError`); `preStop` runs before
+//! StopContainer within the termination grace period.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Container, Pod, Probe};
+
+use super::{all_containers, now_unix_nanos, Agent};
+use crate::pleg::State;
+use crate::pod::plan::KillReason;
+use crate::probe::{Change, ContainerView, Outcome, Params, ProbeType, Step, Worker};
+use crate::prober;
+
+/// kubelet never gives a container less than this after its preStop hook.
+const MIN_GRACE_AFTER_PRESTOP: i64 = 2;
+
+/// Counters and the scheduling-lag sample behind `/metrics`.
+#[derive(Default)]
+pub struct ProbeMetrics {
+    /// prober_probe_total by (probe_type, result).
+    totals: std::collections::BTreeMap<(&'static str, &'static str), u64>,
+    /// The latest delays from due time to probe start, in microseconds.
+    lag_us: heapless::HistoryBuf<u32, 4096>,
+}
+
+impl ProbeMetrics {
+    fn record(&mut self, kind: ProbeType, outcome: Outcome, lag: Duration) {
+        let result = match outcome {
+            Outcome::Success => "successful",
+            Outcome::Failure => "failed",
+            Outcome::Unknown => "unknown",
+        };
+        *self.totals.entry((kind.as_str(), result)).or_default() += 1;
+        self.lag_us.write(lag.as_micros().min(u32::MAX as u128) as u32);
+    }
+
+    /// The q-quantile (0..=1) of the recorded lags.
+    pub fn lag_quantile(&self, q: f64) -> Option<Duration> {
+        let mut v: Vec<u32> = self.lag_us.oldest_ordered().copied().collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_unstable();
+        let i = ((v.len() - 1) as f64 * q).round() as usize;
+        Some(Duration::from_micros(v[i] as u64))
+    }
+
+    /// Prometheus text, with kubelet's metric name for the counters.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write;
+        out.push_str("# HELP prober_probe_total Cumulative number of a liveness, readiness or startup probe for a container by result.\n");
+        out.push_str("# TYPE prober_probe_total counter\n");
+        for ((kind, result), n) in &self.totals {
+            let _ = writeln!(out, "prober_probe_total{{probe_type=\"{kind}\",result=\"{result}\"}} {n}");
+        }
+        out.push_str("# HELP picolet_probe_schedule_lag_seconds Delay from a probe's due time to its start, over the latest 4096 probes.\n");
+        out.push_str("# TYPE picolet_probe_schedule_lag_seconds summary\n");
+        for q in [0.5, 0.9, 0.99] {
+            if let Some(d) = self.lag_quantile(q) {
+                let _ = writeln!(out, "picolet_probe_schedule_lag_seconds{{quantile=\"{q}\"}} {:.6}", d.as_secs_f64());
+            }
+        }
+    }
+}
+
+/// A stable offset in `[0, period)` for this probe.
+fn spread(uid: &str, container: &str, kind: ProbeType, period: Duration) -> Duration {
+    let digest = md5::compute(format!("{uid}/{container}/{}", kind.as_str()));
+    let n = u64::from_le_bytes(digest.0[..8].try_into().expect("8 bytes"));
+    let period_ms = period.as_millis().max(1) as u64;
+    Duration::from_millis(n % period_ms)
+}
+
+fn probes_of(c: &Container) -> impl Iterator<Item = (ProbeType, &Probe)> {
+    [
+        (ProbeType::Startup, c.startup_probe.as_ref()),
+        (ProbeType::Liveness, c.liveness_probe.as_ref()),
+        (ProbeType::Readiness, c.readiness_probe.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(k, p)| p.map(|p| (k, p)))
+}
+
+fn params(kind: ProbeType, p: &Probe) -> Params {
+    Params::from_api(kind, p.initial_delay_seconds, p.period_seconds, p.timeout_seconds, p.success_threshold, p.failure_threshold)
+}
+
+impl Agent {
+    /// Spawns the probe tasks of a pod (app containers only, as kubelet)
+    /// and seeds the ready/started flags of probed containers.
+    pub(super) fn start_probes(self: &Rc<Self>, uid: &str, pod: &Pod) -> Vec<smol::Task<()>> {
+        let mut tasks = Vec::new();
+        let mut pods = self.pods.borrow_mut();
+        let entry = pods.get_mut(uid);
+        let mut seeds = Vec::new();
+        for (c, init) in all_containers(pod) {
+            if init {
+                continue;
+            }
+            for (kind, p) in probes_of(c) {
+                match kind {
+                    ProbeType::Readiness => seeds.push((c.name.clone(), true, false)),
+                    ProbeType::Startup => seeds.push((c.name.clone(), false, false)),
+                    ProbeType::Liveness => {}
+                }
+                let me = self.clone();
+                let (uid, name, probe) = (uid.to_string(), c.name.clone(), p.clone());
+                tasks.push(crate::rt::spawn(async move { me.probe_loop(uid, name, kind, probe).await }));
+            }
+        }
+        if let Some(e) = entry {
+            for (name, readiness, value) in seeds {
+                if readiness {
+                    e.readiness.insert(name, value);
+                } else {
+                    e.started.insert(name, value);
+                }
+            }
+        }
+        tasks
+    }
+
+    /// What the probe worker sees of its container now.
+    fn container_view(&self, uid: &str, name: &str, now: Instant) -> Option<(String, bool, Instant, bool, String)> {
+        let pods = self.pods.borrow();
+        let e = pods.get(uid)?;
+        if e.deleted {
+            return None;
+        }
+        let c = e.observed.latest(name)?;
+        let ago = Duration::from_nanos((now_unix_nanos() - c.started_at).max(0) as u64);
+        let started_at = now.checked_sub(ago).unwrap_or(now);
+        let started = e.started.get(name).copied().unwrap_or(true);
+        let pod_ip = if e.pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false) {
+            self.host_ip.clone()
+        } else {
+            e.observed.latest_sandbox().filter(|s| s.ready).map(|s| s.ip.clone()).unwrap_or_default()
+        };
+        Some((c.id.clone(), c.state == State::Running, started_at, started, pod_ip))
+    }
+
+    async fn probe_loop(self: Rc<Self>, uid: String, name: String, kind: ProbeType, spec: Probe) {
+        let params = params(kind, &spec);
+        let first = Instant::now() + spread(&uid, &name, kind, params.period);
+        let mut worker = Worker::new(kind, params, first);
+        let container: Option<Container> = self
+            .pods
+            .borrow()
+            .get(&uid)
+            .and_then(|e| all_containers(&e.pod).find(|(c, _)| c.name == name).map(|(c, _)| c.clone()));
+        let Some(container) = container else { return };
+        loop {
+            let now = Instant::now();
+            let due = worker.next_due();
+            let view = self.container_view(&uid, &name, now);
+            let cv = view.as_ref().map(|(id, running, started_at, started, _)| ContainerView {
+                id,
+                running: *running,
+                started_at: *started_at,
+                started: *started,
+            });
+            let (step, change) = worker.step(cv.as_ref(), now);
+            if let Some(change) = change {
+                self.apply_probe_change(&uid, &name, kind, &spec, change, "");
+            }
+            match step {
+                Step::Wait { next } => {
+                    smol::Timer::at(next).await;
+                }
+                Step::Probe { timeout } => {
+                    let Some((id, _, _, _, pod_ip)) = view else { continue };
+                    let lag = now.saturating_duration_since(due);
+                    let result = match prober::probe_handler(&spec, &pod_ip, &container) {
+                        Ok(h) => Box::pin(prober::run_handler(&self.runtime, &id, &h, timeout)).await,
+                        Err(e) => prober::ProbeResult { outcome: Outcome::Failure, message: e },
+                    };
+                    self.probe_metrics.borrow_mut().record(kind, result.outcome, lag);
+                    if result.outcome != Outcome::Success {
+                        log::debug!("{} probe of {name} in pod {uid}: {:?}: {}", kind.as_str(), result.outcome, result.message);
+                    }
+                    if let Some(change) = worker.record(result.outcome) {
+                        self.apply_probe_change(&uid, &name, kind, &spec, change, &result.message);
+                    }
+                }
+            }
+        }
+    }
+
+    fn apply_probe_change(&self, uid: &str, name: &str, kind: ProbeType, spec: &Probe, change: Change, message: &str) {
+        let mut pods = self.pods.borrow_mut();
+        let Some(e) = pods.get_mut(uid) else { return };
+        let pod = crate::pod::full_name(&e.pod);
+        match kind {
+            ProbeType::Readiness => {
+                let ready = change.result == Outcome::Success;
+                if e.readiness.insert(name.to_string(), ready) != Some(ready) {
+                    if ready {
+                        log::info!("container {name} of pod {pod} is ready");
+                    } else if !message.is_empty() {
+                        log::warn!("Unhealthy: Readiness probe of container {name} in pod {pod} failed: {message}");
+                    }
+                }
+            }
+            ProbeType::Startup => {
+                e.started.insert(name.to_string(), change.result == Outcome::Success);
+                if change.result == Outcome::Success {
+                    log::info!("container {name} of pod {pod} has started (startup probe succeeded)");
+                }
+            }
+            ProbeType::Liveness => {}
+        }
+        if change.kill {
+            let (reason, what) = match kind {
+                ProbeType::Startup => (KillReason::StartupProbeFailed, "startup"),
+                _ => (KillReason::Unhealthy, "liveness"),
+            };
+            log::warn!("Unhealthy: {} probe of container {name} in pod {pod} failed: {message}", kind.as_str());
+            log::info!("container {name} of pod {pod} failed {what} probe, will be restarted");
+            e.health.unhealthy.insert(name.to_string(), reason);
+            if let Some(g) = spec.termination_grace_period_seconds {
+                e.kill_grace.insert(name.to_string(), g);
+            }
+            e.kill_messages.insert(name.to_string(), format!("Container {name} failed {what} probe, will be restarted"));
+            let _ = e.wake.try_send(());
+        }
+    }
+
+    /// Runs a container's postStart hook; on failure the caller kills it.
+    pub(super) async fn run_post_start(&self, pod: &Pod, c: &Container, container_id: &str, pod_ip: &str) -> Result<(), String> {
+        let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) else { return Ok(()) };
+        let handler = prober::lifecycle_handler(h, pod_ip, c)?;
+        let timeout = Duration::from_secs(super::grace_period(pod).max(1) as u64);
+        let r = prober::run_handler(&self.runtime, container_id, &handler, timeout).await;
+        match r.outcome {
+            Outcome::Success => Ok(()),
+            _ => Err(r.message),
+        }
+    }
+
+    /// Stops one container the way kubelet does: its preStop hook first,
+    /// within the grace period, then StopContainer with what is left of it.
+    pub(super) async fn kill_container(&self, pod: &Pod, name: &str, container_id: &str, grace: i64) -> Result<(), crate::cri::CriError> {
+        let mut grace = grace.max(0);
+        let spec = all_containers(pod).find(|(c, _)| c.name == name).map(|(c, _)| c.clone());
+        if let Some(c) = spec {
+            if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) {
+                let pod_ip = {
+                    let pods = self.pods.borrow();
+                    pods.get(crate::pod::uid(pod))
+                        .and_then(|e| e.observed.latest_sandbox().map(|s| s.ip.clone()))
+                        .unwrap_or_default()
+                };
+                let started = Instant::now();
+                match prober::lifecycle_handler(h, &pod_ip, &c) {
+                    Ok(handler) => {
+                        let budget = Duration::from_secs(grace as u64);
+                        let r = crate::rt::timeout(budget, prober::run_handler(&self.runtime, container_id, &handler, budget)).await;
+                        match r {
+                            Some(r) if r.outcome == Outcome::Success => {
+                                log::info!("preStop hook of container {name} in pod {} ran", crate::pod::full_name(pod))
+                            }
+                            Some(r) => log::warn!("preStop hook of container {name} in pod {} failed: {}", crate::pod::full_name(pod), r.message),
+                            None => log::warn!("preStop hook of container {name} in pod {} did not finish within {grace}s", crate::pod::full_name(pod)),
+                        }
+                    }
+                    Err(e) => log::warn!("preStop hook of container {name} in pod {}: {e}", crate::pod::full_name(pod)),
+                }
+                grace = (grace - started.elapsed().as_secs() as i64).max(MIN_GRACE_AFTER_PRESTOP);
+            }
+        }
+        self.stop_container(container_id, grace).await
+    }
+
+    /// `/metrics`.
+    pub fn metrics(&self) -> String {
+        let mut out = String::new();
+        self.probe_metrics.borrow().render(&mut out);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_start_offsets_are_spread_and_stable() {
+        let p = Duration::from_secs(1);
+        let a = spread("u1", "c", ProbeType::Liveness, p);
+        assert_eq!(a, spread("u1", "c", ProbeType::Liveness, p));
+        let offsets: std::collections::HashSet<_> =
+            (0..50).map(|i| spread(&format!("u{i}"), "c", ProbeType::Readiness, p).as_millis() / 100).collect();
+        assert!(offsets.len() >= 8, "spread over the period: {offsets:?}");
+        assert!(a < p);
+    }
+
+    #[test]
+    fn lag_quantiles_come_from_the_recorded_sample() {
+        let mut m = ProbeMetrics::default();
+        for ms in 1..=100 {
+            m.record(ProbeType::Readiness, Outcome::Success, Duration::from_millis(ms));
+        }
+        assert_eq!(m.lag_quantile(0.5), Some(Duration::from_millis(51)));
+        assert_eq!(m.lag_quantile(0.99), Some(Duration::from_millis(99)));
+        let mut s = String::new();
+        m.render(&mut s);
+        assert!(s.contains("prober_probe_total{probe_type=\"Readiness\",result=\"successful\"} 100"), "{s}");
+    }
+}

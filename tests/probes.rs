@@ -1,0 +1,251 @@
+//! Probes and lifecycle hooks on a real containerd.
+//!
+//! Each test runs picolet against a private containerd with busybox
+//! containers whose health the test controls from the host (files in a
+//! hostPath directory) or by timing inside the container, and checks what
+//! picolet reports: Ready conditions, restart counts, last states, and the
+//! side effects of hooks.
+
+mod harness;
+
+use std::path::Path;
+use std::time::Duration;
+
+use harness::{wait_until, Containerd, Picolet};
+use serde_json::Value;
+
+const LONG: Duration = Duration::from_secs(120);
+
+fn find_pod(p: &Picolet, name: &str) -> Option<Value> {
+    let full = format!("{name}-{}", p.hostname());
+    p.pods()["items"].as_array()?.iter().find(|i| i["metadata"]["name"] == full.as_str()).cloned()
+}
+
+fn container_status(pod: &Value, name: &str) -> Value {
+    pod["status"]["containerStatuses"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name).cloned())
+        .unwrap_or(Value::Null)
+}
+
+fn condition(pod: &Value, kind: &str) -> Option<String> {
+    pod["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .and_then(|c| c["status"].as_str().map(str::to_string))
+}
+
+fn restarts(pod: &Value, name: &str) -> i64 {
+    container_status(pod, name)["restartCount"].as_i64().unwrap_or(-1)
+}
+
+fn pod_yaml(name: &str, host_dir: &Path, container: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  terminationGracePeriodSeconds: 5\n  containers:\n{container}  volumes:\n  - name: host\n    hostPath: {{path: {}}}\n",
+        host_dir.display()
+    )
+}
+
+fn host_dir(p: &Picolet, name: &str) -> std::path::PathBuf {
+    let d = p.dir().join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn a_liveness_failure_restarts_the_container_and_says_why() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    let dir = host_dir(&p, "live");
+    let container = r#"  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "touch /tmp/healthy; sleep 4; rm /tmp/healthy; sleep 100000"]
+    livenessProbe:
+      exec: {command: ["test", "-f", "/tmp/healthy"]}
+      periodSeconds: 1
+      failureThreshold: 2
+    volumeMounts: [{name: host, mountPath: /host}]
+"#;
+    p.write_manifest("live", &pod_yaml("live", &dir, container));
+    let pod = wait_until("the container is restarted after failing liveness", LONG, || {
+        let pod = find_pod(&p, "live")?;
+        (restarts(&pod, "main") >= 1).then_some(pod)
+    });
+    let last = &container_status(&pod, "main")["lastState"]["terminated"];
+    assert!(last["message"].as_str().unwrap_or("").contains("failed liveness probe"), "{last}");
+    assert!(p.log().contains("Unhealthy"), "the Unhealthy message is logged");
+}
+
+#[test]
+fn a_readiness_flip_changes_the_ready_condition_and_does_not_restart() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    let dir = host_dir(&p, "ready");
+    let container = r#"  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "100000"]
+    readinessProbe:
+      exec: {command: ["test", "-f", "/host/ready"]}
+      periodSeconds: 1
+      failureThreshold: 1
+    volumeMounts: [{name: host, mountPath: /host}]
+"#;
+    p.write_manifest("ready", &pod_yaml("ready", &dir, container));
+    let wait_ready = |want: &str| {
+        wait_until(&format!("Ready={want}"), LONG, || {
+            let pod = find_pod(&p, "ready")?;
+            let running = container_status(&pod, "main")["state"]["running"].is_object();
+            (running && condition(&pod, "Ready").as_deref() == Some(want) && condition(&pod, "ContainersReady").as_deref() == Some(want))
+                .then_some(pod)
+        })
+    };
+    wait_ready("False");
+    std::fs::write(dir.join("ready"), "").unwrap();
+    let pod = wait_ready("True");
+    assert_eq!(container_status(&pod, "main")["ready"], true);
+    std::fs::remove_file(dir.join("ready")).unwrap();
+    let pod = wait_ready("False");
+    assert_eq!(restarts(&pod, "main"), 0, "not-ready containers keep running");
+    // The table shows it too.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_picolet"))
+        .args(["get", "pods", "--admin-socket"])
+        .arg(p.admin_socket())
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.lines().any(|l| l.starts_with("ready-") && l.contains("0/1") && l.contains("Running")), "{table}");
+}
+
+fn slow_starter(name: &str, dir: &Path, startup: bool) -> String {
+    let startup_probe = if startup {
+        "    startupProbe:\n      exec: {command: [\"test\", \"-f\", \"/tmp/started\"]}\n      periodSeconds: 1\n      failureThreshold: 60\n"
+    } else {
+        ""
+    };
+    let container = format!(
+        "  - name: main\n    image: busybox\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", \"sleep 8; touch /tmp/started; sleep 100000\"]\n{startup_probe}    livenessProbe:\n      exec: {{command: [\"test\", \"-f\", \"/tmp/started\"]}}\n      periodSeconds: 1\n      failureThreshold: 2\n    volumeMounts: [{{name: host, mountPath: /host}}]\n"
+    );
+    pod_yaml(name, dir, &container)
+}
+
+#[test]
+fn a_slow_starter_survives_with_a_startup_probe_and_is_killed_without_one() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    let dir = host_dir(&p, "slow");
+    p.write_manifest("patient", &slow_starter("patient", &dir, true));
+    p.write_manifest("hasty", &slow_starter("hasty", &dir, false));
+    wait_until("the pod without a startup probe is killed by liveness", LONG, || {
+        (restarts(&find_pod(&p, "hasty")?, "main") >= 1).then_some(())
+    });
+    let patient = wait_until("the pod with a startup probe has started", LONG, || {
+        let pod = find_pod(&p, "patient")?;
+        (container_status(&pod, "main")["started"] == true).then_some(pod)
+    });
+    std::thread::sleep(Duration::from_secs(4)); // liveness now runs, and passes
+    let patient_now = find_pod(&p, "patient").unwrap();
+    assert_eq!(restarts(&patient_now, "main"), 0);
+    assert_eq!(container_status(&patient, "main")["containerID"], container_status(&patient_now, "main")["containerID"]);
+}
+
+#[test]
+fn hooks_run_post_start_after_start_and_pre_stop_before_termination() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    let dir = host_dir(&p, "hooks");
+    let container = r#"  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "trap 'echo term >> /host/events; exit 0' TERM; while true; do sleep 1; done"]
+    lifecycle:
+      postStart:
+        exec: {command: ["sh", "-c", "echo post-start >> /host/events"]}
+      preStop:
+        exec: {command: ["sh", "-c", "echo pre-stop >> /host/events; sleep 1"]}
+    volumeMounts: [{name: host, mountPath: /host}]
+"#;
+    p.write_manifest("hooks", &pod_yaml("hooks", &dir, container));
+    wait_until("postStart ran", LONG, || std::fs::read_to_string(dir.join("events")).ok()?.contains("post-start").then_some(()));
+    p.remove_manifest("hooks");
+    wait_until("the pod is gone", LONG, || find_pod(&p, "hooks").is_none().then_some(()));
+    let events = std::fs::read_to_string(dir.join("events")).unwrap();
+    let lines: Vec<&str> = events.lines().collect();
+    assert_eq!(lines, ["post-start", "pre-stop", "term"], "preStop runs before the TERM signal");
+}
+
+#[test]
+fn a_failing_post_start_hook_kills_the_container() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    let dir = host_dir(&p, "poststart");
+    let container = r#"  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "100000"]
+    lifecycle:
+      postStart:
+        exec: {command: ["false"]}
+    volumeMounts: [{name: host, mountPath: /host}]
+"#;
+    p.write_manifest("poststart", &pod_yaml("poststart", &dir, container));
+    wait_until("the container is killed and restarted", LONG, || (restarts(&find_pod(&p, "poststart")?, "main") >= 1).then_some(()));
+    assert!(p.log().contains("postStart hook"), "logged");
+}
+
+#[test]
+fn http_tcp_and_exec_probes_work_and_their_timeouts_are_honoured() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    let dir = host_dir(&p, "kinds");
+    let containers = r#"  - name: web
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "mkdir -p /www && echo ok > /www/healthz && exec httpd -f -p 8080 -h /www"]
+    ports: [{name: http, containerPort: 8080}]
+    readinessProbe:
+      httpGet: {path: /healthz, port: http, httpHeaders: [{name: X-Probe, value: picolet}]}
+      periodSeconds: 1
+    livenessProbe:
+      tcpSocket: {port: 8080}
+      periodSeconds: 1
+    volumeMounts: [{name: host, mountPath: /host}]
+  - name: slowexec
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "100000"]
+    readinessProbe:
+      exec: {command: ["sleep", "5"]}
+      timeoutSeconds: 1
+      periodSeconds: 2
+    volumeMounts: [{name: host, mountPath: /host}]
+  - name: silent
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "while true; do nc -l -p 9090 >/dev/null; done"]
+    readinessProbe:
+      httpGet: {path: /, port: 9090}
+      timeoutSeconds: 1
+      periodSeconds: 2
+    volumeMounts: [{name: host, mountPath: /host}]
+"#;
+    p.write_manifest("kinds", &pod_yaml("kinds", &dir, containers));
+    wait_until("httpGet readiness makes web ready", LONG, || {
+        let pod = find_pod(&p, "kinds")?;
+        (container_status(&pod, "web")["ready"] == true).then_some(())
+    });
+    // The other two stay unready: their probes time out.
+    std::thread::sleep(Duration::from_secs(8));
+    let pod = find_pod(&p, "kinds").unwrap();
+    assert_eq!(container_status(&pod, "slowexec")["ready"], false);
+    assert_eq!(container_status(&pod, "silent")["ready"], false);
+    assert_eq!(condition(&pod, "Ready").as_deref(), Some("False"));
+    for name in ["web", "slowexec", "silent"] {
+        assert_eq!(restarts(&pod, name), 0, "{name} was not restarted");
+    }
+    let (status, metrics) = p.get("/metrics");
+    assert_eq!(status, 200);
+    assert!(metrics.contains("prober_probe_total{probe_type=\"Readiness\",result=\"failed\"}"), "{metrics}");
+}
