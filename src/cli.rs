@@ -137,7 +137,7 @@ picolet run:
   --root-dir DIR                   state directory [/var/lib/picolet]
   --hostname-override NAME         node name [machine hostname]
   --admin-socket PATH              admin socket [/run/picolet/picolet.sock]
-  --board NAME                     board profile (reserved)
+  --board NAME                     start from a board profile (rpi4, rpi3, ...)
   --pod-manifest-path DIR          static pod directory [/etc/kubernetes/manifests];
                                    empty disables static pods
   --container-runtime-endpoint EP  CRI socket [unix:///run/containerd/containerd.sock]

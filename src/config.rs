@@ -600,6 +600,55 @@ pub fn from_str(text: &str, origin: &Path) -> Result<LoadedConfig, ConfigError> 
     })
 }
 
+/// Parses several KubeletConfiguration documents, each overriding the one
+/// before (a board profile, then the user's file). Each layer is first
+/// checked on its own, so an error names the right file and position; then
+/// the layers are merged field by field (nested mappings are merged, lists
+/// and scalars replaced) and the result is parsed as one document.
+pub fn from_layers(layers: &[(&str, &Path)]) -> Result<LoadedConfig, ConfigError> {
+    let Some(&(_, last_origin)) = layers.last() else {
+        return Ok(LoadedConfig { config: KubeletConfig::default(), unknown_fields: Vec::new() });
+    };
+    if layers.len() == 1 {
+        return from_str(layers[0].0, layers[0].1);
+    }
+    let mut merged = Value::Object(Default::default());
+    let mut unknown = Vec::new();
+    for (text, origin) in layers {
+        let loaded = from_str(text, origin)?;
+        for f in loaded.unknown_fields {
+            if !unknown.contains(&f) {
+                unknown.push(f);
+            }
+        }
+        merge_value(&mut merged, parse_document(text, origin)?);
+    }
+    let text = serde_json::to_string(&merged).expect("a JSON value serializes");
+    let mut loaded = from_str(&text, last_origin)?;
+    loaded.unknown_fields = unknown;
+    Ok(loaded)
+}
+
+/// Merges `over` into `base`: mappings recursively, anything else replaced.
+/// `evictionHard` and the reserved maps are replaced whole, as kubelet does
+/// for a map given on a higher layer.
+fn merge_value(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                let whole = matches!(k.as_str(), "evictionHard" | "evictionSoft" | "systemReserved" | "kubeReserved");
+                match b.get_mut(&k) {
+                    Some(slot) if !whole => merge_value(slot, v),
+                    _ => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
 fn parse_document(text: &str, origin: &Path) -> Result<Value, ConfigError> {
     if text.trim_start().starts_with('{') {
         return serde_json::from_str(text).map_err(|e| {
@@ -1679,6 +1728,29 @@ pub fn parse_quantity_millis(input: &str) -> Result<u64, QuantityError> {
 // ---------------------------------------------------------------------------
 // Tests
 // ---------------------------------------------------------------------------
+
+#[cfg(test)]
+mod layer_tests {
+    use super::*;
+
+    const BOARD: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 16\ncontainerLogMaxSize: 2Mi\nevictionHard: {memory.available: 50Mi, nodefs.available: 500Mi}\n";
+
+    #[test]
+    fn a_config_file_overrides_the_board_profile_field_by_field() {
+        let file = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 20\nevictionHard: {memory.available: 80Mi}\n";
+        let l = from_layers(&[(BOARD, Path::new("board:rpi4")), (file, Path::new("/etc/picolet/config.yaml"))]).unwrap();
+        assert_eq!(l.config.max_pods, 20);
+        assert_eq!(l.config.container_log_max_size, 2 * 1024 * 1024, "kept from the board");
+        assert_eq!(l.config.eviction_hard.len(), 1, "a map on a higher layer replaces the board's");
+    }
+
+    #[test]
+    fn an_error_in_a_layer_names_that_layer() {
+        let file = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: many\n";
+        let e = from_layers(&[(BOARD, Path::new("board:rpi4")), (file, Path::new("/etc/picolet/config.yaml"))]).unwrap_err();
+        assert!(e.to_string().contains("/etc/picolet/config.yaml") && e.to_string().contains("maxPods"), "{e}");
+    }
+}
 
 #[cfg(test)]
 mod tests {

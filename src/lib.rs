@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod backoff;
+pub mod board;
 pub mod cgroups;
 pub mod cli;
 pub mod config;

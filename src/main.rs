@@ -49,12 +49,26 @@ fn get_pods(args: &cli::GetArgs) -> Result<()> {
 }
 
 fn run(args: cli::RunArgs) -> Result<()> {
-    let (mut cfg, unknown) = match &args.config {
-        Some(path) => {
-            let loaded = config::load(path)?;
-            (loaded.config, loaded.unknown_fields)
-        }
-        None => (KubeletConfig::default(), Vec::new()),
+    // Layers: the board profile (--board), then the config file, then flags.
+    let board_origin;
+    let mut layers: Vec<(String, &Path)> = Vec::new();
+    if let Some(board) = &args.flags.board {
+        let text = picolet::board::profile(board).with_context(|| {
+            format!("--board {board:?}: unknown board; known boards: {}", picolet::board::names().join(", "))
+        })?;
+        board_origin = std::path::PathBuf::from(format!("board:{board}"));
+        layers.push((text.to_string(), board_origin.as_path()));
+    }
+    if let Some(path) = &args.config {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading config file {}", path.display()))?;
+        layers.push((text, path.as_path()));
+    }
+    let (mut cfg, unknown) = if layers.is_empty() {
+        (KubeletConfig::default(), Vec::new())
+    } else {
+        let refs: Vec<(&str, &Path)> = layers.iter().map(|(t, p)| (t.as_str(), *p)).collect();
+        let loaded = config::from_layers(&refs)?;
+        (loaded.config, loaded.unknown_fields)
     };
     cfg.apply_flags(&args.flags)?;
     picolet::logger::init(cfg.verbosity);

@@ -7,6 +7,11 @@
 //! - picolet's CPU time (user + system) over an idle window (60 s);
 //! - the stripped binary size.
 //!
+//! Then, for issue-3's scale check, 100 pods each with three probes
+//! (startup and readiness httpGet, liveness tcpSocket) at periodSeconds 1:
+//! picolet's CPU over the idle window and the probe scheduling lag (delay
+//! from a probe's due time to its start; p50/p99 from `/metrics`).
+//!
 //! It prints a table and asserts nothing: performance is reported, not
 //! tested. It only runs when `PICOLET_BENCH=1` (set by `make bench`), so a
 //! plain `cargo test` skips it. `PICOLET_BENCH_IDLE_SECS` shortens the idle
@@ -102,6 +107,81 @@ fn measure(n: usize, idle: Duration) -> Row {
     row
 }
 
+fn prober_pod(i: usize) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: probed-{i}}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p 8080 -h /www"]
+    startupProbe: {{httpGet: {{path: /, port: 8080}}, periodSeconds: 1, failureThreshold: 60}}
+    readinessProbe: {{httpGet: {{path: /, port: 8080}}, periodSeconds: 1}}
+    livenessProbe: {{tcpSocket: {{port: 8080}}, periodSeconds: 1}}
+"#
+    )
+}
+
+struct ProbeRow {
+    pods: usize,
+    start: Duration,
+    rss_kib: u64,
+    threads: u64,
+    cpu_per_min: f64,
+    p50: String,
+    p99: String,
+    probes_per_s: f64,
+}
+
+fn metric(text: &str, prefix: &str) -> Vec<f64> {
+    text.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse().ok()).collect()
+}
+
+fn measure_probes(n: usize, idle: Duration) -> ProbeRow {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    let pid = p.pid().expect("picolet runs");
+    let t0 = Instant::now();
+    for i in 0..n {
+        p.write_manifest(&format!("probed-{i}"), &prober_pod(i));
+    }
+    wait_until(&format!("{n} probed pods ready"), Duration::from_secs(900), || {
+        let pods = p.pods();
+        let ready = pods["items"].as_array().map(|items| {
+            items.iter().filter(|i| i["status"]["containerStatuses"][0]["ready"] == true).count()
+        });
+        (ready == Some(n)).then_some(())
+    });
+    let start = t0.elapsed();
+    std::thread::sleep(Duration::from_secs(3));
+    let total = |m: &str| metric(m, "prober_probe_total").iter().sum::<f64>();
+    let before = total(&p.get("/metrics").1);
+    let cpu0 = cpu_time(pid);
+    std::thread::sleep(idle);
+    let cpu = cpu_time(pid).saturating_sub(cpu0);
+    let (_, m) = p.get("/metrics");
+    let q = |quantile: &str| {
+        metric(&m, &format!("picolet_probe_schedule_lag_seconds{{quantile=\"{quantile}\"}}"))
+            .first()
+            .map(|v| format!("{:.2} ms", v * 1000.0))
+            .unwrap_or_else(|| "-".into())
+    };
+    ProbeRow {
+        pods: n,
+        start,
+        rss_kib: proc_status_field(pid, "VmRSS:"),
+        threads: proc_status_field(pid, "Threads:"),
+        cpu_per_min: cpu.as_secs_f64() * 60.0 / idle.as_secs_f64().max(1.0),
+        p50: q("0.5"),
+        p99: q("0.99"),
+        probes_per_s: (total(&m) - before) / idle.as_secs_f64().max(1.0),
+    }
+}
+
 fn main() {
     if std::env::var("PICOLET_BENCH").as_deref() != Ok("1") {
         println!("bench: skipped (run `make bench`, which sets PICOLET_BENCH=1)");
@@ -133,6 +213,24 @@ fn main() {
             r.hwm_kib as f64 / 1024.0,
             r.threads,
             per_min
+        );
+    }
+    let probe_pods: usize = std::env::var("PICOLET_BENCH_PROBE_PODS").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
+    if probe_pods > 0 {
+        let r = measure_probes(probe_pods, idle);
+        println!();
+        println!("| probed pods (3 probes each, 1 s) | start to ready | VmRSS | threads | CPU per minute | probes/s | lag p50 | lag p99 |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!(
+            "| {} | {:.1} s | {:.1} MiB | {} | {:.2} s | {:.0} | {} | {} |",
+            r.pods,
+            r.start.as_secs_f64(),
+            r.rss_kib as f64 / 1024.0,
+            r.threads,
+            r.cpu_per_min,
+            r.probes_per_s,
+            r.p50,
+            r.p99
         );
     }
     println!();
