@@ -18,7 +18,7 @@ TEST_THREADS ?= 2
 DEB_PACKAGES := containerd runc containernetworking-plugins busybox-static \
                 protobuf-compiler gcc libc6-dev iproute2
 
-.PHONY: all build test deps images clean clean-images demo bench
+.PHONY: all build test test-full test-host deps images clean clean-images demo bench
 
 all: build
 
@@ -52,8 +52,20 @@ images:
 
 # --- tests -----------------------------------------------------------------------
 
-test: deps images
+# Everything CI runs: host tests on real parts, the unit tests of every
+# board architecture under qemu-user, and one firmware image booted under
+# qemu-system (x86_64; see test-full for aarch64).
+test: test-host
+	$(MAKE) test-cross
+	$(MAKE) image-test BOARD=qemu-x86_64
+
+# Unit and integration tests on this machine (containerd, cgroups, CNI).
+test-host: deps images
 	$(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)
+
+# `make test` plus the aarch64 image booted under emulation.
+test-full: test
+	$(MAKE) image-test BOARD=qemu-aarch64
 
 # --- demo and bench ----------------------------------------------------------------
 
@@ -71,5 +83,8 @@ bench: deps images
 clean-images:
 	rm -rf $(TEST_IMAGES)
 
-clean:
+clean: clean-images
 	$(CARGO) clean
+
+# Cross builds, board profiles and firmware images.
+include cross/cross.mk

@@ -550,6 +550,7 @@ fn snippet(body: &[u8]) -> String {
 enum HttpError {
     #[error("{0}")]
     Dial(DialError),
+    #[cfg(feature = "https-probes")]
     #[error("tls: {0}")]
     Tls(io::Error),
     #[error("invalid header {0:?}")]
@@ -638,8 +639,10 @@ mod tls {
     use std::sync::{Arc, OnceLock};
 
     use futures_rustls::rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-    use futures_rustls::rustls::crypto::{ring, verify_tls12_signature, verify_tls13_signature, CryptoProvider};
-    use futures_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use futures_rustls::rustls::crypto::ring as rustls_ring;
+    use futures_rustls::rustls::crypto::{CryptoProvider, GetRandomFailed, KeyProvider, SecureRandom, WebPkiSupportedAlgorithms};
+    use futures_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+    use futures_rustls::rustls::sign::SigningKey;
     use futures_rustls::rustls::{self, ClientConfig, DigitallySignedStruct, SignatureScheme};
     use futures_rustls::TlsConnector;
     use smol::Async;
@@ -651,10 +654,13 @@ mod tls {
     /// certificate is typically self-signed or issued for a service name,
     /// never for the pod IP the probe dials; the probe asks "does it
     /// answer?", not "is it who it claims to be?". Handshake signatures are
-    /// still checked, so the connection is well-formed TLS. Never use this
-    /// for anything that sends or trusts data (the API-server client).
+    /// not checked either: without a trusted certificate they prove nothing
+    /// (a man in the middle signs with its own key), and skipping them keeps
+    /// RSA/ECDSA verification and certificate parsing out of the binary.
+    /// Never use this for anything that sends or trusts data (the
+    /// API-server client needs a real verifier).
     #[derive(Debug)]
-    pub struct InsecureProbeVerifier(CryptoProvider);
+    pub struct InsecureProbeVerifier;
 
     impl ServerCertVerifier for InsecureProbeVerifier {
         fn verify_server_cert(
@@ -670,24 +676,78 @@ mod tls {
 
         fn verify_tls12_signature(
             &self,
-            message: &[u8],
-            cert: &CertificateDer<'_>,
-            dss: &DigitallySignedStruct,
+            _message: &[u8],
+            _cert: &CertificateDer<'_>,
+            _dss: &DigitallySignedStruct,
         ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+            Ok(HandshakeSignatureValid::assertion())
         }
 
         fn verify_tls13_signature(
             &self,
-            message: &[u8],
-            cert: &CertificateDer<'_>,
-            dss: &DigitallySignedStruct,
+            _message: &[u8],
+            _cert: &CertificateDer<'_>,
+            _dss: &DigitallySignedStruct,
         ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+            Ok(HandshakeSignatureValid::assertion())
         }
 
         fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-            self.0.signature_verification_algorithms.supported_schemes()
+            use SignatureScheme::*;
+            vec![
+                ECDSA_NISTP256_SHA256,
+                ECDSA_NISTP384_SHA384,
+                ED25519,
+                RSA_PSS_SHA256,
+                RSA_PSS_SHA384,
+                RSA_PSS_SHA512,
+                RSA_PKCS1_SHA256,
+                RSA_PKCS1_SHA384,
+                RSA_PKCS1_SHA512,
+            ]
+        }
+    }
+
+    /// Random bytes from the kernel, through ring.
+    #[derive(Debug)]
+    struct SystemRandom;
+
+    impl SecureRandom for SystemRandom {
+        fn fill(&self, buf: &mut [u8]) -> Result<(), GetRandomFailed> {
+            ::ring::rand::SecureRandom::fill(&::ring::rand::SystemRandom::new(), buf).map_err(|_| GetRandomFailed)
+        }
+    }
+
+    /// Probes never authenticate themselves: no private keys.
+    #[derive(Debug)]
+    struct NoKeys;
+
+    impl KeyProvider for NoKeys {
+        fn load_private_key(&self, _: PrivateKeyDer<'static>) -> Result<Arc<dyn SigningKey>, rustls::Error> {
+            Err(rustls::Error::General("probes use no client certificate".into()))
+        }
+    }
+
+    /// A small ring provider: the mandatory AES-128-GCM and ChaCha20 suites
+    /// (TLS 1.3, and ECDHE for TLS 1.2), X25519 and P-256, no signature
+    /// verification, no signing. Every mainstream server speaks one of
+    /// these; leaving out AES-256/SHA-384, P-384 and ring's RSA/ECDSA code
+    /// keeps the binary small.
+    fn provider() -> CryptoProvider {
+        use rustls_ring::cipher_suite as cs;
+        CryptoProvider {
+            cipher_suites: vec![
+                cs::TLS13_AES_128_GCM_SHA256,
+                cs::TLS13_CHACHA20_POLY1305_SHA256,
+                cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+                cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+                cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+                cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+            ],
+            kx_groups: vec![rustls_ring::kx_group::X25519, rustls_ring::kx_group::SECP256R1],
+            signature_verification_algorithms: WebPkiSupportedAlgorithms { all: &[], mapping: &[] },
+            secure_random: &SystemRandom,
+            key_provider: &NoKeys,
         }
     }
 
@@ -695,13 +755,11 @@ mod tls {
         static CONFIG: OnceLock<Arc<ClientConfig>> = OnceLock::new();
         CONFIG
             .get_or_init(|| {
-                let provider = Arc::new(ring::default_provider());
-                let verifier = Arc::new(InsecureProbeVerifier(ring::default_provider()));
-                let config = ClientConfig::builder_with_provider(provider)
+                let config = ClientConfig::builder_with_provider(Arc::new(provider()))
                     .with_safe_default_protocol_versions()
-                    .expect("ring supports the default protocol versions")
+                    .expect("the provider has TLS 1.2 and 1.3 suites")
                     .dangerous()
-                    .with_custom_certificate_verifier(verifier)
+                    .with_custom_certificate_verifier(Arc::new(InsecureProbeVerifier))
                     .with_no_client_auth();
                 Arc::new(config)
             })
@@ -1167,6 +1225,19 @@ QdaWnkAoONBAIr+OcVD7o8Y53nZQtTcUJLP6F4tkuUdNbWFz8tjWEMxP
             let r = http_get(&t, T).await;
             assert_eq!(r.outcome, Outcome::Failure, "{}", r.message);
             assert!(r.message.contains("tls"), "{}", r.message);
+        });
+    }
+
+    #[cfg(not(feature = "https-probes"))]
+    #[test]
+    fn an_https_probe_without_tls_compiled_in_fails_saying_so() {
+        rt::block_on(async {
+            let (port, _) = serve_http(|_, _| response("200 OK", "", ""));
+            let mut t = target(port, "/");
+            t.scheme = Scheme::Https;
+            let r = http_get(&t, T).await;
+            assert_eq!(r.outcome, Outcome::Failure);
+            assert!(r.message.contains("https-probes"), "{}", r.message);
         });
     }
 

@@ -249,3 +249,39 @@ fn http_tcp_and_exec_probes_work_and_their_timeouts_are_honoured() {
     assert_eq!(status, 200);
     assert!(metrics.contains("prober_probe_total{probe_type=\"Readiness\",result=\"failed\"}"), "{metrics}");
 }
+
+#[test]
+fn a_grpc_probe_follows_the_health_service_as_it_flips() {
+    let images = harness::ensure_images();
+    if !images.join("grpc-health.tar").is_file() {
+        eprintln!("skipped: the grpc-health test image could not be built here (see tests/images/build-images.sh)");
+        return;
+    }
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    let dir = host_dir(&p, "grpc");
+    let container = r#"  - name: health
+    image: docker.io/picolet/grpc-health:test
+    imagePullPolicy: Never
+    ports: [{name: grpc, containerPort: 50051}]
+    readinessProbe:
+      grpc: {port: 50051}
+      periodSeconds: 1
+      failureThreshold: 1
+    volumeMounts: [{name: host, mountPath: /tmp}]
+"#;
+    p.write_manifest("grpc", &pod_yaml("grpc", &dir, container));
+    let ready = |want: bool| {
+        wait_until(&format!("grpc readiness {want}"), LONG, || {
+            let pod = find_pod(&p, "grpc")?;
+            (container_status(&pod, "health")["ready"] == want && container_status(&pod, "health")["state"]["running"].is_object())
+                .then_some(pod)
+        })
+    };
+    ready(true);
+    std::fs::write(dir.join("not-serving"), "").unwrap();
+    ready(false);
+    std::fs::remove_file(dir.join("not-serving")).unwrap();
+    let pod = ready(true);
+    assert_eq!(restarts(&pod, "health"), 0);
+}

@@ -585,7 +585,11 @@ impl Containerd {
         };
         cd.write_config();
         cd.spawn();
-        for tar in ["pause.tar", "busybox.tar"] {
+        // grpc-health.tar (our gRPC health server) is optional: the build
+        // script skips it with a warning when it cannot build it.
+        let optional = images.join("grpc-health.tar");
+        let extra = optional.is_file().then_some("grpc-health.tar");
+        for tar in ["pause.tar", "busybox.tar"].into_iter().chain(extra) {
             let path = images.join(tar);
             let out = cd.ctr(&[
                 "images",

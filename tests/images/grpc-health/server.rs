@@ -105,7 +105,7 @@ async fn handle(req: http::Request<Incoming>, config: &Config) -> http::Response
         Ok(r) => r,
         Err(e) => return status_only(13, &format!("decoding HealthCheckRequest: {e}")),
     };
-    if !request.service.is_empty() && !config.services.iter().any(|s| *s == request.service) {
+    if !request.service.is_empty() && !config.services.contains(&request.service) {
         return status_only(5, "unknown service");
     }
     let status = if config.not_serving_file.exists() { ServingStatus::NotServing } else { ServingStatus::Serving };
