@@ -545,7 +545,9 @@ impl Agent {
 
     async fn pod_worker(self: Rc<Self>, uid: String, wake: Receiver<()>) {
         loop {
-            let next = match self.sync_pod(&uid).await {
+            // Boxed: the sync's state machine is large (~60 KB) and only
+            // lives while a sync runs, not for the life of every pod.
+            let next = match Box::pin(self.sync_pod(&uid)).await {
                 Some(d) => d,
                 None => return,
             };
@@ -644,7 +646,7 @@ impl Agent {
             let e = pods.get(uid)?;
             (e.pod.clone(), e.deleted)
         };
-        let observed = match self.observe(uid).await {
+        let observed = match Box::pin(self.observe(uid)).await {
             Ok(o) => o,
             Err(e) => {
                 log::warn!("observing pod {}: {e}", crate::pod::full_name(&pod));
@@ -654,7 +656,7 @@ impl Agent {
         self.record_observed(uid, &observed);
 
         if deleted {
-            return match self.terminate_pod(&pod, &observed, true).await {
+            return match Box::pin(self.terminate_pod(&pod, &observed, true)).await {
                 Ok(()) => {
                     log::info!("pod {} terminated", crate::pod::full_name(&pod));
                     self.pods.borrow_mut().remove(uid);
@@ -695,16 +697,16 @@ impl Agent {
         for action in actions {
             match action {
                 Action::KillPod => {
-                    if let Err(e) = self.terminate_pod(&pod, &observed, false).await {
+                    if let Err(e) = Box::pin(self.terminate_pod(&pod, &observed, false)).await {
                         log::warn!("stopping pod {}: {e}", crate::pod::full_name(&pod));
                         return Some(RETRY_AFTER_ERROR);
                     }
                     sandbox = None;
                 }
-                Action::CreateSandbox { attempt } => match self.create_sandbox(&pod, attempt).await {
+                Action::CreateSandbox { attempt } => match Box::pin(self.create_sandbox(&pod, attempt)).await {
                     Ok(id) => {
                         sandbox = Some((id, attempt));
-                        match self.observe(uid).await {
+                        match Box::pin(self.observe(uid)).await {
                             Ok(o) => observed = o,
                             Err(_) => return Some(RETRY_AFTER_ERROR),
                         }
@@ -726,7 +728,7 @@ impl Agent {
                             self.backoff.borrow_mut().observe_run(&Backoff::key(uid, &name), Duration::from_nanos(ran));
                         }
                     }
-                    match self.start_container(&pod, &observed, &container, attempt, &sid, sattempt).await {
+                    match Box::pin(self.start_container(&pod, &observed, &container, attempt, &sid, sattempt)).await {
                         Ok(()) => self.clear_waiting(uid, &name),
                         Err(w) => {
                             // Log a failure when it starts or changes, not at every retry.
@@ -788,7 +790,7 @@ impl Agent {
                 }
             }
         }
-        if let Ok(o) = self.observe(uid).await {
+        if let Ok(o) = Box::pin(self.observe(uid)).await {
             self.record_observed(uid, &o);
         }
         Some(next)

@@ -115,15 +115,15 @@ impl Agent {
             if init {
                 continue;
             }
-            for (kind, p) in probes_of(c) {
+            for (kind, _) in probes_of(c) {
                 match kind {
                     ProbeType::Readiness => seeds.push((c.name.clone(), true, false)),
                     ProbeType::Startup => seeds.push((c.name.clone(), false, false)),
                     ProbeType::Liveness => {}
                 }
                 let me = self.clone();
-                let (uid, name, probe) = (uid.to_string(), c.name.clone(), p.clone());
-                tasks.push(crate::rt::spawn(async move { me.probe_loop(uid, name, kind, probe).await }));
+                let (uid, name) = (uid.to_string(), c.name.clone());
+                tasks.push(crate::rt::spawn(async move { me.probe_loop(uid, name, kind).await }));
             }
         }
         if let Some(e) = entry {
@@ -157,16 +157,15 @@ impl Agent {
         Some((c.id.clone(), c.state == State::Running, started_at, started, pod_ip))
     }
 
-    async fn probe_loop(self: Rc<Self>, uid: String, name: String, kind: ProbeType, spec: Probe) {
-        let params = params(kind, &spec);
+    async fn probe_loop(self: Rc<Self>, uid: String, name: String, kind: ProbeType) {
+        // The pod is shared, not copied: a k8s Container is kilobytes, and
+        // there may be hundreds of these tasks. A changed pod gets new tasks.
+        let Some(pod) = self.pods.borrow().get(&uid).map(|e| e.pod.clone()) else { return };
+        let Some(container) = all_containers(&pod).find(|(c, _)| c.name == name).map(|(c, _)| c) else { return };
+        let Some(spec) = probes_of(container).find(|(k, _)| *k == kind).map(|(_, p)| p) else { return };
+        let params = params(kind, spec);
         let first = Instant::now() + spread(&uid, &name, kind, params.period);
         let mut worker = Worker::new(kind, params, first);
-        let container: Option<Container> = self
-            .pods
-            .borrow()
-            .get(&uid)
-            .and_then(|e| all_containers(&e.pod).find(|(c, _)| c.name == name).map(|(c, _)| c.clone()));
-        let Some(container) = container else { return };
         loop {
             let now = Instant::now();
             let due = worker.next_due();
@@ -179,7 +178,7 @@ impl Agent {
             });
             let (step, change) = worker.step(cv.as_ref(), now);
             if let Some(change) = change {
-                self.apply_probe_change(&uid, &name, kind, &spec, change, "");
+                self.apply_probe_change(&uid, &name, kind, spec, change, "");
             }
             match step {
                 Step::Wait { next } => {
@@ -188,7 +187,7 @@ impl Agent {
                 Step::Probe { timeout } => {
                     let Some((id, _, _, _, pod_ip)) = view else { continue };
                     let lag = now.saturating_duration_since(due);
-                    let result = match prober::probe_handler(&spec, &pod_ip, &container) {
+                    let result = match prober::probe_handler(spec, &pod_ip, container) {
                         Ok(h) => Box::pin(prober::run_handler(&self.runtime, &id, &h, timeout)).await,
                         Err(e) => prober::ProbeResult { outcome: Outcome::Failure, message: e },
                     };
@@ -197,7 +196,7 @@ impl Agent {
                         log::debug!("{} probe of {name} in pod {uid}: {:?}: {}", kind.as_str(), result.outcome, result.message);
                     }
                     if let Some(change) = worker.record(result.outcome) {
-                        self.apply_probe_change(&uid, &name, kind, &spec, change, &result.message);
+                        self.apply_probe_change(&uid, &name, kind, spec, change, &result.message);
                     }
                 }
             }
