@@ -84,7 +84,10 @@ pub struct Handlers {
 
 impl From<PodsFn> for Handlers {
     fn from(pods: PodsFn) -> Self {
-        Handlers { pods, metrics: None }
+        Handlers {
+            pods,
+            metrics: None,
+        }
     }
 }
 
@@ -96,20 +99,33 @@ impl From<PodsFn> for Handlers {
 /// previous run is removed; a live one (something accepts on it) is
 /// [`AdminError::InUse`], and a non-socket file is never removed.
 pub fn bind(path: &Path) -> Result<Async<UnixListener>, AdminError> {
-    let bind_err = |source| AdminError::Bind { path: path.to_path_buf(), source };
+    let bind_err = |source| AdminError::Bind {
+        path: path.to_path_buf(),
+        source,
+    };
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         if !parent.exists() {
-            fs::DirBuilder::new().recursive(true).mode(0o700).create(parent).map_err(bind_err)?;
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(bind_err)?;
         }
     }
     match fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {
             if UnixStream::connect(path).is_ok() {
-                return Err(AdminError::InUse { path: path.to_path_buf() });
+                return Err(AdminError::InUse {
+                    path: path.to_path_buf(),
+                });
             }
             fs::remove_file(path).map_err(bind_err)?;
         }
-        Ok(_) => return Err(AdminError::NotASocket { path: path.to_path_buf() }),
+        Ok(_) => {
+            return Err(AdminError::NotASocket {
+                path: path.to_path_buf(),
+            })
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(bind_err(e)),
     }
@@ -164,10 +180,18 @@ pub async fn serve_listener(
                 rt::sleep(Duration::from_millis(200)).await;
                 continue;
             }
-            Err(source) => return Err(AdminError::Accept { path: path.to_path_buf(), source }),
+            Err(source) => {
+                return Err(AdminError::Accept {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
         };
         if active.get() >= MAX_CONNECTIONS {
-            log::warn!("admin socket {}: {MAX_CONNECTIONS} connections open; refusing one", path.display());
+            log::warn!(
+                "admin socket {}: {MAX_CONNECTIONS} connections open; refusing one",
+                path.display()
+            );
             continue; // dropping `stream` closes it
         }
         active.set(active.get() + 1);
@@ -207,20 +231,25 @@ fn is_transient(e: &io::Error) -> bool {
 fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
     *r.status_mut() = status;
-    r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/plain; charset=utf-8"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     r
 }
 
 /// Answers one request.
 fn route<B>(req: &Request<B>, handlers: &Handlers) -> Response<Full<Bytes>> {
     let path = req.uri().path();
-    let known = matches!(path, "/healthz" | "/pods") || (path == "/metrics" && handlers.metrics.is_some());
+    let known =
+        matches!(path, "/healthz" | "/pods") || (path == "/metrics" && handlers.metrics.is_some());
     if !known {
         return text(StatusCode::NOT_FOUND, "not found\n");
     }
     if req.method() != Method::GET {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
-        r.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static("GET"));
+        r.headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("GET"));
         return r;
     }
     match path {
@@ -228,19 +257,27 @@ fn route<B>(req: &Request<B>, handlers: &Handlers) -> Response<Full<Bytes>> {
         "/metrics" => {
             let body = handlers.metrics.as_ref().map(|m| m()).unwrap_or_default();
             let mut r = Response::new(Full::new(Bytes::from(body)));
-            r.headers_mut()
-                .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
             r
         }
         _ => match serde_json::to_vec(&(handlers.pods)()) {
             Ok(body) => {
                 let mut r = Response::new(Full::new(Bytes::from(body)));
-                r.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    header::HeaderValue::from_static("application/json"),
+                );
                 r
             }
             Err(e) => {
                 log::error!("admin socket: encoding the pod list: {e}");
-                text(StatusCode::INTERNAL_SERVER_ERROR, "encoding the pod list failed\n")
+                text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "encoding the pod list failed\n",
+                )
             }
         },
     }
@@ -250,21 +287,39 @@ fn route<B>(req: &Request<B>, handlers: &Handlers) -> Response<Full<Bytes>> {
 
 /// `GET uri` on the admin socket at `path`: the status code and the body.
 pub fn get(path: &Path, uri: &str) -> Result<(u16, Vec<u8>), AdminError> {
-    let io_err = |source| AdminError::Io { path: path.to_path_buf(), source };
-    let mut stream =
-        UnixStream::connect(path).map_err(|source| AdminError::Connect { path: path.to_path_buf(), source })?;
-    stream.set_read_timeout(Some(CONNECTION_TIMEOUT)).map_err(io_err)?;
-    stream.set_write_timeout(Some(CONNECTION_TIMEOUT)).map_err(io_err)?;
+    let io_err = |source| AdminError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut stream = UnixStream::connect(path).map_err(|source| AdminError::Connect {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    stream
+        .set_read_timeout(Some(CONNECTION_TIMEOUT))
+        .map_err(io_err)?;
+    stream
+        .set_write_timeout(Some(CONNECTION_TIMEOUT))
+        .map_err(io_err)?;
     let request = format!(
         "GET {uri} HTTP/1.1\r\nHost: localhost\r\nUser-Agent: picolet\r\nAccept: application/json, */*\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).map_err(io_err)?;
     let mut raw = Vec::new();
-    stream.take(MAX_RESPONSE + 1).read_to_end(&mut raw).map_err(io_err)?;
+    stream
+        .take(MAX_RESPONSE + 1)
+        .read_to_end(&mut raw)
+        .map_err(io_err)?;
     if raw.len() as u64 > MAX_RESPONSE {
-        return Err(AdminError::Protocol { path: path.to_path_buf(), what: "response too large".into() });
+        return Err(AdminError::Protocol {
+            path: path.to_path_buf(),
+            what: "response too large".into(),
+        });
     }
-    parse_response(&raw).map_err(|what| AdminError::Protocol { path: path.to_path_buf(), what })
+    parse_response(&raw).map_err(|what| AdminError::Protocol {
+        path: path.to_path_buf(),
+        what,
+    })
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -291,12 +346,20 @@ fn parse_response(raw: &[u8]) -> Result<(u16, Vec<u8>), String> {
     let mut length = None;
     let mut chunked = false;
     for line in lines {
-        let Some((name, value)) = line.split_once(':') else { return Err(format!("bad header {line:?}")) };
+        let Some((name, value)) = line.split_once(':') else {
+            return Err(format!("bad header {line:?}"));
+        };
         let value = value.trim();
         if name.eq_ignore_ascii_case("content-length") {
-            length = Some(value.parse::<usize>().map_err(|_| format!("bad Content-Length {value:?}"))?);
+            length = Some(
+                value
+                    .parse::<usize>()
+                    .map_err(|_| format!("bad Content-Length {value:?}"))?,
+            );
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            chunked = value.split(',').any(|v| v.trim().eq_ignore_ascii_case("chunked"));
+            chunked = value
+                .split(',')
+                .any(|v| v.trim().eq_ignore_ascii_case("chunked"));
         }
     }
     let body = if chunked {
@@ -319,7 +382,8 @@ fn dechunk(mut rest: &[u8]) -> Result<Vec<u8>, String> {
         let eol = find(rest, b"\r\n").ok_or("chunk size line truncated")?;
         let line = std::str::from_utf8(&rest[..eol]).map_err(|_| "bad chunk size")?;
         let size_hex = line.split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size_hex, 16).map_err(|_| format!("bad chunk size {size_hex:?}"))?;
+        let size = usize::from_str_radix(size_hex, 16)
+            .map_err(|_| format!("bad chunk size {size_hex:?}"))?;
         rest = &rest[eol + 2..];
         if size == 0 {
             return Ok(body);
@@ -350,7 +414,11 @@ pub fn human_duration(seconds: i64) -> String {
     let minutes = seconds / 60;
     if minutes < 10 {
         let s = seconds % 60;
-        return if s == 0 { format!("{minutes}m") } else { format!("{minutes}m{s}s") };
+        return if s == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{s}s")
+        };
     }
     if minutes < 60 * 3 {
         return format!("{minutes}m");
@@ -358,26 +426,41 @@ pub fn human_duration(seconds: i64) -> String {
     let hours = seconds / 3600;
     if hours < 8 {
         let m = minutes % 60;
-        return if m == 0 { format!("{hours}h") } else { format!("{hours}h{m}m") };
+        return if m == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{m}m")
+        };
     }
     if hours < 48 {
         return format!("{hours}h");
     }
     if hours < 24 * 8 {
         let h = hours % 24;
-        return if h == 0 { format!("{}d", hours / 24) } else { format!("{}d{h}h", hours / 24) };
+        return if h == 0 {
+            format!("{}d", hours / 24)
+        } else {
+            format!("{}d{h}h", hours / 24)
+        };
     }
     if hours < 24 * 365 * 2 {
         return format!("{}d", hours / 24);
     }
     if hours < 24 * 365 * 8 {
         let dy = hours / 24 % 365;
-        return if dy == 0 { format!("{}y", hours / 24 / 365) } else { format!("{}y{dy}d", hours / 24 / 365) };
+        return if dy == 0 {
+            format!("{}y", hours / 24 / 365)
+        } else {
+            format!("{}y{dy}d", hours / 24 / 365)
+        };
     }
     format!("{}y", hours / 24 / 365)
 }
 
-fn since(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>, now_unix: i64) -> String {
+fn since(
+    t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    now_unix: i64,
+) -> String {
     match t {
         Some(t) => human_duration(now_unix - t.0.as_second()),
         None => "<unknown>".into(),
@@ -388,21 +471,37 @@ fn since(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>, now_u
 pub fn pod_row(pod: &Pod, now_unix: i64) -> (String, String, String) {
     let spec = pod.spec.as_ref();
     let status = pod.status.clone().unwrap_or_default();
-    let inits = spec.and_then(|s| s.init_containers.as_deref()).unwrap_or(&[]);
-    let is_sidecar = |name: &str| inits.iter().any(|c| c.name == name && c.restart_policy.as_deref() == Some("Always"));
-    let mut total =
-        spec.map(|s| s.containers.len()).unwrap_or(0) + inits.iter().filter(|c| is_sidecar(&c.name)).count();
+    let inits = spec
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or(&[]);
+    let is_sidecar = |name: &str| {
+        inits
+            .iter()
+            .any(|c| c.name == name && c.restart_policy.as_deref() == Some("Always"))
+    };
+    let mut total = spec.map(|s| s.containers.len()).unwrap_or(0)
+        + inits.iter().filter(|c| is_sidecar(&c.name)).count();
     let mut ready = 0;
     let mut restarts = 0i64;
     let mut sidecar_restarts = 0i64;
     let mut last_restart: Option<i64> = None;
     let mut last_sidecar_restart: Option<i64> = None;
     let finished = |c: &ContainerStatus| -> Option<i64> {
-        c.last_state.as_ref()?.terminated.as_ref()?.finished_at.as_ref().map(|t| t.0.as_second())
+        c.last_state
+            .as_ref()?
+            .terminated
+            .as_ref()?
+            .finished_at
+            .as_ref()
+            .map(|t| t.0.as_second())
     };
 
     let phase = status.phase.clone().unwrap_or_default();
-    let mut reason = status.reason.clone().filter(|r| !r.is_empty()).unwrap_or_else(|| phase.clone());
+    let mut reason = status
+        .reason
+        .clone()
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| phase.clone());
     if status
         .conditions
         .iter()
@@ -433,13 +532,20 @@ pub fn pod_row(pod: &Pod, now_unix: i64) -> (String, String, String) {
                 continue;
             }
             (Some(t), _) => {
-                reason = match (t.reason.as_deref().filter(|r| !r.is_empty()), t.signal.filter(|s| *s != 0)) {
+                reason = match (
+                    t.reason.as_deref().filter(|r| !r.is_empty()),
+                    t.signal.filter(|s| *s != 0),
+                ) {
                     (Some(r), _) => format!("Init:{r}"),
                     (None, Some(sig)) => format!("Init:Signal:{sig}"),
                     (None, None) => format!("Init:ExitCode:{}", t.exit_code),
                 };
             }
-            (None, Some(w)) if w.reason.as_deref().is_some_and(|r| !r.is_empty() && r != "PodInitializing") => {
+            (None, Some(w))
+                if w.reason
+                    .as_deref()
+                    .is_some_and(|r| !r.is_empty() && r != "PodInitializing") =>
+            {
                 reason = format!("Init:{}", w.reason.as_deref().unwrap_or_default());
             }
             _ => reason = format!("Init:{i}/{}", inits.len()),
@@ -448,7 +554,11 @@ pub fn pod_row(pod: &Pod, now_unix: i64) -> (String, String, String) {
         break;
     }
 
-    let initialized = status.conditions.iter().flatten().any(|c| c.type_ == "Initialized" && c.status == "True");
+    let initialized = status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Initialized" && c.status == "True");
     if !initializing || initialized {
         restarts = sidecar_restarts;
         last_restart = last_sidecar_restart;
@@ -459,10 +569,18 @@ pub fn pod_row(pod: &Pod, now_unix: i64) -> (String, String, String) {
                 last_restart = last_restart.max(Some(f));
             }
             let state = c.state.clone().unwrap_or_default();
-            if let Some(r) = state.waiting.as_ref().and_then(|w| w.reason.clone()).filter(|r| !r.is_empty()) {
+            if let Some(r) = state
+                .waiting
+                .as_ref()
+                .and_then(|w| w.reason.clone())
+                .filter(|r| !r.is_empty())
+            {
                 reason = r;
             } else if let Some(t) = &state.terminated {
-                reason = match (t.reason.as_deref().filter(|r| !r.is_empty()), t.signal.filter(|s| *s != 0)) {
+                reason = match (
+                    t.reason.as_deref().filter(|r| !r.is_empty()),
+                    t.signal.filter(|s| *s != 0),
+                ) {
                     (Some(r), _) => r.to_string(),
                     (None, Some(sig)) => format!("Signal:{sig}"),
                     (None, None) => format!("ExitCode:{}", t.exit_code),
@@ -473,7 +591,11 @@ pub fn pod_row(pod: &Pod, now_unix: i64) -> (String, String, String) {
             }
         }
         if reason == "Completed" && has_running {
-            let pod_ready = status.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True");
+            let pod_ready = status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
             reason = if pod_ready { "Running" } else { "NotReady" }.into();
         }
     }
@@ -508,9 +630,13 @@ pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool) -> String
     if pods.is_empty() {
         return "No resources found.\n".into();
     }
-    pods.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
+    pods.sort_by(|a, b| {
+        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+    });
     let mut rows: Vec<Vec<String>> = Vec::with_capacity(pods.len() + 1);
-    let mut header: Vec<String> = ["NAME", "READY", "STATUS", "RESTARTS", "AGE"].map(String::from).to_vec();
+    let mut header: Vec<String> = ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+        .map(String::from)
+        .to_vec();
     if wide {
         header.extend(["IP", "NODE"].map(String::from));
     }
@@ -530,20 +656,29 @@ pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool) -> String
                 .status
                 .as_ref()
                 .and_then(|s| {
-                    s.pod_ips.as_ref().and_then(|ips| ips.first()).map(|ip| ip.ip.clone()).or_else(|| s.pod_ip.clone())
+                    s.pod_ips
+                        .as_ref()
+                        .and_then(|ips| ips.first())
+                        .map(|ip| ip.ip.clone())
+                        .or_else(|| s.pod_ip.clone())
                 })
                 .filter(|ip| !ip.is_empty())
                 .unwrap_or_else(none);
-            let node =
-                pod.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()).unwrap_or_else(none);
+            let node = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(none);
             row.extend([ip, node]);
         }
         rows.push(row);
     }
     // kubectl's tabwriter: columns padded to the widest cell plus 3 spaces.
     let columns = rows[0].len();
-    let widths: Vec<usize> =
-        (0..columns).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..columns)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
     let mut out = String::new();
     for row in &rows {
         for (i, cell) in row.iter().enumerate() {
@@ -603,21 +738,41 @@ mod tests {
 
     #[test]
     fn the_status_column_is_running_with_ready_counts() {
-        let p = two_container_pod("Running", vec![running("a", true, 0), running("b", false, 0)]);
-        assert_eq!(pod_row(&p, NOW), ("1/2".into(), "Running".into(), "0".into()));
+        let p = two_container_pod(
+            "Running",
+            vec![running("a", true, 0), running("b", false, 0)],
+        );
+        assert_eq!(
+            pod_row(&p, NOW),
+            ("1/2".into(), "Running".into(), "0".into())
+        );
     }
 
     #[test]
     fn the_status_column_shows_a_waiting_reason_and_restarts() {
-        let p = two_container_pod("Running", vec![waiting("a", "CrashLoopBackOff", 5), running("b", true, 1)]);
+        let p = two_container_pod(
+            "Running",
+            vec![waiting("a", "CrashLoopBackOff", 5), running("b", true, 1)],
+        );
         let (ready, status, restarts) = pod_row(&p, NOW);
-        assert_eq!((ready.as_str(), status.as_str(), restarts.as_str()), ("1/2", "CrashLoopBackOff", "6"));
-        let p =
-            two_container_pod("Pending", vec![waiting("a", "ErrImagePull", 0), waiting("b", "ContainerCreating", 0)]);
+        assert_eq!(
+            (ready.as_str(), status.as_str(), restarts.as_str()),
+            ("1/2", "CrashLoopBackOff", "6")
+        );
+        let p = two_container_pod(
+            "Pending",
+            vec![
+                waiting("a", "ErrImagePull", 0),
+                waiting("b", "ContainerCreating", 0),
+            ],
+        );
         assert_eq!(pod_row(&p, NOW).1, "ErrImagePull");
         let p = two_container_pod(
             "Pending",
-            vec![waiting("a", "ContainerCreating", 0), waiting("b", "ContainerCreating", 0)],
+            vec![
+                waiting("a", "ContainerCreating", 0),
+                waiting("b", "ContainerCreating", 0),
+            ],
         );
         assert_eq!(pod_row(&p, NOW).1, "ContainerCreating");
     }
@@ -625,7 +780,8 @@ mod tests {
     #[test]
     fn the_restarts_column_says_how_long_ago_the_last_restart_was() {
         let mut a = running("a", true, 2);
-        a["lastState"] = json!({"terminated": {"exitCode": 1, "finishedAt": "2023-11-14T22:08:20Z"}});
+        a["lastState"] =
+            json!({"terminated": {"exitCode": 1, "finishedAt": "2023-11-14T22:08:20Z"}});
         let p = two_container_pod("Running", vec![a, running("b", true, 0)]);
         // 22:13:20 - 22:08:20 = 5m
         assert_eq!(pod_row(&p, NOW).2, "2 (5m ago)");
@@ -633,19 +789,37 @@ mod tests {
 
     #[test]
     fn the_status_column_shows_completed_and_error_for_finished_pods() {
-        let p = two_container_pod("Succeeded", vec![terminated("a", 0, "Completed"), terminated("b", 0, "Completed")]);
+        let p = two_container_pod(
+            "Succeeded",
+            vec![
+                terminated("a", 0, "Completed"),
+                terminated("b", 0, "Completed"),
+            ],
+        );
         assert_eq!(pod_row(&p, NOW).1, "Completed");
-        let p = two_container_pod("Failed", vec![terminated("a", 0, "Completed"), terminated("b", 1, "Error")]);
+        let p = two_container_pod(
+            "Failed",
+            vec![terminated("a", 0, "Completed"), terminated("b", 1, "Error")],
+        );
         assert_eq!(pod_row(&p, NOW).1, "Completed"); // kubectl reports the first container's reason
-        let p = two_container_pod("Failed", vec![terminated("a", 1, "Error"), terminated("b", 0, "Completed")]);
+        let p = two_container_pod(
+            "Failed",
+            vec![terminated("a", 1, "Error"), terminated("b", 0, "Completed")],
+        );
         assert_eq!(pod_row(&p, NOW).1, "Error");
-        let p = two_container_pod("Failed", vec![terminated("a", 137, ""), terminated("b", 0, "Completed")]);
+        let p = two_container_pod(
+            "Failed",
+            vec![terminated("a", 137, ""), terminated("b", 0, "Completed")],
+        );
         assert_eq!(pod_row(&p, NOW).1, "ExitCode:137");
     }
 
     #[test]
     fn a_completed_container_next_to_a_running_one_shows_running() {
-        let p = two_container_pod("Running", vec![terminated("a", 0, "Completed"), running("b", true, 0)]);
+        let p = two_container_pod(
+            "Running",
+            vec![terminated("a", 0, "Completed"), running("b", true, 0)],
+        );
         assert_eq!(pod_row(&p, NOW).1, "Running");
     }
 
@@ -655,21 +829,39 @@ mod tests {
             vec![terminated("i1", 0, "Completed"), running("i2", false, 0)],
             vec![waiting("a", "PodInitializing", 0)],
         );
-        assert_eq!(pod_row(&p, NOW), ("0/1".into(), "Init:1/2".into(), "0".into()));
+        assert_eq!(
+            pod_row(&p, NOW),
+            ("0/1".into(), "Init:1/2".into(), "0".into())
+        );
         let p = init_pod(
-            vec![waiting("i1", "PodInitializing", 0), waiting("i2", "PodInitializing", 0)],
+            vec![
+                waiting("i1", "PodInitializing", 0),
+                waiting("i2", "PodInitializing", 0),
+            ],
             vec![waiting("a", "PodInitializing", 0)],
         );
         assert_eq!(pod_row(&p, NOW).1, "Init:0/2");
         let p = init_pod(
-            vec![waiting("i1", "CrashLoopBackOff", 3), waiting("i2", "PodInitializing", 0)],
+            vec![
+                waiting("i1", "CrashLoopBackOff", 3),
+                waiting("i2", "PodInitializing", 0),
+            ],
             vec![waiting("a", "PodInitializing", 0)],
         );
-        assert_eq!(pod_row(&p, NOW), ("0/1".into(), "Init:CrashLoopBackOff".into(), "3".into()));
-        let p = init_pod(vec![terminated("i1", 2, "Error")], vec![waiting("a", "PodInitializing", 0)]);
+        assert_eq!(
+            pod_row(&p, NOW),
+            ("0/1".into(), "Init:CrashLoopBackOff".into(), "3".into())
+        );
+        let p = init_pod(
+            vec![terminated("i1", 2, "Error")],
+            vec![waiting("a", "PodInitializing", 0)],
+        );
         assert_eq!(pod_row(&p, NOW).1, "Init:Error");
         let p = init_pod(
-            vec![terminated("i1", 0, "Completed"), terminated("i2", 0, "Completed")],
+            vec![
+                terminated("i1", 0, "Completed"),
+                terminated("i2", 0, "Completed"),
+            ],
             vec![waiting("a", "PodInitializing", 0)],
         );
         assert_eq!(pod_row(&p, NOW).1, "PodInitializing");
@@ -677,12 +869,17 @@ mod tests {
 
     #[test]
     fn a_deleted_pod_shows_terminating_unless_it_finished() {
-        let mut p = two_container_pod("Running", vec![running("a", true, 0), running("b", true, 0)]);
+        let mut p = two_container_pod(
+            "Running",
+            vec![running("a", true, 0), running("b", true, 0)],
+        );
         p.metadata.deletion_timestamp = Some(crate::status::time_from_unix(NOW));
         assert_eq!(pod_row(&p, NOW).1, "Terminating");
         p.status.as_mut().unwrap().phase = Some("Succeeded".into());
-        p.status.as_mut().unwrap().container_statuses =
-            Some(vec![serde_json::from_value(terminated("a", 0, "Completed")).unwrap()]);
+        p.status.as_mut().unwrap().container_statuses = Some(vec![serde_json::from_value(
+            terminated("a", 0, "Completed"),
+        )
+        .unwrap()]);
         assert_eq!(pod_row(&p, NOW).1, "Completed");
     }
 
@@ -708,7 +905,10 @@ mod tests {
 
     #[test]
     fn the_table_aligns_columns_and_adds_ip_and_node_when_wide() {
-        let mut p = two_container_pod("Running", vec![running("a", true, 0), running("b", true, 0)]);
+        let mut p = two_container_pod(
+            "Running",
+            vec![running("a", true, 0), running("b", true, 0)],
+        );
         p.status.as_mut().unwrap().pod_ip = Some("10.88.0.5".into());
         p.spec.as_mut().unwrap().node_name = Some("edge-1".into());
         let list = json!({"apiVersion": "v1", "kind": "PodList", "items": [p]});
@@ -720,7 +920,10 @@ mod tests {
             pods_table(&list, NOW, true),
             "NAME   READY   STATUS    RESTARTS   AGE   IP          NODE\nweb    2/2     Running   0          13m   10.88.0.5   edge-1\n"
         );
-        assert_eq!(pods_table(&json!({"items": []}), NOW, false), "No resources found.\n");
+        assert_eq!(
+            pods_table(&json!({"items": []}), NOW, false),
+            "No resources found.\n"
+        );
     }
 
     #[test]
@@ -744,7 +947,10 @@ mod tests {
         let path = dir.path().join("absent.sock");
         let e = get(&path, "/healthz").unwrap_err();
         let msg = e.to_string();
-        assert!(msg.starts_with("is picolet running? cannot connect to "), "{msg}");
+        assert!(
+            msg.starts_with("is picolet running? cannot connect to "),
+            "{msg}"
+        );
         assert!(msg.contains("absent.sock"), "{msg}");
     }
 

@@ -38,7 +38,11 @@ impl Default for Backoff {
 impl Backoff {
     /// A back-off that starts at `initial` and doubles up to `max`.
     pub fn new(initial: Duration, max: Duration) -> Self {
-        Backoff { initial, max, entries: HashMap::new() }
+        Backoff {
+            initial,
+            max,
+            entries: HashMap::new(),
+        }
     }
 
     /// The key kubelet uses for a container.
@@ -63,9 +67,16 @@ impl Backoff {
     /// over when the entry was idle for twice the maximum.
     pub fn next(&mut self, key: &str, now: Instant) {
         let (initial, max) = (self.initial, self.max);
-        let e = self.entries.entry(key.to_string()).or_insert(Entry { delay: Duration::ZERO, last_update: now });
+        let e = self.entries.entry(key.to_string()).or_insert(Entry {
+            delay: Duration::ZERO,
+            last_update: now,
+        });
         let expired = now.saturating_duration_since(e.last_update) > 2 * max;
-        e.delay = if e.delay.is_zero() || expired { initial } else { (e.delay * 2).min(max) };
+        e.delay = if e.delay.is_zero() || expired {
+            initial
+        } else {
+            (e.delay * 2).min(max)
+        };
         e.last_update = now;
     }
 
@@ -90,7 +101,8 @@ impl Backoff {
     /// Drops entries idle for more than twice the maximum.
     pub fn gc(&mut self, now: Instant) {
         let max = self.max;
-        self.entries.retain(|_, e| now.saturating_duration_since(e.last_update) <= 2 * max);
+        self.entries
+            .retain(|_, e| now.saturating_duration_since(e.last_update) <= 2 * max);
     }
 }
 

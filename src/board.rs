@@ -17,10 +17,22 @@
 const PROFILES: &[(&str, &str)] = &[
     ("rpi4", include_str!("../boards/rpi4/config.yaml")),
     ("rpi3", include_str!("../boards/rpi3/config.yaml")),
-    ("visionfive2", include_str!("../boards/visionfive2/config.yaml")),
-    ("gateway-arm64", include_str!("../boards/gateway-arm64/config.yaml")),
-    ("qemu-x86_64", include_str!("../boards/qemu-x86_64/config.yaml")),
-    ("qemu-aarch64", include_str!("../boards/qemu-aarch64/config.yaml")),
+    (
+        "visionfive2",
+        include_str!("../boards/visionfive2/config.yaml"),
+    ),
+    (
+        "gateway-arm64",
+        include_str!("../boards/gateway-arm64/config.yaml"),
+    ),
+    (
+        "qemu-x86_64",
+        include_str!("../boards/qemu-x86_64/config.yaml"),
+    ),
+    (
+        "qemu-aarch64",
+        include_str!("../boards/qemu-aarch64/config.yaml"),
+    ),
 ];
 
 /// Board names, as accepted by `--board`.
@@ -107,7 +119,11 @@ mod tests {
                 "{origin}"
             );
             assert_eq!(cfg.cgroup_driver, CgroupDriver::Cgroupfs, "{origin}");
-            assert!((8..=64).contains(&cfg.max_pods), "{origin}: maxPods {}", cfg.max_pods);
+            assert!(
+                (8..=64).contains(&cfg.max_pods),
+                "{origin}: maxPods {}",
+                cfg.max_pods
+            );
             assert!(
                 cfg.eviction_hard.contains_key("memory.available")
                     && cfg.eviction_hard.contains_key("nodefs.available")

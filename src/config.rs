@@ -10,7 +10,8 @@
 //!   kubelet) with [`KubeletConfig::apply_flags`];
 //! * the small value grammars the rest of the crate shares: Go durations
 //!   ([`parse_go_duration`], [`format_go_duration`]) and Kubernetes quantities
-//!   ([`parse_quantity_bytes`], [`parse_quantity_millis`]).
+//!   ([`parse_quantity_bytes`], [`parse_quantity_millis`], config-level rules
+//!   on top of the crate's one quantity parser in [`crate::quantity`]).
 //!
 //! Why it is shaped this way: picolet accepts real kubelet configuration files
 //! so that an edge node can be moved between picolet and kubelet without
@@ -42,6 +43,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+
+use crate::quantity::Quantity;
 
 /// The only `apiVersion` picolet accepts.
 pub const API_VERSION: &str = "kubelet.config.k8s.io/v1beta1";
@@ -137,6 +140,8 @@ pub struct DurationError {
 }
 
 /// A string that is not a valid (or not an acceptable) Kubernetes quantity.
+/// `reason` is a [`crate::quantity::QuantityError`]'s message, or a rule of
+/// the config's own (no sub-unit suffixes on byte sizes).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid quantity {input:?}: {reason}")]
 pub struct QuantityError {
@@ -607,7 +612,10 @@ pub fn from_str(text: &str, origin: &Path) -> Result<LoadedConfig, ConfigError> 
 /// and scalars replaced) and the result is parsed as one document.
 pub fn from_layers(layers: &[(&str, &Path)]) -> Result<LoadedConfig, ConfigError> {
     let Some(&(_, last_origin)) = layers.last() else {
-        return Ok(LoadedConfig { config: KubeletConfig::default(), unknown_fields: Vec::new() });
+        return Ok(LoadedConfig {
+            config: KubeletConfig::default(),
+            unknown_fields: Vec::new(),
+        });
     };
     if layers.len() == 1 {
         return from_str(layers[0].0, layers[0].1);
@@ -636,7 +644,10 @@ fn merge_value(base: &mut Value, over: Value) {
     match (base, over) {
         (Value::Object(b), Value::Object(o)) => {
             for (k, v) in o {
-                let whole = matches!(k.as_str(), "evictionHard" | "evictionSoft" | "systemReserved" | "kubeReserved");
+                let whole = matches!(
+                    k.as_str(),
+                    "evictionHard" | "evictionSoft" | "systemReserved" | "kubeReserved"
+                );
                 match b.get_mut(&k) {
                     Some(slot) if !whole => merge_value(slot, v),
                     _ => {
@@ -1564,133 +1575,18 @@ fn fixed_point(value: u128, digits: u32) -> String {
 // Quantities
 // ---------------------------------------------------------------------------
 
-/// A quantity as `mantissa * 10^exp10 * 1024^pow1024`.
-struct ParsedQuantity {
-    negative: bool,
-    mantissa: u128,
-    exp10: i32,
-    pow1024: u32,
-    suffix_below_one: Option<&'static str>,
+/// Parses with the crate's one quantity parser ([`crate::quantity`]) and
+/// names the input in the error.
+fn parse_quantity(input: &str) -> Result<Quantity, QuantityError> {
+    Quantity::parse(input).map_err(|e| QuantityError::new(input, e))
 }
 
-fn parse_quantity(input: &str) -> Result<ParsedQuantity, QuantityError> {
-    let err = |reason: String| QuantityError {
-        input: input.to_string(),
-        reason,
-    };
-    let s = input.trim();
-    if s.is_empty() {
-        return Err(err("empty quantity".to_string()));
-    }
-    let (negative, s) = match s.as_bytes()[0] {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let num_len = s
-        .bytes()
-        .take_while(|b| b.is_ascii_digit() || *b == b'.')
-        .count();
-    let (number, suffix) = s.split_at(num_len);
-    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
-    if frac_part.contains('.') || (int_part.is_empty() && frac_part.is_empty()) {
-        return Err(err(
-            "expected a number with an optional suffix such as Ki, Mi, Gi, k, M, G".to_string(),
-        ));
-    }
-    let digits = format!("{int_part}{frac_part}");
-    let digits = digits.trim_start_matches('0');
-    if digits.len() > 38 {
-        return Err(err("too many digits".to_string()));
-    }
-    let mantissa: u128 = if digits.is_empty() {
-        0
-    } else {
-        digits
-            .parse()
-            .map_err(|_| err("too many digits".to_string()))?
-    };
-    let mut exp10 = -(frac_part.len() as i32);
-    let mut pow1024 = 0;
-    let mut suffix_below_one = None;
-    match suffix {
-        "" => {}
-        "Ki" => pow1024 = 1,
-        "Mi" => pow1024 = 2,
-        "Gi" => pow1024 = 3,
-        "Ti" => pow1024 = 4,
-        "Pi" => pow1024 = 5,
-        "Ei" => pow1024 = 6,
-        "n" => (exp10, suffix_below_one) = (exp10 - 9, Some("n")),
-        "u" => (exp10, suffix_below_one) = (exp10 - 6, Some("u")),
-        "m" => (exp10, suffix_below_one) = (exp10 - 3, Some("m")),
-        "k" => exp10 += 3,
-        "M" => exp10 += 6,
-        "G" => exp10 += 9,
-        "T" => exp10 += 12,
-        "P" => exp10 += 15,
-        "E" => exp10 += 18,
-        other => {
-            let exponent = other
-                .strip_prefix(['e', 'E'])
-                .filter(|e| {
-                    let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
-                    !digits.is_empty()
-                        && digits.len() <= 4
-                        && digits.bytes().all(|b| b.is_ascii_digit())
-                })
-                .and_then(|e| e.parse::<i32>().ok());
-            match exponent {
-                Some(e) => exp10 += e,
-                None => {
-                    return Err(err(format!(
-                        "unknown suffix {other:?} (expected Ki, Mi, Gi, Ti, Pi, Ei, m, k, M, G, T, P, E or an exponent like e3)"
-                    )))
-                }
-            }
-        }
-    }
-    Ok(ParsedQuantity {
-        negative,
-        mantissa,
-        exp10,
-        pow1024,
-        suffix_below_one,
-    })
-}
-
-impl ParsedQuantity {
-    /// `ceil(value * 10^extra_exp10)` as u64, like Quantity.Value() /
-    /// MilliValue() (which round up).
-    fn scaled_ceil(&self, input: &str, extra_exp10: i32) -> Result<u64, QuantityError> {
-        let err = |reason: &str| QuantityError {
+impl QuantityError {
+    fn new(input: &str, reason: impl ToString) -> QuantityError {
+        QuantityError {
             input: input.to_string(),
             reason: reason.to_string(),
-        };
-        if self.mantissa == 0 {
-            return Ok(0);
         }
-        if self.negative {
-            return Err(err("must not be negative"));
-        }
-        let too_large = || err("too large");
-        let mut num = 1024u128
-            .checked_pow(self.pow1024)
-            .and_then(|m| m.checked_mul(self.mantissa))
-            .ok_or_else(too_large)?;
-        let exp = self.exp10 + extra_exp10;
-        if exp >= 0 {
-            num = 10u128
-                .checked_pow(exp as u32)
-                .and_then(|m| m.checked_mul(num))
-                .ok_or_else(too_large)?;
-        } else {
-            num = match 10u128.checked_pow(exp.unsigned_abs()) {
-                Some(den) => num.div_ceil(den),
-                None => 1, // a positive amount far below one unit rounds up to 1
-            };
-        }
-        u64::try_from(num).map_err(|_| too_large())
     }
 }
 
@@ -1699,30 +1595,33 @@ impl ParsedQuantity {
 /// `"123"` = 123. Fractions of a byte round up, as `Quantity.Value()` does.
 /// Negative values are rejected, and so are the sub-unit suffixes `m`, `u`
 /// and `n`: `"100m"` is a hundred *milli*bytes, almost certainly a typo for
-/// `100M` or `100Mi`.
+/// `100M` or `100Mi`. That rule is the config's, not the grammar's: pods may
+/// say `"100m"` of memory and get 1 byte, as in Kubernetes.
 pub fn parse_quantity_bytes(input: &str) -> Result<u64, QuantityError> {
     let q = parse_quantity(input)?;
-    if let Some(suffix) = q.suffix_below_one {
+    if let Some(suffix) = q.sub_unit_suffix() {
         let hint = if suffix == "m" {
             "; did you mean \"M\" (10^6) or \"Mi\" (2^20)?"
         } else {
             ""
         };
-        return Err(QuantityError {
-            input: input.to_string(),
-            reason: format!(
+        return Err(QuantityError::new(
+            input,
+            format!(
                 "suffix {suffix:?} means a fraction of a unit, which makes no sense here{hint}"
             ),
-        });
+        ));
     }
-    q.scaled_ceil(input, 0)
+    q.value().map_err(|e| QuantityError::new(input, e))
 }
 
 /// Parses a Kubernetes quantity in thousandths, as `Quantity.MilliValue()`:
 /// for CPU, millicores. `"100m"` = 100, `"0.5"` = 500, `"2"` = 2000,
 /// `"1Ki"` = 1024000. Rounds up; negative values are rejected.
 pub fn parse_quantity_millis(input: &str) -> Result<u64, QuantityError> {
-    parse_quantity(input)?.scaled_ceil(input, 3)
+    parse_quantity(input)?
+        .milli_value()
+        .map_err(|e| QuantityError::new(input, e))
 }
 
 // ---------------------------------------------------------------------------
@@ -1738,17 +1637,36 @@ mod layer_tests {
     #[test]
     fn a_config_file_overrides_the_board_profile_field_by_field() {
         let file = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 20\nevictionHard: {memory.available: 80Mi}\n";
-        let l = from_layers(&[(BOARD, Path::new("board:rpi4")), (file, Path::new("/etc/picolet/config.yaml"))]).unwrap();
+        let l = from_layers(&[
+            (BOARD, Path::new("board:rpi4")),
+            (file, Path::new("/etc/picolet/config.yaml")),
+        ])
+        .unwrap();
         assert_eq!(l.config.max_pods, 20);
-        assert_eq!(l.config.container_log_max_size, 2 * 1024 * 1024, "kept from the board");
-        assert_eq!(l.config.eviction_hard.len(), 1, "a map on a higher layer replaces the board's");
+        assert_eq!(
+            l.config.container_log_max_size,
+            2 * 1024 * 1024,
+            "kept from the board"
+        );
+        assert_eq!(
+            l.config.eviction_hard.len(),
+            1,
+            "a map on a higher layer replaces the board's"
+        );
     }
 
     #[test]
     fn an_error_in_a_layer_names_that_layer() {
         let file = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: many\n";
-        let e = from_layers(&[(BOARD, Path::new("board:rpi4")), (file, Path::new("/etc/picolet/config.yaml"))]).unwrap_err();
-        assert!(e.to_string().contains("/etc/picolet/config.yaml") && e.to_string().contains("maxPods"), "{e}");
+        let e = from_layers(&[
+            (BOARD, Path::new("board:rpi4")),
+            (file, Path::new("/etc/picolet/config.yaml")),
+        ])
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("/etc/picolet/config.yaml") && e.to_string().contains("maxPods"),
+            "{e}"
+        );
     }
 }
 

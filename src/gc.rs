@@ -49,7 +49,11 @@ pub enum Removal {
 }
 
 /// Decides what to remove. `live` holds the UIDs of pods that exist.
-pub fn collect(sandboxes: &[Sandbox], containers: &[Container], live: &HashSet<String>) -> Vec<Removal> {
+pub fn collect(
+    sandboxes: &[Sandbox],
+    containers: &[Container],
+    live: &HashSet<String>,
+) -> Vec<Removal> {
     let mut out = Vec::new();
 
     // Containers of live pods: newest dead one per (pod, name) stays.
@@ -69,7 +73,10 @@ pub fn collect(sandboxes: &[Sandbox], containers: &[Container], live: &HashSet<S
                 kept_dead |= !running;
                 kept.insert(&c.id);
             } else {
-                out.push(Removal::Container { id: c.id.clone(), pod_uid: c.pod_uid.clone() });
+                out.push(Removal::Container {
+                    id: c.id.clone(),
+                    pod_uid: c.pod_uid.clone(),
+                });
             }
         }
     }
@@ -77,7 +84,9 @@ pub fn collect(sandboxes: &[Sandbox], containers: &[Container], live: &HashSet<S
     // Sandboxes.
     let mut newest: HashMap<&str, (u32, i64)> = HashMap::new();
     for s in sandboxes {
-        let e = newest.entry(&s.pod_uid).or_insert((s.attempt, s.created_at));
+        let e = newest
+            .entry(&s.pod_uid)
+            .or_insert((s.attempt, s.created_at));
         if (s.attempt, s.created_at) > *e {
             *e = (s.attempt, s.created_at);
         }
@@ -88,14 +97,22 @@ pub fn collect(sandboxes: &[Sandbox], containers: &[Container], live: &HashSet<S
         }
         if live.contains(&s.pod_uid) {
             let is_newest = newest.get(s.pod_uid.as_str()) == Some(&(s.attempt, s.created_at));
-            let holds_kept = containers.iter().any(|c| c.sandbox_id == s.id && kept.contains(c.id.as_str()));
+            let holds_kept = containers
+                .iter()
+                .any(|c| c.sandbox_id == s.id && kept.contains(c.id.as_str()));
             if is_newest || holds_kept {
                 continue;
             }
-        } else if containers.iter().any(|c| c.sandbox_id == s.id && matches!(c.state, State::Running | State::Unknown)) {
+        } else if containers
+            .iter()
+            .any(|c| c.sandbox_id == s.id && matches!(c.state, State::Running | State::Unknown))
+        {
             continue; // the agent stops it first
         }
-        out.push(Removal::Sandbox { id: s.id.clone(), pod_uid: s.pod_uid.clone() });
+        out.push(Removal::Sandbox {
+            id: s.id.clone(),
+            pod_uid: s.pod_uid.clone(),
+        });
     }
     out
 }
@@ -105,7 +122,13 @@ mod tests {
     use super::*;
 
     fn sb(id: &str, pod: &str, attempt: u32, ready: bool) -> Sandbox {
-        Sandbox { id: id.into(), pod_uid: pod.into(), attempt, created_at: attempt as i64, ready }
+        Sandbox {
+            id: id.into(),
+            pod_uid: pod.into(),
+            attempt,
+            created_at: attempt as i64,
+            ready,
+        }
     }
     fn ct(id: &str, pod: &str, sandbox: &str, name: &str, attempt: u32, state: State) -> Container {
         Container {
@@ -134,29 +157,59 @@ mod tests {
         assert_eq!(
             r,
             vec![
-                Removal::Container { id: "c1".into(), pod_uid: "p".into() },
-                Removal::Container { id: "c0".into(), pod_uid: "p".into() },
+                Removal::Container {
+                    id: "c1".into(),
+                    pod_uid: "p".into()
+                },
+                Removal::Container {
+                    id: "c0".into(),
+                    pod_uid: "p".into()
+                },
             ]
         );
     }
 
     #[test]
     fn a_live_pods_newest_sandbox_is_kept_even_when_not_ready() {
-        let r = collect(&[sb("s0", "p", 0, false), sb("s1", "p", 1, false)], &[], &live(&["p"]));
-        assert_eq!(r, vec![Removal::Sandbox { id: "s0".into(), pod_uid: "p".into() }]);
+        let r = collect(
+            &[sb("s0", "p", 0, false), sb("s1", "p", 1, false)],
+            &[],
+            &live(&["p"]),
+        );
+        assert_eq!(
+            r,
+            vec![Removal::Sandbox {
+                id: "s0".into(),
+                pod_uid: "p".into()
+            }]
+        );
     }
 
     #[test]
     fn an_old_sandbox_holding_the_kept_dead_container_stays() {
         let containers = vec![ct("c0", "p", "s0", "a", 0, State::Exited)];
-        let r = collect(&[sb("s0", "p", 0, false), sb("s1", "p", 1, true)], &containers, &live(&["p"]));
+        let r = collect(
+            &[sb("s0", "p", 0, false), sb("s1", "p", 1, true)],
+            &containers,
+            &live(&["p"]),
+        );
         assert!(r.is_empty());
     }
 
     #[test]
     fn sandboxes_of_pods_that_are_gone_are_removed_once_stopped() {
-        let r = collect(&[sb("s0", "gone", 0, false), sb("s1", "gone2", 0, true)], &[], &live(&[]));
-        assert_eq!(r, vec![Removal::Sandbox { id: "s0".into(), pod_uid: "gone".into() }]);
+        let r = collect(
+            &[sb("s0", "gone", 0, false), sb("s1", "gone2", 0, true)],
+            &[],
+            &live(&[]),
+        );
+        assert_eq!(
+            r,
+            vec![Removal::Sandbox {
+                id: "s0".into(),
+                pod_uid: "gone".into()
+            }]
+        );
     }
 
     #[test]

@@ -6,13 +6,13 @@
 //! `ARCHITECTURE.md` for the map and the invariants.
 
 pub mod admin;
+pub mod agent;
 pub mod backoff;
 pub mod board;
 pub mod cgroups;
 pub mod cli;
 pub mod config;
 pub mod cri;
-pub mod agent;
 pub mod gc;
 pub mod logger;
 pub mod pleg;
@@ -20,6 +20,7 @@ pub mod pod;
 pub mod probe;
 pub mod prober;
 pub mod qos;
+pub mod quantity;
 pub mod rt;
 pub mod source;
 pub mod status;

@@ -34,7 +34,9 @@ struct Logger {
     verbosity: AtomicU8,
 }
 
-static LOGGER: Logger = Logger { verbosity: AtomicU8::new(0) };
+static LOGGER: Logger = Logger {
+    verbosity: AtomicU8::new(0),
+};
 
 /// The level picolet's own records are shown at, for a `-v` verbosity.
 pub fn level_for(verbosity: u8) -> LevelFilter {
@@ -76,13 +78,22 @@ impl Log for Logger {
         if !self.enabled(record.metadata()) {
             return;
         }
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         thread_local! {
             static BUF: RefCell<String> = const { RefCell::new(String::new()) };
         }
         let emit = |buf: &mut String| {
             buf.clear();
-            format_line(buf, record.level(), now.as_secs() as i64, now.subsec_micros(), record.target(), record.args());
+            format_line(
+                buf,
+                record.level(),
+                now.as_secs() as i64,
+                now.subsec_micros(),
+                record.target(),
+                record.args(),
+            );
             // Nothing sensible to do when stderr is gone.
             let _ = std::io::stderr().lock().write_all(buf.as_bytes());
             // Do not let one huge message pin memory for the process lifetime.
@@ -139,11 +150,22 @@ fn civil(unix_secs: i64) -> (i64, u32, u32, u32, u32, u32) {
 /// Appends the klog header `I1129 18:50:30.123456 ` to `out`.
 pub fn format_header(out: &mut String, level: Level, unix_secs: i64, micros: u32) {
     let (_, mo, d, h, mi, s) = civil(unix_secs);
-    let _ = write!(out, "{}{mo:02}{d:02} {h:02}:{mi:02}:{s:02}.{micros:06} ", letter(level));
+    let _ = write!(
+        out,
+        "{}{mo:02}{d:02} {h:02}:{mi:02}:{s:02}.{micros:06} ",
+        letter(level)
+    );
 }
 
 /// Appends one whole line (header, target, message, newline) to `out`.
-fn format_line(out: &mut String, level: Level, unix_secs: i64, micros: u32, target: &str, args: &std::fmt::Arguments) {
+fn format_line(
+    out: &mut String,
+    level: Level,
+    unix_secs: i64,
+    micros: u32,
+    target: &str,
+    args: &std::fmt::Arguments,
+) {
     format_header(out, level, unix_secs, micros);
     let _ = write!(out, "{target}] {args}");
     if !out.ends_with('\n') {
@@ -181,10 +203,24 @@ mod tests {
     #[test]
     fn a_line_names_the_target_and_ends_with_one_newline() {
         let mut s = String::new();
-        format_line(&mut s, Level::Error, 1_701_283_830, 0, "picolet::agent", &format_args!("boom {}", 1));
+        format_line(
+            &mut s,
+            Level::Error,
+            1_701_283_830,
+            0,
+            "picolet::agent",
+            &format_args!("boom {}", 1),
+        );
         assert_eq!(s, "E1129 18:50:30.000000 picolet::agent] boom 1\n");
         s.clear();
-        format_line(&mut s, Level::Debug, 1_701_283_830, 0, "picolet", &format_args!("x\n"));
+        format_line(
+            &mut s,
+            Level::Debug,
+            1_701_283_830,
+            0,
+            "picolet",
+            &format_args!("x\n"),
+        );
         assert_eq!(s, "D1129 18:50:30.000000 picolet] x\n");
     }
 
@@ -216,7 +252,9 @@ mod tests {
 
     #[test]
     fn other_crates_stay_at_info_below_verbosity_eight() {
-        let l = Logger { verbosity: AtomicU8::new(6) };
+        let l = Logger {
+            verbosity: AtomicU8::new(6),
+        };
         assert_eq!(l.filter("picolet::pleg"), LevelFilter::Trace);
         assert_eq!(l.filter("hyper::proto"), LevelFilter::Info);
         l.verbosity.store(8, Ordering::Relaxed);

@@ -21,7 +21,10 @@ fn real_main() -> Result<()> {
     let cmd = cli::parse(std::env::args_os().skip(1))?;
     match cmd {
         Command::Version => {
-            println!("picolet {} (kubelet v1.36 semantics, CRI runtime.v1)", env!("CARGO_PKG_VERSION"));
+            println!(
+                "picolet {} (kubelet v1.36 semantics, CRI runtime.v1)",
+                env!("CARGO_PKG_VERSION")
+            );
             Ok(())
         }
         Command::Help => {
@@ -36,15 +39,24 @@ fn real_main() -> Result<()> {
 fn get_pods(args: &cli::GetArgs) -> Result<()> {
     let (status, body) = picolet::admin::get(&args.admin_socket, "/pods")?;
     if status != 200 {
-        bail!("admin socket {}: HTTP {status}: {}", args.admin_socket.display(), String::from_utf8_lossy(&body));
+        bail!(
+            "admin socket {}: HTTP {status}: {}",
+            args.admin_socket.display(),
+            String::from_utf8_lossy(&body)
+        );
     }
     let list: serde_json::Value = serde_json::from_slice(&body).context("decoding the pod list")?;
     if args.output == cli::OutputFormat::Json {
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(());
     }
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs() as i64;
-    print!("{}", picolet::admin::pods_table(&list, now, args.output == cli::OutputFormat::Wide));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs() as i64;
+    print!(
+        "{}",
+        picolet::admin::pods_table(&list, now, args.output == cli::OutputFormat::Wide)
+    );
     Ok(())
 }
 
@@ -54,13 +66,17 @@ fn run(args: cli::RunArgs) -> Result<()> {
     let mut layers: Vec<(String, &Path)> = Vec::new();
     if let Some(board) = &args.flags.board {
         let text = picolet::board::profile(board).with_context(|| {
-            format!("--board {board:?}: unknown board; known boards: {}", picolet::board::names().join(", "))
+            format!(
+                "--board {board:?}: unknown board; known boards: {}",
+                picolet::board::names().join(", ")
+            )
         })?;
         board_origin = std::path::PathBuf::from(format!("board:{board}"));
         layers.push((text.to_string(), board_origin.as_path()));
     }
     if let Some(path) = &args.config {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading config file {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading config file {}", path.display()))?;
         layers.push((text, path.as_path()));
     }
     let (mut cfg, unknown) = if layers.is_empty() {
@@ -75,15 +91,25 @@ fn run(args: cli::RunArgs) -> Result<()> {
     if let Some(path) = &args.config {
         for field in &unknown {
             if config::is_upstream_field(field) {
-                log::warn!("{}: kubelet field {field:?} is not implemented by picolet; ignoring it", path.display());
+                log::warn!(
+                    "{}: kubelet field {field:?} is not implemented by picolet; ignoring it",
+                    path.display()
+                );
             } else {
-                log::warn!("{}: unknown field {field:?} (typo?); ignoring it", path.display());
+                log::warn!(
+                    "{}: unknown field {field:?} (typo?); ignoring it",
+                    path.display()
+                );
             }
         }
     }
     let node_name = cfg.node_name();
-    let socket = picolet::cri::socket_path(&cfg.container_runtime_endpoint)
-        .with_context(|| format!("containerRuntimeEndpoint {:?} is not a unix socket", cfg.container_runtime_endpoint))?;
+    let socket = picolet::cri::socket_path(&cfg.container_runtime_endpoint).with_context(|| {
+        format!(
+            "containerRuntimeEndpoint {:?} is not a unix socket",
+            cfg.container_runtime_endpoint
+        )
+    })?;
     let agent_cfg = AgentConfig {
         node_name: node_name.clone(),
         root_dir: cfg.root_dir.clone(),
@@ -106,10 +132,14 @@ fn run(args: cli::RunArgs) -> Result<()> {
         admin_socket: cfg.admin_socket.clone(),
     };
     set_own_oom_score_adj();
-    log::info!("picolet {} starting on node {node_name}", env!("CARGO_PKG_VERSION"));
+    log::info!(
+        "picolet {} starting on node {node_name}",
+        env!("CARGO_PKG_VERSION")
+    );
     let agent = Agent::new(agent_cfg);
     picolet::rt::block_on(async {
-        let signals = async_signal::Signals::new([async_signal::Signal::Term, async_signal::Signal::Int]);
+        let signals =
+            async_signal::Signals::new([async_signal::Signal::Term, async_signal::Signal::Int]);
         let shutdown = async move {
             match signals {
                 Ok(mut s) => {

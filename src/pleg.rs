@@ -45,7 +45,9 @@ pub struct Snapshot {
 impl Snapshot {
     /// Builds a snapshot from relisted records.
     pub fn from_records(records: impl IntoIterator<Item = Record>) -> Self {
-        Snapshot { records: records.into_iter().map(|r| (r.id.clone(), r)).collect() }
+        Snapshot {
+            records: records.into_iter().map(|r| (r.id.clone(), r)).collect(),
+        }
     }
 
     /// Number of records.
@@ -110,10 +112,16 @@ pub fn diff(old: &Snapshot, new: &Snapshot) -> Vec<Event> {
         let rec = n.or(o).expect("id comes from one of the snapshots");
         let event = match rec.kind {
             Kind::Container => container_event(o.map(|r| r.state), n.map(|r| r.state)),
-            Kind::Sandbox => (o.map(|r| r.state) != n.map(|r| r.state)).then_some(EventType::SandboxChanged),
+            Kind::Sandbox => {
+                (o.map(|r| r.state) != n.map(|r| r.state)).then_some(EventType::SandboxChanged)
+            }
         };
         if let Some(event) = event {
-            events.push(Event { pod_uid: rec.pod_uid.clone(), id: id.clone(), event });
+            events.push(Event {
+                pod_uid: rec.pod_uid.clone(),
+                id: id.clone(),
+                event,
+            });
         }
     }
     events
@@ -135,15 +143,26 @@ mod tests {
     use super::*;
 
     fn c(id: &str, pod: &str, state: State) -> Record {
-        Record { id: id.into(), pod_uid: pod.into(), kind: Kind::Container, state }
+        Record {
+            id: id.into(),
+            pod_uid: pod.into(),
+            kind: Kind::Container,
+            state,
+        }
     }
     fn s(id: &str, pod: &str, state: State) -> Record {
-        Record { id: id.into(), pod_uid: pod.into(), kind: Kind::Sandbox, state }
+        Record {
+            id: id.into(),
+            pod_uid: pod.into(),
+            kind: Kind::Sandbox,
+            state,
+        }
     }
 
     #[test]
     fn identical_relists_produce_no_events() {
-        let a = Snapshot::from_records([c("c1", "p1", State::Running), s("s1", "p1", State::Running)]);
+        let a =
+            Snapshot::from_records([c("c1", "p1", State::Running), s("s1", "p1", State::Running)]);
         assert!(diff(&a, &a.clone()).is_empty());
     }
 
@@ -151,7 +170,14 @@ mod tests {
     fn a_new_running_container_is_reported_as_started() {
         let a = Snapshot::default();
         let b = Snapshot::from_records([c("c1", "p1", State::Running)]);
-        assert_eq!(diff(&a, &b), vec![Event { pod_uid: "p1".into(), id: "c1".into(), event: EventType::ContainerStarted }]);
+        assert_eq!(
+            diff(&a, &b),
+            vec![Event {
+                pod_uid: "p1".into(),
+                id: "c1".into(),
+                event: EventType::ContainerStarted
+            }]
+        );
     }
 
     #[test]
@@ -164,13 +190,19 @@ mod tests {
     #[test]
     fn a_running_container_that_vanishes_is_reported_as_died_not_removed() {
         let a = Snapshot::from_records([c("c1", "p1", State::Running)]);
-        assert_eq!(diff(&a, &Snapshot::default())[0].event, EventType::ContainerDied);
+        assert_eq!(
+            diff(&a, &Snapshot::default())[0].event,
+            EventType::ContainerDied
+        );
     }
 
     #[test]
     fn an_exited_container_that_vanishes_is_reported_as_removed() {
         let a = Snapshot::from_records([c("c1", "p1", State::Exited)]);
-        assert_eq!(diff(&a, &Snapshot::default())[0].event, EventType::ContainerRemoved);
+        assert_eq!(
+            diff(&a, &Snapshot::default())[0].event,
+            EventType::ContainerRemoved
+        );
     }
 
     #[test]
@@ -182,14 +214,25 @@ mod tests {
 
     #[test]
     fn only_the_affected_pods_are_named() {
-        let a = Snapshot::from_records([c("c1", "p1", State::Running), c("c2", "p2", State::Running), c("c3", "p1", State::Running)]);
-        let b = Snapshot::from_records([c("c1", "p1", State::Exited), c("c2", "p2", State::Running), c("c3", "p1", State::Exited)]);
+        let a = Snapshot::from_records([
+            c("c1", "p1", State::Running),
+            c("c2", "p2", State::Running),
+            c("c3", "p1", State::Running),
+        ]);
+        let b = Snapshot::from_records([
+            c("c1", "p1", State::Exited),
+            c("c2", "p2", State::Running),
+            c("c3", "p1", State::Exited),
+        ]);
         assert_eq!(changed_pods(&diff(&a, &b)), vec!["p1".to_string()]);
     }
 
     #[test]
     fn a_created_container_is_reported_as_changed() {
         let b = Snapshot::from_records([c("c1", "p1", State::Created)]);
-        assert_eq!(diff(&Snapshot::default(), &b)[0].event, EventType::ContainerChanged);
+        assert_eq!(
+            diff(&Snapshot::default(), &b)[0].event,
+            EventType::ContainerChanged
+        );
     }
 }

@@ -81,8 +81,14 @@ impl Params {
         success: Option<i32>,
         failure: Option<i32>,
     ) -> Params {
-        let secs = |v: Option<i32>, d: u64| Duration::from_secs(v.filter(|v| *v > 0).map(|v| v as u64).unwrap_or(d));
-        let success = if kind == ProbeType::Readiness { success.filter(|v| *v > 0).unwrap_or(1) as u32 } else { 1 };
+        let secs = |v: Option<i32>, d: u64| {
+            Duration::from_secs(v.filter(|v| *v > 0).map(|v| v as u64).unwrap_or(d))
+        };
+        let success = if kind == ProbeType::Readiness {
+            success.filter(|v| *v > 0).unwrap_or(1) as u32
+        } else {
+            1
+        };
         Params {
             initial_delay: Duration::from_secs(initial_delay.unwrap_or(0).max(0) as u64),
             period: secs(period, 10),
@@ -200,19 +206,30 @@ impl Worker {
     /// Decides what happens at `now`. Returns the published result change
     /// caused by the container itself (a new container resets the result;
     /// a stopped one makes readiness fail) alongside the step.
-    pub fn step(&mut self, container: Option<&ContainerView>, now: Instant) -> (Step, Option<Change>) {
+    pub fn step(
+        &mut self,
+        container: Option<&ContainerView>,
+        now: Instant,
+    ) -> (Step, Option<Change>) {
         let before = self.result;
         let step = self.decide(container, now);
-        let change = (self.result != before).then_some(Change { result: self.result, kill: false });
+        let change = (self.result != before).then_some(Change {
+            result: self.result,
+            kill: false,
+        });
         (step, change)
     }
 
     fn decide(&mut self, container: Option<&ContainerView>, now: Instant) -> Step {
         if now < self.next_due {
-            return Step::Wait { next: self.next_due };
+            return Step::Wait {
+                next: self.next_due,
+            };
         }
         self.advance(now);
-        let wait = Step::Wait { next: self.next_due };
+        let wait = Step::Wait {
+            next: self.next_due,
+        };
         let Some(c) = container else {
             self.reset(None);
             return wait;
@@ -237,7 +254,9 @@ impl Worker {
         if now.saturating_duration_since(c.started_at) < self.params.initial_delay {
             return wait;
         }
-        Step::Probe { timeout: self.params.timeout }
+        Step::Probe {
+            timeout: self.params.timeout,
+        }
     }
 
     /// Records a probe outcome; returns the change when the result flips.
@@ -257,12 +276,16 @@ impl Worker {
             return None;
         }
         self.result = outcome;
-        let kill = outcome == Outcome::Failure && matches!(self.kind, ProbeType::Liveness | ProbeType::Startup);
+        let kill = outcome == Outcome::Failure
+            && matches!(self.kind, ProbeType::Liveness | ProbeType::Startup);
         if kill {
             self.on_hold = true;
             self.run = 0;
         }
-        Some(Change { result: outcome, kill })
+        Some(Change {
+            result: outcome,
+            kill,
+        })
     }
 }
 
@@ -281,7 +304,12 @@ mod tests {
     }
 
     fn view(id: &str, t0: Instant) -> ContainerView<'_> {
-        ContainerView { id, running: true, started_at: t0, started: true }
+        ContainerView {
+            id,
+            running: true,
+            started_at: t0,
+            started: true,
+        }
     }
 
     /// Runs `outcomes` one per period and returns the changes.
@@ -303,17 +331,39 @@ mod tests {
         let mut w = Worker::new(ProbeType::Readiness, params(1, 2, 3), t0);
         assert_eq!(w.result(), Outcome::Failure);
         let changes = drive(&mut w, t0, &[Outcome::Success, Outcome::Success]);
-        assert_eq!(changes, vec![None, Some(Change { result: Outcome::Success, kill: false })]);
+        assert_eq!(
+            changes,
+            vec![
+                None,
+                Some(Change {
+                    result: Outcome::Success,
+                    kill: false
+                })
+            ]
+        );
     }
 
     #[test]
     fn liveness_kills_only_after_failure_threshold_consecutive_failures() {
         let t0 = Instant::now();
         let mut w = Worker::new(ProbeType::Liveness, params(1, 1, 3), t0);
-        let o = [Outcome::Failure, Outcome::Failure, Outcome::Success, Outcome::Failure, Outcome::Failure, Outcome::Failure];
+        let o = [
+            Outcome::Failure,
+            Outcome::Failure,
+            Outcome::Success,
+            Outcome::Failure,
+            Outcome::Failure,
+            Outcome::Failure,
+        ];
         let changes = drive(&mut w, t0, &o);
         assert_eq!(&changes[..5], &[None, None, None, None, None]);
-        assert_eq!(changes[5], Some(Change { result: Outcome::Failure, kill: true }));
+        assert_eq!(
+            changes[5],
+            Some(Change {
+                result: Outcome::Failure,
+                kill: true
+            })
+        );
     }
 
     #[test]
@@ -324,8 +374,18 @@ mod tests {
         let (step, _) = w.step(Some(&view("c1", t0)), t0 + Duration::from_secs(1));
         assert!(matches!(step, Step::Wait { .. }), "on hold");
         let (step, change) = w.step(Some(&view("c2", t0)), t0 + Duration::from_secs(2));
-        assert!(matches!(step, Step::Probe { .. }), "new container probes again");
-        assert_eq!(change, Some(Change { result: Outcome::Success, kill: false }), "result reset");
+        assert!(
+            matches!(step, Step::Probe { .. }),
+            "new container probes again"
+        );
+        assert_eq!(
+            change,
+            Some(Change {
+                result: Outcome::Success,
+                kill: false
+            }),
+            "result reset"
+        );
     }
 
     #[test]
@@ -346,23 +406,45 @@ mod tests {
     fn liveness_and_readiness_wait_for_the_startup_probe() {
         let t0 = Instant::now();
         let mut w = Worker::new(ProbeType::Liveness, params(1, 1, 1), t0);
-        let c = ContainerView { id: "c1", running: true, started_at: t0, started: false };
+        let c = ContainerView {
+            id: "c1",
+            running: true,
+            started_at: t0,
+            started: false,
+        };
         assert!(matches!(w.step(Some(&c), t0).0, Step::Wait { .. }));
         let mut s = Worker::new(ProbeType::Startup, params(1, 1, 1), t0);
         assert!(matches!(s.step(Some(&c), t0).0, Step::Probe { .. }));
         let started = ContainerView { started: true, ..c };
-        assert!(matches!(s.step(Some(&started), t0 + Duration::from_secs(1)).0, Step::Wait { .. }), "startup done");
+        assert!(
+            matches!(
+                s.step(Some(&started), t0 + Duration::from_secs(1)).0,
+                Step::Wait { .. }
+            ),
+            "startup done"
+        );
     }
 
     #[test]
     fn a_startup_failure_kills_the_container() {
         let t0 = Instant::now();
         let mut s = Worker::new(ProbeType::Startup, params(1, 1, 2), t0);
-        let c = ContainerView { id: "c1", running: true, started_at: t0, started: false };
+        let c = ContainerView {
+            id: "c1",
+            running: true,
+            started_at: t0,
+            started: false,
+        };
         s.step(Some(&c), t0);
         assert_eq!(s.record(Outcome::Failure), None);
         s.step(Some(&c), t0 + Duration::from_secs(1));
-        assert_eq!(s.record(Outcome::Failure), Some(Change { result: Outcome::Failure, kill: true }));
+        assert_eq!(
+            s.record(Outcome::Failure),
+            Some(Change {
+                result: Outcome::Failure,
+                kill: true
+            })
+        );
     }
 
     #[test]
@@ -370,9 +452,18 @@ mod tests {
         let t0 = Instant::now();
         let mut w = Worker::new(ProbeType::Readiness, params(1, 1, 1), t0);
         drive(&mut w, t0, &[Outcome::Success]);
-        let stopped = ContainerView { running: false, ..view("c1", t0) };
+        let stopped = ContainerView {
+            running: false,
+            ..view("c1", t0)
+        };
         let (_, change) = w.step(Some(&stopped), t0 + Duration::from_secs(1));
-        assert_eq!(change, Some(Change { result: Outcome::Failure, kill: false }));
+        assert_eq!(
+            change,
+            Some(Change {
+                result: Outcome::Failure,
+                kill: false
+            })
+        );
     }
 
     #[test]
@@ -394,6 +485,9 @@ mod tests {
         let p = Params::from_api(ProbeType::Liveness, None, Some(1), None, Some(5), None);
         assert_eq!(p.success_threshold, 1);
         let p = Params::from_api(ProbeType::Readiness, None, None, None, Some(5), Some(0));
-        assert_eq!((p.success_threshold, p.failure_threshold, p.period), (5, 3, Duration::from_secs(10)));
+        assert_eq!(
+            (p.success_threshold, p.failure_threshold, p.period),
+            (5, 3, Duration::from_secs(10))
+        );
     }
 }

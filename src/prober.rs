@@ -70,13 +70,22 @@ pub struct ProbeResult {
 
 impl ProbeResult {
     fn success(message: impl Into<String>) -> Self {
-        ProbeResult { outcome: Outcome::Success, message: message.into() }
+        ProbeResult {
+            outcome: Outcome::Success,
+            message: message.into(),
+        }
     }
     fn failure(message: impl Into<String>) -> Self {
-        ProbeResult { outcome: Outcome::Failure, message: message.into() }
+        ProbeResult {
+            outcome: Outcome::Failure,
+            message: message.into(),
+        }
     }
     fn unknown(message: impl Into<String>) -> Self {
-        ProbeResult { outcome: Outcome::Unknown, message: message.into() }
+        ProbeResult {
+            outcome: Outcome::Unknown,
+            message: message.into(),
+        }
     }
 }
 
@@ -129,17 +138,31 @@ pub struct HttpTarget {
 impl HttpTarget {
     /// The URL, as kubelet prints it in messages.
     pub fn url(&self) -> String {
-        format!("{}://{}{}", self.scheme.as_str(), join_host_port(&self.host, self.port), self.path)
+        format!(
+            "{}://{}{}",
+            self.scheme.as_str(),
+            join_host_port(&self.host, self.port),
+            self.path
+        )
     }
 }
 
 /// A probe or lifecycle action, ready to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Handler {
-    Exec { command: Vec<String> },
+    Exec {
+        command: Vec<String>,
+    },
     HttpGet(HttpTarget),
-    TcpSocket { host: String, port: u16 },
-    Grpc { host: String, port: u16, service: String },
+    TcpSocket {
+        host: String,
+        port: u16,
+    },
+    Grpc {
+        host: String,
+        port: u16,
+        service: String,
+    },
     /// A `sleep` lifecycle hook.
     Sleep(Duration),
 }
@@ -189,11 +212,17 @@ fn resolve(port: &IntOrString, container: &Container) -> Result<u16, HandlerErro
             }
         }
     };
-    u16::try_from(number).ok().filter(|p| *p > 0).ok_or(HandlerError::InvalidPort(number))
+    u16::try_from(number)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or(HandlerError::InvalidPort(number))
 }
 
 fn host_or_pod_ip(host: Option<&String>, pod_ip: &str) -> Result<String, HandlerError> {
-    let host = host.map(String::as_str).filter(|h| !h.is_empty()).unwrap_or(pod_ip);
+    let host = host
+        .map(String::as_str)
+        .filter(|h| !h.is_empty())
+        .unwrap_or(pod_ip);
     if host.is_empty() {
         return Err(HandlerError::NoHost);
     }
@@ -222,7 +251,12 @@ fn http_target(
         host: host_or_pod_ip(a.host.as_ref(), pod_ip)?,
         port: resolve(&a.port, c)?,
         path,
-        headers: a.http_headers.iter().flatten().map(|h| (h.name.clone(), h.value.clone())).collect(),
+        headers: a
+            .http_headers
+            .iter()
+            .flatten()
+            .map(|h| (h.name.clone(), h.value.clone()))
+            .collect(),
         purpose,
     })
 }
@@ -250,7 +284,11 @@ pub fn probe_handler(p: &Probe, pod_ip: &str, c: &Container) -> Result<Handler, 
 }
 
 /// [`probe_handler`] with a typed error.
-pub fn probe_handler_typed(p: &Probe, pod_ip: &str, c: &Container) -> Result<Handler, HandlerError> {
+pub fn probe_handler_typed(
+    p: &Probe,
+    pod_ip: &str,
+    c: &Container,
+) -> Result<Handler, HandlerError> {
     exactly_one(&[
         ("exec", p.exec.is_some()),
         ("httpGet", p.http_get.is_some()),
@@ -261,10 +299,18 @@ pub fn probe_handler_typed(p: &Probe, pod_ip: &str, c: &Container) -> Result<Han
         return exec_command(e);
     }
     if let Some(h) = &p.http_get {
-        return Ok(Handler::HttpGet(http_target(h, pod_ip, c, HttpPurpose::Probe)?));
+        return Ok(Handler::HttpGet(http_target(
+            h,
+            pod_ip,
+            c,
+            HttpPurpose::Probe,
+        )?));
     }
     if let Some(t) = &p.tcp_socket {
-        return Ok(Handler::TcpSocket { host: host_or_pod_ip(t.host.as_ref(), pod_ip)?, port: resolve(&t.port, c)? });
+        return Ok(Handler::TcpSocket {
+            host: host_or_pod_ip(t.host.as_ref(), pod_ip)?,
+            port: resolve(&t.port, c)?,
+        });
     }
     let g = p.grpc.as_ref().expect("exactly one handler is set");
     Ok(Handler::Grpc {
@@ -277,12 +323,20 @@ pub fn probe_handler_typed(p: &Probe, pod_ip: &str, c: &Container) -> Result<Han
 /// The handler of a postStart/preStop hook. `tcpSocket` is accepted by the
 /// API only for compatibility and fails at run time in kubelet; here it is
 /// refused up front.
-pub fn lifecycle_handler(h: &LifecycleHandler, pod_ip: &str, c: &Container) -> Result<Handler, String> {
+pub fn lifecycle_handler(
+    h: &LifecycleHandler,
+    pod_ip: &str,
+    c: &Container,
+) -> Result<Handler, String> {
     lifecycle_handler_typed(h, pod_ip, c).map_err(|e| e.to_string())
 }
 
 /// [`lifecycle_handler`] with a typed error.
-pub fn lifecycle_handler_typed(h: &LifecycleHandler, pod_ip: &str, c: &Container) -> Result<Handler, HandlerError> {
+pub fn lifecycle_handler_typed(
+    h: &LifecycleHandler,
+    pod_ip: &str,
+    c: &Container,
+) -> Result<Handler, HandlerError> {
     exactly_one(&[
         ("exec", h.exec.is_some()),
         ("httpGet", h.http_get.is_some()),
@@ -293,22 +347,42 @@ pub fn lifecycle_handler_typed(h: &LifecycleHandler, pod_ip: &str, c: &Container
         return exec_command(e);
     }
     if let Some(g) = &h.http_get {
-        return Ok(Handler::HttpGet(http_target(g, pod_ip, c, HttpPurpose::Lifecycle)?));
+        return Ok(Handler::HttpGet(http_target(
+            g,
+            pod_ip,
+            c,
+            HttpPurpose::Lifecycle,
+        )?));
     }
     if h.tcp_socket.is_some() {
         return Err(HandlerError::TcpLifecycle);
     }
-    let s = h.sleep.as_ref().expect("exactly one handler is set").seconds;
-    u64::try_from(s).map(|s| Handler::Sleep(Duration::from_secs(s))).map_err(|_| HandlerError::Sleep(s))
+    let s = h
+        .sleep
+        .as_ref()
+        .expect("exactly one handler is set")
+        .seconds;
+    u64::try_from(s)
+        .map(|s| Handler::Sleep(Duration::from_secs(s)))
+        .map_err(|_| HandlerError::Sleep(s))
 }
 
 /// Runs a handler for the container `container_id` within `timeout`.
-pub async fn run_handler(rt: &Runtime, container_id: &str, h: &Handler, timeout: Duration) -> ProbeResult {
+pub async fn run_handler(
+    rt: &Runtime,
+    container_id: &str,
+    h: &Handler,
+    timeout: Duration,
+) -> ProbeResult {
     match h {
         Handler::Exec { command } => exec(rt, container_id, command, timeout).await,
         Handler::HttpGet(t) => http_get(t, timeout).await,
         Handler::TcpSocket { host, port } => tcp_socket(host, *port, timeout).await,
-        Handler::Grpc { host, port, service } => grpc(host, *port, service, timeout).await,
+        Handler::Grpc {
+            host,
+            port,
+            service,
+        } => grpc(host, *port, service, timeout).await,
         Handler::Sleep(d) => match rt::timeout(timeout, rt::sleep(*d)).await {
             Some(()) => ProbeResult::success(""),
             None => ProbeResult::failure("container terminated before sleep hook finished"),
@@ -329,7 +403,10 @@ fn join_host_port(host: &str, port: u16) -> String {
 
 /// An IP literal or `localhost`; see the module docs for why not DNS.
 fn socket_addr(host: &str, port: u16) -> io::Result<SocketAddr> {
-    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
     if let Ok(ip) = bare.parse::<IpAddr>() {
         return Ok(SocketAddr::new(ip, port));
     }
@@ -357,8 +434,13 @@ impl fmt::Display for DialError {
 
 async fn dial(host: &str, port: u16) -> Result<Async<TcpStream>, DialError> {
     let addr = join_host_port(host, port);
-    let sa = socket_addr(host, port).map_err(|source| DialError { addr: addr.clone(), source })?;
-    Async::<TcpStream>::connect(sa).await.map_err(|source| DialError { addr, source })
+    let sa = socket_addr(host, port).map_err(|source| DialError {
+        addr: addr.clone(),
+        source,
+    })?;
+    Async::<TcpStream>::connect(sa)
+        .await
+        .map_err(|source| DialError { addr, source })
 }
 
 // --- tcpSocket ----------------------------------------------------------------
@@ -368,7 +450,10 @@ pub async fn tcp_socket(host: &str, port: u16, timeout: Duration) -> ProbeResult
     match rt::timeout(timeout, dial(host, port)).await {
         Some(Ok(_)) => ProbeResult::success(""),
         Some(Err(e)) => ProbeResult::failure(e.to_string()),
-        None => ProbeResult::failure(format!("dial tcp {}: i/o timeout", join_host_port(host, port))),
+        None => ProbeResult::failure(format!(
+            "dial tcp {}: i/o timeout",
+            join_host_port(host, port)
+        )),
     }
 }
 
@@ -390,8 +475,16 @@ struct Url {
 
 impl fmt::Display for Url {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let port = if self.port == self.scheme.default_port() { String::new() } else { format!(":{}", self.port) };
-        let host = if self.host.contains(':') && !self.host.starts_with('[') { format!("[{}]", self.host) } else { self.host.clone() };
+        let port = if self.port == self.scheme.default_port() {
+            String::new()
+        } else {
+            format!(":{}", self.port)
+        };
+        let host = if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
         write!(f, "{}://{host}{port}{}", self.scheme.as_str(), self.path)
     }
 }
@@ -412,12 +505,24 @@ impl Url {
         } else if let Some(rest) = location.strip_prefix("//") {
             (self.scheme, rest)
         } else if location.starts_with('/') {
-            return Some((Url { path: encode_path(location), ..self.clone() }, true));
+            return Some((
+                Url {
+                    path: encode_path(location),
+                    ..self.clone()
+                },
+                true,
+            ));
         } else {
             // Relative to the current path's directory.
             let base = self.path.split('?').next().unwrap_or("/");
             let dir = &base[..base.rfind('/').map_or(0, |i| i + 1)];
-            return Some((Url { path: encode_path(&format!("{dir}{location}")), ..self.clone() }, true));
+            return Some((
+                Url {
+                    path: encode_path(&format!("{dir}{location}")),
+                    ..self.clone()
+                },
+                true,
+            ));
         };
         let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
         let (authority, path) = rest.split_at(end);
@@ -428,7 +533,15 @@ impl Url {
             p if p.starts_with('?') => format!("/{p}"),
             p => p.to_string(),
         };
-        Some((Url { scheme, host, port, path: encode_path(&path) }, false))
+        Some((
+            Url {
+                scheme,
+                host,
+                port,
+                path: encode_path(&path),
+            },
+            false,
+        ))
     }
 }
 
@@ -443,7 +556,14 @@ fn split_authority(authority: &str, scheme: Scheme) -> Option<(String, u16)> {
         return Some((host.to_string(), port));
     }
     match authority.rsplit_once(':') {
-        Some((h, p)) if !h.is_empty() => Some((h.to_string(), if p.is_empty() { scheme.default_port() } else { p.parse().ok()? })),
+        Some((h, p)) if !h.is_empty() => Some((
+            h.to_string(),
+            if p.is_empty() {
+                scheme.default_port()
+            } else {
+                p.parse().ok()?
+            },
+        )),
         None if !authority.is_empty() => Some((authority.to_string(), scheme.default_port())),
         _ => None,
     }
@@ -454,7 +574,12 @@ fn split_authority(authority: &str, scheme: Scheme) -> Option<(String, u16)> {
 fn encode_path(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     for b in path.bytes() {
-        if b.is_ascii_graphic() && !matches!(b, b'"' | b'<' | b'>' | b'\\' | b'^' | b'`' | b'{' | b'|' | b'}') {
+        if b.is_ascii_graphic()
+            && !matches!(
+                b,
+                b'"' | b'<' | b'>' | b'\\' | b'^' | b'`' | b'{' | b'|' | b'}'
+            )
+        {
             out.push(b as char);
         } else {
             out.push_str(&format!("%{b:02X}"));
@@ -472,7 +597,12 @@ struct Answer {
 
 /// An HTTP GET probe (or hook, per `t.purpose`).
 pub async fn http_get(t: &HttpTarget, timeout: Duration) -> ProbeResult {
-    let url = Url { scheme: t.scheme, host: t.host.clone(), port: t.port, path: encode_path(&t.path) };
+    let url = Url {
+        scheme: t.scheme,
+        host: t.host.clone(),
+        port: t.port,
+        path: encode_path(&t.path),
+    };
     match rt::timeout(timeout, http_follow(t, url.clone())).await {
         Some(r) => r,
         None => ProbeResult::failure(format!(
@@ -482,7 +612,11 @@ pub async fn http_get(t: &HttpTarget, timeout: Duration) -> ProbeResult {
 }
 
 async fn http_follow(t: &HttpTarget, first: Url) -> ProbeResult {
-    let host_override = t.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case("host")).map(|(_, v)| v.clone());
+    let host_override = t
+        .headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("host"))
+        .map(|(_, v)| v.clone());
     let mut url = first.clone();
     let mut host_header = host_override.clone().unwrap_or_else(|| url.authority());
     for _ in 0..MAX_REDIRECTS {
@@ -493,7 +627,9 @@ async fn http_follow(t: &HttpTarget, first: Url) -> ProbeResult {
         let redirect = matches!(answer.status, 301 | 302 | 303 | 307 | 308);
         if let (true, Some(loc)) = (redirect, &answer.location) {
             let Some((next, relative)) = url.join(loc) else {
-                return ProbeResult::failure(format!("Get \"{url}\": failed to parse Location header {loc:?}"));
+                return ProbeResult::failure(format!(
+                    "Get \"{url}\": failed to parse Location header {loc:?}"
+                ));
             };
             if !next.host.eq_ignore_ascii_case(&first.host) {
                 // kubelet does not follow a redirect off the probed host;
@@ -510,12 +646,16 @@ async fn http_follow(t: &HttpTarget, first: Url) -> ProbeResult {
         }
         return finish(t, answer.status, &answer.body, None);
     }
-    ProbeResult::failure(format!("Get \"{url}\": stopped after {MAX_REDIRECTS} redirects"))
+    ProbeResult::failure(format!(
+        "Get \"{url}\": stopped after {MAX_REDIRECTS} redirects"
+    ))
 }
 
 fn finish(t: &HttpTarget, status: u16, body: &[u8], off_host: Option<&Url>) -> ProbeResult {
     if t.purpose == HttpPurpose::Lifecycle {
-        return ProbeResult::success(format!("HTTP lifecycle hook answered with statuscode: {status}"));
+        return ProbeResult::success(format!(
+            "HTTP lifecycle hook answered with statuscode: {status}"
+        ));
     }
     if (200..400).contains(&status) {
         if let Some(to) = off_host {
@@ -570,7 +710,8 @@ async fn request(t: &HttpTarget, url: &Url, host_header: &str) -> Result<Answer,
         Scheme::Http => Box::new(tcp),
         Scheme::Https => tls::connect(tcp, &url.host).await?,
     };
-    let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(Io(stream)).await?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(Io(stream)).await?;
     // Dropping the task (timeout, early return) closes the connection.
     let _conn = rt::spawn(async move {
         if let Err(e) = conn.await {
@@ -581,7 +722,8 @@ async fn request(t: &HttpTarget, url: &Url, host_header: &str) -> Result<Answer,
     let mut req = http::Request::get(url.path.as_str());
     let h = req.headers_mut().expect("builder is valid so far");
     let header = |n: &str, v: &str| -> Result<(http::HeaderName, http::HeaderValue), HttpError> {
-        let name = http::HeaderName::from_bytes(n.as_bytes()).map_err(|_| HttpError::Header(n.to_string()))?;
+        let name = http::HeaderName::from_bytes(n.as_bytes())
+            .map_err(|_| HttpError::Header(n.to_string()))?;
         let value = http::HeaderValue::from_str(v).map_err(|_| HttpError::Header(n.to_string()))?;
         Ok((name, value))
     };
@@ -598,22 +740,39 @@ async fn request(t: &HttpTarget, url: &Url, host_header: &str) -> Result<Answer,
         let (n, v) = header(name, value)?;
         h.append(n, v);
     }
-    if !t.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("user-agent")) {
+    if !t
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("user-agent"))
+    {
         let ua = match t.purpose {
             HttpPurpose::Probe => PROBE_USER_AGENT,
             HttpPurpose::Lifecycle => LIFECYCLE_USER_AGENT,
         };
         h.insert(http::header::USER_AGENT, http::HeaderValue::from_static(ua));
     }
-    if !t.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("accept")) {
+    if !t
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("accept"))
+    {
         h.insert(http::header::ACCEPT, http::HeaderValue::from_static("*/*"));
     }
-    h.insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
-    let req = req.body(Empty::new()).map_err(|e| HttpError::Header(e.to_string()))?;
+    h.insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+    let req = req
+        .body(Empty::new())
+        .map_err(|e| HttpError::Header(e.to_string()))?;
 
     let resp = sender.send_request(req).await?;
     let status = resp.status().as_u16();
-    let location = resp.headers().get(http::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let location = resp
+        .headers()
+        .get(http::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let mut body = resp.into_body();
     let mut buf = Vec::new();
     while buf.len() < MAX_READ {
@@ -628,7 +787,11 @@ async fn request(t: &HttpTarget, url: &Url, host_header: &str) -> Result<Answer,
             }
         }
     }
-    Ok(Answer { status, location, body: buf })
+    Ok(Answer {
+        status,
+        location,
+        body: buf,
+    })
 }
 
 #[cfg(feature = "https-probes")]
@@ -638,9 +801,13 @@ mod tls {
     use std::io;
     use std::sync::{Arc, OnceLock};
 
-    use futures_rustls::rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use futures_rustls::rustls::client::danger::{
+        HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
+    };
     use futures_rustls::rustls::crypto::ring as rustls_ring;
-    use futures_rustls::rustls::crypto::{CryptoProvider, GetRandomFailed, KeyProvider, SecureRandom, WebPkiSupportedAlgorithms};
+    use futures_rustls::rustls::crypto::{
+        CryptoProvider, GetRandomFailed, KeyProvider, SecureRandom, WebPkiSupportedAlgorithms,
+    };
     use futures_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
     use futures_rustls::rustls::sign::SigningKey;
     use futures_rustls::rustls::{self, ClientConfig, DigitallySignedStruct, SignatureScheme};
@@ -714,7 +881,8 @@ mod tls {
 
     impl SecureRandom for SystemRandom {
         fn fill(&self, buf: &mut [u8]) -> Result<(), GetRandomFailed> {
-            ::ring::rand::SecureRandom::fill(&::ring::rand::SystemRandom::new(), buf).map_err(|_| GetRandomFailed)
+            ::ring::rand::SecureRandom::fill(&::ring::rand::SystemRandom::new(), buf)
+                .map_err(|_| GetRandomFailed)
         }
     }
 
@@ -723,8 +891,13 @@ mod tls {
     struct NoKeys;
 
     impl KeyProvider for NoKeys {
-        fn load_private_key(&self, _: PrivateKeyDer<'static>) -> Result<Arc<dyn SigningKey>, rustls::Error> {
-            Err(rustls::Error::General("probes use no client certificate".into()))
+        fn load_private_key(
+            &self,
+            _: PrivateKeyDer<'static>,
+        ) -> Result<Arc<dyn SigningKey>, rustls::Error> {
+            Err(rustls::Error::General(
+                "probes use no client certificate".into(),
+            ))
         }
     }
 
@@ -744,8 +917,14 @@ mod tls {
                 cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
                 cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
             ],
-            kx_groups: vec![rustls_ring::kx_group::X25519, rustls_ring::kx_group::SECP256R1],
-            signature_verification_algorithms: WebPkiSupportedAlgorithms { all: &[], mapping: &[] },
+            kx_groups: vec![
+                rustls_ring::kx_group::X25519,
+                rustls_ring::kx_group::SECP256R1,
+            ],
+            signature_verification_algorithms: WebPkiSupportedAlgorithms {
+                all: &[],
+                mapping: &[],
+            },
             secure_random: &SystemRandom,
             key_provider: &NoKeys,
         }
@@ -766,11 +945,20 @@ mod tls {
             .clone()
     }
 
-    pub(super) async fn connect(tcp: Async<std::net::TcpStream>, host: &str) -> Result<Box<dyn Stream>, HttpError> {
-        let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    pub(super) async fn connect(
+        tcp: Async<std::net::TcpStream>,
+        host: &str,
+    ) -> Result<Box<dyn Stream>, HttpError> {
+        let bare = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
         let name = ServerName::try_from(bare.to_string())
             .map_err(|e| HttpError::Tls(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
-        let tls = TlsConnector::from(config()).connect(name, tcp).await.map_err(HttpError::Tls)?;
+        let tls = TlsConnector::from(config())
+            .connect(name, tcp)
+            .await
+            .map_err(HttpError::Tls)?;
         Ok(Box::new(tls))
     }
 }
@@ -782,7 +970,10 @@ pub use tls::InsecureProbeVerifier;
 mod tls {
     use super::{HttpError, Stream};
 
-    pub(super) async fn connect(_: smol::Async<std::net::TcpStream>, _: &str) -> Result<Box<dyn Stream>, HttpError> {
+    pub(super) async fn connect(
+        _: smol::Async<std::net::TcpStream>,
+        _: &str,
+    ) -> Result<Box<dyn Stream>, HttpError> {
         Err(HttpError::NoTls)
     }
 }
@@ -833,9 +1024,13 @@ struct H2(hyper::client::conn::http2::SendRequest<tonic::body::Body>);
 impl tower_service::Service<http::Request<tonic::body::Body>> for H2 {
     type Response = http::Response<hyper::body::Incoming>;
     type Error = hyper::Error;
-    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Self::Response, hyper::Error>>>>;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<Self::Response, hyper::Error>>>>;
 
-    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), hyper::Error>> {
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), hyper::Error>> {
         std::task::Poll::Ready(Ok(()))
     }
 
@@ -850,7 +1045,9 @@ pub async fn grpc(host: &str, port: u16, service: &str, timeout: Duration) -> Pr
     let addr = join_host_port(host, port);
     match rt::timeout(timeout, grpc_check(host, port, service)).await {
         Some(r) => r,
-        None => ProbeResult::failure(format!("timeout: health rpc to {addr:?} did not complete within {timeout:?}")),
+        None => ProbeResult::failure(format!(
+            "timeout: health rpc to {addr:?} did not complete within {timeout:?}"
+        )),
     }
 }
 
@@ -858,13 +1055,21 @@ async fn grpc_check(host: &str, port: u16, service: &str) -> ProbeResult {
     let addr = join_host_port(host, port);
     let tcp = match dial(host, port).await {
         Ok(s) => s,
-        Err(e) => return ProbeResult::failure(format!("error: failed to connect service at {addr:?}: {e}")),
+        Err(e) => {
+            return ProbeResult::failure(format!(
+                "error: failed to connect service at {addr:?}: {e}"
+            ))
+        }
     };
     let mut builder = hyper::client::conn::http2::Builder::new(LocalExec);
     builder.timer(SmolTimer);
     let (sender, conn) = match builder.handshake(Io(tcp)).await {
         Ok(h) => h,
-        Err(e) => return ProbeResult::failure(format!("error: failed to connect service at {addr:?}: {e}")),
+        Err(e) => {
+            return ProbeResult::failure(format!(
+                "error: failed to connect service at {addr:?}: {e}"
+            ))
+        }
     };
     // Dropping the task (timeout, return) closes the connection.
     let _conn = rt::spawn(async move {
@@ -877,8 +1082,13 @@ async fn grpc_check(host: &str, port: u16, service: &str) -> ProbeResult {
         Err(e) => return ProbeResult::failure(format!("error: invalid address {addr:?}: {e}")),
     };
     let mut client = tonic::client::Grpc::with_origin(H2(sender), origin);
-    let mut req = tonic::Request::new(HealthCheckRequest { service: service.to_string() });
-    req.metadata_mut().insert("user-agent", tonic::metadata::MetadataValue::from_static(PROBE_USER_AGENT));
+    let mut req = tonic::Request::new(HealthCheckRequest {
+        service: service.to_string(),
+    });
+    req.metadata_mut().insert(
+        "user-agent",
+        tonic::metadata::MetadataValue::from_static(PROBE_USER_AGENT),
+    );
     let path = http::uri::PathAndQuery::from_static("/grpc.health.v1.Health/Check");
     let codec = tonic_prost::ProstCodec::<HealthCheckRequest, HealthCheckResponse>::default();
     if let Err(e) = client.ready().await {
@@ -904,9 +1114,18 @@ async fn grpc_check(host: &str, port: u16, service: &str) -> ProbeResult {
 // --- exec -----------------------------------------------------------------------
 
 /// Runs `cmd` in the container with CRI ExecSync.
-pub async fn exec(rt: &Runtime, container_id: &str, cmd: &[String], timeout: Duration) -> ProbeResult {
+pub async fn exec(
+    rt: &Runtime,
+    container_id: &str,
+    cmd: &[String],
+    timeout: Duration,
+) -> ProbeResult {
     let secs = (timeout.as_nanos().div_ceil(1_000_000_000) as i64).max(1);
-    let req = api::ExecSyncRequest { container_id: container_id.to_string(), cmd: cmd.to_vec(), timeout: secs };
+    let req = api::ExecSyncRequest {
+        container_id: container_id.to_string(),
+        cmd: cmd.to_vec(),
+        timeout: secs,
+    };
     let timed_out = || ProbeResult::failure(format!("command {:?} timed out", cmd.join(" ")));
     match rt::timeout(timeout + EXEC_SLACK, rt.exec_sync(req)).await {
         None => timed_out(),
@@ -920,7 +1139,11 @@ pub async fn exec(rt: &Runtime, container_id: &str, cmd: &[String], timeout: Dur
             if r.exit_code == 0 {
                 ProbeResult::success(text)
             } else if text.is_empty() {
-                ProbeResult::failure(format!("command {:?} exited with code {}", cmd.join(" "), r.exit_code))
+                ProbeResult::failure(format!(
+                    "command {:?} exited with code {}",
+                    cmd.join(" "),
+                    r.exit_code
+                ))
             } else {
                 ProbeResult::failure(text)
             }
@@ -939,7 +1162,9 @@ mod grpc_health_server;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{ContainerPort, GRPCAction, HTTPGetAction, HTTPHeader, SleepAction, TCPSocketAction};
+    use k8s_openapi::api::core::v1::{
+        ContainerPort, GRPCAction, HTTPGetAction, HTTPHeader, SleepAction, TCPSocketAction,
+    };
     use smol::io::{AsyncReadExt, AsyncWriteExt};
     use std::cell::RefCell;
     use std::net::TcpListener;
@@ -950,7 +1175,9 @@ mod tests {
     /// A one-request-per-connection HTTP/1.1 server on 127.0.0.1: `answer`
     /// maps the request head to the whole response. Returns the port and
     /// the request heads seen.
-    fn serve_http(answer: impl Fn(&str, u16) -> String + 'static) -> (u16, Rc<RefCell<Vec<String>>>) {
+    fn serve_http(
+        answer: impl Fn(&str, u16) -> String + 'static,
+    ) -> (u16, Rc<RefCell<Vec<String>>>) {
         let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap();
         let port = listener.get_ref().local_addr().unwrap().port();
         let seen = Rc::new(RefCell::new(Vec::new()));
@@ -987,7 +1214,10 @@ mod tests {
     }
 
     fn response(status: &str, extra: &str, body: &str) -> String {
-        format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}", body.len())
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
+            body.len()
+        )
     }
 
     fn target(port: u16, path: &str) -> HttpTarget {
@@ -1004,7 +1234,11 @@ mod tests {
     fn container_with_port(name: &str, port: i32) -> Container {
         Container {
             name: "app".into(),
-            ports: Some(vec![ContainerPort { name: Some(name.into()), container_port: port, ..Default::default() }]),
+            ports: Some(vec![ContainerPort {
+                name: Some(name.into()),
+                container_port: port,
+                ..Default::default()
+            }]),
             ..Default::default()
         }
     }
@@ -1023,7 +1257,10 @@ mod tests {
             assert_eq!(r.outcome, Outcome::Success, "{}", r.message);
             let head = seen.borrow()[0].to_ascii_lowercase();
             assert!(head.starts_with("get /healthz?x=1 http/1.1\r\n"), "{head}");
-            assert!(head.contains(&format!("host: 127.0.0.1:{port}\r\n")), "{head}");
+            assert!(
+                head.contains(&format!("host: 127.0.0.1:{port}\r\n")),
+                "{head}"
+            );
             assert!(head.contains("user-agent: kube-probe/1.36\r\n"), "{head}");
             assert!(head.contains("accept: */*\r\n"), "{head}");
         });
@@ -1032,10 +1269,15 @@ mod tests {
     #[test]
     fn a_500_answer_is_a_failure_naming_the_status_code_and_the_body() {
         rt::block_on(async {
-            let (port, _) = serve_http(|_, _| response("500 Internal Server Error", "", "database down"));
+            let (port, _) =
+                serve_http(|_, _| response("500 Internal Server Error", "", "database down"));
             let r = http_get(&target(port, "/"), T).await;
             assert_eq!(r.outcome, Outcome::Failure);
-            assert!(r.message.contains("HTTP probe failed with statuscode: 500"), "{}", r.message);
+            assert!(
+                r.message.contains("HTTP probe failed with statuscode: 500"),
+                "{}",
+                r.message
+            );
             assert!(r.message.contains("database down"), "{}", r.message);
         });
     }
@@ -1056,8 +1298,14 @@ mod tests {
             let head = seen.borrow()[0].to_ascii_lowercase();
             assert!(head.contains("host: example.test\r\n"), "{head}");
             assert!(head.contains("x-probe: yes\r\n"), "{head}");
-            assert!(head.contains("accept: application/json\r\n") && !head.contains("*/*"), "{head}");
-            assert!(head.contains("user-agent: mine\r\n") && !head.contains("kube-probe"), "{head}");
+            assert!(
+                head.contains("accept: application/json\r\n") && !head.contains("*/*"),
+                "{head}"
+            );
+            assert!(
+                head.contains("user-agent: mine\r\n") && !head.contains("kube-probe"),
+                "{head}"
+            );
         });
     }
 
@@ -1074,7 +1322,12 @@ mod tests {
                 }
             });
             let r = http_get(&target(port, "/old"), T).await;
-            assert_eq!(r.outcome, Outcome::Failure, "the 500 after the redirect counts: {}", r.message);
+            assert_eq!(
+                r.outcome,
+                Outcome::Failure,
+                "the 500 after the redirect counts: {}",
+                r.message
+            );
             assert!(r.message.contains("statuscode: 500"), "{}", r.message);
             assert_eq!(seen.borrow().len(), 2);
         });
@@ -1085,7 +1338,11 @@ mod tests {
         rt::block_on(async {
             let (ok_port, _) = serve_http(|_, _| response("200 OK", "", ""));
             let (port, _) = serve_http(move |_, _| {
-                response("301 Moved Permanently", &format!("Location: http://127.0.0.1:{ok_port}/x\r\n"), "")
+                response(
+                    "301 Moved Permanently",
+                    &format!("Location: http://127.0.0.1:{ok_port}/x\r\n"),
+                    "",
+                )
             });
             let r = http_get(&target(port, "/"), T).await;
             assert_eq!(r.outcome, Outcome::Success, "{}", r.message);
@@ -1096,10 +1353,20 @@ mod tests {
     #[test]
     fn a_redirect_to_another_host_is_not_followed_and_counts_as_success() {
         rt::block_on(async {
-            let (port, seen) = serve_http(|_, _| response("302 Found", "Location: http://192.0.2.1/elsewhere\r\n", "moved"));
+            let (port, seen) = serve_http(|_, _| {
+                response(
+                    "302 Found",
+                    "Location: http://192.0.2.1/elsewhere\r\n",
+                    "moved",
+                )
+            });
             let r = http_get(&target(port, "/"), T).await;
             assert_eq!(r.outcome, Outcome::Success, "{}", r.message);
-            assert!(r.message.contains("Probe terminated redirects"), "{}", r.message);
+            assert!(
+                r.message.contains("Probe terminated redirects"),
+                "{}",
+                r.message
+            );
             assert_eq!(seen.borrow().len(), 1);
         });
     }
@@ -1107,10 +1374,15 @@ mod tests {
     #[test]
     fn a_redirect_loop_fails_after_ten_requests() {
         rt::block_on(async {
-            let (port, seen) = serve_http(|_, _| response("307 Temporary Redirect", "Location: /again\r\n", ""));
+            let (port, seen) =
+                serve_http(|_, _| response("307 Temporary Redirect", "Location: /again\r\n", ""));
             let r = http_get(&target(port, "/"), T).await;
             assert_eq!(r.outcome, Outcome::Failure);
-            assert!(r.message.contains("stopped after 10 redirects"), "{}", r.message);
+            assert!(
+                r.message.contains("stopped after 10 redirects"),
+                "{}",
+                r.message
+            );
             assert_eq!(seen.borrow().len(), MAX_REDIRECTS);
         });
     }
@@ -1146,7 +1418,11 @@ mod tests {
             let (port, _) = serve_http(move |_, _| response("503 Service Unavailable", "", &big));
             let r = http_get(&target(port, "/"), T).await;
             assert_eq!(r.outcome, Outcome::Failure);
-            assert!(r.message.len() < 2 * 1024, "message is bounded: {} bytes", r.message.len());
+            assert!(
+                r.message.len() < 2 * 1024,
+                "message is bounded: {} bytes",
+                r.message.len()
+            );
         });
     }
 
@@ -1158,7 +1434,11 @@ mod tests {
             t.purpose = HttpPurpose::Lifecycle;
             let r = http_get(&t, T).await;
             assert_eq!(r.outcome, Outcome::Success, "{}", r.message);
-            assert!(seen.borrow()[0].contains("user-agent: kube-lifecycle/1.36\r\n"), "{:?}", seen.borrow());
+            assert!(
+                seen.borrow()[0].contains("user-agent: kube-lifecycle/1.36\r\n"),
+                "{:?}",
+                seen.borrow()
+            );
         });
     }
 
@@ -1187,12 +1467,14 @@ QdaWnkAoONBAIr+OcVD7o8Y53nZQtTcUJLP6F4tkuUdNbWFz8tjWEMxP
 -----END PRIVATE KEY-----";
         let cert = CertificateDer::from_pem_slice(CERT.as_bytes()).unwrap();
         let key = PrivateKeyDer::from_pem_slice(KEY.as_bytes()).unwrap();
-        let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![cert], key)
-            .unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)
+        .unwrap();
         let acceptor = futures_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
         rt::block_on(async {
             let listener = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap();
@@ -1203,7 +1485,13 @@ QdaWnkAoONBAIr+OcVD7o8Y53nZQtTcUJLP6F4tkuUdNbWFz8tjWEMxP
                 loop {
                     let (tcp, _) = listener.accept().await.unwrap();
                     if let Ok(tls) = acceptor.accept(tcp).await {
-                        read_head(tls, &|_: &str, _| response("200 OK", "", "secure"), port, &log).await;
+                        read_head(
+                            tls,
+                            &|_: &str, _| response("200 OK", "", "secure"),
+                            port,
+                            &log,
+                        )
+                        .await;
                     }
                 }
             });
@@ -1211,13 +1499,19 @@ QdaWnkAoONBAIr+OcVD7o8Y53nZQtTcUJLP6F4tkuUdNbWFz8tjWEMxP
             t.scheme = Scheme::Https;
             let r = http_get(&t, T).await;
             assert_eq!(r.outcome, Outcome::Success, "{}", r.message);
-            assert!(seen.borrow()[0].starts_with("GET /tls HTTP/1.1"), "{:?}", seen.borrow());
+            assert!(
+                seen.borrow()[0].starts_with("GET /tls HTTP/1.1"),
+                "{:?}",
+                seen.borrow()
+            );
             // A plain HTTP answer to the TLS hello fails the probe.
             let plain = Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap();
             let plain_port = plain.get_ref().local_addr().unwrap().port();
             let _plain = rt::spawn(async move {
                 let (mut s, _) = plain.accept().await.unwrap();
-                let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n").await;
+                let _ = s
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+                    .await;
                 rt::sleep(Duration::from_secs(1)).await;
             });
             let mut t = target(plain_port, "/");
@@ -1246,14 +1540,20 @@ QdaWnkAoONBAIr+OcVD7o8Y53nZQtTcUJLP6F4tkuUdNbWFz8tjWEMxP
         rt::block_on(async {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             let port = l.local_addr().unwrap().port();
-            assert_eq!(tcp_socket("127.0.0.1", port, T).await.outcome, Outcome::Success);
+            assert_eq!(
+                tcp_socket("127.0.0.1", port, T).await.outcome,
+                Outcome::Success
+            );
             let r = tcp_socket("127.0.0.1", closed_port(), T).await;
             assert_eq!(r.outcome, Outcome::Failure);
             assert!(r.message.contains("dial tcp"), "{}", r.message);
             let r = tcp_socket("probe-target.invalid", port, T).await;
             assert_eq!(r.outcome, Outcome::Failure);
             assert!(r.message.contains("need an IP address"), "{}", r.message);
-            assert_eq!(tcp_socket("localhost", port, T).await.outcome, Outcome::Success);
+            assert_eq!(
+                tcp_socket("localhost", port, T).await.outcome,
+                Outcome::Success
+            );
         });
     }
 
@@ -1275,12 +1575,18 @@ QdaWnkAoONBAIr+OcVD7o8Y53nZQtTcUJLP6F4tkuUdNbWFz8tjWEMxP
             let (port, _server) = start_grpc_server(&flag);
             let r = grpc("127.0.0.1", port, "", T).await;
             assert_eq!(r, ProbeResult::success("service healthy"));
-            assert_eq!(grpc("127.0.0.1", port, "picolet.test", T).await.outcome, Outcome::Success);
+            assert_eq!(
+                grpc("127.0.0.1", port, "picolet.test", T).await.outcome,
+                Outcome::Success
+            );
 
             std::fs::write(&flag, b"").unwrap();
             let r = grpc("127.0.0.1", port, "", T).await;
             assert_eq!(r.outcome, Outcome::Failure);
-            assert_eq!(r.message, "service unhealthy (responded with \"NOT_SERVING\")");
+            assert_eq!(
+                r.message,
+                "service unhealthy (responded with \"NOT_SERVING\")"
+            );
 
             let r = grpc("127.0.0.1", port, "no.such.Service", T).await;
             assert_eq!(r.outcome, Outcome::Failure);
@@ -1292,7 +1598,11 @@ QdaWnkAoONBAIr+OcVD7o8Y53nZQtTcUJLP6F4tkuUdNbWFz8tjWEMxP
     fn a_grpc_probe_fails_when_nothing_listens() {
         let r = rt::block_on(grpc("127.0.0.1", closed_port(), "", T));
         assert_eq!(r.outcome, Outcome::Failure);
-        assert!(r.message.starts_with("error: failed to connect service"), "{}", r.message);
+        assert!(
+            r.message.starts_with("error: failed to connect service"),
+            "{}",
+            r.message
+        );
     }
 
     #[test]
@@ -1314,17 +1624,33 @@ QdaWnkAoONBAIr+OcVD7o8Y53nZQtTcUJLP6F4tkuUdNbWFz8tjWEMxP
 
     #[test]
     fn an_exec_probe_without_a_runtime_is_unknown_not_failed() {
-        let rt_ = Runtime::new("/nonexistent/picolet-prober-test.sock".into(), Duration::from_secs(1));
+        let rt_ = Runtime::new(
+            "/nonexistent/picolet-prober-test.sock".into(),
+            Duration::from_secs(1),
+        );
         let r = rt::block_on(exec(&rt_, "c1", &["true".into()], Duration::from_secs(1)));
         assert_eq!(r.outcome, Outcome::Unknown, "{}", r.message);
     }
 
     #[test]
     fn a_sleep_hook_longer_than_its_timeout_fails() {
-        let rt_ = Runtime::new("/nonexistent/picolet-prober-test.sock".into(), Duration::from_secs(1));
-        let r = rt::block_on(run_handler(&rt_, "c1", &Handler::Sleep(Duration::from_secs(30)), Duration::from_millis(50)));
+        let rt_ = Runtime::new(
+            "/nonexistent/picolet-prober-test.sock".into(),
+            Duration::from_secs(1),
+        );
+        let r = rt::block_on(run_handler(
+            &rt_,
+            "c1",
+            &Handler::Sleep(Duration::from_secs(30)),
+            Duration::from_millis(50),
+        ));
         assert_eq!(r.outcome, Outcome::Failure);
-        let r = rt::block_on(run_handler(&rt_, "c1", &Handler::Sleep(Duration::from_millis(10)), T));
+        let r = rt::block_on(run_handler(
+            &rt_,
+            "c1",
+            &Handler::Sleep(Duration::from_millis(10)),
+            T,
+        ));
         assert_eq!(r.outcome, Outcome::Success);
     }
 
@@ -1332,18 +1658,36 @@ QdaWnkAoONBAIr+OcVD7o8Y53nZQtTcUJLP6F4tkuUdNbWFz8tjWEMxP
     fn ports_resolve_by_number_by_name_and_by_a_number_in_a_string() {
         let c = container_with_port("http", 8080);
         assert_eq!(resolve_port(&IntOrString::Int(9000), &c), Ok(9000));
-        assert_eq!(resolve_port(&IntOrString::String("http".into()), &c), Ok(8080));
-        assert_eq!(resolve_port(&IntOrString::String("9090".into()), &c), Ok(9090));
-        assert_eq!(resolve_port(&IntOrString::String("metrics".into()), &c), Err("port metrics not found".into()));
-        assert_eq!(resolve_port(&IntOrString::Int(0), &c), Err("invalid port number: 0".into()));
-        assert_eq!(resolve_port(&IntOrString::Int(70000), &c), Err("invalid port number: 70000".into()));
+        assert_eq!(
+            resolve_port(&IntOrString::String("http".into()), &c),
+            Ok(8080)
+        );
+        assert_eq!(
+            resolve_port(&IntOrString::String("9090".into()), &c),
+            Ok(9090)
+        );
+        assert_eq!(
+            resolve_port(&IntOrString::String("metrics".into()), &c),
+            Err("port metrics not found".into())
+        );
+        assert_eq!(
+            resolve_port(&IntOrString::Int(0), &c),
+            Err("invalid port number: 0".into())
+        );
+        assert_eq!(
+            resolve_port(&IntOrString::Int(70000), &c),
+            Err("invalid port number: 70000".into())
+        );
     }
 
     #[test]
     fn an_http_probe_defaults_to_the_pod_ip_root_path_and_plain_http() {
         let c = container_with_port("web", 80);
         let p = Probe {
-            http_get: Some(HTTPGetAction { port: IntOrString::String("web".into()), ..Default::default() }),
+            http_get: Some(HTTPGetAction {
+                port: IntOrString::String("web".into()),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         let h = probe_handler(&p, "10.1.0.5", &c).unwrap();
@@ -1364,12 +1708,20 @@ QdaWnkAoONBAIr+OcVD7o8Y53nZQtTcUJLP6F4tkuUdNbWFz8tjWEMxP
                 path: Some("healthz".into()),
                 scheme: Some("HTTPS".into()),
                 port: IntOrString::Int(8443),
-                http_headers: Some(vec![HTTPHeader { name: "X-A".into(), value: "b".into() }]),
+                http_headers: Some(vec![HTTPHeader {
+                    name: "X-A".into(),
+                    value: "b".into(),
+                }]),
             }),
             ..Default::default()
         };
-        let Handler::HttpGet(t) = probe_handler(&p, "10.1.0.5", &c).unwrap() else { panic!() };
-        assert_eq!((t.scheme, t.host.as_str(), t.port, t.path.as_str()), (Scheme::Https, "127.0.0.1", 8443, "/healthz"));
+        let Handler::HttpGet(t) = probe_handler(&p, "10.1.0.5", &c).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (t.scheme, t.host.as_str(), t.port, t.path.as_str()),
+            (Scheme::Https, "127.0.0.1", 8443, "/healthz")
+        );
         assert_eq!(t.headers, vec![("X-A".to_string(), "b".to_string())]);
         assert_eq!(t.url(), "https://127.0.0.1:8443/healthz");
     }
@@ -1378,63 +1730,139 @@ QdaWnkAoONBAIr+OcVD7o8Y53nZQtTcUJLP6F4tkuUdNbWFz8tjWEMxP
     fn tcp_grpc_and_exec_probes_take_their_defaults() {
         let c = container_with_port("grpc", 50051);
         let tcp = Probe {
-            tcp_socket: Some(TCPSocketAction { host: None, port: IntOrString::String("grpc".into()) }),
+            tcp_socket: Some(TCPSocketAction {
+                host: None,
+                port: IntOrString::String("grpc".into()),
+            }),
             ..Default::default()
         };
-        assert_eq!(probe_handler(&tcp, "fd00::5", &c), Ok(Handler::TcpSocket { host: "fd00::5".into(), port: 50051 }));
-        let g = Probe { grpc: Some(GRPCAction { port: 50051, service: None }), ..Default::default() };
+        assert_eq!(
+            probe_handler(&tcp, "fd00::5", &c),
+            Ok(Handler::TcpSocket {
+                host: "fd00::5".into(),
+                port: 50051
+            })
+        );
+        let g = Probe {
+            grpc: Some(GRPCAction {
+                port: 50051,
+                service: None,
+            }),
+            ..Default::default()
+        };
         assert_eq!(
             probe_handler(&g, "10.1.0.5", &c),
-            Ok(Handler::Grpc { host: "10.1.0.5".into(), port: 50051, service: String::new() })
+            Ok(Handler::Grpc {
+                host: "10.1.0.5".into(),
+                port: 50051,
+                service: String::new()
+            })
         );
         let e = Probe {
-            exec: Some(k8s_openapi::api::core::v1::ExecAction { command: Some(vec!["cat".into(), "/ok".into()]) }),
+            exec: Some(k8s_openapi::api::core::v1::ExecAction {
+                command: Some(vec!["cat".into(), "/ok".into()]),
+            }),
             ..Default::default()
         };
-        assert_eq!(probe_handler(&e, "", &c), Ok(Handler::Exec { command: vec!["cat".into(), "/ok".into()] }));
+        assert_eq!(
+            probe_handler(&e, "", &c),
+            Ok(Handler::Exec {
+                command: vec!["cat".into(), "/ok".into()]
+            })
+        );
     }
 
     #[test]
     fn a_probe_with_no_handler_or_two_handlers_or_no_pod_ip_is_refused() {
         let c = Container::default();
-        assert_eq!(probe_handler_typed(&Probe::default(), "10.0.0.1", &c), Err(HandlerError::None));
+        assert_eq!(
+            probe_handler_typed(&Probe::default(), "10.0.0.1", &c),
+            Err(HandlerError::None)
+        );
         let two = Probe {
-            grpc: Some(GRPCAction { port: 1, service: None }),
-            tcp_socket: Some(TCPSocketAction { host: None, port: IntOrString::Int(1) }),
+            grpc: Some(GRPCAction {
+                port: 1,
+                service: None,
+            }),
+            tcp_socket: Some(TCPSocketAction {
+                host: None,
+                port: IntOrString::Int(1),
+            }),
             ..Default::default()
         };
-        assert_eq!(probe_handler_typed(&two, "10.0.0.1", &c), Err(HandlerError::Several("tcpSocket, grpc".into())));
-        let tcp = Probe { tcp_socket: Some(TCPSocketAction { host: None, port: IntOrString::Int(1) }), ..Default::default() };
+        assert_eq!(
+            probe_handler_typed(&two, "10.0.0.1", &c),
+            Err(HandlerError::Several("tcpSocket, grpc".into()))
+        );
+        let tcp = Probe {
+            tcp_socket: Some(TCPSocketAction {
+                host: None,
+                port: IntOrString::Int(1),
+            }),
+            ..Default::default()
+        };
         assert_eq!(probe_handler_typed(&tcp, "", &c), Err(HandlerError::NoHost));
     }
 
     #[test]
     fn lifecycle_handlers_cover_exec_http_and_sleep_but_refuse_tcp() {
         let c = Container::default();
-        let sleep = LifecycleHandler { sleep: Some(SleepAction { seconds: 3 }), ..Default::default() };
-        assert_eq!(lifecycle_handler(&sleep, "10.0.0.1", &c), Ok(Handler::Sleep(Duration::from_secs(3))));
+        let sleep = LifecycleHandler {
+            sleep: Some(SleepAction { seconds: 3 }),
+            ..Default::default()
+        };
+        assert_eq!(
+            lifecycle_handler(&sleep, "10.0.0.1", &c),
+            Ok(Handler::Sleep(Duration::from_secs(3)))
+        );
         let http = LifecycleHandler {
-            http_get: Some(HTTPGetAction { port: IntOrString::Int(8080), path: Some("/stop".into()), ..Default::default() }),
+            http_get: Some(HTTPGetAction {
+                port: IntOrString::Int(8080),
+                path: Some("/stop".into()),
+                ..Default::default()
+            }),
             ..Default::default()
         };
-        let Ok(Handler::HttpGet(t)) = lifecycle_handler(&http, "10.0.0.1", &c) else { panic!() };
-        assert_eq!((t.purpose, t.url()), (HttpPurpose::Lifecycle, "http://10.0.0.1:8080/stop".to_string()));
+        let Ok(Handler::HttpGet(t)) = lifecycle_handler(&http, "10.0.0.1", &c) else {
+            panic!()
+        };
+        assert_eq!(
+            (t.purpose, t.url()),
+            (
+                HttpPurpose::Lifecycle,
+                "http://10.0.0.1:8080/stop".to_string()
+            )
+        );
         let tcp = LifecycleHandler {
-            tcp_socket: Some(TCPSocketAction { host: None, port: IntOrString::Int(1) }),
+            tcp_socket: Some(TCPSocketAction {
+                host: None,
+                port: IntOrString::Int(1),
+            }),
             ..Default::default()
         };
-        assert_eq!(lifecycle_handler_typed(&tcp, "10.0.0.1", &c), Err(HandlerError::TcpLifecycle));
+        assert_eq!(
+            lifecycle_handler_typed(&tcp, "10.0.0.1", &c),
+            Err(HandlerError::TcpLifecycle)
+        );
     }
 
     #[test]
     fn redirect_locations_resolve_against_the_current_url() {
-        let base = Url { scheme: Scheme::Http, host: "10.0.0.1".into(), port: 8080, path: "/a/b?q".into() };
+        let base = Url {
+            scheme: Scheme::Http,
+            host: "10.0.0.1".into(),
+            port: 8080,
+            path: "/a/b?q".into(),
+        };
         let (u, rel) = base.join("c").unwrap();
         assert_eq!((u.path.as_str(), rel), ("/a/c", true));
         let (u, rel) = base.join("/x y").unwrap();
         assert_eq!((u.path.as_str(), rel), ("/x%20y", true));
         let (u, rel) = base.join("https://10.0.0.1/z#frag").unwrap();
-        assert_eq!((u.scheme, u.port, u.path.as_str(), rel), (Scheme::Https, 443, "/z", false));
+        assert_eq!(
+            (u.scheme, u.port, u.path.as_str(), rel),
+            (Scheme::Https, 443, "/z", false)
+        );
         let (u, _) = base.join("//[fd00::1]:9/").unwrap();
         assert_eq!((u.host.as_str(), u.port), ("fd00::1", 9));
         assert_eq!(u.to_string(), "http://[fd00::1]:9/");

@@ -33,15 +33,18 @@
 //! `oom_score_adj` and the "node-critical pod → -997" rule are left to the
 //! caller (pass [`QosClass::Guaranteed`] for critical pods).
 //!
-//! Quantities that fail to parse are treated as absent (the config loader is
-//! expected to have rejected them already). CPU is handled in millicores and
-//! memory in bytes, both rounded *up* like `Quantity.MilliValue()` and
-//! `Quantity.Value()`.
+//! Quantities are parsed by [`crate::quantity`]; those that fail to parse
+//! (or are negative) are treated as absent (the config loader is expected to
+//! have rejected them already), and amounts beyond `u64` saturate. CPU is
+//! handled in millicores and memory in bytes, both rounded *up* like
+//! `Quantity.MilliValue()` and `Quantity.Value()`.
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use std::collections::BTreeMap;
 use std::fmt;
+
+use crate::quantity::{self, QuantityError};
 
 /// Kubernetes pod QoS class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -119,17 +122,25 @@ impl Res {
             Res::Memory => MEMORY,
         }
     }
-    fn parse(self, q: &Quantity) -> Option<u64> {
-        match self {
-            Res::Cpu => parse_quantity(&q.0, 3),
-            Res::Memory => parse_quantity(&q.0, 0),
+    /// Millicores or bytes, rounded up; saturates at `u64::MAX`. Negative
+    /// or malformed quantities are `None`.
+    fn parse(self, s: &str) -> Option<u64> {
+        let q = quantity::Quantity::parse(s).ok()?;
+        let amount = match self {
+            Res::Cpu => q.milli_value(),
+            Res::Memory => q.value(),
+        };
+        match amount {
+            Ok(n) => Some(n),
+            Err(QuantityError::TooLarge) => Some(u64::MAX),
+            Err(_) => None,
         }
     }
 }
 
 fn lookup(map: Option<&BTreeMap<String, Quantity>>, res: Res) -> Option<u64> {
     map.and_then(|m| m.get(res.name()))
-        .and_then(|q| res.parse(q))
+        .and_then(|q| res.parse(&q.0))
 }
 
 /// The container's limit for `res`, if declared and parseable.
@@ -142,7 +153,7 @@ fn container_limit(c: &Container, res: Res) -> Option<u64> {
 fn container_request(c: &Container, res: Res) -> Option<u64> {
     let r = c.resources.as_ref()?;
     match r.requests.as_ref().and_then(|m| m.get(res.name())) {
-        Some(q) => res.parse(q),
+        Some(q) => res.parse(&q.0),
         None => container_limit(c, res),
     }
 }
@@ -321,75 +332,6 @@ pub fn oom_score_adj(
     }
 }
 
-/// Parses a Kubernetes quantity and returns `ceil(value * 10^scale)` as u64
-/// (scale 3 = millis, 0 = base units), saturating at `u64::MAX`.
-/// Negative or malformed quantities are `None`.
-fn parse_quantity(s: &str, scale: i32) -> Option<u64> {
-    let s = s.trim();
-    let (negative, rest) = match s.as_bytes().first()? {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let num_end = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(rest.len());
-    let (num, suffix) = rest.split_at(num_end);
-    let (int_part, frac_part) = num.split_once('.').unwrap_or((num, ""));
-    if frac_part.contains('.') || (int_part.is_empty() && frac_part.is_empty()) {
-        return None;
-    }
-    let mut mantissa: u128 = 0;
-    for d in int_part.bytes().chain(frac_part.bytes()) {
-        mantissa = mantissa
-            .saturating_mul(10)
-            .saturating_add(u128::from(d - b'0'));
-    }
-    let mut exp10: i32 = -(frac_part.len() as i32);
-    let mut binary: u32 = 0; // power of two
-    match suffix {
-        "" => {}
-        "n" => exp10 -= 9,
-        "u" => exp10 -= 6,
-        "m" => exp10 -= 3,
-        "k" => exp10 += 3,
-        "M" => exp10 += 6,
-        "G" => exp10 += 9,
-        "T" => exp10 += 12,
-        "P" => exp10 += 15,
-        "E" => exp10 += 18,
-        "Ki" => binary = 10,
-        "Mi" => binary = 20,
-        "Gi" => binary = 30,
-        "Ti" => binary = 40,
-        "Pi" => binary = 50,
-        "Ei" => binary = 60,
-        s if s.starts_with(['e', 'E']) && s.len() > 1 => {
-            let e: i32 = s[1..].parse().ok()?;
-            exp10 = exp10.checked_add(e)?;
-        }
-        _ => return None,
-    }
-    if negative && mantissa != 0 {
-        return None;
-    }
-    let value = mantissa.saturating_mul(1u128 << binary);
-    let exp10 = exp10 + scale;
-    let scaled = if exp10 >= 0 {
-        10u128
-            .checked_pow(exp10 as u32)
-            .map_or(if value == 0 { 0 } else { u128::MAX }, |p| {
-                value.saturating_mul(p)
-            })
-    } else {
-        match 10u128.checked_pow((-exp10) as u32) {
-            Some(p) => value / p + u128::from(!value.is_multiple_of(p)),
-            None => u128::from(value != 0),
-        }
-    };
-    Some(scaled.min(u64::MAX as u128) as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -438,22 +380,22 @@ mod tests {
 
     #[test]
     fn quantities_parse_to_millicores_and_bytes_rounding_up() {
-        assert_eq!(parse_quantity("100m", 3), Some(100));
-        assert_eq!(parse_quantity("0.5", 3), Some(500));
-        assert_eq!(parse_quantity("2", 3), Some(2000));
-        assert_eq!(parse_quantity("1.0001", 3), Some(1001));
-        assert_eq!(parse_quantity("250000u", 3), Some(250));
-        assert_eq!(parse_quantity("1n", 3), Some(1));
-        assert_eq!(parse_quantity("128Mi", 0), Some(128 << 20));
-        assert_eq!(parse_quantity("1G", 0), Some(1_000_000_000));
-        assert_eq!(parse_quantity("512", 0), Some(512));
-        assert_eq!(parse_quantity("1.5Gi", 0), Some(3 << 29));
-        assert_eq!(parse_quantity("1e3", 0), Some(1000));
-        assert_eq!(parse_quantity("12E-1", 0), Some(2));
-        assert_eq!(parse_quantity("1k", 0), Some(1000));
-        assert_eq!(parse_quantity("0", 3), Some(0));
-        assert_eq!(parse_quantity("-0", 3), Some(0));
-        assert_eq!(parse_quantity("1000Ei", 0), Some(u64::MAX));
+        assert_eq!(Res::Cpu.parse("100m"), Some(100));
+        assert_eq!(Res::Cpu.parse("0.5"), Some(500));
+        assert_eq!(Res::Cpu.parse("2"), Some(2000));
+        assert_eq!(Res::Cpu.parse("1.0001"), Some(1001));
+        assert_eq!(Res::Cpu.parse("250000u"), Some(250));
+        assert_eq!(Res::Cpu.parse("1n"), Some(1));
+        assert_eq!(Res::Memory.parse("128Mi"), Some(128 << 20));
+        assert_eq!(Res::Memory.parse("1G"), Some(1_000_000_000));
+        assert_eq!(Res::Memory.parse("512"), Some(512));
+        assert_eq!(Res::Memory.parse("1.5Gi"), Some(3 << 29));
+        assert_eq!(Res::Memory.parse("1e3"), Some(1000));
+        assert_eq!(Res::Memory.parse("12E-1"), Some(2));
+        assert_eq!(Res::Memory.parse("1k"), Some(1000));
+        assert_eq!(Res::Cpu.parse("0"), Some(0));
+        assert_eq!(Res::Cpu.parse("-0"), Some(0));
+        assert_eq!(Res::Memory.parse("1000Ei"), Some(u64::MAX));
     }
 
     #[test]
@@ -461,7 +403,7 @@ mod tests {
         for bad in [
             "", "m", "abc", "1..2", "1.2.3", "10Q", "1mi", "-1", "1e", "--1",
         ] {
-            assert_eq!(parse_quantity(bad, 3), None, "{bad:?}");
+            assert_eq!(Res::Cpu.parse(bad), None, "{bad:?}");
         }
     }
 

@@ -144,7 +144,10 @@ mod tests {
 
     #[test]
     fn a_timeout_returns_none_when_the_future_is_slower() {
-        let r = block_on(timeout(Duration::from_millis(10), sleep(Duration::from_secs(5))));
+        let r = block_on(timeout(
+            Duration::from_millis(10),
+            sleep(Duration::from_secs(5)),
+        ));
         assert!(r.is_none());
     }
 

@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
-    HostIP, Pod, PodCondition, PodIP, PodStatus,
+    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
+    ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -76,15 +76,24 @@ pub const SUCCEEDED: &str = "Succeeded";
 pub const FAILED: &str = "Failed";
 
 fn restart_policy(pod: &Pod) -> &str {
-    pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()).unwrap_or("Always")
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref())
+        .unwrap_or("Always")
 }
 
 fn init_containers(pod: &Pod) -> &[Container] {
-    pod.spec.as_ref().and_then(|s| s.init_containers.as_deref()).unwrap_or(&[])
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or(&[])
 }
 
 fn app_containers(pod: &Pod) -> &[Container] {
-    pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or(&[])
+    pod.spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or(&[])
 }
 
 /// A Unix-nanosecond runtime timestamp as API time; 0 means unknown.
@@ -173,7 +182,10 @@ fn waiting_state(reason: &str, message: &str) -> ContainerState {
 }
 
 fn terminated_state(c: &ObservedContainer, runtime: &str) -> ContainerState {
-    ContainerState { terminated: Some(terminated(c, runtime)), ..Default::default() }
+    ContainerState {
+        terminated: Some(terminated(c, runtime)),
+        ..Default::default()
+    }
 }
 
 /// Whether an exited container will be started again.
@@ -188,7 +200,12 @@ fn will_restart(policy: &str, init: bool, exit_code: i32) -> bool {
 }
 
 /// One container's status.
-fn container_status(input: &StatusInput, spec: &Container, init: bool, default_reason: &str) -> ContainerStatus {
+fn container_status(
+    input: &StatusInput,
+    spec: &Container,
+    init: bool,
+    default_reason: &str,
+) -> ContainerStatus {
     let name = spec.name.as_str();
     let runtime = input.runtime_name;
     let policy = restart_policy(input.pod);
@@ -197,8 +214,11 @@ fn container_status(input: &StatusInput, spec: &Container, init: bool, default_r
     let previous = attempts.next();
     let waiting = input.waiting.get(name);
 
-    let mut status =
-        ContainerStatus { name: name.to_string(), image: spec.image.clone().unwrap_or_default(), ..Default::default() };
+    let mut status = ContainerStatus {
+        name: name.to_string(),
+        image: spec.image.clone().unwrap_or_default(),
+        ..Default::default()
+    };
     let Some(c) = latest else {
         let (reason, message) = match waiting {
             Some(w) => (w.reason.as_str(), w.message.as_str()),
@@ -212,12 +232,16 @@ fn container_status(input: &StatusInput, spec: &Container, init: bool, default_r
     status.image_id = c.image_ref.clone();
     status.container_id = Some(format!("{runtime}://{}", c.id));
     status.restart_count = i32::try_from(c.attempt).unwrap_or(i32::MAX);
-    let previous_terminated = previous.filter(|p| p.state == State::Exited).map(|p| terminated_state(p, runtime));
+    let previous_terminated = previous
+        .filter(|p| p.state == State::Exited)
+        .map(|p| terminated_state(p, runtime));
 
     match c.state {
         State::Running => {
             status.state = Some(ContainerState {
-                running: Some(ContainerStateRunning { started_at: time_from_nanos(c.started_at) }),
+                running: Some(ContainerStateRunning {
+                    started_at: time_from_nanos(c.started_at),
+                }),
                 ..Default::default()
             });
             status.last_state = previous_terminated;
@@ -340,7 +364,11 @@ fn go_list(names: &[&str]) -> String {
 }
 
 /// kubelet's `GeneratePodInitializedCondition`.
-fn initialized_condition(init: &[ContainerStatus], app: &[ContainerStatus], phase: &str) -> PodCondition {
+fn initialized_condition(
+    init: &[ContainerStatus],
+    app: &[ContainerStatus],
+    phase: &str,
+) -> PodCondition {
     const T: &str = "Initialized";
     if init.is_empty() {
         return condition(T, true, None, None);
@@ -363,7 +391,10 @@ fn initialized_condition(init: &[ContainerStatus], app: &[ContainerStatus], phas
     if incomplete.is_empty() {
         condition(T, true, None, None)
     } else {
-        let message = format!("containers with incomplete status: {}", go_list(&incomplete));
+        let message = format!(
+            "containers with incomplete status: {}",
+            go_list(&incomplete)
+        );
         condition(T, false, Some("ContainersNotInitialized"), Some(message))
     }
 }
@@ -376,7 +407,11 @@ fn containers_ready_condition(app: &[ContainerStatus], phase: &str) -> PodCondit
         FAILED => return condition(T, false, Some("PodFailed"), None),
         _ => {}
     }
-    let unready: Vec<&str> = app.iter().filter(|s| !s.ready).map(|s| s.name.as_str()).collect();
+    let unready: Vec<&str> = app
+        .iter()
+        .filter(|s| !s.ready)
+        .map(|s| s.name.as_str())
+        .collect();
     if unready.is_empty() {
         condition(T, true, None, None)
     } else {
@@ -393,21 +428,39 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
 
     // Init containers default to PodInitializing (kubectl shows `Init:i/n`);
     // app containers too while an init container has not succeeded.
-    let init_statuses: Vec<ContainerStatus> =
-        inits.iter().map(|c| container_status(input, c, true, "PodInitializing")).collect();
-    let init_done = init_statuses.iter().all(|s| matches!(state_of(s).0, Some(t) if t.exit_code == 0));
-    let app_default = if init_done { "ContainerCreating" } else { "PodInitializing" };
-    let app_statuses: Vec<ContainerStatus> =
-        app_containers(pod).iter().map(|c| container_status(input, c, false, app_default)).collect();
+    let init_statuses: Vec<ContainerStatus> = inits
+        .iter()
+        .map(|c| container_status(input, c, true, "PodInitializing"))
+        .collect();
+    let init_done = init_statuses
+        .iter()
+        .all(|s| matches!(state_of(s).0, Some(t) if t.exit_code == 0));
+    let app_default = if init_done {
+        "ContainerCreating"
+    } else {
+        "PodInitializing"
+    };
+    let app_statuses: Vec<ContainerStatus> = app_containers(pod)
+        .iter()
+        .map(|c| container_status(input, c, false, app_default))
+        .collect();
 
     let phase = phase(policy, &init_statuses, &app_statuses);
 
     let sandbox = input.observed.latest_sandbox().filter(|s| s.ready);
     let containers_ready = containers_ready_condition(&app_statuses, phase);
     let ready = if input.terminating && containers_ready.status == "True" {
-        condition("Ready", false, Some("PodTerminating"), Some("the pod is being deleted".to_string()))
+        condition(
+            "Ready",
+            false,
+            Some("PodTerminating"),
+            Some("the pod is being deleted".to_string()),
+        )
     } else {
-        PodCondition { type_: "Ready".to_string(), ..containers_ready.clone() }
+        PodCondition {
+            type_: "Ready".to_string(),
+            ..containers_ready.clone()
+        }
     };
     let conditions = vec![
         condition("PodReadyToStartContainers", sandbox.is_some(), None, None),
@@ -417,7 +470,11 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
         condition("PodScheduled", true, None, None),
     ];
 
-    let host_network = pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false);
+    let host_network = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.host_network)
+        .unwrap_or(false);
     let mut pod_ips: Vec<String> = Vec::new();
     if let Some(s) = sandbox {
         if !s.ip.is_empty() {
@@ -432,9 +489,14 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
         phase: Some(phase.to_string()),
         conditions: Some(conditions),
         host_ip: (!input.host_ip.is_empty()).then(|| input.host_ip.to_string()),
-        host_ips: (!input.host_ip.is_empty()).then(|| vec![HostIP { ip: input.host_ip.to_string() }]),
+        host_ips: (!input.host_ip.is_empty()).then(|| {
+            vec![HostIP {
+                ip: input.host_ip.to_string(),
+            }]
+        }),
         pod_ip: pod_ips.first().cloned(),
-        pod_ips: (!pod_ips.is_empty()).then(|| pod_ips.into_iter().map(|ip| PodIP { ip }).collect()),
+        pod_ips: (!pod_ips.is_empty())
+            .then(|| pod_ips.into_iter().map(|ip| PodIP { ip }).collect()),
         qos_class: (!input.qos_class.is_empty()).then(|| input.qos_class.to_string()),
         start_time: input.start_time_unix.map(time_from_unix),
         init_container_statuses: (!inits.is_empty()).then_some(init_statuses),
@@ -486,14 +548,21 @@ mod tests {
             exit_code,
             created_at: (100 + attempt as i64) * SEC,
             started_at: (101 + attempt as i64) * SEC,
-            finished_at: if state == State::Exited { (102 + attempt as i64) * SEC } else { 0 },
+            finished_at: if state == State::Exited {
+                (102 + attempt as i64) * SEC
+            } else {
+                0
+            },
             image_ref: "sha256:abc".into(),
             ..Default::default()
         }
     }
 
     fn observed(ready: bool, containers: Vec<ObservedContainer>) -> ObservedPod {
-        let mut o = ObservedPod { sandboxes: vec![sandbox(ready)], containers };
+        let mut o = ObservedPod {
+            sandboxes: vec![sandbox(ready)],
+            containers,
+        };
         o.normalize();
         o
     }
@@ -507,10 +576,21 @@ mod tests {
 
     impl Facts {
         fn new() -> Self {
-            Facts { waiting: HashMap::new(), readiness: HashMap::new(), started: HashMap::new(), terminating: false }
+            Facts {
+                waiting: HashMap::new(),
+                readiness: HashMap::new(),
+                started: HashMap::new(),
+                terminating: false,
+            }
         }
         fn wait(mut self, name: &str, reason: &str, message: &str) -> Self {
-            self.waiting.insert(name.into(), Waiting { reason: reason.into(), message: message.into() });
+            self.waiting.insert(
+                name.into(),
+                Waiting {
+                    reason: reason.into(),
+                    message: message.into(),
+                },
+            );
             self
         }
         fn status(&self, pod: &Pod, observed: &ObservedPod) -> PodStatus {
@@ -531,26 +611,70 @@ mod tests {
     }
 
     fn cond<'a>(s: &'a PodStatus, t: &str) -> &'a PodCondition {
-        s.conditions.as_ref().unwrap().iter().find(|c| c.type_ == t).unwrap()
+        s.conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == t)
+            .unwrap()
     }
 
     fn cs<'a>(s: &'a PodStatus, name: &str) -> &'a ContainerStatus {
-        s.container_statuses.iter().chain(s.init_container_statuses.iter()).flatten().find(|c| c.name == name).unwrap()
+        s.container_statuses
+            .iter()
+            .chain(s.init_container_statuses.iter())
+            .flatten()
+            .find(|c| c.name == name)
+            .unwrap()
     }
 
     fn waiting_reason(c: &ContainerStatus) -> &str {
-        c.state.as_ref().unwrap().waiting.as_ref().unwrap().reason.as_deref().unwrap()
+        c.state
+            .as_ref()
+            .unwrap()
+            .waiting
+            .as_ref()
+            .unwrap()
+            .reason
+            .as_deref()
+            .unwrap()
     }
 
     #[test]
     fn a_running_pod_is_ready_with_ips_and_container_ids() {
         let p = simple("Always");
-        let o = observed(true, vec![container("a", 0, State::Running, 0), container("b", 0, State::Running, 0)]);
+        let o = observed(
+            true,
+            vec![
+                container("a", 0, State::Running, 0),
+                container("b", 0, State::Running, 0),
+            ],
+        );
         let s = Facts::new().status(&p, &o);
         assert_eq!(s.phase.as_deref(), Some("Running"));
-        let types: Vec<&str> = s.conditions.as_ref().unwrap().iter().map(|c| c.type_.as_str()).collect();
-        assert_eq!(types, ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]);
-        assert!(s.conditions.as_ref().unwrap().iter().all(|c| c.status == "True"));
+        let types: Vec<&str> = s
+            .conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|c| c.type_.as_str())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "PodReadyToStartContainers",
+                "Initialized",
+                "Ready",
+                "ContainersReady",
+                "PodScheduled"
+            ]
+        );
+        assert!(s
+            .conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .all(|c| c.status == "True"));
         assert_eq!(s.pod_ip.as_deref(), Some("10.88.0.5"));
         assert_eq!(s.pod_ips.as_ref().unwrap().len(), 2);
         assert_eq!(s.host_ip.as_deref(), Some("192.168.1.10"));
@@ -571,7 +695,13 @@ mod tests {
     #[test]
     fn a_failing_readiness_probe_makes_ready_false_with_the_container_named() {
         let p = simple("Always");
-        let o = observed(true, vec![container("a", 0, State::Running, 0), container("b", 0, State::Running, 0)]);
+        let o = observed(
+            true,
+            vec![
+                container("a", 0, State::Running, 0),
+                container("b", 0, State::Running, 0),
+            ],
+        );
         let mut f = Facts::new();
         f.readiness.insert("b".into(), false);
         let s = f.status(&p, &o);
@@ -579,7 +709,10 @@ mod tests {
         let ready = cond(&s, "Ready");
         assert_eq!(ready.status, "False");
         assert_eq!(ready.reason.as_deref(), Some("ContainersNotReady"));
-        assert_eq!(ready.message.as_deref(), Some("containers with unready status: [b]"));
+        assert_eq!(
+            ready.message.as_deref(),
+            Some("containers with unready status: [b]")
+        );
         assert_eq!(cond(&s, "ContainersReady").status, "False");
         assert!(!cs(&s, "b").ready);
         assert!(cs(&s, "a").ready);
@@ -588,7 +721,13 @@ mod tests {
     #[test]
     fn a_pending_startup_probe_keeps_the_container_unready() {
         let p = simple("Always");
-        let o = observed(true, vec![container("a", 0, State::Running, 0), container("b", 0, State::Running, 0)]);
+        let o = observed(
+            true,
+            vec![
+                container("a", 0, State::Running, 0),
+                container("b", 0, State::Running, 0),
+            ],
+        );
         let mut f = Facts::new();
         f.started.insert("a".into(), false);
         let s = f.status(&p, &o);
@@ -600,7 +739,13 @@ mod tests {
     #[test]
     fn a_terminating_pod_is_not_ready() {
         let p = simple("Always");
-        let o = observed(true, vec![container("a", 0, State::Running, 0), container("b", 0, State::Running, 0)]);
+        let o = observed(
+            true,
+            vec![
+                container("a", 0, State::Running, 0),
+                container("b", 0, State::Running, 0),
+            ],
+        );
         let mut f = Facts::new();
         f.terminating = true;
         let s = f.status(&p, &o);
@@ -613,12 +758,31 @@ mod tests {
         let p = simple("Always");
         let mut dead = container("a", 3, State::Exited, 2);
         dead.message = "boom".into();
-        let o = observed(true, vec![dead, container("a", 2, State::Exited, 1), container("b", 0, State::Running, 0)]);
+        let o = observed(
+            true,
+            vec![
+                dead,
+                container("a", 2, State::Exited, 1),
+                container("b", 0, State::Running, 0),
+            ],
+        );
         let msg = "back-off 20s restarting failed container=a pod=p_default(u1)";
-        let s = Facts::new().wait("a", "CrashLoopBackOff", msg).status(&p, &o);
+        let s = Facts::new()
+            .wait("a", "CrashLoopBackOff", msg)
+            .status(&p, &o);
         let a = cs(&s, "a");
         assert_eq!(waiting_reason(a), "CrashLoopBackOff");
-        assert_eq!(a.state.as_ref().unwrap().waiting.as_ref().unwrap().message.as_deref(), Some(msg));
+        assert_eq!(
+            a.state
+                .as_ref()
+                .unwrap()
+                .waiting
+                .as_ref()
+                .unwrap()
+                .message
+                .as_deref(),
+            Some(msg)
+        );
         let last = a.last_state.as_ref().unwrap().terminated.as_ref().unwrap();
         assert_eq!(last.exit_code, 2);
         assert_eq!(last.reason.as_deref(), Some("Error"));
@@ -628,23 +792,56 @@ mod tests {
         assert_eq!(a.restart_count, 3);
         assert!(!a.ready);
         assert_eq!(s.phase.as_deref(), Some("Running"));
-        assert_eq!(cond(&s, "Ready").message.as_deref(), Some("containers with unready status: [a]"));
+        assert_eq!(
+            cond(&s, "Ready").message.as_deref(),
+            Some("containers with unready status: [a]")
+        );
     }
 
     #[test]
     fn an_exited_container_about_to_restart_shows_terminated_and_the_previous_attempt() {
         let p = simple("Always");
-        let o = observed(true, vec![container("a", 1, State::Exited, 1), container("a", 0, State::Exited, 7)]);
+        let o = observed(
+            true,
+            vec![
+                container("a", 1, State::Exited, 1),
+                container("a", 0, State::Exited, 7),
+            ],
+        );
         let s = Facts::new().status(&p, &o);
         let a = cs(&s, "a");
-        assert_eq!(a.state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 1);
-        assert_eq!(a.last_state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 7);
+        assert_eq!(
+            a.state
+                .as_ref()
+                .unwrap()
+                .terminated
+                .as_ref()
+                .unwrap()
+                .exit_code,
+            1
+        );
+        assert_eq!(
+            a.last_state
+                .as_ref()
+                .unwrap()
+                .terminated
+                .as_ref()
+                .unwrap()
+                .exit_code,
+            7
+        );
     }
 
     #[test]
     fn a_running_container_whose_previous_attempt_was_removed_has_no_last_state() {
         let p = simple("Always");
-        let o = observed(true, vec![container("a", 4, State::Running, 0), container("b", 0, State::Running, 0)]);
+        let o = observed(
+            true,
+            vec![
+                container("a", 4, State::Running, 0),
+                container("b", 0, State::Running, 0),
+            ],
+        );
         let s = Facts::new().status(&p, &o);
         let a = cs(&s, "a");
         assert!(a.last_state.is_none());
@@ -665,17 +862,43 @@ mod tests {
         let s = Facts::new().status(&p, &o);
         assert_eq!(cs(&s, "a").restart_count, 2);
         assert_eq!(cs(&s, "b").restart_count, 0);
-        assert_eq!(cs(&s, "a").last_state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 137);
+        assert_eq!(
+            cs(&s, "a")
+                .last_state
+                .as_ref()
+                .unwrap()
+                .terminated
+                .as_ref()
+                .unwrap()
+                .exit_code,
+            137
+        );
     }
 
     #[test]
     fn a_completed_never_pod_succeeded() {
         let p = simple("Never");
-        let o = observed(false, vec![container("a", 0, State::Exited, 0), container("b", 0, State::Exited, 0)]);
+        let o = observed(
+            false,
+            vec![
+                container("a", 0, State::Exited, 0),
+                container("b", 0, State::Exited, 0),
+            ],
+        );
         let s = Facts::new().status(&p, &o);
         assert_eq!(s.phase.as_deref(), Some("Succeeded"));
         let a = cs(&s, "a");
-        assert_eq!(a.state.as_ref().unwrap().terminated.as_ref().unwrap().reason.as_deref(), Some("Completed"));
+        assert_eq!(
+            a.state
+                .as_ref()
+                .unwrap()
+                .terminated
+                .as_ref()
+                .unwrap()
+                .reason
+                .as_deref(),
+            Some("Completed")
+        );
         assert_eq!(cond(&s, "Ready").reason.as_deref(), Some("PodCompleted"));
         assert_eq!(cond(&s, "PodReadyToStartContainers").status, "False");
         assert!(s.pod_ip.is_none());
@@ -684,8 +907,17 @@ mod tests {
     #[test]
     fn a_completed_on_failure_pod_succeeded() {
         let p = simple("OnFailure");
-        let o = observed(false, vec![container("a", 0, State::Exited, 0), container("b", 1, State::Exited, 0)]);
-        assert_eq!(Facts::new().status(&p, &o).phase.as_deref(), Some("Succeeded"));
+        let o = observed(
+            false,
+            vec![
+                container("a", 0, State::Exited, 0),
+                container("b", 1, State::Exited, 0),
+            ],
+        );
+        assert_eq!(
+            Facts::new().status(&p, &o).phase.as_deref(),
+            Some("Succeeded")
+        );
     }
 
     #[test]
@@ -697,15 +929,37 @@ mod tests {
         let s = Facts::new().status(&p, &o);
         assert_eq!(s.phase.as_deref(), Some("Failed"));
         let b = cs(&s, "b");
-        assert_eq!(b.state.as_ref().unwrap().terminated.as_ref().unwrap().reason.as_deref(), Some("OOMKilled"));
-        assert_eq!(cond(&s, "ContainersReady").reason.as_deref(), Some("PodFailed"));
+        assert_eq!(
+            b.state
+                .as_ref()
+                .unwrap()
+                .terminated
+                .as_ref()
+                .unwrap()
+                .reason
+                .as_deref(),
+            Some("OOMKilled")
+        );
+        assert_eq!(
+            cond(&s, "ContainersReady").reason.as_deref(),
+            Some("PodFailed")
+        );
     }
 
     #[test]
     fn an_all_terminated_always_pod_is_running_while_it_restarts() {
         let p = simple("Always");
-        let o = observed(true, vec![container("a", 0, State::Exited, 0), container("b", 0, State::Exited, 1)]);
-        assert_eq!(Facts::new().status(&p, &o).phase.as_deref(), Some("Running"));
+        let o = observed(
+            true,
+            vec![
+                container("a", 0, State::Exited, 0),
+                container("b", 0, State::Exited, 1),
+            ],
+        );
+        assert_eq!(
+            Facts::new().status(&p, &o).phase.as_deref(),
+            Some("Running")
+        );
     }
 
     #[test]
@@ -717,24 +971,39 @@ mod tests {
         assert_eq!(s.phase.as_deref(), Some("Failed"));
         let init = cond(&s, "Initialized");
         assert_eq!(init.status, "False");
-        assert_eq!(init.message.as_deref(), Some("containers with incomplete status: [i1 i2]"));
+        assert_eq!(
+            init.message.as_deref(),
+            Some("containers with incomplete status: [i1 i2]")
+        );
     }
 
     #[test]
     fn a_pending_init_container_keeps_app_containers_pod_initializing() {
         let p = with_init();
-        let o = observed(true, vec![container("i1", 0, State::Exited, 0), container("i2", 0, State::Running, 0)]);
+        let o = observed(
+            true,
+            vec![
+                container("i1", 0, State::Exited, 0),
+                container("i2", 0, State::Running, 0),
+            ],
+        );
         let s = Facts::new().status(&p, &o);
         assert_eq!(s.phase.as_deref(), Some("Pending"));
         let inits = s.init_container_statuses.as_ref().unwrap();
-        assert_eq!(inits.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["i1", "i2"]);
+        assert_eq!(
+            inits.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            ["i1", "i2"]
+        );
         assert!(inits[0].ready);
         assert!(inits[1].state.as_ref().unwrap().running.is_some());
         assert_eq!(waiting_reason(cs(&s, "a")), "PodInitializing");
         let init = cond(&s, "Initialized");
         assert_eq!(init.status, "False");
         assert_eq!(init.reason.as_deref(), Some("ContainersNotInitialized"));
-        assert_eq!(init.message.as_deref(), Some("containers with incomplete status: [i2]"));
+        assert_eq!(
+            init.message.as_deref(),
+            Some("containers with incomplete status: [i2]")
+        );
     }
 
     #[test]
@@ -751,7 +1020,13 @@ mod tests {
     #[test]
     fn an_initialized_pod_creating_app_containers_shows_container_creating() {
         let p = with_init();
-        let o = observed(true, vec![container("i1", 0, State::Exited, 0), container("i2", 0, State::Exited, 0)]);
+        let o = observed(
+            true,
+            vec![
+                container("i1", 0, State::Exited, 0),
+                container("i2", 0, State::Exited, 0),
+            ],
+        );
         let s = Facts::new().status(&p, &o);
         assert_eq!(waiting_reason(cs(&s, "a")), "ContainerCreating");
         assert_eq!(cond(&s, "Initialized").status, "True");
@@ -762,7 +1037,9 @@ mod tests {
     fn an_image_pull_error_shows_err_image_pull() {
         let p = simple("Always");
         let o = observed(true, vec![container("b", 0, State::Running, 0)]);
-        let s = Facts::new().wait("a", "ErrImagePull", "failed to pull image \"busybox\"").status(&p, &o);
+        let s = Facts::new()
+            .wait("a", "ErrImagePull", "failed to pull image \"busybox\"")
+            .status(&p, &o);
         let a = cs(&s, "a");
         assert_eq!(waiting_reason(a), "ErrImagePull");
         assert!(a.container_id.is_none());

@@ -48,7 +48,8 @@ fn cpu_time(pid: u32) -> Duration {
     // Fields after the command name (which may contain spaces).
     let rest = s.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0) + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let ticks: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
     let hz = 100; // USER_HZ on Linux
     Duration::from_millis(ticks * 1000 / hz)
 }
@@ -69,7 +70,9 @@ fn running(p: &Picolet) -> usize {
                 .filter(|i| {
                     i["status"]["containerStatuses"]
                         .as_array()
-                        .is_some_and(|cs| !cs.is_empty() && cs.iter().all(|c| c["state"]["running"].is_object()))
+                        .is_some_and(|cs| {
+                            !cs.is_empty() && cs.iter().all(|c| c["state"]["running"].is_object())
+                        })
                 })
                 .count()
         })
@@ -85,7 +88,11 @@ fn measure(n: usize, idle: Duration) -> Row {
         p.write_manifest(&format!("bench-{i}"), &sleeper(i));
     }
     let start = (n > 0).then(|| {
-        wait_until(&format!("{n} pods running"), Duration::from_secs(600), || (running(&p) == n).then_some(()));
+        wait_until(
+            &format!("{n} pods running"),
+            Duration::from_secs(600),
+            || (running(&p) == n).then_some(()),
+        );
         t0.elapsed()
     });
     // Let the first sync settle, then measure an idle window.
@@ -138,7 +145,10 @@ struct ProbeRow {
 }
 
 fn metric(text: &str, prefix: &str) -> Vec<f64> {
-    text.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse().ok()).collect()
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect()
 }
 
 fn measure_probes(n: usize, idle: Duration) -> ProbeRow {
@@ -149,13 +159,20 @@ fn measure_probes(n: usize, idle: Duration) -> ProbeRow {
     for i in 0..n {
         p.write_manifest(&format!("probed-{i}"), &prober_pod(i));
     }
-    wait_until(&format!("{n} probed pods ready"), Duration::from_secs(900), || {
-        let pods = p.pods();
-        let ready = pods["items"].as_array().map(|items| {
-            items.iter().filter(|i| i["status"]["containerStatuses"][0]["ready"] == true).count()
-        });
-        (ready == Some(n)).then_some(())
-    });
+    wait_until(
+        &format!("{n} probed pods ready"),
+        Duration::from_secs(900),
+        || {
+            let pods = p.pods();
+            let ready = pods["items"].as_array().map(|items| {
+                items
+                    .iter()
+                    .filter(|i| i["status"]["containerStatuses"][0]["ready"] == true)
+                    .count()
+            });
+            (ready == Some(n)).then_some(())
+        },
+    );
     let start = t0.elapsed();
     std::thread::sleep(Duration::from_secs(3));
     let total = |m: &str| metric(m, "prober_probe_total").iter().sum::<f64>();
@@ -165,10 +182,13 @@ fn measure_probes(n: usize, idle: Duration) -> ProbeRow {
     let cpu = cpu_time(pid).saturating_sub(cpu0);
     let (_, m) = p.get("/metrics");
     let q = |quantile: &str| {
-        metric(&m, &format!("picolet_probe_schedule_lag_seconds{{quantile=\"{quantile}\"}}"))
-            .first()
-            .map(|v| format!("{:.2} ms", v * 1000.0))
-            .unwrap_or_else(|| "-".into())
+        metric(
+            &m,
+            &format!("picolet_probe_schedule_lag_seconds{{quantile=\"{quantile}\"}}"),
+        )
+        .first()
+        .map(|v| format!("{:.2} ms", v * 1000.0))
+        .unwrap_or_else(|| "-".into())
     };
     ProbeRow {
         pods: n,
@@ -187,7 +207,12 @@ fn main() {
         println!("bench: skipped (run `make bench`, which sets PICOLET_BENCH=1)");
         return;
     }
-    let idle = Duration::from_secs(std::env::var("PICOLET_BENCH_IDLE_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(60));
+    let idle = Duration::from_secs(
+        std::env::var("PICOLET_BENCH_IDLE_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(60),
+    );
     let counts: Vec<usize> = std::env::var("PICOLET_BENCH_PODS")
         .ok()
         .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
@@ -198,12 +223,21 @@ fn main() {
     let rows: Vec<Row> = counts.iter().map(|&n| measure(n, idle)).collect();
 
     println!();
-    println!("picolet bench ({}; idle window {} s; binary {} = {:.2} MiB)", std::env::consts::ARCH, idle.as_secs(), bin.display(), size as f64 / 1048576.0);
+    println!(
+        "picolet bench ({}; idle window {} s; binary {} = {:.2} MiB)",
+        std::env::consts::ARCH,
+        idle.as_secs(),
+        bin.display(),
+        size as f64 / 1048576.0
+    );
     println!();
     println!("| pods | start to running | VmRSS | VmHWM | threads | CPU per idle minute |");
     println!("|-----:|-----------------:|------:|------:|--------:|--------------------:|");
     for r in &rows {
-        let start = r.start.map(|d| format!("{:.2} s", d.as_secs_f64())).unwrap_or_else(|| "-".into());
+        let start = r
+            .start
+            .map(|d| format!("{:.2} s", d.as_secs_f64()))
+            .unwrap_or_else(|| "-".into());
         let per_min = r.idle_cpu.as_secs_f64() * 60.0 / r.idle_window.as_secs_f64().max(1.0);
         println!(
             "| {:>4} | {:>16} | {:>5.1} MiB | {:>5.1} MiB | {:>7} | {:>17.2} s |",
@@ -215,7 +249,10 @@ fn main() {
             per_min
         );
     }
-    let probe_pods: usize = std::env::var("PICOLET_BENCH_PROBE_PODS").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
+    let probe_pods: usize = std::env::var("PICOLET_BENCH_PROBE_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
     if probe_pods > 0 {
         let r = measure_probes(probe_pods, idle);
         println!();

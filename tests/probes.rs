@@ -18,7 +18,11 @@ const LONG: Duration = Duration::from_secs(120);
 
 fn find_pod(p: &Picolet, name: &str) -> Option<Value> {
     let full = format!("{name}-{}", p.hostname());
-    p.pods()["items"].as_array()?.iter().find(|i| i["metadata"]["name"] == full.as_str()).cloned()
+    p.pods()["items"]
+        .as_array()?
+        .iter()
+        .find(|i| i["metadata"]["name"] == full.as_str())
+        .cloned()
 }
 
 fn container_status(pod: &Value, name: &str) -> Value {
@@ -37,7 +41,9 @@ fn condition(pod: &Value, kind: &str) -> Option<String> {
 }
 
 fn restarts(pod: &Value, name: &str) -> i64 {
-    container_status(pod, name)["restartCount"].as_i64().unwrap_or(-1)
+    container_status(pod, name)["restartCount"]
+        .as_i64()
+        .unwrap_or(-1)
 }
 
 fn pod_yaml(name: &str, host_dir: &Path, container: &str) -> String {
@@ -69,13 +75,26 @@ fn a_liveness_failure_restarts_the_container_and_says_why() {
     volumeMounts: [{name: host, mountPath: /host}]
 "#;
     p.write_manifest("live", &pod_yaml("live", &dir, container));
-    let pod = wait_until("the container is restarted after failing liveness", LONG, || {
-        let pod = find_pod(&p, "live")?;
-        (restarts(&pod, "main") >= 1).then_some(pod)
-    });
+    let pod = wait_until(
+        "the container is restarted after failing liveness",
+        LONG,
+        || {
+            let pod = find_pod(&p, "live")?;
+            (restarts(&pod, "main") >= 1).then_some(pod)
+        },
+    );
     let last = &container_status(&pod, "main")["lastState"]["terminated"];
-    assert!(last["message"].as_str().unwrap_or("").contains("failed liveness probe"), "{last}");
-    assert!(p.log().contains("Unhealthy"), "the Unhealthy message is logged");
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("failed liveness probe"),
+        "{last}"
+    );
+    assert!(
+        p.log().contains("Unhealthy"),
+        "the Unhealthy message is logged"
+    );
 }
 
 #[test]
@@ -98,8 +117,10 @@ fn a_readiness_flip_changes_the_ready_condition_and_does_not_restart() {
         wait_until(&format!("Ready={want}"), LONG, || {
             let pod = find_pod(&p, "ready")?;
             let running = container_status(&pod, "main")["state"]["running"].is_object();
-            (running && condition(&pod, "Ready").as_deref() == Some(want) && condition(&pod, "ContainersReady").as_deref() == Some(want))
-                .then_some(pod)
+            (running
+                && condition(&pod, "Ready").as_deref() == Some(want)
+                && condition(&pod, "ContainersReady").as_deref() == Some(want))
+            .then_some(pod)
         })
     };
     wait_ready("False");
@@ -108,7 +129,11 @@ fn a_readiness_flip_changes_the_ready_condition_and_does_not_restart() {
     assert_eq!(container_status(&pod, "main")["ready"], true);
     std::fs::remove_file(dir.join("ready")).unwrap();
     let pod = wait_ready("False");
-    assert_eq!(restarts(&pod, "main"), 0, "not-ready containers keep running");
+    assert_eq!(
+        restarts(&pod, "main"),
+        0,
+        "not-ready containers keep running"
+    );
     // The table shows it too.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_picolet"))
         .args(["get", "pods", "--admin-socket"])
@@ -116,7 +141,12 @@ fn a_readiness_flip_changes_the_ready_condition_and_does_not_restart() {
         .output()
         .unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(table.lines().any(|l| l.starts_with("ready-") && l.contains("0/1") && l.contains("Running")), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("ready-") && l.contains("0/1") && l.contains("Running")),
+        "{table}"
+    );
 }
 
 fn slow_starter(name: &str, dir: &Path, startup: bool) -> String {
@@ -138,9 +168,11 @@ fn a_slow_starter_survives_with_a_startup_probe_and_is_killed_without_one() {
     let dir = host_dir(&p, "slow");
     p.write_manifest("patient", &slow_starter("patient", &dir, true));
     p.write_manifest("hasty", &slow_starter("hasty", &dir, false));
-    wait_until("the pod without a startup probe is killed by liveness", LONG, || {
-        (restarts(&find_pod(&p, "hasty")?, "main") >= 1).then_some(())
-    });
+    wait_until(
+        "the pod without a startup probe is killed by liveness",
+        LONG,
+        || (restarts(&find_pod(&p, "hasty")?, "main") >= 1).then_some(()),
+    );
     let patient = wait_until("the pod with a startup probe has started", LONG, || {
         let pod = find_pod(&p, "patient")?;
         (container_status(&pod, "main")["started"] == true).then_some(pod)
@@ -148,7 +180,10 @@ fn a_slow_starter_survives_with_a_startup_probe_and_is_killed_without_one() {
     std::thread::sleep(Duration::from_secs(4)); // liveness now runs, and passes
     let patient_now = find_pod(&p, "patient").unwrap();
     assert_eq!(restarts(&patient_now, "main"), 0);
-    assert_eq!(container_status(&patient, "main")["containerID"], container_status(&patient_now, "main")["containerID"]);
+    assert_eq!(
+        container_status(&patient, "main")["containerID"],
+        container_status(&patient_now, "main")["containerID"]
+    );
 }
 
 #[test]
@@ -168,12 +203,23 @@ fn hooks_run_post_start_after_start_and_pre_stop_before_termination() {
     volumeMounts: [{name: host, mountPath: /host}]
 "#;
     p.write_manifest("hooks", &pod_yaml("hooks", &dir, container));
-    wait_until("postStart ran", LONG, || std::fs::read_to_string(dir.join("events")).ok()?.contains("post-start").then_some(()));
+    wait_until("postStart ran", LONG, || {
+        std::fs::read_to_string(dir.join("events"))
+            .ok()?
+            .contains("post-start")
+            .then_some(())
+    });
     p.remove_manifest("hooks");
-    wait_until("the pod is gone", LONG, || find_pod(&p, "hooks").is_none().then_some(()));
+    wait_until("the pod is gone", LONG, || {
+        find_pod(&p, "hooks").is_none().then_some(())
+    });
     let events = std::fs::read_to_string(dir.join("events")).unwrap();
     let lines: Vec<&str> = events.lines().collect();
-    assert_eq!(lines, ["post-start", "pre-stop", "term"], "preStop runs before the TERM signal");
+    assert_eq!(
+        lines,
+        ["post-start", "pre-stop", "term"],
+        "preStop runs before the TERM signal"
+    );
 }
 
 #[test]
@@ -191,7 +237,9 @@ fn a_failing_post_start_hook_kills_the_container() {
     volumeMounts: [{name: host, mountPath: /host}]
 "#;
     p.write_manifest("poststart", &pod_yaml("poststart", &dir, container));
-    wait_until("the container is killed and restarted", LONG, || (restarts(&find_pod(&p, "poststart")?, "main") >= 1).then_some(()));
+    wait_until("the container is killed and restarted", LONG, || {
+        (restarts(&find_pod(&p, "poststart")?, "main") >= 1).then_some(())
+    });
     assert!(p.log().contains("postStart hook"), "logged");
 }
 
@@ -247,7 +295,10 @@ fn http_tcp_and_exec_probes_work_and_their_timeouts_are_honoured() {
     }
     let (status, metrics) = p.get("/metrics");
     assert_eq!(status, 200);
-    assert!(metrics.contains("prober_probe_total{probe_type=\"Readiness\",result=\"failed\"}"), "{metrics}");
+    assert!(
+        metrics.contains("prober_probe_total{probe_type=\"Readiness\",result=\"failed\"}"),
+        "{metrics}"
+    );
 }
 
 #[test]
@@ -274,8 +325,9 @@ fn a_grpc_probe_follows_the_health_service_as_it_flips() {
     let ready = |want: bool| {
         wait_until(&format!("grpc readiness {want}"), LONG, || {
             let pod = find_pod(&p, "grpc")?;
-            (container_status(&pod, "health")["ready"] == want && container_status(&pod, "health")["state"]["running"].is_object())
-                .then_some(pod)
+            (container_status(&pod, "health")["ready"] == want
+                && container_status(&pod, "health")["state"]["running"].is_object())
+            .then_some(pod)
         })
     };
     ready(true);

@@ -21,11 +21,18 @@ const LONG: Duration = Duration::from_secs(120);
 /// The pod named `<name>-<node>` in GET /pods.
 fn find_pod(p: &Picolet, name: &str) -> Option<Value> {
     let full = format!("{name}-{}", p.hostname());
-    p.pods()["items"].as_array()?.iter().find(|i| i["metadata"]["name"] == full.as_str()).cloned()
+    p.pods()["items"]
+        .as_array()?
+        .iter()
+        .find(|i| i["metadata"]["name"] == full.as_str())
+        .cloned()
 }
 
 fn container_status<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
-    pod["status"]["containerStatuses"].as_array()?.iter().find(|c| c["name"] == name)
+    pod["status"]["containerStatuses"]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == name)
 }
 
 /// Waits until every container of the pod runs and is ready; returns it.
@@ -34,18 +41,28 @@ fn wait_running(p: &Picolet, name: &str) -> Value {
         let pod = find_pod(p, name)?;
         let ready = pod["status"]["containerStatuses"]
             .as_array()
-            .map(|cs| !cs.is_empty() && cs.iter().all(|c| c["ready"] == true && c["state"]["running"].is_object()))
+            .map(|cs| {
+                !cs.is_empty()
+                    && cs
+                        .iter()
+                        .all(|c| c["ready"] == true && c["state"]["running"].is_object())
+            })
             .unwrap_or(false);
         (pod["status"]["phase"] == "Running" && ready).then_some(pod)
     })
 }
 
 fn container_id(pod: &Value, name: &str) -> String {
-    container_status(pod, name).and_then(|c| c["containerID"].as_str()).unwrap_or_default().to_string()
+    container_status(pod, name)
+        .and_then(|c| c["containerID"].as_str())
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn restart_count(pod: &Value, name: &str) -> i64 {
-    container_status(pod, name).and_then(|c| c["restartCount"].as_i64()).unwrap_or(-1)
+    container_status(pod, name)
+        .and_then(|c| c["restartCount"].as_i64())
+        .unwrap_or(-1)
 }
 
 fn cri(c: &Containerd) -> Runtime {
@@ -55,12 +72,16 @@ fn cri(c: &Containerd) -> Runtime {
 
 fn sandboxes(c: &Containerd) -> Vec<api::PodSandbox> {
     let rt = cri(c);
-    picolet::rt::block_on(rt.list_pod_sandbox(api::ListPodSandboxRequest::default())).expect("ListPodSandbox").items
+    picolet::rt::block_on(rt.list_pod_sandbox(api::ListPodSandboxRequest::default()))
+        .expect("ListPodSandbox")
+        .items
 }
 
 fn containers(c: &Containerd) -> Vec<api::Container> {
     let rt = cri(c);
-    picolet::rt::block_on(rt.list_containers(api::ListContainersRequest::default())).expect("ListContainers").containers
+    picolet::rt::block_on(rt.list_containers(api::ListContainersRequest::default()))
+        .expect("ListContainers")
+        .containers
 }
 
 fn sleeper(name: &str) -> String {
@@ -95,19 +116,42 @@ fn a_static_pod_runs_with_kubelets_cri_labels_and_shows_in_get_pods() {
     let uid = pod["metadata"]["uid"].as_str().unwrap().to_string();
     assert_eq!(pod["metadata"]["namespace"], "default");
     assert_eq!(pod["status"]["qosClass"], "BestEffort");
-    assert!(pod["status"]["podIP"].as_str().is_some_and(|ip| !ip.is_empty()), "{pod}");
+    assert!(
+        pod["status"]["podIP"]
+            .as_str()
+            .is_some_and(|ip| !ip.is_empty()),
+        "{pod}"
+    );
     assert_eq!(restart_count(&pod, "main"), 0);
 
-    let sb: Vec<_> = sandboxes(&c).into_iter().filter(|s| s.labels.get("io.kubernetes.pod.uid") == Some(&uid)).collect();
+    let sb: Vec<_> = sandboxes(&c)
+        .into_iter()
+        .filter(|s| s.labels.get("io.kubernetes.pod.uid") == Some(&uid))
+        .collect();
     assert_eq!(sb.len(), 1);
     let md = sb[0].metadata.clone().unwrap();
     assert_eq!(md.name, format!("web-{}", p.hostname()));
     assert_eq!(md.namespace, "default");
     assert_eq!(sb[0].labels.get("io.kubernetes.pod.name"), Some(&md.name));
-    assert_eq!(sb[0].labels.get("io.kubernetes.pod.namespace").map(String::as_str), Some("default"));
-    let ctrs: Vec<_> = containers(&c).into_iter().filter(|x| x.labels.get("io.kubernetes.pod.uid") == Some(&uid)).collect();
+    assert_eq!(
+        sb[0]
+            .labels
+            .get("io.kubernetes.pod.namespace")
+            .map(String::as_str),
+        Some("default")
+    );
+    let ctrs: Vec<_> = containers(&c)
+        .into_iter()
+        .filter(|x| x.labels.get("io.kubernetes.pod.uid") == Some(&uid))
+        .collect();
     assert_eq!(ctrs.len(), 1);
-    assert_eq!(ctrs[0].labels.get("io.kubernetes.container.name").map(String::as_str), Some("main"));
+    assert_eq!(
+        ctrs[0]
+            .labels
+            .get("io.kubernetes.container.name")
+            .map(String::as_str),
+        Some("main")
+    );
 
     // The table, from the CLI, through the admin socket.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_picolet"))
@@ -116,22 +160,34 @@ fn a_static_pod_runs_with_kubelets_cri_labels_and_shows_in_get_pods() {
         .output()
         .unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{table} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{table} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(header, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
-    let row = table.lines().find(|l| l.starts_with(&format!("web-{}", p.hostname()))).expect("a row for the pod");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(&format!("web-{}", p.hostname())))
+        .expect("a row for the pod");
     assert!(row.contains("1/1") && row.contains("Running"), "{row}");
 
     // healthz
     assert_eq!(p.get("/healthz"), (200, "ok".to_string()));
-    let mode = std::fs::metadata(p.admin_socket()).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777).unwrap();
+    let mode = std::fs::metadata(p.admin_socket())
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
+        .unwrap();
     assert_eq!(mode, 0o600);
 }
 
 #[test]
 fn a_container_gets_env_downward_api_volumes_and_logs_where_kubelet_puts_them() {
     let c = Containerd::start();
-    let p = Picolet::start_with(&c, "clusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\n");
+    let p = Picolet::start_with(
+        &c,
+        "clusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\n",
+    );
     let host_dir = p.dir().join("host-data");
     std::fs::create_dir_all(&host_dir).unwrap();
     std::fs::write(host_dir.join("greeting"), "hello-from-host").unwrap();
@@ -192,15 +248,30 @@ spec:
     });
     let log = read(&pod_log_file(&p, &pod, "main", 0));
     let node = p.hostname();
-    assert!(log.contains(&format!("pod=env-{node} ns=edge node={node} tier=sensor greeting=hi-edge")), "{log}");
-    assert!(log.contains("init=from-init host=hello-from-host pwd=/scratch"), "{log}");
+    assert!(
+        log.contains(&format!(
+            "pod=env-{node} ns=edge node={node} tier=sensor greeting=hi-edge"
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains("init=from-init host=hello-from-host pwd=/scratch"),
+        "{log}"
+    );
     assert!(log.contains(&format!("hostname=env-{node}")), "{log}");
     assert!(log.contains("nameserver 10.96.0.10"), "{log}");
-    assert!(log.contains("search edge.svc.cluster.local svc.cluster.local cluster.local"), "{log}");
+    assert!(
+        log.contains("search edge.svc.cluster.local svc.cluster.local cluster.local"),
+        "{log}"
+    );
     assert!(log.contains("options ndots:5"), "{log}");
     assert!(log.contains("uid=65534"), "{log}");
     // CRI log format: "<time> stdout F <line>"
-    assert!(log.lines().all(|l| l.contains(" stdout ") || l.contains(" stderr ")), "{log}");
+    assert!(
+        log.lines()
+            .all(|l| l.contains(" stdout ") || l.contains(" stderr ")),
+        "{log}"
+    );
     let main = container_status(&pod, "main").unwrap();
     assert_eq!(main["state"]["terminated"]["exitCode"], 0);
     assert_eq!(main["state"]["terminated"]["reason"], "Completed");
@@ -227,20 +298,34 @@ fn editing_a_manifest_replaces_the_pod_and_a_broken_one_disturbs_nothing() {
     assert_ne!(container_id(&after, "main"), container_id(&before, "main"));
     let old_uid = before["metadata"]["uid"].as_str().unwrap().to_string();
     wait_until("the old pod's sandbox is gone", LONG, || {
-        (!sandboxes(&c).iter().any(|s| s.labels.get("io.kubernetes.pod.uid") == Some(&old_uid))).then_some(())
+        (!sandboxes(&c)
+            .iter()
+            .any(|s| s.labels.get("io.kubernetes.pod.uid") == Some(&old_uid)))
+        .then_some(())
     });
 
     // A broken manifest: logged with its file name and position, once.
-    p.write_manifest("broken", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: [oops\n");
-    wait_until("the parse error is logged", LONG, || p.log().contains("broken.yaml").then_some(()));
+    p.write_manifest(
+        "broken",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: [oops\n",
+    );
+    wait_until("the parse error is logged", LONG, || {
+        p.log().contains("broken.yaml").then_some(())
+    });
     std::thread::sleep(Duration::from_secs(5)); // several rescans
     let log = p.log();
     let errors: Vec<&str> = log.lines().filter(|l| l.contains("broken.yaml")).collect();
     assert_eq!(errors.len(), 1, "logged once: {errors:#?}");
-    assert!(errors[0].contains("line"), "names the position: {}", errors[0]);
+    assert!(
+        errors[0].contains("line"),
+        "names the position: {}",
+        errors[0]
+    );
     // A multi-document file is rejected by name.
     p.write_manifest("two", &format!("{}---\n{}", sleeper("a"), sleeper("b")));
-    wait_until("the multi-document file is rejected", LONG, || p.log().contains("two.yaml").then_some(()));
+    wait_until("the multi-document file is rejected", LONG, || {
+        p.log().contains("two.yaml").then_some(())
+    });
     // Nothing else was disturbed.
     let keep_now = wait_running(&p, "keep");
     assert_eq!(container_id(&keep_now, "main"), keep_id);
@@ -287,30 +372,56 @@ spec:
             assert_eq!(limit, 64 * 1024 * 1024);
         }
     }
-    let log_dir = pod_log_file(&p, &pod, "main", 0).parent().unwrap().parent().unwrap().to_path_buf();
+    let log_dir = pod_log_file(&p, &pod, "main", 0)
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
     assert!(log_dir.exists());
 
     p.remove_manifest("graceful");
-    wait_until("the pod is gone from /pods", LONG, || find_pod(&p, "graceful").is_none().then_some(()));
-    assert_eq!(read(&out.join("signal")).trim(), "got-TERM", "the container saw SIGTERM and exited by itself");
-    assert!(!sandboxes(&c).iter().any(|s| s.labels.get("io.kubernetes.pod.uid") == Some(&uid)));
-    assert!(!containers(&c).iter().any(|s| s.labels.get("io.kubernetes.pod.uid") == Some(&uid)));
+    wait_until("the pod is gone from /pods", LONG, || {
+        find_pod(&p, "graceful").is_none().then_some(())
+    });
+    assert_eq!(
+        read(&out.join("signal")).trim(),
+        "got-TERM",
+        "the container saw SIGTERM and exited by itself"
+    );
+    assert!(!sandboxes(&c)
+        .iter()
+        .any(|s| s.labels.get("io.kubernetes.pod.uid") == Some(&uid)));
+    assert!(!containers(&c)
+        .iter()
+        .any(|s| s.labels.get("io.kubernetes.pod.uid") == Some(&uid)));
     if let Some(cg) = &cg {
-        wait_until("the pod cgroup is removed", LONG, || (!cg.exists()).then_some(()));
+        wait_until("the pod cgroup is removed", LONG, || {
+            (!cg.exists()).then_some(())
+        });
     }
     assert!(!log_dir.exists(), "pod log dir removed");
 }
 
 /// The memory controller's directory for a pod, on v1 or v2.
 fn cgroup_dir(p: &Picolet, qos: &str, uid: &str) -> Option<PathBuf> {
-    let rel = format!("{}/kubepods/{qos}/pod{uid}", p.cgroup_root().trim_start_matches('/'));
+    let rel = format!(
+        "{}/kubepods/{qos}/pod{uid}",
+        p.cgroup_root().trim_start_matches('/')
+    );
     let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    let base = if v2 { PathBuf::from("/sys/fs/cgroup") } else { PathBuf::from("/sys/fs/cgroup/memory") };
+    let base = if v2 {
+        PathBuf::from("/sys/fs/cgroup")
+    } else {
+        PathBuf::from("/sys/fs/cgroup/memory")
+    };
     base.exists().then(|| base.join(rel))
 }
 
 fn read_memory_limit(dir: &Path) -> Option<u64> {
-    ["memory.limit_in_bytes", "memory.max"].iter().find_map(|f| read(&dir.join(f)).trim().parse().ok())
+    ["memory.limit_in_bytes", "memory.max"]
+        .iter()
+        .find_map(|f| read(&dir.join(f)).trim().parse().ok())
 }
 
 #[test]
@@ -319,25 +430,49 @@ fn a_crashing_container_restarts_with_back_off_and_garbage_is_collected() {
     let mut p = Picolet::start(&c);
     let manifest = "apiVersion: v1\nkind: Pod\nmetadata: {name: crash}\nspec:\n  containers:\n  - name: main\n    image: busybox\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", \"echo crashing; exit 3\"]\n";
     p.write_manifest("crash", manifest);
-    let pod = wait_until("restartCount reaches 2 and CrashLoopBackOff shows", Duration::from_secs(180), || {
-        let pod = find_pod(&p, "crash")?;
-        let cs = container_status(&pod, "main")?;
-        (cs["restartCount"].as_i64()? >= 2 && cs["state"]["waiting"]["reason"] == "CrashLoopBackOff").then_some(pod)
-    });
+    let pod = wait_until(
+        "restartCount reaches 2 and CrashLoopBackOff shows",
+        Duration::from_secs(180),
+        || {
+            let pod = find_pod(&p, "crash")?;
+            let cs = container_status(&pod, "main")?;
+            (cs["restartCount"].as_i64()? >= 2
+                && cs["state"]["waiting"]["reason"] == "CrashLoopBackOff")
+                .then_some(pod)
+        },
+    );
     let cs = container_status(&pod, "main").unwrap();
     assert_eq!(cs["lastState"]["terminated"]["exitCode"], 3, "{cs}");
     assert_eq!(cs["lastState"]["terminated"]["reason"], "Error");
-    assert!(cs["state"]["waiting"]["message"].as_str().unwrap().contains("back-off"), "{cs}");
+    assert!(
+        cs["state"]["waiting"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("back-off"),
+        "{cs}"
+    );
 
     // After a restart of picolet, GC keeps one dead container per name.
     let uid = pod["metadata"]["uid"].as_str().unwrap().to_string();
     p.restart();
-    wait_until("GC leaves at most one dead container plus the current one", LONG, || {
-        let n = containers(&c).iter().filter(|x| x.labels.get("io.kubernetes.pod.uid") == Some(&uid)).count();
-        (n <= 2).then_some(())
-    });
+    wait_until(
+        "GC leaves at most one dead container plus the current one",
+        LONG,
+        || {
+            let n = containers(&c)
+                .iter()
+                .filter(|x| x.labels.get("io.kubernetes.pod.uid") == Some(&uid))
+                .count();
+            (n <= 2).then_some(())
+        },
+    );
     let log = p.log();
-    assert!(log.contains("Back-off") || log.contains("back-off") || log.contains("CrashLoopBackOff") || true);
+    assert!(
+        log.contains("Back-off")
+            || log.contains("back-off")
+            || log.contains("CrashLoopBackOff")
+            || true
+    );
 }
 
 #[test]
@@ -355,10 +490,17 @@ fn a_restarted_picolet_adopts_running_containers_and_removes_orphans() {
     p.remove_manifest("go");
     p.restart();
     let again = wait_running(&p, "stay");
-    assert_eq!(container_id(&again, "main"), container_id(&stay, "main"), "adopted, not restarted");
+    assert_eq!(
+        container_id(&again, "main"),
+        container_id(&stay, "main"),
+        "adopted, not restarted"
+    );
     assert_eq!(restart_count(&again, "main"), 0);
     wait_until("the orphaned pod is terminated and removed", LONG, || {
-        (!sandboxes(&c).iter().any(|s| s.labels.get("io.kubernetes.pod.uid") == Some(&go_uid))).then_some(())
+        (!sandboxes(&c)
+            .iter()
+            .any(|s| s.labels.get("io.kubernetes.pod.uid") == Some(&go_uid)))
+        .then_some(())
     });
 }
 
@@ -375,7 +517,10 @@ fn a_containerd_restart_does_not_restart_containers_and_picolet_reconnects() {
     let after = wait_running(&p, "steady");
     assert_eq!(container_id(&after, "main"), container_id(&before, "main"));
     assert_eq!(restart_count(&after, "main"), 0);
-    assert!(p.log().contains("reconnect") || p.log().contains("is back"), "the reconnect is logged");
+    assert!(
+        p.log().contains("reconnect") || p.log().contains("is back"),
+        "the reconnect is logged"
+    );
 }
 
 #[test]
@@ -388,15 +533,23 @@ fn image_pull_policy_is_honoured_and_pull_errors_are_reported() {
     p.write_manifest("missing", missing);
     wait_until("ErrImageNeverPull", LONG, || {
         let pod = find_pod(&p, "never")?;
-        (container_status(&pod, "main")?["state"]["waiting"]["reason"] == "ErrImageNeverPull").then_some(())
+        (container_status(&pod, "main")?["state"]["waiting"]["reason"] == "ErrImageNeverPull")
+            .then_some(())
     });
     let mut seen: HashMap<String, bool> = HashMap::new();
-    wait_until("ErrImagePull then ImagePullBackOff", Duration::from_secs(180), || {
-        let pod = find_pod(&p, "missing")?;
-        let reason = container_status(&pod, "main")?["state"]["waiting"]["reason"].as_str()?.to_string();
-        seen.insert(reason, true);
-        (seen.contains_key("ErrImagePull") && seen.contains_key("ImagePullBackOff")).then_some(())
-    });
+    wait_until(
+        "ErrImagePull then ImagePullBackOff",
+        Duration::from_secs(180),
+        || {
+            let pod = find_pod(&p, "missing")?;
+            let reason = container_status(&pod, "main")?["state"]["waiting"]["reason"]
+                .as_str()?
+                .to_string();
+            seen.insert(reason, true);
+            (seen.contains_key("ErrImagePull") && seen.contains_key("ImagePullBackOff"))
+                .then_some(())
+        },
+    );
     let pod = find_pod(&p, "missing").unwrap();
     assert_eq!(pod["status"]["phase"], "Pending");
 }
@@ -418,5 +571,65 @@ fn a_bad_config_value_is_an_error_naming_the_field_and_the_file() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("maxPods") && err.contains(&cfg.display().to_string()), "{err}");
+    assert!(
+        err.contains("maxPods") && err.contains(&cfg.display().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn container_logs_are_rotated_at_the_configured_size_and_count() {
+    let c = Containerd::start();
+    let p = Picolet::start_with(&c, "containerLogMaxSize: 4Ki\ncontainerLogMaxFiles: 3\n");
+    let manifest = r#"apiVersion: v1
+kind: Pod
+metadata: {name: chatty}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "i=0; while true; do i=$((i+1)); echo line $i padding-padding-padding-padding-padding-padding; sleep 0.01; done"]
+"#;
+    p.write_manifest("chatty", manifest);
+    let pod = wait_running(&p, "chatty");
+    let current = pod_log_file(&p, &pod, "main", 0);
+    let dir = current.parent().unwrap().to_path_buf();
+    let files = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    wait_until("two rotations happened", LONG, || {
+        (files().iter().filter(|f| f.starts_with("0.log.")).count() >= 2).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(25)); // more rotation rounds
+    let f = files();
+    assert!(
+        f.contains(&"0.log".to_string()),
+        "the runtime reopened the current log: {f:?}"
+    );
+    assert!(f.len() <= 3, "at most containerLogMaxFiles files: {f:?}");
+    // The current file keeps growing after rotation: the runtime writes to it.
+    let size = std::fs::metadata(&current).unwrap().len();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(std::fs::metadata(&current).map(|m| m.len()).unwrap_or(0) != size || files() != f);
+}
+
+#[test]
+fn pods_beyond_max_pods_are_not_admitted() {
+    let c = Containerd::start();
+    let p = Picolet::start_with(&c, "maxPods: 1\n");
+    p.write_manifest("first", &sleeper("first"));
+    wait_running(&p, "first");
+    p.write_manifest("second", &sleeper("second"));
+    wait_until("the refusal is logged", LONG, || {
+        p.log().contains("maxPods").then_some(())
+    });
+    assert!(find_pod(&p, "second").is_none());
 }

@@ -33,7 +33,9 @@ use crate::cgroups::PodCgroups;
 use crate::cri::{api, CriError, Runtime};
 use crate::gc;
 use crate::pleg::{self, Kind, Record, State};
-use crate::pod::plan::{self, Action, Health, KillReason, ObservedContainer, ObservedPod, ObservedSandbox};
+use crate::pod::plan::{
+    self, Action, Health, KillReason, ObservedContainer, ObservedPod, ObservedSandbox,
+};
 use crate::pod::spec;
 use crate::qos::{self, QosClass};
 use crate::rt;
@@ -137,7 +139,10 @@ struct Relist {
 }
 
 fn now_unix_nanos() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
 }
 
 fn label_filter(uid: &str) -> HashMap<String, String> {
@@ -160,7 +165,11 @@ fn sandbox_ready(state: i32) -> bool {
 fn grace_period(pod: &Pod) -> i64 {
     pod.metadata
         .deletion_grace_period_seconds
-        .or_else(|| pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds))
+        .or_else(|| {
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+        })
         .unwrap_or(30)
         .max(0)
 }
@@ -171,7 +180,12 @@ fn all_containers(pod: &Pod) -> impl Iterator<Item = (&Container, bool)> {
         .unwrap_or(&[])
         .iter()
         .map(|c| (c, true))
-        .chain(spec.map(|s| s.containers.as_slice()).unwrap_or(&[]).iter().map(|c| (c, false)))
+        .chain(
+            spec.map(|s| s.containers.as_slice())
+                .unwrap_or(&[])
+                .iter()
+                .map(|c| (c, false)),
+        )
 }
 
 /// The host's primary IPv4 address: the source address the kernel would
@@ -202,13 +216,17 @@ impl Agent {
     /// Creates the agent; nothing runs until [`Agent::run`].
     pub fn new(cfg: AgentConfig) -> Rc<Agent> {
         let runtime = Runtime::new(cfg.runtime_socket.clone(), cfg.runtime_request_timeout);
-        let cgroups = match PodCgroups::new(&cfg.cgroup_mount, &cfg.cgroup_root, cfg.cgroups_per_qos) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                log::warn!("cgroups under {}: {e}; pod-level cgroups are disabled", cfg.cgroup_mount.display());
-                None
-            }
-        };
+        let cgroups =
+            match PodCgroups::new(&cfg.cgroup_mount, &cfg.cgroup_root, cfg.cgroups_per_qos) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    log::warn!(
+                        "cgroups under {}: {e}; pod-level cgroups are disabled",
+                        cfg.cgroup_mount.display()
+                    );
+                    None
+                }
+            };
         Rc::new(Agent {
             host_resolv_conf: fs::read_to_string("/etc/resolv.conf").ok(),
             host_ip: detect_host_ip(),
@@ -281,7 +299,13 @@ impl Agent {
     async fn connect_runtime(&self) {
         let mut logged = false;
         loop {
-            match self.runtime.version(api::VersionRequest { version: "v1".into() }).await {
+            match self
+                .runtime
+                .version(api::VersionRequest {
+                    version: "v1".into(),
+                })
+                .await
+            {
                 Ok(v) => {
                     log::info!(
                         "container runtime {} {} (CRI {}) at {}",
@@ -313,7 +337,11 @@ impl Agent {
             std::future::pending::<()>().await;
             return;
         };
-        let mut source = FileSource::new(dir, self.cfg.node_name.clone(), self.cfg.file_check_frequency);
+        let mut source = FileSource::new(
+            dir,
+            self.cfg.node_name.clone(),
+            self.cfg.file_check_frequency,
+        );
         loop {
             let update = source.next().await;
             self.apply_update(update);
@@ -339,13 +367,20 @@ impl Agent {
     /// Applies the set; returns the pods that are new or changed.
     fn apply_update_inner(self: &Rc<Self>, update: SourceUpdate) -> Vec<String> {
         let mut changed = Vec::new();
-        let wanted: HashMap<String, Pod> =
-            update.pods.into_iter().map(|p| (crate::pod::uid(&p).to_string(), p)).collect();
+        let wanted: HashMap<String, Pod> = update
+            .pods
+            .into_iter()
+            .map(|p| (crate::pod::uid(&p).to_string(), p))
+            .collect();
         let mut pods = self.pods.borrow_mut();
         // Deletions.
         for (uid, e) in pods.iter_mut() {
             if e.source == Some(update.source) && !e.deleted && !wanted.contains_key(uid) {
-                log::info!("pod {} removed from source {}; terminating", crate::pod::full_name(&e.pod), update.source);
+                log::info!(
+                    "pod {} removed from source {}; terminating",
+                    crate::pod::full_name(&e.pod),
+                    update.source
+                );
                 e.deleted = true;
                 let _ = e.wake.try_send(());
             }
@@ -377,14 +412,27 @@ impl Agent {
                 continue;
             }
             admitted += 1;
-            log::info!("pod {} added from source {} (uid {uid})", crate::pod::full_name(&pod), update.source);
-            pods.insert(uid.clone(), self.new_entry(uid.clone(), pod, Some(update.source), false));
+            log::info!(
+                "pod {} added from source {} (uid {uid})",
+                crate::pod::full_name(&pod),
+                update.source
+            );
+            pods.insert(
+                uid.clone(),
+                self.new_entry(uid.clone(), pod, Some(update.source), false),
+            );
             changed.push(uid);
         }
         changed
     }
 
-    fn new_entry(self: &Rc<Self>, uid: String, pod: Pod, source: Option<PodSource>, deleted: bool) -> PodEntry {
+    fn new_entry(
+        self: &Rc<Self>,
+        uid: String,
+        pod: Pod,
+        source: Option<PodSource>,
+        deleted: bool,
+    ) -> PodEntry {
         let (tx, rx) = smol::channel::bounded(1);
         let me = self.clone();
         let worker_uid = uid.clone();
@@ -411,12 +459,22 @@ impl Agent {
     // ---- PLEG ----------------------------------------------------------
 
     async fn relist(&self) -> Result<pleg::Snapshot, CriError> {
-        let sandboxes = self.runtime.list_pod_sandbox(api::ListPodSandboxRequest::default()).await?.items;
-        let containers = self.runtime.list_containers(api::ListContainersRequest::default()).await?.containers;
+        let sandboxes = self
+            .runtime
+            .list_pod_sandbox(api::ListPodSandboxRequest::default())
+            .await?
+            .items;
+        let containers = self
+            .runtime
+            .list_containers(api::ListContainersRequest::default())
+            .await?
+            .containers;
         let mut records = Vec::with_capacity(sandboxes.len() + containers.len());
         let mut rl = Relist::default();
         for s in &sandboxes {
-            let Some(uid) = s.labels.get(LABEL_POD_UID) else { continue };
+            let Some(uid) = s.labels.get(LABEL_POD_UID) else {
+                continue;
+            };
             let ready = sandbox_ready(s.state);
             records.push(Record {
                 id: s.id.clone(),
@@ -425,7 +483,8 @@ impl Agent {
                 state: if ready { State::Running } else { State::Exited },
             });
             let md = s.metadata.clone().unwrap_or_default();
-            rl.names.insert(uid.clone(), (md.namespace.clone(), md.name.clone()));
+            rl.names
+                .insert(uid.clone(), (md.namespace.clone(), md.name.clone()));
             rl.sandboxes.push(gc::Sandbox {
                 id: s.id.clone(),
                 pod_uid: uid.clone(),
@@ -435,10 +494,21 @@ impl Agent {
             });
         }
         for c in &containers {
-            let Some(uid) = c.labels.get(LABEL_POD_UID) else { continue };
+            let Some(uid) = c.labels.get(LABEL_POD_UID) else {
+                continue;
+            };
             let state = cri_state(c.state);
-            records.push(Record { id: c.id.clone(), pod_uid: uid.clone(), kind: Kind::Container, state });
-            if let Some(g) = c.annotations.get(ANNOTATION_GRACE).and_then(|g| g.parse().ok()) {
+            records.push(Record {
+                id: c.id.clone(),
+                pod_uid: uid.clone(),
+                kind: Kind::Container,
+                state,
+            });
+            if let Some(g) = c
+                .annotations
+                .get(ANNOTATION_GRACE)
+                .and_then(|g| g.parse().ok())
+            {
                 rl.grace.insert(uid.clone(), g);
             }
             let md = c.metadata.clone().unwrap_or_default();
@@ -509,7 +579,10 @@ impl Agent {
         }
         let orphans: Vec<String> = {
             let pods = self.pods.borrow();
-            snap.pod_uids().filter(|u| !pods.contains_key(*u)).map(str::to_string).collect()
+            snap.pod_uids()
+                .filter(|u| !pods.contains_key(*u))
+                .map(str::to_string)
+                .collect()
         };
         if orphans.is_empty() {
             return;
@@ -518,16 +591,25 @@ impl Agent {
         let mut new_entries = Vec::new();
         for uid in orphans {
             let active = rl.sandboxes.iter().any(|s| s.pod_uid == uid && s.ready)
-                || rl.containers.iter().any(|c| c.pod_uid == uid && matches!(c.state, State::Running | State::Unknown));
+                || rl.containers.iter().any(|c| {
+                    c.pod_uid == uid && matches!(c.state, State::Running | State::Unknown)
+                });
             if !active {
                 continue; // nothing to stop; GC removes what is left
             }
             let (ns, name) = rl.names.get(&uid).cloned().unwrap_or_default();
             log::info!("pod {ns}/{name} (uid {uid}) is not wanted by any source; terminating it");
             let pod = Pod {
-                metadata: ObjectMeta { name: Some(name), namespace: Some(ns), uid: Some(uid.clone()), ..Default::default() },
+                metadata: ObjectMeta {
+                    name: Some(name),
+                    namespace: Some(ns),
+                    uid: Some(uid.clone()),
+                    ..Default::default()
+                },
                 spec: Some(PodSpec {
-                    termination_grace_period_seconds: Some(rl.grace.get(&uid).copied().unwrap_or(30)),
+                    termination_grace_period_seconds: Some(
+                        rl.grace.get(&uid).copied().unwrap_or(30),
+                    ),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -561,30 +643,49 @@ impl Agent {
         let sandboxes = self
             .runtime
             .list_pod_sandbox(api::ListPodSandboxRequest {
-                filter: Some(api::PodSandboxFilter { label_selector: label_filter(uid), ..Default::default() }),
+                filter: Some(api::PodSandboxFilter {
+                    label_selector: label_filter(uid),
+                    ..Default::default()
+                }),
             })
             .await?
             .items;
         let containers = self
             .runtime
             .list_containers(api::ListContainersRequest {
-                filter: Some(api::ContainerFilter { label_selector: label_filter(uid), ..Default::default() }),
+                filter: Some(api::ContainerFilter {
+                    label_selector: label_filter(uid),
+                    ..Default::default()
+                }),
             })
             .await?
             .containers;
         let mut obs = ObservedPod::default();
         for s in sandboxes {
             let ready = sandbox_ready(s.state);
-            let cached = self.pods.borrow().get(uid).and_then(|e| e.ips.get(&s.id).cloned());
+            let cached = self
+                .pods
+                .borrow()
+                .get(uid)
+                .and_then(|e| e.ips.get(&s.id).cloned());
             let (ip, additional_ips) = match cached {
                 Some(v) => v,
                 None if ready => {
                     let st = self
                         .runtime
-                        .pod_sandbox_status(api::PodSandboxStatusRequest { pod_sandbox_id: s.id.clone(), verbose: false })
+                        .pod_sandbox_status(api::PodSandboxStatusRequest {
+                            pod_sandbox_id: s.id.clone(),
+                            verbose: false,
+                        })
                         .await?;
                     let net = st.status.and_then(|s| s.network).unwrap_or_default();
-                    let v = (net.ip, net.additional_ips.into_iter().map(|i| i.ip).collect::<Vec<_>>());
+                    let v = (
+                        net.ip,
+                        net.additional_ips
+                            .into_iter()
+                            .map(|i| i.ip)
+                            .collect::<Vec<_>>(),
+                    );
                     if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
                         e.ips.insert(s.id.clone(), v.clone());
                     }
@@ -610,12 +711,27 @@ impl Agent {
                 attempt: md.attempt,
                 state: cri_state(c.state),
                 created_at: c.created_at,
-                hash: c.annotations.get(ANNOTATION_HASH).cloned().unwrap_or_default(),
-                image: c.image.as_ref().map(|i| i.image.clone()).unwrap_or_default(),
+                hash: c
+                    .annotations
+                    .get(ANNOTATION_HASH)
+                    .cloned()
+                    .unwrap_or_default(),
+                image: c
+                    .image
+                    .as_ref()
+                    .map(|i| i.image.clone())
+                    .unwrap_or_default(),
                 image_ref: c.image_ref.clone(),
                 ..Default::default()
             };
-            match self.runtime.container_status(api::ContainerStatusRequest { container_id: c.id.clone(), verbose: false }).await {
+            match self
+                .runtime
+                .container_status(api::ContainerStatusRequest {
+                    container_id: c.id.clone(),
+                    verbose: false,
+                })
+                .await
+            {
                 Ok(r) => {
                     if let Some(st) = r.status {
                         oc.state = cri_state(st.state);
@@ -662,19 +778,30 @@ impl Agent {
                     self.pods.borrow_mut().remove(uid);
                     self.backoff.borrow_mut().forget_pod(uid);
                     self.image_backoff.borrow_mut().forget_pod(uid);
-                    self.image_pull_failed_at.borrow_mut().retain(|k, _| !k.starts_with(&format!("{uid}/")));
+                    self.image_pull_failed_at
+                        .borrow_mut()
+                        .retain(|k, _| !k.starts_with(&format!("{uid}/")));
                     None
                 }
                 Err(e) => {
-                    log::warn!("terminating pod {}: {e}; will retry", crate::pod::full_name(&pod));
+                    log::warn!(
+                        "terminating pod {}: {e}; will retry",
+                        crate::pod::full_name(&pod)
+                    );
                     Some(RETRY_AFTER_ERROR)
                 }
             };
         }
 
-        let hashes: HashMap<String, String> =
-            all_containers(&pod).map(|(c, _)| (c.name.clone(), spec::container_hash(c))).collect();
-        let health = self.pods.borrow().get(uid).map(|e| e.health.clone()).unwrap_or_default();
+        let hashes: HashMap<String, String> = all_containers(&pod)
+            .map(|(c, _)| (c.name.clone(), spec::container_hash(c)))
+            .collect();
+        let health = self
+            .pods
+            .borrow()
+            .get(uid)
+            .map(|e| e.health.clone())
+            .unwrap_or_default();
         let actions = {
             let backoff = self.backoff.borrow();
             let ctx = plan::Context {
@@ -691,8 +818,10 @@ impl Agent {
             return Some(next);
         }
         log::debug!("pod {}: {:?}", crate::pod::full_name(&pod), actions);
-        let mut sandbox: Option<(String, u32)> =
-            observed.latest_sandbox().filter(|s| s.ready).map(|s| (s.id.clone(), s.attempt));
+        let mut sandbox: Option<(String, u32)> = observed
+            .latest_sandbox()
+            .filter(|s| s.ready)
+            .map(|s| (s.id.clone(), s.attempt));
         let mut observed = observed;
         for action in actions {
             match action {
@@ -703,36 +832,62 @@ impl Agent {
                     }
                     sandbox = None;
                 }
-                Action::CreateSandbox { attempt } => match Box::pin(self.create_sandbox(&pod, attempt)).await {
-                    Ok(id) => {
-                        sandbox = Some((id, attempt));
-                        match Box::pin(self.observe(uid)).await {
-                            Ok(o) => observed = o,
-                            Err(_) => return Some(RETRY_AFTER_ERROR),
+                Action::CreateSandbox { attempt } => {
+                    match Box::pin(self.create_sandbox(&pod, attempt)).await {
+                        Ok(id) => {
+                            sandbox = Some((id, attempt));
+                            match Box::pin(self.observe(uid)).await {
+                                Ok(o) => observed = o,
+                                Err(_) => return Some(RETRY_AFTER_ERROR),
+                            }
+                        }
+                        Err(e) => {
+                            log::error!(
+                                "creating sandbox for pod {}: {e}",
+                                crate::pod::full_name(&pod)
+                            );
+                            self.set_waiting_all(uid, &pod, "ContainerCreating", &e);
+                            return Some(RETRY_AFTER_ERROR * 5);
                         }
                     }
-                    Err(e) => {
-                        log::error!("creating sandbox for pod {}: {e}", crate::pod::full_name(&pod));
-                        self.set_waiting_all(uid, &pod, "ContainerCreating", &e);
-                        return Some(RETRY_AFTER_ERROR * 5);
-                    }
-                },
-                Action::StartContainer { name, init, attempt, restart } => {
-                    let Some((sid, sattempt)) = sandbox.clone() else { break };
-                    let container = all_containers(&pod).find(|(c, _)| c.name == name).map(|(c, _)| c.clone());
+                }
+                Action::StartContainer {
+                    name,
+                    init,
+                    attempt,
+                    restart,
+                } => {
+                    let Some((sid, sattempt)) = sandbox.clone() else {
+                        break;
+                    };
+                    let container = all_containers(&pod)
+                        .find(|(c, _)| c.name == name)
+                        .map(|(c, _)| c.clone());
                     let Some(container) = container else { continue };
                     if restart {
-                        self.backoff.borrow_mut().next(&Backoff::key(uid, &name), Instant::now());
+                        self.backoff
+                            .borrow_mut()
+                            .next(&Backoff::key(uid, &name), Instant::now());
                         if let Some(prev) = observed.latest(&name) {
                             let ran = (prev.finished_at - prev.started_at).max(0) as u64;
-                            self.backoff.borrow_mut().observe_run(&Backoff::key(uid, &name), Duration::from_nanos(ran));
+                            self.backoff
+                                .borrow_mut()
+                                .observe_run(&Backoff::key(uid, &name), Duration::from_nanos(ran));
                         }
                     }
-                    match Box::pin(self.start_container(&pod, &observed, &container, attempt, &sid, sattempt)).await {
+                    match Box::pin(
+                        self.start_container(&pod, &observed, &container, attempt, &sid, sattempt),
+                    )
+                    .await
+                    {
                         Ok(()) => self.clear_waiting(uid, &name),
                         Err(w) => {
                             // Log a failure when it starts or changes, not at every retry.
-                            let known = self.pods.borrow().get(uid).and_then(|e| e.waiting.get(&name).cloned());
+                            let known = self
+                                .pods
+                                .borrow()
+                                .get(uid)
+                                .and_then(|e| e.waiting.get(&name).cloned());
                             if known.as_ref().map(|k| &k.reason) != Some(&w.reason) {
                                 log::warn!(
                                     "container {} of pod {}: {}: {}",
@@ -757,7 +912,10 @@ impl Agent {
                         KillReason::StartupProbeFailed => "it failed its startup probe",
                         KillReason::UnknownState => "it is in an unknown state",
                     };
-                    log::info!("killing container {name} of pod {}: {why}", crate::pod::full_name(&pod));
+                    log::info!(
+                        "killing container {name} of pod {}: {why}",
+                        crate::pod::full_name(&pod)
+                    );
                     let grace = {
                         let mut pods = self.pods.borrow_mut();
                         let e = pods.get_mut(uid);
@@ -776,7 +934,11 @@ impl Agent {
                     }
                 }
                 Action::BackOff { name, remaining } => {
-                    let delay = self.backoff.borrow().delay(&Backoff::key(uid, &name)).unwrap_or_default();
+                    let delay = self
+                        .backoff
+                        .borrow()
+                        .delay(&Backoff::key(uid, &name))
+                        .unwrap_or_default();
                     let msg = format!(
                         "back-off {} restarting failed container={} pod={}_{}({})",
                         crate::status::format_duration(delay),
@@ -785,7 +947,14 @@ impl Agent {
                         pod.metadata.namespace.as_deref().unwrap_or(""),
                         uid
                     );
-                    self.set_waiting(uid, &name, Waiting { reason: "CrashLoopBackOff".into(), message: msg });
+                    self.set_waiting(
+                        uid,
+                        &name,
+                        Waiting {
+                            reason: "CrashLoopBackOff".into(),
+                            message: msg,
+                        },
+                    );
                     next = next.min(remaining + Duration::from_millis(50));
                 }
             }
@@ -801,10 +970,19 @@ impl Agent {
             e.observed = observed.clone();
             // A running container is no longer waiting.
             e.waiting.retain(|name, _| {
-                observed.latest(name).map(|c| c.state != State::Running).unwrap_or(true)
+                observed
+                    .latest(name)
+                    .map(|c| c.state != State::Running)
+                    .unwrap_or(true)
             });
             // An adopted pod started when its first sandbox did.
-            if let Some(first) = observed.sandboxes.iter().map(|s| s.created_at).filter(|t| *t > 0).min() {
+            if let Some(first) = observed
+                .sandboxes
+                .iter()
+                .map(|s| s.created_at)
+                .filter(|t| *t > 0)
+                .min()
+            {
                 e.first_seen_unix = e.first_seen_unix.min(first / 1_000_000_000);
             }
         }
@@ -818,7 +996,14 @@ impl Agent {
 
     fn set_waiting_all(&self, uid: &str, pod: &Pod, reason: &str, err: &dyn std::fmt::Display) {
         for (c, _) in all_containers(pod) {
-            self.set_waiting(uid, &c.name, Waiting { reason: reason.into(), message: err.to_string() });
+            self.set_waiting(
+                uid,
+                &c.name,
+                Waiting {
+                    reason: reason.into(),
+                    message: err.to_string(),
+                },
+            );
         }
     }
 
@@ -829,7 +1014,10 @@ impl Agent {
     }
 
     fn qos(pod: &Pod) -> QosClass {
-        pod.spec.as_ref().map(qos::pod_qos).unwrap_or(QosClass::BestEffort)
+        pod.spec
+            .as_ref()
+            .map(qos::pod_qos)
+            .unwrap_or(QosClass::BestEffort)
     }
 
     fn pod_dir(&self, uid: &str) -> PathBuf {
@@ -871,8 +1059,13 @@ impl Agent {
         let uid = crate::pod::uid(pod);
         if let Some(cg) = &self.cgroups {
             let spec = pod.spec.clone().unwrap_or_default();
-            cg.ensure_pod(uid, Self::qos(pod), &qos::pod_resources(&spec), self.cfg.pod_pids_limit)
-                .map_err(|e| format!("pod cgroup: {e}"))?;
+            cg.ensure_pod(
+                uid,
+                Self::qos(pod),
+                &qos::pod_resources(&spec),
+                self.cfg.pod_pids_limit,
+            )
+            .map_err(|e| format!("pod cgroup: {e}"))?;
         }
         let log_dir = self.log_dir(pod);
         fs::DirBuilder::new()
@@ -887,10 +1080,16 @@ impl Agent {
             .create(&pod_dir)
             .map_err(|e| format!("creating {}: {e}", pod_dir.display()))?;
         let config = self.sandbox_config(pod, attempt);
-        log::info!("creating sandbox for pod {} (attempt {attempt})", crate::pod::full_name(pod));
+        log::info!(
+            "creating sandbox for pod {} (attempt {attempt})",
+            crate::pod::full_name(pod)
+        );
         let id = self
             .runtime
-            .run_pod_sandbox(api::RunPodSandboxRequest { config: Some(config), runtime_handler: String::new() })
+            .run_pod_sandbox(api::RunPodSandboxRequest {
+                config: Some(config),
+                runtime_handler: String::new(),
+            })
             .await
             .map_err(|e| e.to_string())?
             .pod_sandbox_id;
@@ -898,22 +1097,45 @@ impl Agent {
     }
 
     /// Makes the image available per `imagePullPolicy`; returns the image ID.
-    async fn ensure_image(&self, pod: &Pod, c: &Container, sandbox: &api::PodSandboxConfig) -> Result<String, Waiting> {
+    async fn ensure_image(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        sandbox: &api::PodSandboxConfig,
+    ) -> Result<String, Waiting> {
         let uid = crate::pod::uid(pod);
         let user = c.image.clone().unwrap_or_default();
         let image = crate::pod::defaults::normalize_image(&user);
         let policy = c.image_pull_policy.as_deref().unwrap_or("IfNotPresent");
-        let spec = api::ImageSpec { image: image.clone(), user_specified_image: user.clone(), ..Default::default() };
-        let present = match self.runtime.image_status(api::ImageStatusRequest { image: Some(spec.clone()), verbose: false }).await {
+        let spec = api::ImageSpec {
+            image: image.clone(),
+            user_specified_image: user.clone(),
+            ..Default::default()
+        };
+        let present = match self
+            .runtime
+            .image_status(api::ImageStatusRequest {
+                image: Some(spec.clone()),
+                verbose: false,
+            })
+            .await
+        {
             Ok(r) => r.image.map(|i| i.id),
-            Err(e) => return Err(Waiting { reason: "ErrImageInspect".into(), message: e.to_string() }),
+            Err(e) => {
+                return Err(Waiting {
+                    reason: "ErrImageInspect".into(),
+                    message: e.to_string(),
+                })
+            }
         };
         match (policy, present) {
             ("Never", Some(id)) | ("IfNotPresent", Some(id)) => return Ok(id),
             ("Never", None) => {
                 return Err(Waiting {
                     reason: "ErrImageNeverPull".into(),
-                    message: format!("Container image \"{user}\" is not present with pull policy of Never"),
+                    message: format!(
+                        "Container image \"{user}\" is not present with pull policy of Never"
+                    ),
                 })
             }
             _ => {}
@@ -923,17 +1145,38 @@ impl Agent {
         if let Some(wait) = self.image_backoff_remaining(&key, now) {
             return Err(Waiting {
                 reason: "ImagePullBackOff".into(),
-                message: format!("Back-off pulling image \"{user}\" ({}s left)", wait.as_secs()),
+                message: format!(
+                    "Back-off pulling image \"{user}\" ({}s left)",
+                    wait.as_secs()
+                ),
             });
         }
-        let _guard = if self.cfg.serialize_image_pulls { Some(self.pull_lock.lock().await) } else { None };
-        log::info!("pulling image {image} for pod {}", crate::pod::full_name(pod));
-        let req = api::PullImageRequest { image: Some(spec.clone()), auth: None, sandbox_config: Some(sandbox.clone()) };
+        let _guard = if self.cfg.serialize_image_pulls {
+            Some(self.pull_lock.lock().await)
+        } else {
+            None
+        };
+        log::info!(
+            "pulling image {image} for pod {}",
+            crate::pod::full_name(pod)
+        );
+        let req = api::PullImageRequest {
+            image: Some(spec.clone()),
+            auth: None,
+            sandbox_config: Some(sandbox.clone()),
+        };
         match self.runtime.pull_image(req).await {
             Ok(r) => {
                 self.image_backoff.borrow_mut().reset(&key);
                 self.image_pull_failed_at.borrow_mut().remove(&key);
-                match self.runtime.image_status(api::ImageStatusRequest { image: Some(spec), verbose: false }).await {
+                match self
+                    .runtime
+                    .image_status(api::ImageStatusRequest {
+                        image: Some(spec),
+                        verbose: false,
+                    })
+                    .await
+                {
                     Ok(api::ImageStatusResponse { image: Some(i), .. }) => Ok(i.id),
                     _ => Ok(r.image_ref),
                 }
@@ -942,7 +1185,10 @@ impl Agent {
                 let mut b = self.image_backoff.borrow_mut();
                 b.next(&key, now);
                 self.image_pull_failed_at.borrow_mut().insert(key, now);
-                Err(Waiting { reason: "ErrImagePull".into(), message: format!("pulling image \"{user}\": {}", e.message()) })
+                Err(Waiting {
+                    reason: "ErrImagePull".into(),
+                    message: format!("pulling image \"{user}\": {}", e.message()),
+                })
             }
         }
     }
@@ -964,14 +1210,19 @@ impl Agent {
         let uid = crate::pod::uid(pod);
         let sandbox_config = self.sandbox_config(pod, sandbox_attempt);
         let image = self.ensure_image(pod, c, &sandbox_config).await?;
-        let config_err = |m: String| Waiting { reason: "CreateContainerConfigError".into(), message: m };
+        let config_err = |m: String| Waiting {
+            reason: "CreateContainerConfigError".into(),
+            message: m,
+        };
 
         // Volumes and files on the host.
         let pod_dir = self.pod_dir(uid);
         let mut empty_dirs = HashMap::new();
         for name in spec::empty_dir_volumes(pod) {
             let dir = pod_dir.join("volumes/kubernetes.io~empty-dir").join(&name);
-            fs::create_dir_all(&dir).map_err(|e| config_err(format!("emptyDir {name}: creating {}: {e}", dir.display())))?;
+            fs::create_dir_all(&dir).map_err(|e| {
+                config_err(format!("emptyDir {name}: creating {}: {e}", dir.display()))
+            })?;
             let _ = fs::set_permissions(&dir, fs::Permissions::from_mode(0o777));
             empty_dirs.insert(name, dir);
         }
@@ -979,10 +1230,20 @@ impl Agent {
             prepare_host_path(Path::new(&path), kind.as_deref()).map_err(config_err)?;
         }
         let container_dir = pod_dir.join("containers").join(&c.name);
-        fs::create_dir_all(&container_dir).map_err(|e| config_err(format!("creating {}: {e}", container_dir.display())))?;
+        fs::create_dir_all(&container_dir)
+            .map_err(|e| config_err(format!("creating {}: {e}", container_dir.display())))?;
         let termination_log = container_dir.join(format!("termination-log-{attempt}"));
-        let _ = fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o666).open(&termination_log);
-        let host_network = pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false);
+        let _ = fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o666)
+            .open(&termination_log);
+        let host_network = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_network)
+            .unwrap_or(false);
         let (pod_ip, pod_ips) = observed
             .sandboxes
             .iter()
@@ -993,11 +1254,16 @@ impl Agent {
                 (s.ip.clone(), ips)
             })
             .unwrap_or_default();
-        let (pod_ip, pod_ips) = if host_network { (self.host_ip.clone(), vec![self.host_ip.clone()]) } else { (pod_ip, pod_ips) };
+        let (pod_ip, pod_ips) = if host_network {
+            (self.host_ip.clone(), vec![self.host_ip.clone()])
+        } else {
+            (pod_ip, pod_ips)
+        };
         let etc_hosts = pod_dir.join("etc-hosts");
         if !host_network {
             let hosts = spec::hosts_file(pod, &pod_ips, &self.cfg.cluster_domain);
-            fs::write(&etc_hosts, hosts).map_err(|e| config_err(format!("writing {}: {e}", etc_hosts.display())))?;
+            fs::write(&etc_hosts, hosts)
+                .map_err(|e| config_err(format!("writing {}: {e}", etc_hosts.display())))?;
         }
         let log_dir = self.log_dir(pod).join(&c.name);
         fs::DirBuilder::new()
@@ -1025,7 +1291,8 @@ impl Agent {
             node_allocatable_memory_bytes: Some(self.node_memory),
             seccomp_profile_root: Some(&seccomp_root),
         };
-        let config = spec::container_config(pod, c, &params).map_err(|e| config_err(e.to_string()))?;
+        let config =
+            spec::container_config(pod, c, &params).map_err(|e| config_err(e.to_string()))?;
         // Remove a leftover log file of the same attempt (from a failed create).
         let _ = fs::remove_file(log_dir.join(format!("{attempt}.log")));
         let id = self
@@ -1036,26 +1303,53 @@ impl Agent {
                 sandbox_config: Some(sandbox_config),
             })
             .await
-            .map_err(|e| Waiting { reason: "CreateContainerError".into(), message: e.message() })?
+            .map_err(|e| Waiting {
+                reason: "CreateContainerError".into(),
+                message: e.message(),
+            })?
             .container_id;
         self.runtime
-            .start_container(api::StartContainerRequest { container_id: id.clone() })
+            .start_container(api::StartContainerRequest {
+                container_id: id.clone(),
+            })
             .await
-            .map_err(|e| Waiting { reason: "RunContainerError".into(), message: e.message() })?;
-        log::info!("started container {} of pod {} (attempt {attempt})", c.name, crate::pod::full_name(pod));
+            .map_err(|e| Waiting {
+                reason: "RunContainerError".into(),
+                message: e.message(),
+            })?;
+        log::info!(
+            "started container {} of pod {} (attempt {attempt})",
+            c.name,
+            crate::pod::full_name(pod)
+        );
         if let Err(msg) = self.run_post_start(pod, c, &id, &pod_ip).await {
-            log::warn!("postStart hook of container {} in pod {} failed: {msg}; killing it", c.name, crate::pod::full_name(pod));
+            log::warn!(
+                "postStart hook of container {} in pod {} failed: {msg}; killing it",
+                c.name,
+                crate::pod::full_name(pod)
+            );
             if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
-                e.kill_messages.insert(id.clone(), format!("PostStartHook failed: {msg}"));
+                e.kill_messages
+                    .insert(id.clone(), format!("PostStartHook failed: {msg}"));
             }
             let _ = self.stop_container(&id, grace_period(pod)).await;
-            return Err(Waiting { reason: "PostStartHookError".into(), message: msg });
+            return Err(Waiting {
+                reason: "PostStartHookError".into(),
+                message: msg,
+            });
         }
         Ok(())
     }
 
     async fn stop_container(&self, id: &str, grace: i64) -> Result<(), CriError> {
-        match self.runtime.stop_container(api::StopContainerRequest { container_id: id.to_string(), timeout: grace }).await {
+        match self
+            .runtime
+            .stop_container(api::StopContainerRequest {
+                container_id: id.to_string(),
+                timeout: grace,
+            })
+            .await
+        {
             Err(e) if !e.is_not_found() => Err(e),
             _ => Ok(()),
         }
@@ -1064,12 +1358,21 @@ impl Agent {
     /// Stops every container (in parallel, with the grace period) and every
     /// sandbox of a pod; with `remove`, also removes them and the pod's
     /// cgroup, volumes and logs.
-    async fn terminate_pod(&self, pod: &Pod, observed: &ObservedPod, remove: bool) -> Result<(), String> {
+    async fn terminate_pod(
+        &self,
+        pod: &Pod,
+        observed: &ObservedPod,
+        remove: bool,
+    ) -> Result<(), String> {
         let grace = grace_period(pod);
         let stops: Vec<_> = observed
             .running()
             .map(|c| {
-                log::info!("stopping container {} of pod {} (grace {grace}s)", c.name, crate::pod::full_name(pod));
+                log::info!(
+                    "stopping container {} of pod {} (grace {grace}s)",
+                    c.name,
+                    crate::pod::full_name(pod)
+                );
                 self.kill_container(pod, &c.name, &c.id, grace)
             })
             .collect();
@@ -1084,7 +1387,13 @@ impl Agent {
         }
         for s in &observed.sandboxes {
             if s.ready || remove {
-                match self.runtime.stop_pod_sandbox(api::StopPodSandboxRequest { pod_sandbox_id: s.id.clone() }).await {
+                match self
+                    .runtime
+                    .stop_pod_sandbox(api::StopPodSandboxRequest {
+                        pod_sandbox_id: s.id.clone(),
+                    })
+                    .await
+                {
                     Err(e) if !e.is_not_found() => return Err(e.to_string()),
                     _ => {}
                 }
@@ -1094,7 +1403,13 @@ impl Agent {
             return Ok(());
         }
         for s in &observed.sandboxes {
-            match self.runtime.remove_pod_sandbox(api::RemovePodSandboxRequest { pod_sandbox_id: s.id.clone() }).await {
+            match self
+                .runtime
+                .remove_pod_sandbox(api::RemovePodSandboxRequest {
+                    pod_sandbox_id: s.id.clone(),
+                })
+                .await
+            {
                 Err(e) if !e.is_not_found() => return Err(e.to_string()),
                 _ => {}
             }
@@ -1130,7 +1445,13 @@ impl Agent {
         if !self.sources_ready.get() {
             return;
         }
-        let live: HashSet<String> = self.pods.borrow().iter().filter(|(_, e)| !e.deleted).map(|(u, _)| u.clone()).collect();
+        let live: HashSet<String> = self
+            .pods
+            .borrow()
+            .iter()
+            .filter(|(_, e)| !e.deleted)
+            .map(|(u, _)| u.clone())
+            .collect();
         let removals = {
             let rl = self.relist.borrow();
             gc::collect(&rl.sandboxes, &rl.containers, &live)
@@ -1140,11 +1461,22 @@ impl Agent {
                 gc::Removal::Container { id, .. } => {
                     log::debug!("GC: removing dead container {id}");
                     // Runtimes leave the log file behind; it goes with the container.
-                    let log_path = match self.runtime.container_status(api::ContainerStatusRequest { container_id: id.clone(), verbose: false }).await {
+                    let log_path = match self
+                        .runtime
+                        .container_status(api::ContainerStatusRequest {
+                            container_id: id.clone(),
+                            verbose: false,
+                        })
+                        .await
+                    {
                         Ok(r) => r.status.map(|s| s.log_path).filter(|p| !p.is_empty()),
                         Err(_) => None,
                     };
-                    match self.runtime.remove_container(api::RemoveContainerRequest { container_id: id }).await {
+                    match self
+                        .runtime
+                        .remove_container(api::RemoveContainerRequest { container_id: id })
+                        .await
+                    {
                         Err(e) if !e.is_not_found() => log::warn!("GC: {e}"),
                         _ => {
                             if let Some(p) = log_path {
@@ -1155,7 +1487,11 @@ impl Agent {
                 }
                 gc::Removal::Sandbox { id, pod_uid } => {
                     log::debug!("GC: removing sandbox {id} of pod {pod_uid}");
-                    if let Err(e) = self.runtime.remove_pod_sandbox(api::RemovePodSandboxRequest { pod_sandbox_id: id }).await {
+                    if let Err(e) = self
+                        .runtime
+                        .remove_pod_sandbox(api::RemovePodSandboxRequest { pod_sandbox_id: id })
+                        .await
+                    {
                         if !e.is_not_found() {
                             log::warn!("GC: {e}");
                         }
@@ -1166,13 +1502,20 @@ impl Agent {
         // Log directories and cgroups of pods that exist nowhere.
         let known: HashSet<String> = {
             let rl = self.relist.borrow();
-            rl.sandboxes.iter().map(|s| s.pod_uid.clone()).chain(live.iter().cloned()).collect()
+            rl.sandboxes
+                .iter()
+                .map(|s| s.pod_uid.clone())
+                .chain(live.iter().cloned())
+                .collect()
         };
         if let Ok(dir) = fs::read_dir(&self.cfg.pod_logs_dir) {
             for entry in dir.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 if let Some(uid) = name.rsplit('_').next() {
-                    if name.matches('_').count() >= 2 && !known.contains(uid) && self.pods.borrow().get(uid).is_none() {
+                    if name.matches('_').count() >= 2
+                        && !known.contains(uid)
+                        && self.pods.borrow().get(uid).is_none()
+                    {
                         remove_dir_logged(&entry.path());
                     }
                 }
@@ -1211,13 +1554,20 @@ impl Agent {
                         .containers
                         .iter()
                         .filter(|c| c.state == State::Running)
-                        .map(move |c| (c.id.clone(), dir.join(&c.name).join(format!("{}.log", c.attempt))))
+                        .map(move |c| {
+                            (
+                                c.id.clone(),
+                                dir.join(&c.name).join(format!("{}.log", c.attempt)),
+                            )
+                        })
                         .collect::<Vec<_>>()
                 })
                 .collect()
         };
         for (id, path) in running {
-            let Ok(meta) = fs::metadata(&path) else { continue };
+            let Ok(meta) = fs::metadata(&path) else {
+                continue;
+            };
             if meta.len() < self.cfg.container_log_max_size {
                 continue;
             }
@@ -1227,12 +1577,19 @@ impl Agent {
                 log::warn!("rotating {}: {e}", path.display());
                 continue;
             }
-            if let Err(e) = self.runtime.reopen_container_log(api::ReopenContainerLogRequest { container_id: id }).await {
+            if let Err(e) = self
+                .runtime
+                .reopen_container_log(api::ReopenContainerLogRequest { container_id: id })
+                .await
+            {
                 log::warn!("reopening log {}: {e}", path.display());
                 let _ = fs::rename(&rotated, &path);
                 continue;
             }
-            prune_rotated(&path, self.cfg.container_log_max_files.saturating_sub(1) as usize);
+            prune_rotated(
+                &path,
+                self.cfg.container_log_max_files.saturating_sub(1) as usize,
+            );
         }
     }
 
@@ -1243,7 +1600,12 @@ impl Agent {
         let (readiness, started) = (&e.readiness, &e.started);
         let qos = Self::qos(&e.pod);
         let runtime_name = self.runtime_name.borrow();
-        let host_network = e.pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false);
+        let host_network = e
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_network)
+            .unwrap_or(false);
         let mut st = status::pod_status(&status::StatusInput {
             pod: &e.pod,
             observed: &e.observed,
@@ -1262,9 +1624,16 @@ impl Agent {
         }
         // Say why picolet killed a container (probe failure, hook failure).
         for cs in st.container_statuses.iter_mut().flatten() {
-            for state in [cs.state.as_mut(), cs.last_state.as_mut()].into_iter().flatten() {
+            for state in [cs.state.as_mut(), cs.last_state.as_mut()]
+                .into_iter()
+                .flatten()
+            {
                 if let Some(t) = state.terminated.as_mut() {
-                    let id = t.container_id.as_deref().and_then(|i| i.split_once("://").map(|(_, i)| i)).unwrap_or("");
+                    let id = t
+                        .container_id
+                        .as_deref()
+                        .and_then(|i| i.split_once("://").map(|(_, i)| i))
+                        .unwrap_or("");
                     if let Some(m) = e.kill_messages.get(id) {
                         t.message = Some(m.clone());
                     }
@@ -1283,10 +1652,13 @@ impl Agent {
                 let mut p = (*e.pod).clone();
                 p.status = Some(self.pod_status(e));
                 if p.metadata.creation_timestamp.is_none() {
-                    p.metadata.creation_timestamp = Some(crate::status::time_from_unix(e.first_seen_unix));
+                    p.metadata.creation_timestamp =
+                        Some(crate::status::time_from_unix(e.first_seen_unix));
                 }
                 if e.deleted && p.metadata.deletion_timestamp.is_none() {
-                    p.metadata.deletion_timestamp = Some(crate::status::time_from_unix(now_unix_nanos() / 1_000_000_000));
+                    p.metadata.deletion_timestamp = Some(crate::status::time_from_unix(
+                        now_unix_nanos() / 1_000_000_000,
+                    ));
                 }
                 serde_json::to_value(&p).unwrap_or(serde_json::Value::Null)
             })
@@ -1334,7 +1706,9 @@ fn remove_dir_logged(dir: &Path) {
 
 /// Keeps the newest `keep` rotated files of `current` (`N.log.<stamp>`).
 fn prune_rotated(current: &Path, keep: usize) {
-    let (Some(dir), Some(base)) = (current.parent(), current.file_name()) else { return };
+    let (Some(dir), Some(base)) = (current.parent(), current.file_name()) else {
+        return;
+    };
     let prefix = format!("{}.", base.to_string_lossy());
     let mut rotated: Vec<PathBuf> = fs::read_dir(dir)
         .into_iter()
@@ -1377,6 +1751,10 @@ async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
         }
     })
     .await;
-    out.extend(results.into_iter().map(|r| r.expect("every future completed")));
+    out.extend(
+        results
+            .into_iter()
+            .map(|r| r.expect("every future completed")),
+    );
     out
 }

@@ -49,7 +49,8 @@ impl ProbeMetrics {
             Outcome::Unknown => "unknown",
         };
         *self.totals.entry((kind.as_str(), result)).or_default() += 1;
-        self.lag_us.write(lag.as_micros().min(u32::MAX as u128) as u32);
+        self.lag_us
+            .write(lag.as_micros().min(u32::MAX as u128) as u32);
     }
 
     /// The q-quantile (0..=1) of the recorded lags.
@@ -69,13 +70,20 @@ impl ProbeMetrics {
         out.push_str("# HELP prober_probe_total Cumulative number of a liveness, readiness or startup probe for a container by result.\n");
         out.push_str("# TYPE prober_probe_total counter\n");
         for ((kind, result), n) in &self.totals {
-            let _ = writeln!(out, "prober_probe_total{{probe_type=\"{kind}\",result=\"{result}\"}} {n}");
+            let _ = writeln!(
+                out,
+                "prober_probe_total{{probe_type=\"{kind}\",result=\"{result}\"}} {n}"
+            );
         }
         out.push_str("# HELP picolet_probe_schedule_lag_seconds Delay from a probe's due time to its start, over the latest 4096 probes.\n");
         out.push_str("# TYPE picolet_probe_schedule_lag_seconds summary\n");
         for q in [0.5, 0.9, 0.99] {
             if let Some(d) = self.lag_quantile(q) {
-                let _ = writeln!(out, "picolet_probe_schedule_lag_seconds{{quantile=\"{q}\"}} {:.6}", d.as_secs_f64());
+                let _ = writeln!(
+                    out,
+                    "picolet_probe_schedule_lag_seconds{{quantile=\"{q}\"}} {:.6}",
+                    d.as_secs_f64()
+                );
             }
         }
     }
@@ -100,7 +108,14 @@ fn probes_of(c: &Container) -> impl Iterator<Item = (ProbeType, &Probe)> {
 }
 
 fn params(kind: ProbeType, p: &Probe) -> Params {
-    Params::from_api(kind, p.initial_delay_seconds, p.period_seconds, p.timeout_seconds, p.success_threshold, p.failure_threshold)
+    Params::from_api(
+        kind,
+        p.initial_delay_seconds,
+        p.period_seconds,
+        p.timeout_seconds,
+        p.success_threshold,
+        p.failure_threshold,
+    )
 }
 
 impl Agent {
@@ -123,7 +138,9 @@ impl Agent {
                 }
                 let me = self.clone();
                 let (uid, name) = (uid.to_string(), c.name.clone());
-                tasks.push(crate::rt::spawn(async move { me.probe_loop(uid, name, kind).await }));
+                tasks.push(crate::rt::spawn(async move {
+                    me.probe_loop(uid, name, kind).await
+                }));
             }
         }
         if let Some(e) = entry {
@@ -139,7 +156,12 @@ impl Agent {
     }
 
     /// What the probe worker sees of its container now.
-    fn container_view(&self, uid: &str, name: &str, now: Instant) -> Option<(String, bool, Instant, bool, String)> {
+    fn container_view(
+        &self,
+        uid: &str,
+        name: &str,
+        now: Instant,
+    ) -> Option<(String, bool, Instant, bool, String)> {
         let pods = self.pods.borrow();
         let e = pods.get(uid)?;
         if e.deleted {
@@ -149,20 +171,48 @@ impl Agent {
         let ago = Duration::from_nanos((now_unix_nanos() - c.started_at).max(0) as u64);
         let started_at = now.checked_sub(ago).unwrap_or(now);
         let started = e.started.get(name).copied().unwrap_or(true);
-        let pod_ip = if e.pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false) {
+        let pod_ip = if e
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_network)
+            .unwrap_or(false)
+        {
             self.host_ip.clone()
         } else {
-            e.observed.latest_sandbox().filter(|s| s.ready).map(|s| s.ip.clone()).unwrap_or_default()
+            e.observed
+                .latest_sandbox()
+                .filter(|s| s.ready)
+                .map(|s| s.ip.clone())
+                .unwrap_or_default()
         };
-        Some((c.id.clone(), c.state == State::Running, started_at, started, pod_ip))
+        Some((
+            c.id.clone(),
+            c.state == State::Running,
+            started_at,
+            started,
+            pod_ip,
+        ))
     }
 
     async fn probe_loop(self: Rc<Self>, uid: String, name: String, kind: ProbeType) {
         // The pod is shared, not copied: a k8s Container is kilobytes, and
         // there may be hundreds of these tasks. A changed pod gets new tasks.
-        let Some(pod) = self.pods.borrow().get(&uid).map(|e| e.pod.clone()) else { return };
-        let Some(container) = all_containers(&pod).find(|(c, _)| c.name == name).map(|(c, _)| c) else { return };
-        let Some(spec) = probes_of(container).find(|(k, _)| *k == kind).map(|(_, p)| p) else { return };
+        let Some(pod) = self.pods.borrow().get(&uid).map(|e| e.pod.clone()) else {
+            return;
+        };
+        let Some(container) = all_containers(&pod)
+            .find(|(c, _)| c.name == name)
+            .map(|(c, _)| c)
+        else {
+            return;
+        };
+        let Some(spec) = probes_of(container)
+            .find(|(k, _)| *k == kind)
+            .map(|(_, p)| p)
+        else {
+            return;
+        };
         let params = params(kind, spec);
         let first = Instant::now() + spread(&uid, &name, kind, params.period);
         let mut worker = Worker::new(kind, params, first);
@@ -170,12 +220,14 @@ impl Agent {
             let now = Instant::now();
             let due = worker.next_due();
             let view = self.container_view(&uid, &name, now);
-            let cv = view.as_ref().map(|(id, running, started_at, started, _)| ContainerView {
-                id,
-                running: *running,
-                started_at: *started_at,
-                started: *started,
-            });
+            let cv = view
+                .as_ref()
+                .map(|(id, running, started_at, started, _)| ContainerView {
+                    id,
+                    running: *running,
+                    started_at: *started_at,
+                    started: *started,
+                });
             let (step, change) = worker.step(cv.as_ref(), now);
             if let Some(change) = change {
                 self.apply_probe_change(&uid, &name, kind, spec, change, "");
@@ -185,15 +237,29 @@ impl Agent {
                     smol::Timer::at(next).await;
                 }
                 Step::Probe { timeout } => {
-                    let Some((id, _, _, _, pod_ip)) = view else { continue };
+                    let Some((id, _, _, _, pod_ip)) = view else {
+                        continue;
+                    };
                     let lag = now.saturating_duration_since(due);
                     let result = match prober::probe_handler(spec, &pod_ip, container) {
-                        Ok(h) => Box::pin(prober::run_handler(&self.runtime, &id, &h, timeout)).await,
-                        Err(e) => prober::ProbeResult { outcome: Outcome::Failure, message: e },
+                        Ok(h) => {
+                            Box::pin(prober::run_handler(&self.runtime, &id, &h, timeout)).await
+                        }
+                        Err(e) => prober::ProbeResult {
+                            outcome: Outcome::Failure,
+                            message: e,
+                        },
                     };
-                    self.probe_metrics.borrow_mut().record(kind, result.outcome, lag);
+                    self.probe_metrics
+                        .borrow_mut()
+                        .record(kind, result.outcome, lag);
                     if result.outcome != Outcome::Success {
-                        log::debug!("{} probe of {name} in pod {uid}: {:?}: {}", kind.as_str(), result.outcome, result.message);
+                        log::debug!(
+                            "{} probe of {name} in pod {uid}: {:?}: {}",
+                            kind.as_str(),
+                            result.outcome,
+                            result.message
+                        );
                     }
                     if let Some(change) = worker.record(result.outcome) {
                         self.apply_probe_change(&uid, &name, kind, spec, change, &result.message);
@@ -203,7 +269,15 @@ impl Agent {
         }
     }
 
-    fn apply_probe_change(&self, uid: &str, name: &str, kind: ProbeType, spec: &Probe, change: Change, message: &str) {
+    fn apply_probe_change(
+        &self,
+        uid: &str,
+        name: &str,
+        kind: ProbeType,
+        spec: &Probe,
+        change: Change,
+        message: &str,
+    ) {
         let mut pods = self.pods.borrow_mut();
         let Some(e) = pods.get_mut(uid) else { return };
         let pod = crate::pod::full_name(&e.pod);
@@ -219,9 +293,12 @@ impl Agent {
                 }
             }
             ProbeType::Startup => {
-                e.started.insert(name.to_string(), change.result == Outcome::Success);
+                e.started
+                    .insert(name.to_string(), change.result == Outcome::Success);
                 if change.result == Outcome::Success {
-                    log::info!("container {name} of pod {pod} has started (startup probe succeeded)");
+                    log::info!(
+                        "container {name} of pod {pod} has started (startup probe succeeded)"
+                    );
                 }
             }
             ProbeType::Liveness => {}
@@ -231,20 +308,34 @@ impl Agent {
                 ProbeType::Startup => (KillReason::StartupProbeFailed, "startup"),
                 _ => (KillReason::Unhealthy, "liveness"),
             };
-            log::warn!("Unhealthy: {} probe of container {name} in pod {pod} failed: {message}", kind.as_str());
+            log::warn!(
+                "Unhealthy: {} probe of container {name} in pod {pod} failed: {message}",
+                kind.as_str()
+            );
             log::info!("container {name} of pod {pod} failed {what} probe, will be restarted");
             e.health.unhealthy.insert(name.to_string(), reason);
             if let Some(g) = spec.termination_grace_period_seconds {
                 e.kill_grace.insert(name.to_string(), g);
             }
-            e.kill_messages.insert(name.to_string(), format!("Container {name} failed {what} probe, will be restarted"));
+            e.kill_messages.insert(
+                name.to_string(),
+                format!("Container {name} failed {what} probe, will be restarted"),
+            );
             let _ = e.wake.try_send(());
         }
     }
 
     /// Runs a container's postStart hook; on failure the caller kills it.
-    pub(super) async fn run_post_start(&self, pod: &Pod, c: &Container, container_id: &str, pod_ip: &str) -> Result<(), String> {
-        let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) else { return Ok(()) };
+    pub(super) async fn run_post_start(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        container_id: &str,
+        pod_ip: &str,
+    ) -> Result<(), String> {
+        let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) else {
+            return Ok(());
+        };
         let handler = prober::lifecycle_handler(h, pod_ip, c)?;
         let timeout = Duration::from_secs(super::grace_period(pod).max(1) as u64);
         let r = prober::run_handler(&self.runtime, container_id, &handler, timeout).await;
@@ -256,9 +347,17 @@ impl Agent {
 
     /// Stops one container the way kubelet does: its preStop hook first,
     /// within the grace period, then StopContainer with what is left of it.
-    pub(super) async fn kill_container(&self, pod: &Pod, name: &str, container_id: &str, grace: i64) -> Result<(), crate::cri::CriError> {
+    pub(super) async fn kill_container(
+        &self,
+        pod: &Pod,
+        name: &str,
+        container_id: &str,
+        grace: i64,
+    ) -> Result<(), crate::cri::CriError> {
         let mut grace = grace.max(0);
-        let spec = all_containers(pod).find(|(c, _)| c.name == name).map(|(c, _)| c.clone());
+        let spec = all_containers(pod)
+            .find(|(c, _)| c.name == name)
+            .map(|(c, _)| c.clone());
         if let Some(c) = spec {
             if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) {
                 let pod_ip = {
@@ -271,7 +370,11 @@ impl Agent {
                 match prober::lifecycle_handler(h, &pod_ip, &c) {
                     Ok(handler) => {
                         let budget = Duration::from_secs(grace as u64);
-                        let r = crate::rt::timeout(budget, prober::run_handler(&self.runtime, container_id, &handler, budget)).await;
+                        let r = crate::rt::timeout(
+                            budget,
+                            prober::run_handler(&self.runtime, container_id, &handler, budget),
+                        )
+                        .await;
                         match r {
                             Some(r) if r.outcome == Outcome::Success => {
                                 log::info!("preStop hook of container {name} in pod {} ran", crate::pod::full_name(pod))
@@ -280,7 +383,10 @@ impl Agent {
                             None => log::warn!("preStop hook of container {name} in pod {} did not finish within {grace}s", crate::pod::full_name(pod)),
                         }
                     }
-                    Err(e) => log::warn!("preStop hook of container {name} in pod {}: {e}", crate::pod::full_name(pod)),
+                    Err(e) => log::warn!(
+                        "preStop hook of container {name} in pod {}: {e}",
+                        crate::pod::full_name(pod)
+                    ),
                 }
                 grace = (grace - started.elapsed().as_secs() as i64).max(MIN_GRACE_AFTER_PRESTOP);
             }
@@ -305,8 +411,9 @@ mod tests {
         let p = Duration::from_secs(1);
         let a = spread("u1", "c", ProbeType::Liveness, p);
         assert_eq!(a, spread("u1", "c", ProbeType::Liveness, p));
-        let offsets: std::collections::HashSet<_> =
-            (0..50).map(|i| spread(&format!("u{i}"), "c", ProbeType::Readiness, p).as_millis() / 100).collect();
+        let offsets: std::collections::HashSet<_> = (0..50)
+            .map(|i| spread(&format!("u{i}"), "c", ProbeType::Readiness, p).as_millis() / 100)
+            .collect();
         assert!(offsets.len() >= 8, "spread over the period: {offsets:?}");
         assert!(a < p);
     }
@@ -315,12 +422,19 @@ mod tests {
     fn lag_quantiles_come_from_the_recorded_sample() {
         let mut m = ProbeMetrics::default();
         for ms in 1..=100 {
-            m.record(ProbeType::Readiness, Outcome::Success, Duration::from_millis(ms));
+            m.record(
+                ProbeType::Readiness,
+                Outcome::Success,
+                Duration::from_millis(ms),
+            );
         }
         assert_eq!(m.lag_quantile(0.5), Some(Duration::from_millis(51)));
         assert_eq!(m.lag_quantile(0.99), Some(Duration::from_millis(99)));
         let mut s = String::new();
         m.render(&mut s);
-        assert!(s.contains("prober_probe_total{probe_type=\"Readiness\",result=\"successful\"} 100"), "{s}");
+        assert!(
+            s.contains("prober_probe_total{probe_type=\"Readiness\",result=\"successful\"} 100"),
+            "{s}"
+        );
     }
 }

@@ -89,12 +89,18 @@ impl Channel {
                     return Ok(s.clone());
                 }
                 st.sender = None;
-                log::info!("connection to container runtime {} closed; reconnecting", self.path.display());
+                log::info!(
+                    "connection to container runtime {} closed; reconnecting",
+                    self.path.display()
+                );
             }
             if let Some(at) = st.next_attempt {
                 let now = Instant::now();
                 if now < at {
-                    return Err(ChannelError::BackingOff { path: (*self.path).clone(), wait: at - now });
+                    return Err(ChannelError::BackingOff {
+                        path: (*self.path).clone(),
+                        wait: at - now,
+                    });
                 }
             }
         }
@@ -137,10 +143,14 @@ impl Channel {
             .max_frame_size(16 * 1024)
             .initial_stream_window_size(256 * 1024)
             .initial_connection_window_size(1024 * 1024);
-        let (sender, conn) = builder
-            .handshake(Io(stream))
-            .await
-            .map_err(|source| ChannelError::Handshake { path: path.clone(), source })?;
+        let (sender, conn) =
+            builder
+                .handshake(Io(stream))
+                .await
+                .map_err(|source| ChannelError::Handshake {
+                    path: path.clone(),
+                    source,
+                })?;
         crate::rt::spawn(async move {
             if let Err(e) = conn.await {
                 log::debug!("container runtime connection ended: {e}");

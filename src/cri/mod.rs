@@ -33,7 +33,10 @@ pub enum CriError {
     #[error("CRI {op}: deadline of {after:?} exceeded")]
     DeadlineExceeded { op: &'static str, after: Duration },
     #[error("CRI {op}: {}: {}", .status.code(), .status.message())]
-    Status { op: &'static str, status: tonic::Status },
+    Status {
+        op: &'static str,
+        status: tonic::Status,
+    },
 }
 
 impl CriError {
@@ -58,7 +61,9 @@ impl CriError {
             CriError::Status { status, .. } => {
                 status.code() == tonic::Code::Unavailable
                     || std::error::Error::source(status)
-                        .map(|s| s.is::<channel::ChannelError>() || s.to_string().contains("connect"))
+                        .map(|s| {
+                            s.is::<channel::ChannelError>() || s.to_string().contains("connect")
+                        })
                         .unwrap_or(false)
             }
         }
@@ -107,7 +112,10 @@ macro_rules! rpc {
 impl Runtime {
     /// A client for the runtime at `socket`, with `timeout` per call.
     pub fn new(socket: PathBuf, timeout: Duration) -> Self {
-        Runtime { channel: Channel::new(socket), timeout }
+        Runtime {
+            channel: Channel::new(socket),
+            timeout,
+        }
     }
 
     /// The underlying channel (for reconnect statistics).
@@ -115,60 +123,172 @@ impl Runtime {
         &self.channel
     }
 
-    async fn call<F, Fut, R>(&self, op: &'static str, deadline: Duration, f: F) -> Result<R, CriError>
+    async fn call<F, Fut, R>(
+        &self,
+        op: &'static str,
+        deadline: Duration,
+        f: F,
+    ) -> Result<R, CriError>
     where
         F: FnOnce(Channel) -> Fut,
         Fut: Future<Output = Result<tonic::Response<R>, tonic::Status>>,
     {
         match crate::rt::timeout(deadline, f(self.channel.clone())).await {
-            None => Err(CriError::DeadlineExceeded { op, after: deadline }),
+            None => Err(CriError::DeadlineExceeded {
+                op,
+                after: deadline,
+            }),
             Some(Ok(r)) => Ok(r.into_inner()),
             Some(Err(status)) => Err(CriError::Status { op, status }),
         }
     }
 
-    rpc!(version, RuntimeServiceClient, VersionRequest, VersionResponse);
+    rpc!(
+        version,
+        RuntimeServiceClient,
+        VersionRequest,
+        VersionResponse
+    );
     rpc!(status, RuntimeServiceClient, StatusRequest, StatusResponse);
-    rpc!(run_pod_sandbox, RuntimeServiceClient, RunPodSandboxRequest, RunPodSandboxResponse);
-    rpc!(stop_pod_sandbox, RuntimeServiceClient, StopPodSandboxRequest, StopPodSandboxResponse);
-    rpc!(remove_pod_sandbox, RuntimeServiceClient, RemovePodSandboxRequest, RemovePodSandboxResponse);
-    rpc!(pod_sandbox_status, RuntimeServiceClient, PodSandboxStatusRequest, PodSandboxStatusResponse);
-    rpc!(list_pod_sandbox, RuntimeServiceClient, ListPodSandboxRequest, ListPodSandboxResponse);
-    rpc!(create_container, RuntimeServiceClient, CreateContainerRequest, CreateContainerResponse);
-    rpc!(start_container, RuntimeServiceClient, StartContainerRequest, StartContainerResponse);
-    rpc!(remove_container, RuntimeServiceClient, RemoveContainerRequest, RemoveContainerResponse);
-    rpc!(list_containers, RuntimeServiceClient, ListContainersRequest, ListContainersResponse);
-    rpc!(container_status, RuntimeServiceClient, ContainerStatusRequest, ContainerStatusResponse);
-    rpc!(reopen_container_log, RuntimeServiceClient, ReopenContainerLogRequest, ReopenContainerLogResponse);
-    rpc!(list_container_stats, RuntimeServiceClient, ListContainerStatsRequest, ListContainerStatsResponse);
-    rpc!(list_images, ImageServiceClient, ListImagesRequest, ListImagesResponse);
-    rpc!(image_status, ImageServiceClient, ImageStatusRequest, ImageStatusResponse);
-    rpc!(remove_image, ImageServiceClient, RemoveImageRequest, RemoveImageResponse);
-    rpc!(image_fs_info, ImageServiceClient, ImageFsInfoRequest, ImageFsInfoResponse);
+    rpc!(
+        run_pod_sandbox,
+        RuntimeServiceClient,
+        RunPodSandboxRequest,
+        RunPodSandboxResponse
+    );
+    rpc!(
+        stop_pod_sandbox,
+        RuntimeServiceClient,
+        StopPodSandboxRequest,
+        StopPodSandboxResponse
+    );
+    rpc!(
+        remove_pod_sandbox,
+        RuntimeServiceClient,
+        RemovePodSandboxRequest,
+        RemovePodSandboxResponse
+    );
+    rpc!(
+        pod_sandbox_status,
+        RuntimeServiceClient,
+        PodSandboxStatusRequest,
+        PodSandboxStatusResponse
+    );
+    rpc!(
+        list_pod_sandbox,
+        RuntimeServiceClient,
+        ListPodSandboxRequest,
+        ListPodSandboxResponse
+    );
+    rpc!(
+        create_container,
+        RuntimeServiceClient,
+        CreateContainerRequest,
+        CreateContainerResponse
+    );
+    rpc!(
+        start_container,
+        RuntimeServiceClient,
+        StartContainerRequest,
+        StartContainerResponse
+    );
+    rpc!(
+        remove_container,
+        RuntimeServiceClient,
+        RemoveContainerRequest,
+        RemoveContainerResponse
+    );
+    rpc!(
+        list_containers,
+        RuntimeServiceClient,
+        ListContainersRequest,
+        ListContainersResponse
+    );
+    rpc!(
+        container_status,
+        RuntimeServiceClient,
+        ContainerStatusRequest,
+        ContainerStatusResponse
+    );
+    rpc!(
+        reopen_container_log,
+        RuntimeServiceClient,
+        ReopenContainerLogRequest,
+        ReopenContainerLogResponse
+    );
+    rpc!(
+        list_container_stats,
+        RuntimeServiceClient,
+        ListContainerStatsRequest,
+        ListContainerStatsResponse
+    );
+    rpc!(
+        list_images,
+        ImageServiceClient,
+        ListImagesRequest,
+        ListImagesResponse
+    );
+    rpc!(
+        image_status,
+        ImageServiceClient,
+        ImageStatusRequest,
+        ImageStatusResponse
+    );
+    rpc!(
+        remove_image,
+        ImageServiceClient,
+        RemoveImageRequest,
+        RemoveImageResponse
+    );
+    rpc!(
+        image_fs_info,
+        ImageServiceClient,
+        ImageFsInfoRequest,
+        ImageFsInfoResponse
+    );
 
     /// StopContainer; the deadline is the grace period plus the call timeout.
-    pub async fn stop_container(&self, req: api::StopContainerRequest) -> Result<api::StopContainerResponse, CriError> {
+    pub async fn stop_container(
+        &self,
+        req: api::StopContainerRequest,
+    ) -> Result<api::StopContainerResponse, CriError> {
         let deadline = self.timeout + Duration::from_secs(req.timeout.max(0) as u64);
         self.call("StopContainerRequest", deadline, |ch| async move {
-            RuntimeServiceClient::with_origin(ch, origin()).stop_container(req).await
+            RuntimeServiceClient::with_origin(ch, origin())
+                .stop_container(req)
+                .await
         })
         .await
     }
 
     /// ExecSync; the deadline is the command's timeout plus the call timeout.
-    pub async fn exec_sync(&self, req: api::ExecSyncRequest) -> Result<api::ExecSyncResponse, CriError> {
+    pub async fn exec_sync(
+        &self,
+        req: api::ExecSyncRequest,
+    ) -> Result<api::ExecSyncResponse, CriError> {
         let deadline = self.timeout + Duration::from_secs(req.timeout.max(0) as u64);
         self.call("ExecSyncRequest", deadline, |ch| async move {
-            RuntimeServiceClient::with_origin(ch, origin()).exec_sync(req).await
+            RuntimeServiceClient::with_origin(ch, origin())
+                .exec_sync(req)
+                .await
         })
         .await
     }
 
     /// PullImage, with [`PULL_DEADLINE`].
-    pub async fn pull_image(&self, req: api::PullImageRequest) -> Result<api::PullImageResponse, CriError> {
-        self.call("PullImageRequest", PULL_DEADLINE.max(self.timeout), |ch| async move {
-            ImageServiceClient::with_origin(ch, origin()).pull_image(req).await
-        })
+    pub async fn pull_image(
+        &self,
+        req: api::PullImageRequest,
+    ) -> Result<api::PullImageResponse, CriError> {
+        self.call(
+            "PullImageRequest",
+            PULL_DEADLINE.max(self.timeout),
+            |ch| async move {
+                ImageServiceClient::with_origin(ch, origin())
+                    .pull_image(req)
+                    .await
+            },
+        )
         .await
     }
 }
@@ -179,19 +299,35 @@ mod tests {
 
     #[test]
     fn unix_endpoints_and_bare_paths_give_a_socket_path() {
-        assert_eq!(socket_path("unix:///run/containerd/containerd.sock"), Some(PathBuf::from("/run/containerd/containerd.sock")));
-        assert_eq!(socket_path("/run/crio/crio.sock"), Some(PathBuf::from("/run/crio/crio.sock")));
+        assert_eq!(
+            socket_path("unix:///run/containerd/containerd.sock"),
+            Some(PathBuf::from("/run/containerd/containerd.sock"))
+        );
+        assert_eq!(
+            socket_path("/run/crio/crio.sock"),
+            Some(PathBuf::from("/run/crio/crio.sock"))
+        );
         assert_eq!(socket_path("tcp://1.2.3.4:5"), None);
         assert_eq!(socket_path("unix://relative"), None);
     }
 
     #[test]
     fn a_call_to_a_missing_socket_fails_as_unavailable_and_then_backs_off() {
-        let rt = Runtime::new(PathBuf::from("/nonexistent/picolet-test.sock"), Duration::from_secs(2));
+        let rt = Runtime::new(
+            PathBuf::from("/nonexistent/picolet-test.sock"),
+            Duration::from_secs(2),
+        );
         let e = crate::rt::block_on(rt.version(api::VersionRequest::default())).unwrap_err();
         assert!(e.is_unavailable(), "{e}");
         let e2 = crate::rt::block_on(rt.version(api::VersionRequest::default())).unwrap_err();
         assert!(e2.is_unavailable(), "{e2}");
-        assert!(format!("{:?}", std::error::Error::source(match &e2 { CriError::Status { status, .. } => status, _ => unreachable!() })).contains("BackingOff"));
+        assert!(format!(
+            "{:?}",
+            std::error::Error::source(match &e2 {
+                CriError::Status { status, .. } => status,
+                _ => unreachable!(),
+            })
+        )
+        .contains("BackingOff"));
     }
 }

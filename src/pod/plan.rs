@@ -92,8 +92,10 @@ pub struct ObservedPod {
 impl ObservedPod {
     /// Sorts sandboxes and containers newest first.
     pub fn normalize(&mut self) {
-        self.sandboxes.sort_by(|a, b| (b.attempt, b.created_at).cmp(&(a.attempt, a.created_at)));
-        self.containers.sort_by(|a, b| (b.attempt, b.created_at).cmp(&(a.attempt, a.created_at)));
+        self.sandboxes
+            .sort_by(|a, b| (b.attempt, b.created_at).cmp(&(a.attempt, a.created_at)));
+        self.containers
+            .sort_by(|a, b| (b.attempt, b.created_at).cmp(&(a.attempt, a.created_at)));
     }
 
     /// The newest sandbox.
@@ -109,7 +111,9 @@ impl ObservedPod {
     /// Every container still running (or in an unknown state, which must be
     /// stopped to be sure).
     pub fn running(&self) -> impl Iterator<Item = &ObservedContainer> {
-        self.containers.iter().filter(|c| matches!(c.state, State::Running | State::Unknown))
+        self.containers
+            .iter()
+            .filter(|c| matches!(c.state, State::Running | State::Unknown))
     }
 
     /// True when a sandbox is ready or a container is running.
@@ -126,9 +130,18 @@ pub enum Action {
     /// Create and start a new sandbox.
     CreateSandbox { attempt: u32 },
     /// Pull (per policy), create and start a container.
-    StartContainer { name: String, init: bool, attempt: u32, restart: bool },
+    StartContainer {
+        name: String,
+        init: bool,
+        attempt: u32,
+        restart: bool,
+    },
     /// Stop one running container.
-    KillContainer { id: String, name: String, reason: KillReason },
+    KillContainer {
+        id: String,
+        name: String,
+        reason: KillReason,
+    },
     /// A container waits for its crash-loop back-off to expire.
     BackOff { name: String, remaining: Duration },
 }
@@ -166,7 +179,10 @@ pub struct Context<'a> {
 }
 
 fn restart_policy(pod: &Pod) -> &str {
-    pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()).unwrap_or("Always")
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref())
+        .unwrap_or("Always")
 }
 
 fn should_restart(policy: &str, exit_code: i32) -> bool {
@@ -178,17 +194,25 @@ fn should_restart(policy: &str, exit_code: i32) -> bool {
 }
 
 fn init_containers(pod: &Pod) -> &[Container] {
-    pod.spec.as_ref().and_then(|s| s.init_containers.as_deref()).unwrap_or(&[])
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or(&[])
 }
 
 fn app_containers(pod: &Pod) -> &[Container] {
-    pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or(&[])
+    pod.spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or(&[])
 }
 
 /// The `Instant` at which the runtime says a container finished.
 fn exited_at(c: &ObservedContainer, ctx: &Context) -> Instant {
     let ago = (ctx.now_unix_nanos - c.finished_at).max(0) as u64;
-    ctx.now.checked_sub(Duration::from_nanos(ago)).unwrap_or(ctx.now)
+    ctx.now
+        .checked_sub(Duration::from_nanos(ago))
+        .unwrap_or(ctx.now)
 }
 
 fn backoff_remaining(pod_uid: &str, c: &ObservedContainer, ctx: &Context) -> Option<Duration> {
@@ -205,7 +229,10 @@ fn restart_or_wait(
     ctx: &Context,
 ) {
     match backoff_remaining(pod_uid, last, ctx) {
-        Some(remaining) => actions.push(Action::BackOff { name: last.name.clone(), remaining }),
+        Some(remaining) => actions.push(Action::BackOff {
+            name: last.name.clone(),
+            remaining,
+        }),
         None => actions.push(Action::StartContainer {
             name: last.name.clone(),
             init,
@@ -244,7 +271,10 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
                 .filter(|c| {
                     // With OnFailure, a container that already succeeded stays done.
                     !(policy == "OnFailure"
-                        && observed.latest(&c.name).map(|o| o.state == State::Exited && o.exit_code == 0).unwrap_or(false))
+                        && observed
+                            .latest(&c.name)
+                            .map(|o| o.state == State::Exited && o.exit_code == 0)
+                            .unwrap_or(false))
                 })
                 .map(|c| (c.name.clone(), false))
                 .collect(),
@@ -258,10 +288,17 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
         if observed.is_active() {
             actions.push(Action::KillPod);
         }
-        actions.push(Action::CreateSandbox { attempt: sandbox.map(|s| s.attempt + 1).unwrap_or(0) });
+        actions.push(Action::CreateSandbox {
+            attempt: sandbox.map(|s| s.attempt + 1).unwrap_or(0),
+        });
         for (name, init) in to_start {
             let attempt = next_attempt(observed, &name);
-            actions.push(Action::StartContainer { name, init, attempt, restart: attempt > 0 });
+            actions.push(Action::StartContainer {
+                name,
+                init,
+                attempt,
+                restart: attempt > 0,
+            });
         }
         return actions;
     }
@@ -269,12 +306,22 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
 
     // 2. Init containers, one at a time. Only containers of the current
     //    sandbox count: a new sandbox runs them all again.
-    let in_sandbox = |name: &str| observed.containers.iter().find(|c| c.name == name && &c.sandbox_id == sandbox_id);
+    let in_sandbox = |name: &str| {
+        observed
+            .containers
+            .iter()
+            .find(|c| c.name == name && &c.sandbox_id == sandbox_id)
+    };
     for ic in init_containers(pod) {
         match in_sandbox(&ic.name) {
             None => {
                 let attempt = next_attempt(observed, &ic.name);
-                actions.push(Action::StartContainer { name: ic.name.clone(), init: true, attempt, restart: attempt > 0 });
+                actions.push(Action::StartContainer {
+                    name: ic.name.clone(),
+                    init: true,
+                    attempt,
+                    restart: attempt > 0,
+                });
                 return actions;
             }
             Some(c) if c.state == State::Running => return actions,
@@ -285,7 +332,11 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
                     return actions;
                 }
                 if c.state == State::Unknown {
-                    actions.push(Action::KillContainer { id: c.id.clone(), name: c.name.clone(), reason: KillReason::UnknownState });
+                    actions.push(Action::KillContainer {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        reason: KillReason::UnknownState,
+                    });
                 }
                 restart_or_wait(&mut actions, uid, c, true, ctx);
                 return actions;
@@ -298,7 +349,12 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
     let mut waiting = false;
     for ac in app_containers(pod) {
         let Some(c) = observed.latest(&ac.name) else {
-            actions.push(Action::StartContainer { name: ac.name.clone(), init: false, attempt: 0, restart: false });
+            actions.push(Action::StartContainer {
+                name: ac.name.clone(),
+                init: false,
+                attempt: 0,
+                restart: false,
+            });
             continue;
         };
         match c.state {
@@ -314,7 +370,11 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
                 match reason {
                     None => keep += 1,
                     Some(reason) => {
-                        actions.push(Action::KillContainer { id: c.id.clone(), name: c.name.clone(), reason: reason.clone() });
+                        actions.push(Action::KillContainer {
+                            id: c.id.clone(),
+                            name: c.name.clone(),
+                            reason: reason.clone(),
+                        });
                         // A container killed for a probe failure obeys the
                         // restart policy as if it had failed (exit 137).
                         if reason == KillReason::SpecChanged || should_restart(policy, 137) {
@@ -329,9 +389,17 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
                 }
             }
             State::Exited | State::Created | State::Unknown => {
-                let exit_code = if c.state == State::Exited { c.exit_code } else { -1 };
+                let exit_code = if c.state == State::Exited {
+                    c.exit_code
+                } else {
+                    -1
+                };
                 if c.state == State::Unknown {
-                    actions.push(Action::KillContainer { id: c.id.clone(), name: c.name.clone(), reason: KillReason::UnknownState });
+                    actions.push(Action::KillContainer {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        reason: KillReason::UnknownState,
+                    });
                 }
                 if should_restart(policy, exit_code) {
                     restart_or_wait(&mut actions, uid, c, false, ctx);
@@ -340,7 +408,9 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
             }
         }
     }
-    let starting = actions.iter().any(|a| matches!(a, Action::StartContainer { .. }));
+    let starting = actions
+        .iter()
+        .any(|a| matches!(a, Action::StartContainer { .. }));
     if keep == 0 && !starting && !waiting {
         // Every container is done and none will restart: stop the sandbox.
         actions.retain(|a| !matches!(a, Action::KillContainer { .. }));
@@ -368,7 +438,13 @@ mod tests {
     }
 
     fn sandbox(attempt: u32, ready: bool) -> ObservedSandbox {
-        ObservedSandbox { id: format!("s{attempt}"), attempt, ready, created_at: attempt as i64, ..Default::default() }
+        ObservedSandbox {
+            id: format!("s{attempt}"),
+            attempt,
+            ready,
+            created_at: attempt as i64,
+            ..Default::default()
+        }
     }
 
     fn container(name: &str, attempt: u32, state: State, exit_code: i32) -> ObservedContainer {
@@ -393,7 +469,12 @@ mod tests {
 
     impl Fixture {
         fn new() -> Self {
-            Fixture { backoff: Backoff::default(), health: Health::default(), now: Instant::now(), hashes: HashMap::new() }
+            Fixture {
+                backoff: Backoff::default(),
+                health: Health::default(),
+                now: Instant::now(),
+                hashes: HashMap::new(),
+            }
         }
         fn plan(&self, pod: &Pod, observed: &ObservedPod) -> Vec<Action> {
             let ctx = Context {
@@ -408,14 +489,26 @@ mod tests {
     }
 
     fn start(name: &str, init: bool, attempt: u32) -> Action {
-        Action::StartContainer { name: name.into(), init, attempt, restart: attempt > 0 }
+        Action::StartContainer {
+            name: name.into(),
+            init,
+            attempt,
+            restart: attempt > 0,
+        }
     }
 
     #[test]
     fn a_new_pod_gets_a_sandbox_and_all_its_containers() {
         let f = Fixture::new();
         let actions = f.plan(&two_containers("Always"), &ObservedPod::default());
-        assert_eq!(actions, vec![Action::CreateSandbox { attempt: 0 }, start("a", false, 0), start("b", false, 0)]);
+        assert_eq!(
+            actions,
+            vec![
+                Action::CreateSandbox { attempt: 0 },
+                start("a", false, 0),
+                start("b", false, 0)
+            ]
+        );
     }
 
     #[test]
@@ -423,7 +516,10 @@ mod tests {
         let f = Fixture::new();
         let obs = ObservedPod {
             sandboxes: vec![sandbox(0, true)],
-            containers: vec![container("a", 0, State::Running, 0), container("b", 0, State::Running, 0)],
+            containers: vec![
+                container("a", 0, State::Running, 0),
+                container("b", 0, State::Running, 0),
+            ],
         };
         assert!(f.plan(&two_containers("Always"), &obs).is_empty());
     }
@@ -432,8 +528,14 @@ mod tests {
     fn init_containers_run_one_at_a_time_before_app_containers() {
         let f = Fixture::new();
         let p = with_init();
-        assert_eq!(f.plan(&p, &ObservedPod::default()), vec![Action::CreateSandbox { attempt: 0 }, start("i1", true, 0)]);
-        let mut obs = ObservedPod { sandboxes: vec![sandbox(0, true)], containers: vec![container("i1", 0, State::Running, 0)] };
+        assert_eq!(
+            f.plan(&p, &ObservedPod::default()),
+            vec![Action::CreateSandbox { attempt: 0 }, start("i1", true, 0)]
+        );
+        let mut obs = ObservedPod {
+            sandboxes: vec![sandbox(0, true)],
+            containers: vec![container("i1", 0, State::Running, 0)],
+        };
         assert!(f.plan(&p, &obs).is_empty());
         obs.containers = vec![container("i1", 0, State::Exited, 0)];
         assert_eq!(f.plan(&p, &obs), vec![start("i2", true, 0)]);
@@ -444,7 +546,10 @@ mod tests {
     #[test]
     fn a_failed_init_container_is_retried_unless_the_policy_is_never() {
         let f = Fixture::new();
-        let obs = ObservedPod { sandboxes: vec![sandbox(0, true)], containers: vec![container("i1", 0, State::Exited, 1)] };
+        let obs = ObservedPod {
+            sandboxes: vec![sandbox(0, true)],
+            containers: vec![container("i1", 0, State::Exited, 1)],
+        };
         assert_eq!(f.plan(&with_init(), &obs), vec![start("i1", true, 1)]);
         let mut never = with_init();
         never.spec.as_mut().unwrap().restart_policy = Some("Never".into());
@@ -456,9 +561,15 @@ mod tests {
         let f = Fixture::new();
         let obs = ObservedPod {
             sandboxes: vec![sandbox(0, true)],
-            containers: vec![container("a", 0, State::Exited, 0), container("b", 0, State::Running, 0)],
+            containers: vec![
+                container("a", 0, State::Exited, 0),
+                container("b", 0, State::Running, 0),
+            ],
         };
-        assert_eq!(f.plan(&two_containers("Always"), &obs), vec![start("a", false, 1)]);
+        assert_eq!(
+            f.plan(&two_containers("Always"), &obs),
+            vec![start("a", false, 1)]
+        );
     }
 
     #[test]
@@ -466,9 +577,15 @@ mod tests {
         let f = Fixture::new();
         let obs = ObservedPod {
             sandboxes: vec![sandbox(0, true)],
-            containers: vec![container("a", 0, State::Exited, 0), container("b", 0, State::Exited, 2)],
+            containers: vec![
+                container("a", 0, State::Exited, 0),
+                container("b", 0, State::Exited, 2),
+            ],
         };
-        assert_eq!(f.plan(&two_containers("OnFailure"), &obs), vec![start("b", false, 1)]);
+        assert_eq!(
+            f.plan(&two_containers("OnFailure"), &obs),
+            vec![start("b", false, 1)]
+        );
     }
 
     #[test]
@@ -476,9 +593,15 @@ mod tests {
         let f = Fixture::new();
         let obs = ObservedPod {
             sandboxes: vec![sandbox(0, true)],
-            containers: vec![container("a", 0, State::Exited, 0), container("b", 0, State::Exited, 1)],
+            containers: vec![
+                container("a", 0, State::Exited, 0),
+                container("b", 0, State::Exited, 1),
+            ],
         };
-        assert_eq!(f.plan(&two_containers("Never"), &obs), vec![Action::KillPod]);
+        assert_eq!(
+            f.plan(&two_containers("Never"), &obs),
+            vec![Action::KillPod]
+        );
     }
 
     #[test]
@@ -486,7 +609,10 @@ mod tests {
         let f = Fixture::new();
         let obs = ObservedPod {
             sandboxes: vec![sandbox(0, false)],
-            containers: vec![container("a", 0, State::Exited, 0), container("b", 0, State::Exited, 0)],
+            containers: vec![
+                container("a", 0, State::Exited, 0),
+                container("b", 0, State::Exited, 0),
+            ],
         };
         assert!(f.plan(&two_containers("Never"), &obs).is_empty());
     }
@@ -496,11 +622,19 @@ mod tests {
         let f = Fixture::new();
         let obs = ObservedPod {
             sandboxes: vec![sandbox(0, false)],
-            containers: vec![container("a", 0, State::Running, 0), container("b", 0, State::Exited, 137)],
+            containers: vec![
+                container("a", 0, State::Running, 0),
+                container("b", 0, State::Exited, 137),
+            ],
         };
         assert_eq!(
             f.plan(&two_containers("Always"), &obs),
-            vec![Action::KillPod, Action::CreateSandbox { attempt: 1 }, start("a", false, 1), start("b", false, 1)]
+            vec![
+                Action::KillPod,
+                Action::CreateSandbox { attempt: 1 },
+                start("a", false, 1),
+                start("b", false, 1)
+            ]
         );
     }
 
@@ -510,19 +644,36 @@ mod tests {
         f.backoff.next(&Backoff::key("u1", "a"), f.now);
         let obs = ObservedPod {
             sandboxes: vec![sandbox(0, true)],
-            containers: vec![container("a", 3, State::Exited, 1), container("b", 0, State::Running, 0)],
+            containers: vec![
+                container("a", 3, State::Exited, 1),
+                container("b", 0, State::Running, 0),
+            ],
         };
         let actions = f.plan(&two_containers("Always"), &obs);
-        assert_eq!(actions, vec![Action::BackOff { name: "a".into(), remaining: Duration::from_secs(10) }]);
+        assert_eq!(
+            actions,
+            vec![Action::BackOff {
+                name: "a".into(),
+                remaining: Duration::from_secs(10)
+            }]
+        );
     }
 
     #[test]
     fn a_pod_in_back_off_keeps_its_sandbox_even_with_nothing_running() {
         let mut f = Fixture::new();
         f.backoff.next(&Backoff::key("u1", "a"), f.now);
-        let p = pod("metadata: {name: p, uid: u1}\nspec:\n  containers:\n  - {name: a, image: busybox}\n");
-        let obs = ObservedPod { sandboxes: vec![sandbox(0, true)], containers: vec![container("a", 1, State::Exited, 1)] };
-        assert!(matches!(f.plan(&p, &obs).as_slice(), [Action::BackOff { .. }]));
+        let p = pod(
+            "metadata: {name: p, uid: u1}\nspec:\n  containers:\n  - {name: a, image: busybox}\n",
+        );
+        let obs = ObservedPod {
+            sandboxes: vec![sandbox(0, true)],
+            containers: vec![container("a", 1, State::Exited, 1)],
+        };
+        assert!(matches!(
+            f.plan(&p, &obs).as_slice(),
+            [Action::BackOff { .. }]
+        ));
     }
 
     #[test]
@@ -531,11 +682,18 @@ mod tests {
         f.hashes.insert("a".into(), "new".into());
         let mut a = container("a", 0, State::Running, 0);
         a.hash = "old".into();
-        let obs = ObservedPod { sandboxes: vec![sandbox(0, true)], containers: vec![a, container("b", 0, State::Running, 0)] };
+        let obs = ObservedPod {
+            sandboxes: vec![sandbox(0, true)],
+            containers: vec![a, container("b", 0, State::Running, 0)],
+        };
         assert_eq!(
             f.plan(&two_containers("Always"), &obs),
             vec![
-                Action::KillContainer { id: "a-0".into(), name: "a".into(), reason: KillReason::SpecChanged },
+                Action::KillContainer {
+                    id: "a-0".into(),
+                    name: "a".into(),
+                    reason: KillReason::SpecChanged
+                },
                 start("a", false, 1)
             ]
         );
@@ -547,13 +705,30 @@ mod tests {
         f.health.unhealthy.insert("a".into(), KillReason::Unhealthy);
         let obs = ObservedPod {
             sandboxes: vec![sandbox(0, true)],
-            containers: vec![container("a", 0, State::Running, 0), container("b", 0, State::Running, 0)],
+            containers: vec![
+                container("a", 0, State::Running, 0),
+                container("b", 0, State::Running, 0),
+            ],
         };
         assert_eq!(
             f.plan(&two_containers("OnFailure"), &obs),
-            vec![Action::KillContainer { id: "a-0".into(), name: "a".into(), reason: KillReason::Unhealthy }, start("a", false, 1)]
+            vec![
+                Action::KillContainer {
+                    id: "a-0".into(),
+                    name: "a".into(),
+                    reason: KillReason::Unhealthy
+                },
+                start("a", false, 1)
+            ]
         );
         let never = f.plan(&two_containers("Never"), &obs);
-        assert_eq!(never, vec![Action::KillContainer { id: "a-0".into(), name: "a".into(), reason: KillReason::Unhealthy }]);
+        assert_eq!(
+            never,
+            vec![Action::KillContainer {
+                id: "a-0".into(),
+                name: "a".into(),
+                reason: KillReason::Unhealthy
+            }]
+        );
     }
 }

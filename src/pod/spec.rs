@@ -24,6 +24,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::cri::api;
+use crate::quantity::Quantity as Qty;
 
 // ---------------------------------------------------------------------------
 // Well-known label and annotation keys (kubelet's `types` and `labels.go`)
@@ -1243,19 +1244,19 @@ fn resource_field_value(
             .ok_or_else(|| format!("resourceFieldRef: container {name:?} not found in the pod"))?,
     };
     let divisor = match rf.divisor.as_ref() {
-        None => Qty::ONE,
+        None => Qty::from_value(1),
         Some(d) => {
-            let q = parse_quantity(&d.0)
+            let q = parse_resource(&d.0)
                 .ok_or_else(|| format!("resourceFieldRef: invalid divisor {:?}", d.0))?;
             if q.is_zero() {
-                Qty::ONE
+                Qty::from_value(1)
             } else {
                 q
             }
         }
     };
     let parse = |q: &Quantity| {
-        parse_quantity(&q.0).ok_or_else(|| format!("resourceFieldRef: invalid quantity {:?}", q.0))
+        parse_resource(&q.0).ok_or_else(|| format!("resourceFieldRef: invalid quantity {:?}", q.0))
     };
     let (kind, resource) = rf
         .resource
@@ -1271,15 +1272,9 @@ fn resource_field_value(
                 Some(q) => q,
                 None => {
                     let alloc = if resource == "cpu" {
-                        p.node_allocatable_cpu_millis.map(|m| Qty {
-                            num: m as u128,
-                            den: 1000,
-                        })
+                        p.node_allocatable_cpu_millis.map(Qty::from_millis)
                     } else {
-                        p.node_allocatable_memory_bytes.map(|b| Qty {
-                            num: b as u128,
-                            den: 1,
-                        })
+                        p.node_allocatable_memory_bytes.map(Qty::from_value)
                     };
                     alloc.ok_or_else(|| {
                         format!(
@@ -1291,7 +1286,7 @@ fn resource_field_value(
         }
         ("requests", "cpu") | ("requests", "memory") => match request_of(target, resource) {
             Some(q) => parse(q)?,
-            None => Qty::ZERO,
+            None => Qty::from_value(0),
         },
         _ => {
             return Err(format!(
@@ -1301,14 +1296,14 @@ fn resource_field_value(
         }
     };
     let n = if resource == "cpu" {
-        ceil_div(value.milli_ceil(), divisor.milli_ceil().max(1))
+        ceil_div(millis(value), millis(divisor).max(1))
     } else {
-        ceil_div(value.value_ceil(), divisor.value_ceil().max(1))
+        ceil_div(units(value), units(divisor).max(1))
     };
     Ok(n.to_string())
 }
 
-fn ceil_div(a: u128, b: u128) -> u128 {
+fn ceil_div(a: u64, b: u64) -> u64 {
     a.div_ceil(b)
 }
 
@@ -1498,7 +1493,7 @@ fn container_resources(
     let q = |kind: &str, res: &str| -> Result<Option<Qty>, SpecError> {
         match quantity_of(c, kind, res) {
             None => Ok(None),
-            Some(v) => parse_quantity(&v.0).map(Some).ok_or_else(|| {
+            Some(v) => parse_resource(&v.0).map(Some).ok_or_else(|| {
                 SpecError::new(
                     &c.name,
                     format!("resources.{kind}.{res}"),
@@ -1508,14 +1503,14 @@ fn container_resources(
         }
     };
     let cpu_request = q("requests", "cpu")?;
-    let cpu_limit = q("limits", "cpu")?.map(|q| q.milli_ceil_i64()).unwrap_or(0);
+    let cpu_limit = q("limits", "cpu")?.map(|q| as_i64(millis(q))).unwrap_or(0);
     let mem_limit = q("limits", "memory")?
-        .map(|q| q.value_ceil_i64())
+        .map(|q| as_i64(units(q)))
         .unwrap_or(0);
     let shares = match cpu_request {
         None if cpu_limit != 0 => milli_cpu_to_shares(cpu_limit),
         None => milli_cpu_to_shares(0),
-        Some(r) => milli_cpu_to_shares(r.milli_ceil_i64()),
+        Some(r) => milli_cpu_to_shares(as_i64(millis(r))),
     };
     Ok(api::LinuxContainerResources {
         cpu_period: CPU_PERIOD_US,
@@ -1654,88 +1649,24 @@ fn container_security_context(
 // Quantities
 // ---------------------------------------------------------------------------
 
-/// A non-negative quantity as an exact fraction `num / den`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Qty {
-    num: u128,
-    den: u128,
+/// A resource quantity from a pod (a request, limit or divisor), parsed by
+/// [`crate::quantity`]. No resource can be negative, so negatives are `None`.
+fn parse_resource(s: &str) -> Option<Qty> {
+    Qty::parse(s).ok().filter(|q| !q.is_negative())
 }
 
-impl Qty {
-    const ZERO: Qty = Qty { num: 0, den: 1 };
-    const ONE: Qty = Qty { num: 1, den: 1 };
-
-    fn is_zero(self) -> bool {
-        self.num == 0
-    }
-    /// The value in thousandths, rounded up (Go's `MilliValue`).
-    fn milli_ceil(self) -> u128 {
-        self.num.saturating_mul(1000).div_ceil(self.den)
-    }
-    /// The value rounded up (Go's `Value`).
-    fn value_ceil(self) -> u128 {
-        self.num.div_ceil(self.den)
-    }
-    fn milli_ceil_i64(self) -> i64 {
-        i64::try_from(self.milli_ceil()).unwrap_or(i64::MAX)
-    }
-    fn value_ceil_i64(self) -> i64 {
-        i64::try_from(self.value_ceil()).unwrap_or(i64::MAX)
-    }
+/// Millicores, rounded up (Go's `MilliValue`); saturates at `u64::MAX`.
+fn millis(q: Qty) -> u64 {
+    q.milli_value().unwrap_or(u64::MAX)
 }
 
-/// Parses a Kubernetes quantity ("100m", "0.5", "2", "64Mi", "1G", "1e3").
-/// Negative quantities are rejected (no resource can be negative).
-fn parse_quantity(s: &str) -> Option<Qty> {
-    let s = s.trim();
-    let s = s.strip_prefix('+').unwrap_or(s);
-    if s.starts_with('-') {
-        return None;
-    }
-    let num_end = s
-        .find(|ch: char| !(ch.is_ascii_digit() || ch == '.'))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(num_end);
-    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
-    if int_part.is_empty() && frac_part.is_empty() {
-        return None;
-    }
-    let mut num: u128 = 0;
-    for d in int_part.bytes().chain(frac_part.bytes()) {
-        num = num.checked_mul(10)?.checked_add(u128::from(d - b'0'))?;
-    }
-    let mut den: u128 = 10u128.checked_pow(u32::try_from(frac_part.len()).ok()?)?;
-    let pow10 = |e: u32| 10u128.checked_pow(e);
-    let (mul, div): (u128, u128) = match suffix {
-        "" => (1, 1),
-        "n" => (1, pow10(9)?),
-        "u" => (1, pow10(6)?),
-        "m" => (1, 1000),
-        "k" => (pow10(3)?, 1),
-        "M" => (pow10(6)?, 1),
-        "G" => (pow10(9)?, 1),
-        "T" => (pow10(12)?, 1),
-        "P" => (pow10(15)?, 1),
-        "E" => (pow10(18)?, 1),
-        "Ki" => (1 << 10, 1),
-        "Mi" => (1 << 20, 1),
-        "Gi" => (1 << 30, 1),
-        "Ti" => (1 << 40, 1),
-        "Pi" => (1 << 50, 1),
-        "Ei" => (1 << 60, 1),
-        exp if exp.starts_with(['e', 'E']) => {
-            let e: i32 = exp[1..].parse().ok()?;
-            if e >= 0 {
-                (pow10(e as u32)?, 1)
-            } else {
-                (1, pow10(e.unsigned_abs())?)
-            }
-        }
-        _ => return None,
-    };
-    num = num.checked_mul(mul)?;
-    den = den.checked_mul(div)?;
-    Some(Qty { num, den })
+/// Whole units (bytes), rounded up (Go's `Value`); saturates at `u64::MAX`.
+fn units(q: Qty) -> u64 {
+    q.value().unwrap_or(u64::MAX)
+}
+
+fn as_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 // ---------------------------------------------------------------------------
@@ -2527,8 +2458,8 @@ spec:
 
     #[test]
     fn quantities_parse_exactly() {
-        let m = |s: &str| parse_quantity(s).unwrap().milli_ceil();
-        let v = |s: &str| parse_quantity(s).unwrap().value_ceil();
+        let m = |s: &str| millis(parse_resource(s).unwrap());
+        let v = |s: &str| units(parse_resource(s).unwrap());
         assert_eq!(m("100m"), 100);
         assert_eq!(m("0.1"), 100);
         assert_eq!(m("2"), 2000);
@@ -2539,9 +2470,13 @@ spec:
         assert_eq!(v("1e3"), 1000);
         assert_eq!(v("1.5Ki"), 1536);
         assert_eq!(v("100m"), 1);
-        assert!(parse_quantity("-1").is_none());
-        assert!(parse_quantity("12x").is_none());
-        assert!(parse_quantity("").is_none());
+        assert!(parse_resource("-1").is_none());
+        assert!(parse_resource("12x").is_none());
+        assert!(
+            parse_resource("1.2.3").is_none(),
+            "the old parser panicked here"
+        );
+        assert!(parse_resource("").is_none());
     }
 
     #[test]

@@ -45,7 +45,9 @@ fn main() -> ExitCode {
             Err(e) => fail(&format!("removing {}: {e}", file.display())),
         },
         Some("-h" | "--help") => {
-            println!("usage: grpc-health-server [serve] [--port N] [SERVICE...] | not-serving | serving");
+            println!(
+                "usage: grpc-health-server [serve] [--port N] [SERVICE...] | not-serving | serving"
+            );
             ExitCode::SUCCESS
         }
         Some("serve") => serve(&args[1..], file),
@@ -74,8 +76,13 @@ fn serve(args: &[String], not_serving_file: PathBuf) -> ExitCode {
         Ok(l) => l,
         Err(e) => return fail(&format!("listening on port {port}: {e}")),
     };
-    eprintln!("grpc-health: serving grpc.health.v1.Health on port {port}; services: \"\" {services:?}");
-    let config = server::Config { not_serving_file, services };
+    eprintln!(
+        "grpc-health: serving grpc.health.v1.Health on port {port}; services: \"\" {services:?}"
+    );
+    let config = server::Config {
+        not_serving_file,
+        services,
+    };
     match rt::block_on(server::serve(listener, config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&format!("accept: {e}")),

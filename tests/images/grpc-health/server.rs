@@ -98,7 +98,10 @@ async fn handle(req: http::Request<Incoming>, config: &Config) -> http::Response
         Err(e) => return status_only(13, &format!("reading request: {e}")),
     };
     // One uncompressed length-prefixed message.
-    if body.len() < 5 || body[0] != 0 || u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize != body.len() - 5 {
+    if body.len() < 5
+        || body[0] != 0
+        || u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize != body.len() - 5
+    {
         return status_only(13, "malformed gRPC frame");
     }
     let request = match HealthCheckRequest::decode(&body[5..]) {
@@ -108,15 +111,25 @@ async fn handle(req: http::Request<Incoming>, config: &Config) -> http::Response
     if !request.service.is_empty() && !config.services.contains(&request.service) {
         return status_only(5, "unknown service");
     }
-    let status = if config.not_serving_file.exists() { ServingStatus::NotServing } else { ServingStatus::Serving };
-    let msg = HealthCheckResponse { status: status as i32 }.encode_to_vec();
+    let status = if config.not_serving_file.exists() {
+        ServingStatus::NotServing
+    } else {
+        ServingStatus::Serving
+    };
+    let msg = HealthCheckResponse {
+        status: status as i32,
+    }
+    .encode_to_vec();
     let mut frame = BytesMut::with_capacity(5 + msg.len());
     frame.put_u8(0);
     frame.put_u32(msg.len() as u32);
     frame.put_slice(&msg);
     let mut trailers = http::HeaderMap::new();
     trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-    let frames = vec![Ok(Frame::data(frame.freeze())), Ok(Frame::trailers(trailers))];
+    let frames = vec![
+        Ok(Frame::data(frame.freeze())),
+        Ok(Frame::trailers(trailers)),
+    ];
     http::Response::builder()
         .header("content-type", "application/grpc")
         .body(StreamBody::new(smol::stream::iter(frames)))
@@ -125,7 +138,8 @@ async fn handle(req: http::Request<Incoming>, config: &Config) -> http::Response
 
 /// A trailers-only gRPC error response.
 fn status_only(code: u32, message: &str) -> http::Response<ResBody> {
-    let message = http::HeaderValue::from_str(message).unwrap_or(http::HeaderValue::from_static("error"));
+    let message =
+        http::HeaderValue::from_str(message).unwrap_or(http::HeaderValue::from_static("error"));
     http::Response::builder()
         .header("content-type", "application/grpc")
         .header("grpc-status", code)
