@@ -65,7 +65,7 @@ pub fn collect(
     let mut groups: Vec<_> = by_name.into_values().collect();
     groups.sort_by(|a, b| a[0].id.cmp(&b[0].id));
     for mut group in groups {
-        group.sort_by(|a, b| (b.attempt, b.created_at).cmp(&(a.attempt, a.created_at)));
+        group.sort_by_key(|c| std::cmp::Reverse((c.attempt, c.created_at)));
         let mut kept_dead = false;
         for c in group {
             let running = matches!(c.state, State::Running | State::Unknown);

@@ -93,9 +93,9 @@ impl ObservedPod {
     /// Sorts sandboxes and containers newest first.
     pub fn normalize(&mut self) {
         self.sandboxes
-            .sort_by(|a, b| (b.attempt, b.created_at).cmp(&(a.attempt, a.created_at)));
+            .sort_by_key(|c| std::cmp::Reverse((c.attempt, c.created_at)));
         self.containers
-            .sort_by(|a, b| (b.attempt, b.created_at).cmp(&(a.attempt, a.created_at)));
+            .sort_by_key(|c| std::cmp::Reverse((c.attempt, c.created_at)));
     }
 
     /// The newest sandbox.
