@@ -3,7 +3,7 @@
 //! The crate is a library plus a thin `main.rs`. Decisions (what to run, what
 //! changed, what to kill) live in pure modules that take time as an argument;
 //! the `agent` loop does the I/O on one `smol::LocalExecutor`. See
-//! `ARCHITECTURE.md` for the map and the invariants.
+//! `src/ARCHITECTURE.md` for the map and the invariants.
 
 pub mod admin;
 pub mod agent;

@@ -1660,7 +1660,7 @@ impl Agent {
                         now_unix_nanos() / 1_000_000_000,
                     ));
                 }
-                serde_json::to_value(&p).unwrap_or(serde_json::Value::Null)
+                crate::pod::to_json_value(&p).unwrap_or(serde_json::Value::Null)
             })
             .collect();
         serde_json::json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})

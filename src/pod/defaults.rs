@@ -175,7 +175,7 @@ fn volume_has_no_source(v: &Volume) -> bool {
     // `Volume` has ~30 optional sources; rather than listing them (and going
     // stale when k8s-openapi adds one), look at what serialises: k8s-openapi
     // omits `None` fields, so a source-less volume is `{"name": ...}`.
-    match serde_json::to_value(v) {
+    match super::to_json_value(v) {
         Ok(serde_json::Value::Object(map)) => map.keys().all(|k| k == "name"),
         _ => false,
     }

@@ -705,7 +705,7 @@ fn volume_type(v: &Volume) -> String {
     if v.empty_dir.is_some() {
         return "emptyDir".into();
     }
-    match serde_json::to_value(v) {
+    match super::to_json_value(v) {
         Ok(serde_json::Value::Object(m)) => m
             .keys()
             .find(|k| *k != "name")
