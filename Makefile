@@ -74,9 +74,17 @@ test-full: test
 demo: deps images build
 	bash examples/demo.sh
 
-# Footprint and speed on real parts, printed as a table (tests/bench.rs).
+# Footprint and speed on real parts, printed as a table (tests/bench.rs),
+# of the static musl build the boards ship (BENCH_TARGET=host: the glibc one).
+BENCH_TARGET ?= x86_64-unknown-linux-musl
 bench: deps images
+ifeq ($(BENCH_TARGET),host)
 	PICOLET_BENCH=1 $(CARGO) test --release --test bench
+else
+	$(MAKE) cross-deps
+	$(CARGO) build --release --target $(BENCH_TARGET) --config cross/config.toml
+	PICOLET_BENCH=1 PICOLET_BIN=$(CURDIR)/target/$(BENCH_TARGET)/release/picolet $(CARGO) test --release --test bench
+endif
 
 # --- housekeeping ------------------------------------------------------------------
 

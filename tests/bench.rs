@@ -13,7 +13,8 @@
 //! from a probe's due time to its start; p50/p99 from `/metrics`).
 //!
 //! It prints a table and asserts nothing: performance is reported, not
-//! tested. It only runs when `PICOLET_BENCH=1` (set by `make bench`), so a
+//! tested. `make bench` runs the static x86_64 musl build (what the boards
+//! ship, `PICOLET_BIN`); without it, the glibc build cargo made. It only runs when `PICOLET_BENCH=1` (set by `make bench`), so a
 //! plain `cargo test` skips it. `PICOLET_BENCH_IDLE_SECS` shortens the idle
 //! window; `PICOLET_BENCH_PODS` picks the pod counts (e.g. "0,30").
 
@@ -217,7 +218,8 @@ fn main() {
         .ok()
         .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![0, 10, 30]);
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_picolet"));
+    let bin = harness::picolet_bin();
+    let bin = bin.as_path();
     let size = std::fs::metadata(bin).map(|m| m.len()).unwrap_or(0);
 
     let rows: Vec<Row> = counts.iter().map(|&n| measure(n, idle)).collect();

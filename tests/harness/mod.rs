@@ -22,6 +22,7 @@
 //!   (default `<repo>/target/test-images`, built on demand).
 //! * `PICOLET_TEST_SNAPSHOTTER`: force `overlayfs` or `native`.
 //! * `PICOLET_TEST_KEEP=1`: keep the temp dirs of passing tests for a look.
+//! * `PICOLET_BIN`: run this picolet binary instead of the one cargo built.
 #![allow(dead_code)]
 
 use std::fs::{self, OpenOptions};
@@ -1080,7 +1081,8 @@ impl Picolet {
             .expect("picolet log file");
         let _ = writeln!(&log, "=== harness: starting picolet ===");
         let _ = fs::remove_file(self.admin_socket());
-        let child = Command::new(env!("CARGO_BIN_EXE_picolet"))
+        let bin = picolet_bin();
+        let child = Command::new(&bin)
             .arg("run")
             .arg("--config")
             .arg(self.config_path())
@@ -1095,7 +1097,7 @@ impl Picolet {
             .stdout(log.try_clone().expect("log fd"))
             .stderr(log)
             .spawn()
-            .unwrap_or_else(|e| panic!("spawning {}: {e}", env!("CARGO_BIN_EXE_picolet")));
+            .unwrap_or_else(|e| panic!("spawning {}: {e}", bin.display()));
         self.child = Some(child);
 
         let start = Instant::now();
@@ -1140,6 +1142,14 @@ impl Drop for Picolet {
             eprintln!("PICOLET_TEST_KEEP: kept {}", kept.display());
         }
     }
+}
+
+/// The picolet binary under test: `$PICOLET_BIN` if set (`make bench` uses
+/// the static musl build that boards ship), else the one cargo built.
+pub fn picolet_bin() -> PathBuf {
+    std::env::var_os("PICOLET_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_picolet")))
 }
 
 fn manifest_file_name(name: &str) -> String {
