@@ -279,12 +279,7 @@ fn exactly_one(set: &[(&str, bool)]) -> Result<(), HandlerError> {
 
 /// The handler of a probe: host defaults to the pod IP, path to `/`, scheme
 /// to HTTP, the gRPC service to `""`; named ports are resolved.
-pub fn probe_handler(p: &Probe, pod_ip: &str, c: &Container) -> Result<Handler, String> {
-    probe_handler_typed(p, pod_ip, c).map_err(|e| e.to_string())
-}
-
-/// [`probe_handler`] with a typed error.
-pub fn probe_handler_typed(
+pub fn probe_handler(
     p: &Probe,
     pod_ip: &str,
     c: &Container,
@@ -324,15 +319,6 @@ pub fn probe_handler_typed(
 /// API only for compatibility and fails at run time in kubelet; here it is
 /// refused up front.
 pub fn lifecycle_handler(
-    h: &LifecycleHandler,
-    pod_ip: &str,
-    c: &Container,
-) -> Result<Handler, String> {
-    lifecycle_handler_typed(h, pod_ip, c).map_err(|e| e.to_string())
-}
-
-/// [`lifecycle_handler`] with a typed error.
-pub fn lifecycle_handler_typed(
     h: &LifecycleHandler,
     pod_ip: &str,
     c: &Container,
@@ -1776,7 +1762,7 @@ QdaWnkAoONBAIr+OcVD7o8Y53nZQtTcUJLP6F4tkuUdNbWFz8tjWEMxP
     fn a_probe_with_no_handler_or_two_handlers_or_no_pod_ip_is_refused() {
         let c = Container::default();
         assert_eq!(
-            probe_handler_typed(&Probe::default(), "10.0.0.1", &c),
+            probe_handler(&Probe::default(), "10.0.0.1", &c),
             Err(HandlerError::None)
         );
         let two = Probe {
@@ -1791,7 +1777,7 @@ QdaWnkAoONBAIr+OcVD7o8Y53nZQtTcUJLP6F4tkuUdNbWFz8tjWEMxP
             ..Default::default()
         };
         assert_eq!(
-            probe_handler_typed(&two, "10.0.0.1", &c),
+            probe_handler(&two, "10.0.0.1", &c),
             Err(HandlerError::Several("tcpSocket, grpc".into()))
         );
         let tcp = Probe {
@@ -1801,7 +1787,7 @@ QdaWnkAoONBAIr+OcVD7o8Y53nZQtTcUJLP6F4tkuUdNbWFz8tjWEMxP
             }),
             ..Default::default()
         };
-        assert_eq!(probe_handler_typed(&tcp, "", &c), Err(HandlerError::NoHost));
+        assert_eq!(probe_handler(&tcp, "", &c), Err(HandlerError::NoHost));
     }
 
     #[test]
@@ -1841,7 +1827,7 @@ QdaWnkAoONBAIr+OcVD7o8Y53nZQtTcUJLP6F4tkuUdNbWFz8tjWEMxP
             ..Default::default()
         };
         assert_eq!(
-            lifecycle_handler_typed(&tcp, "10.0.0.1", &c),
+            lifecycle_handler(&tcp, "10.0.0.1", &c),
             Err(HandlerError::TcpLifecycle)
         );
     }

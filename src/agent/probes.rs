@@ -247,7 +247,7 @@ impl Agent {
                         }
                         Err(e) => prober::ProbeResult {
                             outcome: Outcome::Failure,
-                            message: e,
+                            message: e.to_string(),
                         },
                     };
                     self.probe_metrics
@@ -336,7 +336,7 @@ impl Agent {
         let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) else {
             return Ok(());
         };
-        let handler = prober::lifecycle_handler(h, pod_ip, c)?;
+        let handler = prober::lifecycle_handler(h, pod_ip, c).map_err(|e| e.to_string())?;
         let timeout = Duration::from_secs(super::grace_period(pod).max(1) as u64);
         let r = prober::run_handler(&self.runtime, container_id, &handler, timeout).await;
         match r.outcome {
