@@ -24,6 +24,9 @@ use std::time::{Duration, Instant};
 
 use harness::{wait_until, Containerd, Picolet};
 
+/// kubelet's default resync period (the test harness uses 10 s).
+const KUBELET_DEFAULTS: &str = "syncFrequency: 1m0s\n";
+
 struct Row {
     pods: usize,
     start: Option<Duration>,
@@ -82,7 +85,7 @@ fn running(p: &Picolet) -> usize {
 
 fn measure(n: usize, idle: Duration) -> Row {
     let c = Containerd::start();
-    let p = Picolet::start(&c);
+    let p = Picolet::start_with(&c, KUBELET_DEFAULTS);
     let pid = p.pid().expect("picolet runs");
     let t0 = Instant::now();
     for i in 0..n {
@@ -154,7 +157,7 @@ fn metric(text: &str, prefix: &str) -> Vec<f64> {
 
 fn measure_probes(n: usize, idle: Duration) -> ProbeRow {
     let c = Containerd::start();
-    let p = Picolet::start(&c);
+    let p = Picolet::start_with(&c, KUBELET_DEFAULTS);
     let pid = p.pid().expect("picolet runs");
     let t0 = Instant::now();
     for i in 0..n {
