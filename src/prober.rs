@@ -279,11 +279,7 @@ fn exactly_one(set: &[(&str, bool)]) -> Result<(), HandlerError> {
 
 /// The handler of a probe: host defaults to the pod IP, path to `/`, scheme
 /// to HTTP, the gRPC service to `""`; named ports are resolved.
-pub fn probe_handler(
-    p: &Probe,
-    pod_ip: &str,
-    c: &Container,
-) -> Result<Handler, HandlerError> {
+pub fn probe_handler(p: &Probe, pod_ip: &str, c: &Container) -> Result<Handler, HandlerError> {
     exactly_one(&[
         ("exec", p.exec.is_some()),
         ("httpGet", p.http_get.is_some()),

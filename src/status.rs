@@ -475,13 +475,16 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
         .as_ref()
         .and_then(|s| s.host_network)
         .unwrap_or(false);
+    // A hostNetwork pod's IP is the host's, whatever the runtime reports.
     let mut pod_ips: Vec<String> = Vec::new();
     if let Some(s) = sandbox {
-        if !s.ip.is_empty() {
+        if host_network {
+            if !input.host_ip.is_empty() {
+                pod_ips.push(input.host_ip.to_string());
+            }
+        } else if !s.ip.is_empty() {
             pod_ips.push(s.ip.clone());
             pod_ips.extend(s.additional_ips.iter().filter(|ip| !ip.is_empty()).cloned());
-        } else if host_network && !input.host_ip.is_empty() {
-            pod_ips.push(input.host_ip.to_string());
         }
     }
 
@@ -1077,6 +1080,10 @@ mod tests {
         let mut o = observed(true, vec![container("a", 0, State::Running, 0)]);
         o.sandboxes[0].ip.clear();
         o.sandboxes[0].additional_ips.clear();
+        let s = Facts::new().status(&p, &o);
+        assert_eq!(s.pod_ip.as_deref(), Some("192.168.1.10"));
+        // Even when the runtime reports an address for the sandbox.
+        o.sandboxes[0].ip = "10.244.0.7".into();
         let s = Facts::new().status(&p, &o);
         assert_eq!(s.pod_ip.as_deref(), Some("192.168.1.10"));
     }

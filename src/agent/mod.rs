@@ -174,6 +174,13 @@ fn grace_period(pod: &Pod) -> i64 {
         .max(0)
 }
 
+fn is_host_network(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.host_network)
+        .unwrap_or(false)
+}
+
 fn all_containers(pod: &Pod) -> impl Iterator<Item = (&Container, bool)> {
     let spec = pod.spec.as_ref();
     spec.and_then(|s| s.init_containers.as_deref())
@@ -1020,6 +1027,21 @@ impl Agent {
             .unwrap_or(QosClass::BestEffort)
     }
 
+    /// The pod's IPs as its containers see them, primary first: the host's
+    /// for a hostNetwork pod, else the given sandbox's.
+    fn pod_ips(&self, pod: &Pod, sandbox: Option<&ObservedSandbox>) -> Vec<String> {
+        if is_host_network(pod) {
+            return vec![self.host_ip.clone()];
+        }
+        sandbox
+            .map(|s| {
+                std::iter::once(s.ip.clone())
+                    .chain(s.additional_ips.iter().cloned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     fn pod_dir(&self, uid: &str) -> PathBuf {
         self.cfg.root_dir.join("pods").join(uid)
     }
@@ -1239,26 +1261,9 @@ impl Agent {
             .write(true)
             .mode(0o666)
             .open(&termination_log);
-        let host_network = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.host_network)
-            .unwrap_or(false);
-        let (pod_ip, pod_ips) = observed
-            .sandboxes
-            .iter()
-            .find(|s| s.id == sandbox_id)
-            .map(|s| {
-                let mut ips = vec![s.ip.clone()];
-                ips.extend(s.additional_ips.iter().cloned());
-                (s.ip.clone(), ips)
-            })
-            .unwrap_or_default();
-        let (pod_ip, pod_ips) = if host_network {
-            (self.host_ip.clone(), vec![self.host_ip.clone()])
-        } else {
-            (pod_ip, pod_ips)
-        };
+        let host_network = is_host_network(pod);
+        let pod_ips = self.pod_ips(pod, observed.sandboxes.iter().find(|s| s.id == sandbox_id));
+        let pod_ip = pod_ips.first().cloned().unwrap_or_default();
         let etc_hosts = pod_dir.join("etc-hosts");
         if !host_network {
             let hosts = spec::hosts_file(pod, &pod_ips, &self.cfg.cluster_domain);
@@ -1600,12 +1605,6 @@ impl Agent {
         let (readiness, started) = (&e.readiness, &e.started);
         let qos = Self::qos(&e.pod);
         let runtime_name = self.runtime_name.borrow();
-        let host_network = e
-            .pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.host_network)
-            .unwrap_or(false);
         let mut st = status::pod_status(&status::StatusInput {
             pod: &e.pod,
             observed: &e.observed,
@@ -1619,9 +1618,6 @@ impl Agent {
             now_unix: now_unix_nanos() / 1_000_000_000,
             runtime_name: &runtime_name,
         });
-        if host_network && e.observed.sandboxes.iter().any(|s| s.ready) {
-            st.pod_ip = Some(self.host_ip.clone());
-        }
         // Say why picolet killed a container (probe failure, hook failure).
         for cs in st.container_statuses.iter_mut().flatten() {
             for state in [cs.state.as_mut(), cs.last_state.as_mut()]
@@ -1726,18 +1722,16 @@ fn prune_rotated(current: &Path, keep: usize) {
 
 /// Awaits every future concurrently on this thread.
 async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
-    let tasks: Vec<_> = futures.into_iter().map(|f| Box::pin(f)).collect();
-    let mut out = Vec::with_capacity(tasks.len());
     // Poll all of them together: each stop waits on its own timer/RPC.
-    let mut pending: Vec<_> = tasks.into_iter().map(Some).collect();
-    let mut results: Vec<Option<F::Output>> = (0..pending.len()).map(|_| None).collect();
+    let mut pending: Vec<_> = futures.into_iter().map(|f| Some(Box::pin(f))).collect();
+    let mut results: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
         let mut done = true;
-        for (i, slot) in pending.iter_mut().enumerate() {
+        for (slot, result) in pending.iter_mut().zip(results.iter_mut()) {
             if let Some(f) = slot {
                 match f.as_mut().poll(cx) {
                     std::task::Poll::Ready(v) => {
-                        results[i] = Some(v);
+                        *result = Some(v);
                         *slot = None;
                     }
                     std::task::Poll::Pending => done = false,
@@ -1751,10 +1745,8 @@ async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
         }
     })
     .await;
-    out.extend(
-        results
-            .into_iter()
-            .map(|r| r.expect("every future completed")),
-    );
-    out
+    results
+        .into_iter()
+        .map(|r| r.expect("every future completed"))
+        .collect()
 }

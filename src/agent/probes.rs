@@ -171,21 +171,11 @@ impl Agent {
         let ago = Duration::from_nanos((now_unix_nanos() - c.started_at).max(0) as u64);
         let started_at = now.checked_sub(ago).unwrap_or(now);
         let started = e.started.get(name).copied().unwrap_or(true);
-        let pod_ip = if e
-            .pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.host_network)
-            .unwrap_or(false)
-        {
-            self.host_ip.clone()
-        } else {
-            e.observed
-                .latest_sandbox()
-                .filter(|s| s.ready)
-                .map(|s| s.ip.clone())
-                .unwrap_or_default()
-        };
+        let pod_ip = self
+            .pod_ips(&e.pod, e.observed.latest_sandbox().filter(|s| s.ready))
+            .into_iter()
+            .next()
+            .unwrap_or_default();
         Some((
             c.id.clone(),
             c.state == State::Running,
@@ -362,8 +352,12 @@ impl Agent {
             if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) {
                 let pod_ip = {
                     let pods = self.pods.borrow();
-                    pods.get(crate::pod::uid(pod))
-                        .and_then(|e| e.observed.latest_sandbox().map(|s| s.ip.clone()))
+                    let sandbox = pods
+                        .get(crate::pod::uid(pod))
+                        .and_then(|e| e.observed.latest_sandbox());
+                    self.pod_ips(pod, sandbox)
+                        .into_iter()
+                        .next()
                         .unwrap_or_default()
                 };
                 let started = Instant::now();
