@@ -16,15 +16,6 @@ use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(120);
 
-fn find_pod(p: &Picolet, name: &str) -> Option<Value> {
-    let full = format!("{name}-{}", p.hostname());
-    p.pods()["items"]
-        .as_array()?
-        .iter()
-        .find(|i| i["metadata"]["name"] == full.as_str())
-        .cloned()
-}
-
 fn container_status(pod: &Value, name: &str) -> Value {
     pod["status"]["containerStatuses"]
         .as_array()
@@ -79,7 +70,7 @@ fn a_liveness_failure_restarts_the_container_and_says_why() {
         "the container is restarted after failing liveness",
         LONG,
         || {
-            let pod = find_pod(&p, "live")?;
+            let pod = p.find_pod("live")?;
             (restarts(&pod, "main") >= 1).then_some(pod)
         },
     );
@@ -115,7 +106,7 @@ fn a_readiness_flip_changes_the_ready_condition_and_does_not_restart() {
     p.write_manifest("ready", &pod_yaml("ready", &dir, container));
     let wait_ready = |want: &str| {
         wait_until(&format!("Ready={want}"), LONG, || {
-            let pod = find_pod(&p, "ready")?;
+            let pod = p.find_pod("ready")?;
             let running = container_status(&pod, "main")["state"]["running"].is_object();
             (running
                 && condition(&pod, "Ready").as_deref() == Some(want)
@@ -171,14 +162,14 @@ fn a_slow_starter_survives_with_a_startup_probe_and_is_killed_without_one() {
     wait_until(
         "the pod without a startup probe is killed by liveness",
         LONG,
-        || (restarts(&find_pod(&p, "hasty")?, "main") >= 1).then_some(()),
+        || (restarts(&p.find_pod("hasty")?, "main") >= 1).then_some(()),
     );
     let patient = wait_until("the pod with a startup probe has started", LONG, || {
-        let pod = find_pod(&p, "patient")?;
+        let pod = p.find_pod("patient")?;
         (container_status(&pod, "main")["started"] == true).then_some(pod)
     });
     std::thread::sleep(Duration::from_secs(4)); // liveness now runs, and passes
-    let patient_now = find_pod(&p, "patient").unwrap();
+    let patient_now = p.find_pod("patient").unwrap();
     assert_eq!(restarts(&patient_now, "main"), 0);
     assert_eq!(
         container_status(&patient, "main")["containerID"],
@@ -211,7 +202,7 @@ fn hooks_run_post_start_after_start_and_pre_stop_before_termination() {
     });
     p.remove_manifest("hooks");
     wait_until("the pod is gone", LONG, || {
-        find_pod(&p, "hooks").is_none().then_some(())
+        p.find_pod("hooks").is_none().then_some(())
     });
     let events = std::fs::read_to_string(dir.join("events")).unwrap();
     let lines: Vec<&str> = events.lines().collect();
@@ -238,7 +229,7 @@ fn a_failing_post_start_hook_kills_the_container() {
 "#;
     p.write_manifest("poststart", &pod_yaml("poststart", &dir, container));
     wait_until("the container is killed and restarted", LONG, || {
-        (restarts(&find_pod(&p, "poststart")?, "main") >= 1).then_some(())
+        (restarts(&p.find_pod("poststart")?, "main") >= 1).then_some(())
     });
     assert!(p.log().contains("postStart hook"), "logged");
 }
@@ -281,12 +272,12 @@ fn http_tcp_and_exec_probes_work_and_their_timeouts_are_honoured() {
 "#;
     p.write_manifest("kinds", &pod_yaml("kinds", &dir, containers));
     wait_until("httpGet readiness makes web ready", LONG, || {
-        let pod = find_pod(&p, "kinds")?;
+        let pod = p.find_pod("kinds")?;
         (container_status(&pod, "web")["ready"] == true).then_some(())
     });
     // The other two stay unready: their probes time out.
     std::thread::sleep(Duration::from_secs(8));
-    let pod = find_pod(&p, "kinds").unwrap();
+    let pod = p.find_pod("kinds").unwrap();
     assert_eq!(container_status(&pod, "slowexec")["ready"], false);
     assert_eq!(container_status(&pod, "silent")["ready"], false);
     assert_eq!(condition(&pod, "Ready").as_deref(), Some("False"));
@@ -324,7 +315,7 @@ fn a_grpc_probe_follows_the_health_service_as_it_flips() {
     p.write_manifest("grpc", &pod_yaml("grpc", &dir, container));
     let ready = |want: bool| {
         wait_until(&format!("grpc readiness {want}"), LONG, || {
-            let pod = find_pod(&p, "grpc")?;
+            let pod = p.find_pod("grpc")?;
             (container_status(&pod, "health")["ready"] == want
                 && container_status(&pod, "health")["state"]["running"].is_object())
             .then_some(pod)

@@ -18,16 +18,6 @@ use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(120);
 
-/// The pod named `<name>-<node>` in GET /pods.
-fn find_pod(p: &Picolet, name: &str) -> Option<Value> {
-    let full = format!("{name}-{}", p.hostname());
-    p.pods()["items"]
-        .as_array()?
-        .iter()
-        .find(|i| i["metadata"]["name"] == full.as_str())
-        .cloned()
-}
-
 fn container_status<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
     pod["status"]["containerStatuses"]
         .as_array()?
@@ -38,7 +28,7 @@ fn container_status<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
 /// Waits until every container of the pod runs and is ready; returns it.
 fn wait_running(p: &Picolet, name: &str) -> Value {
     wait_until(&format!("pod {name} Running and ready"), LONG, || {
-        let pod = find_pod(p, name)?;
+        let pod = p.find_pod(name)?;
         let ready = pod["status"]["containerStatuses"]
             .as_array()
             .map(|cs| {
@@ -243,7 +233,7 @@ spec:
     );
     p.write_manifest("env", &manifest);
     let pod = wait_until("pod env Succeeded", LONG, || {
-        let pod = find_pod(&p, "env")?;
+        let pod = p.find_pod("env")?;
         (pod["status"]["phase"] == "Succeeded").then_some(pod)
     });
     let log = read(&pod_log_file(&p, &pod, "main", 0));
@@ -289,7 +279,7 @@ fn editing_a_manifest_replaces_the_pod_and_a_broken_one_disturbs_nothing() {
 
     p.write_manifest("edit", &sleeper("edit").replace("100000", "200000"));
     let after = wait_until("the edited pod runs with a new UID", LONG, || {
-        let pod = find_pod(&p, "edit")?;
+        let pod = p.find_pod("edit")?;
         (pod["metadata"]["uid"] != before["metadata"]["uid"]
             && pod["status"]["phase"] == "Running"
             && container_status(&pod, "main")?["state"]["running"].is_object())
@@ -382,7 +372,7 @@ spec:
 
     p.remove_manifest("graceful");
     wait_until("the pod is gone from /pods", LONG, || {
-        find_pod(&p, "graceful").is_none().then_some(())
+        p.find_pod("graceful").is_none().then_some(())
     });
     assert_eq!(
         read(&out.join("signal")).trim(),
@@ -434,7 +424,7 @@ fn a_crashing_container_restarts_with_back_off_and_garbage_is_collected() {
         "restartCount reaches 2 and CrashLoopBackOff shows",
         Duration::from_secs(180),
         || {
-            let pod = find_pod(&p, "crash")?;
+            let pod = p.find_pod("crash")?;
             let cs = container_status(&pod, "main")?;
             (cs["restartCount"].as_i64()? >= 2
                 && cs["state"]["waiting"]["reason"] == "CrashLoopBackOff")
@@ -525,7 +515,7 @@ fn image_pull_policy_is_honoured_and_pull_errors_are_reported() {
     p.write_manifest("never", never);
     p.write_manifest("missing", missing);
     wait_until("ErrImageNeverPull", LONG, || {
-        let pod = find_pod(&p, "never")?;
+        let pod = p.find_pod("never")?;
         (container_status(&pod, "main")?["state"]["waiting"]["reason"] == "ErrImageNeverPull")
             .then_some(())
     });
@@ -534,7 +524,7 @@ fn image_pull_policy_is_honoured_and_pull_errors_are_reported() {
         "ErrImagePull then ImagePullBackOff",
         Duration::from_secs(180),
         || {
-            let pod = find_pod(&p, "missing")?;
+            let pod = p.find_pod("missing")?;
             let reason = container_status(&pod, "main")?["state"]["waiting"]["reason"]
                 .as_str()?
                 .to_string();
@@ -543,7 +533,7 @@ fn image_pull_policy_is_honoured_and_pull_errors_are_reported() {
                 .then_some(())
         },
     );
-    let pod = find_pod(&p, "missing").unwrap();
+    let pod = p.find_pod("missing").unwrap();
     assert_eq!(pod["status"]["phase"], "Pending");
 }
 
@@ -624,5 +614,5 @@ fn pods_beyond_max_pods_are_not_admitted() {
     wait_until("the refusal is logged", LONG, || {
         p.log().contains("maxPods").then_some(())
     });
-    assert!(find_pod(&p, "second").is_none());
+    assert!(p.find_pod("second").is_none());
 }

@@ -957,7 +957,11 @@ impl Picolet {
             logs = p.logs_dir().display(),
             // Tests resync every 10 s unless they choose (the bench uses
             // kubelet's default, 1m, to compare like with like).
-            sync = if extra_config.contains("syncFrequency:") { "" } else { "syncFrequency: 10s\n" },
+            sync = if extra_config.contains("syncFrequency:") {
+                ""
+            } else {
+                "syncFrequency: 10s\n"
+            },
             extra = extra_config,
         );
         write_file(&p.config_path(), &config);
@@ -1066,6 +1070,16 @@ impl Picolet {
     pub fn get(&self, path: &str) -> (u16, String) {
         http_get(&self.admin_socket(), path)
             .unwrap_or_else(|e| panic!("GET {path} on {}: {e}", self.admin_socket().display()))
+    }
+
+    /// The static pod `<name>-<node>` in GET /pods, if picolet reports it.
+    pub fn find_pod(&self, name: &str) -> Option<serde_json::Value> {
+        let full = format!("{name}-{}", self.hostname);
+        self.pods()["items"]
+            .as_array()?
+            .iter()
+            .find(|i| i["metadata"]["name"] == full.as_str())
+            .cloned()
     }
 
     /// GET /pods as JSON; panics unless it answers 200 with JSON.
