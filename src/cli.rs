@@ -11,20 +11,20 @@
 //! Why it is shaped this way: the parser is written on `lexopt` (tiny, no
 //! derive machinery) and takes any iterator of `OsString`, so it is pure and
 //! unit-testable. It only *collects* kubelet flags, as raw strings, into
-//! [`Flags`]; their values are validated by
-//! [`KubeletConfig::apply_flags`](crate::config::KubeletConfig::apply_flags)
-//! with the same rules as the config file, so a bad value gets the same
-//! message whichever way it was given. The table of known flags lives in
-//! [`crate::config::FLAGS`]. This module decides only which flags exist,
-//! how they take values (`--flag=value`, `--flag value`, bare booleans) and
-//! which command was asked for.
+//! [`Flags`]; their values are validated by [`crate::config::resolve`] with
+//! the same rules as the config file, so a bad value gets the same message
+//! whichever way it was given. Which flags exist, how each takes its value
+//! and what the help says about it come from the one table
+//! [`crate::config::FLAGS`]. This module decides only how flags are spelled
+//! (`--flag=value`, `--flag value`, bare booleans, `-v`) and which command
+//! was asked for.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 use lexopt::prelude::*;
 
-use crate::config::{self, ConfigError, FlagKind, KubeletConfig, LoadedConfig};
+use crate::config::{self, Flag};
 
 pub use crate::config::Flags;
 
@@ -50,23 +50,6 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
     /// Every other flag, unvalidated; applied on top of the file.
     pub flags: Flags,
-}
-
-impl RunArgs {
-    /// Loads `--config` (or the defaults when it is absent) and applies the
-    /// flags on top: the complete, validated configuration for `run`. The
-    /// caller should warn about each of `unknown_fields`.
-    pub fn load_config(&self) -> Result<LoadedConfig, ConfigError> {
-        let mut loaded = match &self.config {
-            Some(path) => config::load(path)?,
-            None => LoadedConfig {
-                config: KubeletConfig::default(),
-                unknown_fields: Vec::new(),
-            },
-        };
-        loaded.config.apply_flags(&self.flags)?;
-        Ok(loaded)
-    }
 }
 
 /// Arguments of `picolet get pods`.
@@ -120,9 +103,11 @@ pub enum CliError {
     Parse(#[from] lexopt::Error),
 }
 
-/// The help text.
-pub fn usage() -> &'static str {
-    "\
+/// The help text; the flags of `picolet run` come from
+/// [`config::FLAGS`].
+pub fn usage() -> String {
+    let mut text = String::from(
+        "\
 picolet: a kubelet for constrained edge hardware
 
 Usage:
@@ -132,39 +117,54 @@ Usage:
   picolet help                             print this help
 
 picolet run:
-  --config FILE                    KubeletConfiguration file (YAML or JSON);
-                                   flags below override it
-  --root-dir DIR                   state directory [/var/lib/picolet]
-  --hostname-override NAME         node name [machine hostname]
-  --admin-socket PATH              admin socket [/run/picolet/picolet.sock]
-  --board NAME                     start from a board profile (rpi4, rpi3, ...)
-  --pod-manifest-path DIR          static pod directory [/etc/kubernetes/manifests];
-                                   empty disables static pods
-  --container-runtime-endpoint EP  CRI socket [unix:///run/containerd/containerd.sock]
-  --cgroup-driver cgroupfs         only cgroupfs is supported
-  --cgroup-root PATH               [/]
-  --cgroups-per-qos[=BOOL]         [true]
-  --file-check-frequency DUR       static pod rescan period [20s]
-  --sync-frequency DUR             pod resync period [1m0s]
-  --max-pods N                     [110]
-  --runtime-request-timeout DUR    [2m0s]
-  --container-log-max-size SIZE    [10Mi]
-  --container-log-max-files N      [5]
-  --serialize-image-pulls[=BOOL]   [true]
-  --cluster-dns IP[,IP...]         repeatable
-  --cluster-domain DOMAIN
-  --pod-pids-limit N               [-1 = unlimited]
-  --eviction-hard SIG<VAL[,...]    e.g. memory.available<100Mi,nodefs.available<10%
-  --node-status-update-frequency DUR  [10s]
-  -v, --v LEVEL                    log verbosity 0..10 [0]
-
+",
+    );
+    help_line(
+        &mut text,
+        "--config FILE",
+        "KubeletConfiguration file (YAML or JSON);\nflags below override it",
+    );
+    for flag in config::FLAGS {
+        let name = match flag.name.len() {
+            1 => format!("-{0}, --{0}", flag.name),
+            _ => format!("--{}", flag.name),
+        };
+        let spelled = match flag.kind.needs_value() {
+            true => format!("{name} {}", flag.arg),
+            false => format!("{name}[=BOOL]"),
+        };
+        help_line(&mut text, &spelled, flag.help);
+    }
+    text.push_str(
+        "
   Flags take --flag=value or --flag value; booleans take --flag or --flag=false.
   DUR is a Go duration (30s, 1m30s); SIZE a quantity (10Mi, 1G).
 
 picolet get pods:
   --admin-socket PATH              [/run/picolet/picolet.sock]
   -o, --output wide|json           output format [table]
-"
+",
+    );
+    text
+}
+
+/// One flag of the help: its spelling, then its help in a column (lines
+/// after the first indented to that column).
+fn help_line(text: &mut String, spelled: &str, help: &str) {
+    const COLUMN: usize = 33;
+    let mut line = format!("  {spelled:<COLUMN$}");
+    if spelled.len() >= COLUMN {
+        line.push_str("  ");
+    }
+    for (i, part) in help.split('\n').enumerate() {
+        if i > 0 {
+            line.push('\n');
+            line.push_str(&" ".repeat(COLUMN + 2));
+        }
+        line.push_str(part);
+    }
+    text.push_str(line.trim_end());
+    text.push('\n');
 }
 
 /// Parses the command line, *without* the program name (pass
@@ -222,17 +222,17 @@ fn parse_run(mut parser: lexopt::Parser) -> Result<Command, CliError> {
                         value,
                         reason: "expected a log level between 0 and 10",
                     })?;
-                args.flags.verbosity = Some(level);
+                args.flags.set("v", level.to_string());
             }
             Long(name) => {
                 let name = name.to_string();
                 let flag = format!("--{name}");
-                let value = match config::flag_kind(&name) {
-                    Some(FlagKind::Bool) => match parser.optional_value() {
+                let value = match Flag::named(&name).map(|f| f.kind.needs_value()) {
+                    Some(false) => match parser.optional_value() {
                         Some(v) => v.into_string().map_err(|_| CliError::NotUnicode { flag })?,
                         None => "true".to_string(),
                     },
-                    Some(FlagKind::Value | FlagKind::List) => take_value(&mut parser, &flag)?,
+                    Some(true) => take_value(&mut parser, &flag)?,
                     None => {
                         return Err(CliError::UnknownFlag {
                             command: "run",
@@ -443,8 +443,8 @@ mod tests {
             "--root-dir=/data",
         ]);
         assert_eq!(r.config, Some(PathBuf::from("/etc/picolet/config.yaml")));
-        assert_eq!(r.flags.max_pods.as_deref(), Some("16"));
-        assert_eq!(r.flags.root_dir.as_deref(), Some("/data"));
+        assert_eq!(r.flags.get("max-pods"), Some("16"));
+        assert_eq!(r.flags.get("root-dir"), Some("/data"));
     }
 
     #[test]
@@ -475,40 +475,34 @@ mod tests {
             "--v=2",
         ]);
         let f = r.flags;
-        assert_eq!(f.pod_manifest_path.as_deref(), Some("/m"));
-        assert_eq!(
-            f.container_runtime_endpoint.as_deref(),
-            Some("unix:///c.sock")
-        );
-        assert_eq!(f.cgroup_driver.as_deref(), Some("cgroupfs"));
-        assert_eq!(f.cgroup_root.as_deref(), Some("/edge"));
-        assert_eq!(f.cgroups_per_qos.as_deref(), Some("false"));
-        assert_eq!(f.file_check_frequency.as_deref(), Some("5s"));
-        assert_eq!(f.sync_frequency.as_deref(), Some("1m"));
-        assert_eq!(f.max_pods.as_deref(), Some("8"));
-        assert_eq!(f.runtime_request_timeout.as_deref(), Some("30s"));
-        assert_eq!(f.container_log_max_size.as_deref(), Some("1Mi"));
-        assert_eq!(f.container_log_max_files.as_deref(), Some("3"));
-        assert_eq!(f.serialize_image_pulls.as_deref(), Some("true"));
-        assert_eq!(f.cluster_dns, Some(vec!["10.0.0.10,10.0.0.11".to_string()]));
-        assert_eq!(f.cluster_domain.as_deref(), Some("cluster.local"));
-        assert_eq!(f.pod_pids_limit.as_deref(), Some("100"));
-        assert_eq!(
-            f.eviction_hard,
-            Some(vec!["memory.available<100Mi".to_string()])
-        );
-        assert_eq!(f.node_status_update_frequency.as_deref(), Some("20s"));
-        assert_eq!(f.hostname_override.as_deref(), Some("edge-1"));
-        assert_eq!(f.admin_socket.as_deref(), Some("/tmp/a.sock"));
-        assert_eq!(f.board.as_deref(), Some("rpi4"));
-        assert_eq!(f.verbosity, Some(2));
+        assert_eq!(f.get("pod-manifest-path"), Some("/m"));
+        assert_eq!(f.get("container-runtime-endpoint"), Some("unix:///c.sock"));
+        assert_eq!(f.get("cgroup-driver"), Some("cgroupfs"));
+        assert_eq!(f.get("cgroup-root"), Some("/edge"));
+        assert_eq!(f.get("cgroups-per-qos"), Some("false"));
+        assert_eq!(f.get("file-check-frequency"), Some("5s"));
+        assert_eq!(f.get("sync-frequency"), Some("1m"));
+        assert_eq!(f.get("max-pods"), Some("8"));
+        assert_eq!(f.get("runtime-request-timeout"), Some("30s"));
+        assert_eq!(f.get("container-log-max-size"), Some("1Mi"));
+        assert_eq!(f.get("container-log-max-files"), Some("3"));
+        assert_eq!(f.get("serialize-image-pulls"), Some("true"));
+        assert_eq!(f.all("cluster-dns"), ["10.0.0.10,10.0.0.11"]);
+        assert_eq!(f.get("cluster-domain"), Some("cluster.local"));
+        assert_eq!(f.get("pod-pids-limit"), Some("100"));
+        assert_eq!(f.all("eviction-hard"), ["memory.available<100Mi"]);
+        assert_eq!(f.get("node-status-update-frequency"), Some("20s"));
+        assert_eq!(f.get("hostname-override"), Some("edge-1"));
+        assert_eq!(f.get("admin-socket"), Some("/tmp/a.sock"));
+        assert_eq!(f.get("board"), Some("rpi4"));
+        assert_eq!(f.get("v"), Some("2"));
     }
 
     #[test]
     fn a_bare_boolean_flag_means_true_and_does_not_swallow_the_next_argument() {
         let r = run(&["run", "--cgroups-per-qos", "--max-pods=3"]);
-        assert_eq!(r.flags.cgroups_per_qos.as_deref(), Some("true"));
-        assert_eq!(r.flags.max_pods.as_deref(), Some("3"));
+        assert_eq!(r.flags.get("cgroups-per-qos"), Some("true"));
+        assert_eq!(r.flags.get("max-pods"), Some("3"));
         assert_eq!(
             err(&["run", "--serialize-image-pulls", "false"]),
             r#"unexpected argument "false""#
@@ -525,11 +519,8 @@ mod tests {
             "--max-pods=1",
             "--max-pods=2",
         ]);
-        assert_eq!(
-            r.flags.cluster_dns,
-            Some(vec!["1.1.1.1".to_string(), "8.8.8.8".to_string()])
-        );
-        assert_eq!(r.flags.max_pods.as_deref(), Some("2"));
+        assert_eq!(r.flags.all("cluster-dns"), ["1.1.1.1", "8.8.8.8"]);
+        assert_eq!(r.flags.get("max-pods"), Some("2"));
     }
 
     #[test]
@@ -541,7 +532,7 @@ mod tests {
             &["run", "--v=4"],
             &["run", "--v", "4"],
         ] {
-            assert_eq!(run(args).flags.verbosity, Some(4), "{args:?}");
+            assert_eq!(run(args).flags.get("v"), Some("4"), "{args:?}");
         }
     }
 
@@ -636,19 +627,19 @@ mod tests {
 
     #[test]
     fn every_flag_in_the_config_table_is_accepted_by_run() {
-        for (name, kind, _) in config::FLAGS {
-            let arg = if *name == "v" {
+        for flag in config::FLAGS {
+            let arg = if flag.name == "v" {
                 "--v=1".to_string()
             } else {
-                format!("--{name}=x")
+                format!("--{}=x", flag.name)
             };
             let r = run(&["run", &arg]);
-            assert_ne!(r.flags, Flags::default(), "{name} ({kind:?})");
+            assert_ne!(r.flags, Flags::default(), "{} ({:?})", flag.name, flag.kind);
         }
     }
 
     #[test]
-    fn flags_parsed_from_the_command_line_override_defaults_through_load_config() {
+    fn flags_parsed_from_the_command_line_override_defaults_through_resolve() {
         let r = run(&[
             "run",
             "--max-pods=12",
@@ -656,7 +647,7 @@ mod tests {
             "30s",
             "--cgroups-per-qos=false",
         ]);
-        let loaded = r.load_config().unwrap();
+        let loaded = config::resolve(None, &r.flags).unwrap();
         assert_eq!(loaded.config.max_pods, 12);
         assert_eq!(loaded.config.sync_frequency, Duration::from_secs(30));
         assert!(!loaded.config.cgroups_per_qos);
@@ -664,10 +655,10 @@ mod tests {
     }
 
     #[test]
-    fn flag_validation_errors_surface_through_load_config_naming_the_flag() {
+    fn flag_validation_errors_surface_through_resolve_naming_the_flag() {
         let r = run(&["run", "--max-pods=lots"]);
         assert_eq!(
-            r.load_config().unwrap_err().to_string(),
+            config::resolve(None, &r.flags).unwrap_err().to_string(),
             r#"flag --max-pods: expected a positive integer, got "lots""#
         );
     }
@@ -683,9 +674,9 @@ mod tests {
         ] {
             assert!(u.contains(cmd), "{cmd}");
         }
-        for (name, _, _) in config::FLAGS {
-            if *name != "v" {
-                assert!(u.contains(&format!("--{name}")), "--{name}");
+        for flag in config::FLAGS {
+            if flag.name != "v" {
+                assert!(u.contains(&format!("--{}", flag.name)), "--{}", flag.name);
             }
         }
         assert!(u.contains("-v, --v"));

@@ -8,13 +8,13 @@
 pub mod admin;
 pub mod agent;
 pub mod backoff;
-pub mod board;
 pub mod cgroups;
 pub mod cli;
 pub mod config;
 pub mod cri;
 pub mod gc;
 pub mod logger;
+pub mod names;
 pub mod pleg;
 pub mod pod;
 pub mod probe;

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use anyhow::{bail, Context, Result};
 use picolet::agent::{Agent, AgentConfig};
 use picolet::cli::{self, Command};
-use picolet::config::{self, KubeletConfig};
+use picolet::config;
 
 fn main() {
     if let Err(e) = real_main() {
@@ -62,46 +62,22 @@ fn get_pods(args: &cli::GetArgs) -> Result<()> {
 
 fn run(args: cli::RunArgs) -> Result<()> {
     // Layers: the board profile (--board), then the config file, then flags.
-    let board_origin;
-    let mut layers: Vec<(String, &Path)> = Vec::new();
-    if let Some(board) = &args.flags.board {
-        let text = picolet::board::profile(board).with_context(|| {
-            format!(
-                "--board {board:?}: unknown board; known boards: {}",
-                picolet::board::names().join(", ")
-            )
-        })?;
-        board_origin = std::path::PathBuf::from(format!("board:{board}"));
-        layers.push((text.to_string(), board_origin.as_path()));
-    }
-    if let Some(path) = &args.config {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading config file {}", path.display()))?;
-        layers.push((text, path.as_path()));
-    }
-    let (mut cfg, unknown) = if layers.is_empty() {
-        (KubeletConfig::default(), Vec::new())
-    } else {
-        let refs: Vec<(&str, &Path)> = layers.iter().map(|(t, p)| (t.as_str(), *p)).collect();
-        let loaded = config::from_layers(&refs)?;
-        (loaded.config, loaded.unknown_fields)
+    let file = match &args.config {
+        Some(path) => Some((
+            path.as_path(),
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading config file {}", path.display()))?,
+        )),
+        None => None,
     };
-    cfg.apply_flags(&args.flags)?;
+    let loaded = config::resolve(
+        file.as_ref().map(|(path, text)| (*path, text.as_str())),
+        &args.flags,
+    )?;
+    let cfg = loaded.config;
     picolet::logger::init(cfg.verbosity);
-    if let Some(path) = &args.config {
-        for field in &unknown {
-            if config::is_upstream_field(field) {
-                log::warn!(
-                    "{}: kubelet field {field:?} is not implemented by picolet; ignoring it",
-                    path.display()
-                );
-            } else {
-                log::warn!(
-                    "{}: unknown field {field:?} (typo?); ignoring it",
-                    path.display()
-                );
-            }
-        }
+    for field in &loaded.unknown_fields {
+        log::warn!("{field}");
     }
     let node_name = cfg.node_name();
     let socket = picolet::cri::socket_path(&cfg.container_runtime_endpoint).with_context(|| {

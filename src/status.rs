@@ -18,7 +18,6 @@
 //!   at once, so nothing keeps routing to it while it shuts down.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
@@ -108,48 +107,6 @@ fn time_from_nanos(nanos: i64) -> Option<Time> {
 /// which no real clock reaches).
 pub fn time_from_unix(seconds: i64) -> Time {
     Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
-}
-
-/// A duration the way Go's `time.Duration.String` prints it, as kubelet's
-/// messages do: `20s`, `1m20s`, `5m0s`, `1h0m0s`, `1.5s`, `300ms`.
-pub fn format_duration(d: Duration) -> String {
-    let nanos = d.as_nanos();
-    if nanos == 0 {
-        return "0s".to_string();
-    }
-    // Go's fractional formatting: integer part, then up to `digits` decimals
-    // with trailing zeros trimmed.
-    fn frac(v: u128, digits: u32, unit: &str) -> String {
-        let scale = 10u128.pow(digits);
-        let (int, mut rem) = (v / scale, v % scale);
-        if rem == 0 {
-            return format!("{int}{unit}");
-        }
-        let mut width = digits as usize;
-        while rem % 10 == 0 {
-            rem /= 10;
-            width -= 1;
-        }
-        format!("{int}.{rem:0width$}{unit}")
-    }
-    if nanos < 1_000 {
-        return format!("{nanos}ns");
-    }
-    if nanos < 1_000_000 {
-        return frac(nanos, 3, "µs");
-    }
-    if nanos < 1_000_000_000 {
-        return frac(nanos, 6, "ms");
-    }
-    let secs = d.as_secs();
-    let sub = u128::from(d.subsec_nanos());
-    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-    let seconds = frac(u128::from(s) * 1_000_000_000 + sub, 9, "s");
-    match (h, m) {
-        (0, 0) => seconds,
-        (0, m) => format!("{m}m{seconds}"),
-        (h, m) => format!("{h}h{m}m{seconds}"),
-    }
 }
 
 fn terminated(c: &ObservedContainer, runtime: &str) -> ContainerStateTerminated {
@@ -1056,21 +1013,6 @@ mod tests {
         let s = Facts::new().status(&p, &ObservedPod::default());
         assert_eq!(waiting_reason(cs(&s, "a")), "ContainerCreating");
         assert!(s.init_container_statuses.is_none());
-    }
-
-    #[test]
-    fn durations_print_like_go() {
-        let f = |ms: u64| format_duration(Duration::from_millis(ms));
-        assert_eq!(f(0), "0s");
-        assert_eq!(f(300), "300ms");
-        assert_eq!(f(1_500), "1.5s");
-        assert_eq!(f(10_000), "10s");
-        assert_eq!(f(20_000), "20s");
-        assert_eq!(f(80_000), "1m20s");
-        assert_eq!(f(300_000), "5m0s");
-        assert_eq!(f(3_600_000), "1h0m0s");
-        assert_eq!(format_duration(Duration::from_micros(1_500)), "1.5ms");
-        assert_eq!(format_duration(Duration::from_nanos(42)), "42ns");
     }
 
     #[test]

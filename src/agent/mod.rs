@@ -948,7 +948,7 @@ impl Agent {
                         .unwrap_or_default();
                     let msg = format!(
                         "back-off {} restarting failed container={} pod={}_{}({})",
-                        crate::status::format_duration(delay),
+                        crate::config::duration::format(delay),
                         name,
                         pod.metadata.name.as_deref().unwrap_or(""),
                         pod.metadata.namespace.as_deref().unwrap_or(""),

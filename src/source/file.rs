@@ -32,6 +32,7 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus, Toleration};
 use serde::Deserialize;
 
 use super::{PodSource, SourceUpdate, CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
+use crate::names::{check_dns1123_label, check_dns1123_subdomain};
 
 /// Largest manifest picolet will read (1 MiB). A real pod manifest is a few
 /// KiB; the limit keeps a stray log or core file in the directory from eating
@@ -143,7 +144,7 @@ pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, M
     if name.is_empty() {
         return Err(invalid("metadata.name is required".into()));
     }
-    if let Err(why) = check_dns_subdomain(&name) {
+    if let Err(why) = check_dns1123_subdomain(&name) {
         return Err(invalid(format!("metadata.name {name:?} {why}")));
     }
     if let Some(ns) = pod
@@ -152,7 +153,7 @@ pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, M
         .as_deref()
         .filter(|ns| !ns.is_empty())
     {
-        if let Err(why) = check_dns_label(ns) {
+        if let Err(why) = check_dns1123_label(ns) {
             return Err(invalid(format!("metadata.namespace {ns:?} {why}")));
         }
     }
@@ -170,7 +171,7 @@ pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, M
 
     let meta = &mut pod.metadata;
     let full_name = format!("{name}-{}", node_name.to_lowercase());
-    if let Err(why) = check_dns_subdomain(&full_name) {
+    if let Err(why) = check_dns1123_subdomain(&full_name) {
         return Err(invalid(format!(
             "pod name {full_name:?} (name-nodename) {why}"
         )));
@@ -331,7 +332,7 @@ fn check_containers(pod: &Pod) -> Result<(), String> {
         .map(|c| ("spec.initContainers", c));
     let main = spec.containers.iter().map(|c| ("spec.containers", c));
     for (field, c) in init.chain(main) {
-        if let Err(why) = check_dns_label(&c.name) {
+        if let Err(why) = check_dns1123_label(&c.name) {
             return Err(format!("{field}: container name {:?} {why}", c.name));
         }
         if !names.insert(c.name.as_str()) {
@@ -345,43 +346,6 @@ fn check_containers(pod: &Pod) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// RFC 1123 subdomain, as Kubernetes validates object names.
-fn check_dns_subdomain(s: &str) -> Result<(), String> {
-    if s.len() > 253 {
-        return Err("is longer than 253 characters".into());
-    }
-    for label in s.split('.') {
-        check_label_chars(label)?;
-    }
-    Ok(())
-}
-
-/// RFC 1123 label, as Kubernetes validates namespaces and container names.
-fn check_dns_label(s: &str) -> Result<(), String> {
-    if s.len() > 63 {
-        return Err("is longer than 63 characters".into());
-    }
-    check_label_chars(s)
-}
-
-fn check_label_chars(label: &str) -> Result<(), String> {
-    let ok = !label.is_empty()
-        && label
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !label.starts_with('-')
-        && !label.ends_with('-');
-    if ok {
-        Ok(())
-    } else {
-        Err(
-            "must consist of lower case alphanumeric characters, '-' or '.', \
-             and must start and end with an alphanumeric character"
-                .into(),
-        )
-    }
 }
 
 /// Editor droppings and hidden files that are never manifests. (The kubelet

@@ -7,7 +7,7 @@
 //! memory and storage. Those files are embedded here at compile time so that
 //! `picolet run --board rpi4` needs no file on the device: the profile is the
 //! base configuration and a `--config` file overrides it field by field (the
-//! merge itself belongs to config loading, not to this module).
+//! merge itself is the file format's, in `file.rs`).
 //!
 //! Why embed rather than read `/etc`: the profile is part of what a given
 //! picolet binary was tested with, and a board booted from an initramfs may
@@ -15,39 +15,29 @@
 
 /// Name and embedded `config.yaml` of every board, in `names()` order.
 const PROFILES: &[(&str, &str)] = &[
-    ("rpi4", include_str!("../boards/rpi4/config.yaml")),
-    ("rpi3", include_str!("../boards/rpi3/config.yaml")),
+    ("rpi4", include_str!("../../boards/rpi4/config.yaml")),
+    ("rpi3", include_str!("../../boards/rpi3/config.yaml")),
     (
         "visionfive2",
-        include_str!("../boards/visionfive2/config.yaml"),
+        include_str!("../../boards/visionfive2/config.yaml"),
     ),
     (
         "gateway-arm64",
-        include_str!("../boards/gateway-arm64/config.yaml"),
+        include_str!("../../boards/gateway-arm64/config.yaml"),
     ),
     (
         "qemu-x86_64",
-        include_str!("../boards/qemu-x86_64/config.yaml"),
+        include_str!("../../boards/qemu-x86_64/config.yaml"),
     ),
     (
         "qemu-aarch64",
-        include_str!("../boards/qemu-aarch64/config.yaml"),
+        include_str!("../../boards/qemu-aarch64/config.yaml"),
     ),
 ];
 
-/// Board names, as accepted by `--board`.
-const NAMES: &[&str] = &[
-    "rpi4",
-    "rpi3",
-    "visionfive2",
-    "gateway-arm64",
-    "qemu-x86_64",
-    "qemu-aarch64",
-];
-
-/// The names of all known board profiles.
-pub fn names() -> &'static [&'static str] {
-    NAMES
+/// The names of all known board profiles, as accepted by `--board`.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    PROFILES.iter().map(|(name, _)| *name)
 }
 
 /// The board's KubeletConfiguration (YAML text), or `None` for an unknown
@@ -59,20 +49,28 @@ pub fn profile(name: &str) -> Option<&'static str> {
         .map(|(_, yaml)| *yaml)
 }
 
+/// The message for a `--board` that names no profile.
+pub fn unknown(name: &str) -> String {
+    format!(
+        "unknown board {name:?}; known boards: {}",
+        names().collect::<Vec<_>>().join(", ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::Path;
 
     #[test]
-    fn names_and_profiles_agree() {
-        assert_eq!(names().len(), PROFILES.len());
-        for (name, (pname, _)) in names().iter().zip(PROFILES) {
-            assert_eq!(name, pname);
+    fn every_named_board_has_a_profile_and_names_match_exactly() {
+        assert_eq!(names().count(), PROFILES.len());
+        for name in names() {
             assert!(profile(name).is_some(), "{name}");
         }
         assert_eq!(profile("no-such-board"), None);
         assert_eq!(profile("RPI4"), None);
+        assert!(unknown("x").starts_with("unknown board \"x\"; known boards: rpi4, rpi3"));
     }
 
     #[test]
@@ -98,10 +96,10 @@ mod tests {
     /// picolet would warn about, and keeps the settings the images rely on.
     #[test]
     fn every_profile_loads_cleanly() {
-        use crate::config::{self, CgroupDriver};
+        use crate::config::{file, CgroupDriver};
         for name in names() {
             let origin = format!("boards/{name}/config.yaml");
-            let loaded = config::from_str(profile(name).unwrap(), Path::new(&origin))
+            let loaded = file::from_layers(&[(profile(name).unwrap(), Path::new(&origin))])
                 .unwrap_or_else(|e| panic!("{e}"));
             assert!(
                 loaded.unknown_fields.is_empty(),

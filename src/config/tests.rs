@@ -1,0 +1,700 @@
+//! Tests of the file format and the fields together: what a
+//! KubeletConfiguration document turns into, and how each bad value is
+//! reported. Flags, durations, quantities and board profiles are tested
+//! next to their code.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::file::{from_layers, is_upstream_field};
+use super::*;
+
+const ORIGIN: &str = "/etc/picolet/config.yaml";
+
+fn from_str(text: &str, origin: &Path) -> Result<LoadedConfig, ConfigError> {
+    from_layers(&[(text, origin)])
+}
+
+/// The names of the ignored fields, in order.
+fn unknown_names(loaded: &LoadedConfig) -> Vec<&str> {
+    loaded
+        .unknown_fields
+        .iter()
+        .map(|f| f.field.as_str())
+        .collect()
+}
+
+const BOARD: &str = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 16\ncontainerLogMaxSize: 2Mi\nevictionHard: {memory.available: 50Mi, nodefs.available: 500Mi}\n";
+
+#[test]
+fn a_config_file_overrides_the_board_profile_field_by_field() {
+    let file = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 20\nevictionHard: {memory.available: 80Mi}\n";
+    let l = from_layers(&[
+        (BOARD, Path::new("board:rpi4")),
+        (file, Path::new("/etc/picolet/config.yaml")),
+    ])
+    .unwrap();
+    assert_eq!(l.config.max_pods, 20);
+    assert_eq!(
+        l.config.container_log_max_size,
+        2 * 1024 * 1024,
+        "kept from the board"
+    );
+    assert_eq!(
+        l.config.eviction_hard.len(),
+        1,
+        "a map on a higher layer replaces the board's"
+    );
+}
+
+#[test]
+fn an_error_in_a_layer_names_that_layer() {
+    let file =
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: many\n";
+    let e = from_layers(&[
+        (BOARD, Path::new("board:rpi4")),
+        (file, Path::new("/etc/picolet/config.yaml")),
+    ])
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("/etc/picolet/config.yaml") && e.to_string().contains("maxPods"),
+        "{e}"
+    );
+}
+
+fn parse(text: &str) -> Result<LoadedConfig, ConfigError> {
+    from_str(text, Path::new(ORIGIN))
+}
+
+fn doc(body: &str) -> String {
+    format!("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n{body}")
+}
+
+fn parse_ok(body: &str) -> LoadedConfig {
+    parse(&doc(body)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn parse_err(body: &str) -> String {
+    parse(&doc(body))
+        .expect_err("expected an error")
+        .to_string()
+}
+
+// --- defaults ---
+
+#[test]
+fn defaults_are_kubelets_except_the_static_pod_path() {
+    let c = KubeletConfig::default();
+    assert_eq!(
+        c.static_pod_path,
+        Some(PathBuf::from("/etc/kubernetes/manifests"))
+    );
+    assert_eq!(
+        c.container_runtime_endpoint,
+        "unix:///run/containerd/containerd.sock"
+    );
+    assert_eq!(
+        c.runtime_socket_path(),
+        PathBuf::from("/run/containerd/containerd.sock")
+    );
+    assert_eq!(c.cgroup_driver, CgroupDriver::Cgroupfs);
+    assert_eq!(c.cgroup_root, "/");
+    assert!(c.cgroups_per_qos);
+    assert_eq!(c.pod_logs_dir, PathBuf::from("/var/log/pods"));
+    assert_eq!(c.file_check_frequency, Duration::from_secs(20));
+    assert_eq!(c.sync_frequency, Duration::from_secs(60));
+    assert_eq!(c.max_pods, 110);
+    assert_eq!(c.runtime_request_timeout, Duration::from_secs(120));
+    assert_eq!(c.container_log_max_size, 10 * 1024 * 1024);
+    assert_eq!(c.container_log_max_files, 5);
+    assert!(c.serialize_image_pulls);
+    assert!(c.cluster_dns.is_empty());
+    assert_eq!(c.cluster_domain, "");
+    assert_eq!(c.pod_pids_limit, -1);
+    assert_eq!(c.eviction_hard.len(), 4);
+    assert_eq!(
+        c.eviction_hard["memory.available"],
+        EvictionThreshold::Quantity(104_857_600)
+    );
+    assert_eq!(
+        c.eviction_hard["nodefs.available"],
+        EvictionThreshold::Percentage(10.0)
+    );
+    assert_eq!(
+        c.eviction_hard["nodefs.inodesFree"],
+        EvictionThreshold::Percentage(5.0)
+    );
+    assert_eq!(
+        c.eviction_hard["imagefs.available"],
+        EvictionThreshold::Percentage(15.0)
+    );
+    assert_eq!(c.system_reserved, ReservedResources::default());
+    assert_eq!(c.kube_reserved, ReservedResources::default());
+    assert_eq!(c.image_gc_high_threshold_percent, 85);
+    assert_eq!(c.image_gc_low_threshold_percent, 80);
+    assert_eq!(c.node_status_update_frequency, Duration::from_secs(10));
+    assert_eq!(c.node_lease_duration_seconds, 40);
+    assert_eq!(c.verbosity, 0);
+    assert_eq!(c.root_dir, PathBuf::from("/var/lib/picolet"));
+    assert_eq!(c.hostname_override, None);
+    assert_eq!(c.admin_socket, PathBuf::from("/run/picolet/picolet.sock"));
+    assert_eq!(c.board, None);
+}
+
+#[test]
+fn a_minimal_file_yields_the_defaults_and_no_unknown_fields() {
+    let loaded = parse_ok("");
+    assert_eq!(loaded.config, KubeletConfig::default());
+    assert!(loaded.unknown_fields.is_empty());
+}
+
+#[test]
+fn null_values_mean_unset_and_keep_the_default() {
+    let loaded = parse_ok("maxPods: null\nsyncFrequency: ~\n");
+    assert_eq!(loaded.config, KubeletConfig::default());
+}
+
+// --- every field ---
+
+#[test]
+fn every_implemented_field_is_parsed() {
+    let loaded = parse_ok(
+        r#"
+staticPodPath: /srv/manifests
+containerRuntimeEndpoint: unix:///run/crio/crio.sock
+cgroupDriver: cgroupfs
+cgroupRoot: /picolet
+cgroupsPerQOS: false
+podLogsDir: /data/logs
+fileCheckFrequency: 5s
+syncFrequency: 1m30s
+maxPods: 16
+runtimeRequestTimeout: 30s
+containerLogMaxSize: 1Mi
+containerLogMaxFiles: 2
+serializeImagePulls: false
+clusterDNS: [10.96.0.10, "fd00::a"]
+clusterDomain: cluster.local
+podPidsLimit: 1024
+evictionHard:
+  memory.available: 50Mi
+  nodefs.available: "7.5%"
+systemReserved:
+  cpu: 100m
+  memory: 64Mi
+  ephemeral-storage: 1Gi
+  pid: "100"
+kubeReserved:
+  cpu: "0.5"
+imageGCHighThresholdPercent: 90
+imageGCLowThresholdPercent: 70
+nodeStatusUpdateFrequency: 20s
+nodeLeaseDurationSeconds: 60
+readOnlyPort: 0
+logging:
+  verbosity: 4
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+    cacheTTL: 2m0s
+  x509:
+    clientCAFile: /etc/kubernetes/pki/ca.crt
+authorization:
+  mode: Webhook
+  webhook:
+    cacheAuthorizedTTL: 5m0s
+    cacheUnauthorizedTTL: 30s
+"#,
+    );
+    assert!(
+        loaded.unknown_fields.is_empty(),
+        "{:?}",
+        loaded.unknown_fields
+    );
+    let c = loaded.config;
+    assert_eq!(c.static_pod_path, Some(PathBuf::from("/srv/manifests")));
+    assert_eq!(c.container_runtime_endpoint, "unix:///run/crio/crio.sock");
+    assert_eq!(
+        c.runtime_socket_path(),
+        PathBuf::from("/run/crio/crio.sock")
+    );
+    assert_eq!(c.cgroup_root, "/picolet");
+    assert!(!c.cgroups_per_qos);
+    assert_eq!(c.pod_logs_dir, PathBuf::from("/data/logs"));
+    assert_eq!(c.file_check_frequency, Duration::from_secs(5));
+    assert_eq!(c.sync_frequency, Duration::from_secs(90));
+    assert_eq!(c.max_pods, 16);
+    assert_eq!(c.runtime_request_timeout, Duration::from_secs(30));
+    assert_eq!(c.container_log_max_size, 1024 * 1024);
+    assert_eq!(c.container_log_max_files, 2);
+    assert!(!c.serialize_image_pulls);
+    assert_eq!(
+        c.cluster_dns,
+        vec![
+            "10.96.0.10".parse::<IpAddr>().unwrap(),
+            "fd00::a".parse().unwrap()
+        ]
+    );
+    assert_eq!(c.cluster_domain, "cluster.local");
+    assert_eq!(c.pod_pids_limit, 1024);
+    assert_eq!(
+        c.eviction_hard,
+        BTreeMap::from([
+            (
+                "memory.available".to_string(),
+                EvictionThreshold::Quantity(50 * 1024 * 1024)
+            ),
+            (
+                "nodefs.available".to_string(),
+                EvictionThreshold::Percentage(7.5)
+            ),
+        ])
+    );
+    assert_eq!(
+        c.system_reserved,
+        ReservedResources {
+            cpu_millis: Some(100),
+            memory_bytes: Some(64 * 1024 * 1024),
+            ephemeral_storage_bytes: Some(1 << 30),
+            pids: Some(100),
+        }
+    );
+    assert_eq!(
+        c.kube_reserved,
+        ReservedResources {
+            cpu_millis: Some(500),
+            ..Default::default()
+        }
+    );
+    assert_eq!(c.image_gc_high_threshold_percent, 90);
+    assert_eq!(c.image_gc_low_threshold_percent, 70);
+    assert_eq!(c.node_status_update_frequency, Duration::from_secs(20));
+    assert_eq!(c.node_lease_duration_seconds, 60);
+    assert_eq!(c.verbosity, 4);
+}
+
+#[test]
+fn an_empty_static_pod_path_disables_static_pods() {
+    assert_eq!(
+        parse_ok("staticPodPath: \"\"\n").config.static_pod_path,
+        None
+    );
+}
+
+#[test]
+fn a_relative_static_pod_path_is_resolved_against_the_config_files_directory() {
+    let c = parse_ok("staticPodPath: manifests\n").config;
+    assert_eq!(
+        c.static_pod_path,
+        Some(PathBuf::from("/etc/picolet/manifests"))
+    );
+}
+
+#[test]
+fn a_bare_absolute_socket_path_is_a_valid_runtime_endpoint() {
+    let c = parse_ok("containerRuntimeEndpoint: /run/k3s/containerd/containerd.sock\n").config;
+    assert_eq!(
+        c.runtime_socket_path(),
+        PathBuf::from("/run/k3s/containerd/containerd.sock")
+    );
+}
+
+#[test]
+fn an_empty_eviction_hard_map_disables_hard_eviction() {
+    assert!(parse_ok("evictionHard: {}\n")
+        .config
+        .eviction_hard
+        .is_empty());
+}
+
+// --- unknown fields ---
+
+#[test]
+fn unknown_and_unimplemented_fields_are_reported_not_rejected() {
+    let loaded = parse_ok(
+        "address: 0.0.0.0\nport: 10250\nfeatureGates: {Foo: true}\ntlsCertFile: /x\nrotateCertificates: true\nmaxPodz: 3\n",
+    );
+    assert_eq!(
+        unknown_names(&loaded),
+        vec![
+            "address",
+            "featureGates",
+            "maxPodz",
+            "port",
+            "rotateCertificates",
+            "tlsCertFile"
+        ]
+    );
+    assert_eq!(loaded.config, KubeletConfig::default());
+}
+
+#[test]
+fn unknown_nested_fields_are_reported_with_a_dotted_path() {
+    let loaded = parse_ok(
+        "authentication:\n  foo: 1\n  webhook:\n    bar: true\nauthorization:\n  baz: x\nlogging:\n  format: json\n  verbosity: 2\n",
+    );
+    assert_eq!(
+        unknown_names(&loaded),
+        vec![
+            "authentication.foo",
+            "authentication.webhook.bar",
+            "authorization.baz",
+            "logging.format"
+        ]
+    );
+    assert_eq!(loaded.config.verbosity, 2);
+}
+
+#[test]
+fn upstream_kubelet_fields_are_told_apart_from_typos() {
+    assert!(is_upstream_field("featureGates"));
+    assert!(is_upstream_field("address"));
+    assert!(is_upstream_field("logging.format"));
+    assert!(!is_upstream_field("maxPodz"));
+    assert!(!is_upstream_field("authentication2.foo"));
+}
+
+// --- bad values ---
+
+#[test]
+fn a_field_with_a_bad_value_names_the_field_and_the_file() {
+    assert_eq!(
+        parse_err("maxPods: abc\n"),
+        r#"/etc/picolet/config.yaml: field "maxPods": expected a positive integer, got "abc""#
+    );
+}
+
+#[test]
+fn zero_or_fractional_max_pods_is_rejected() {
+    assert!(parse_err("maxPods: 0\n").contains("expected a positive integer, got 0"));
+    assert!(parse_err("maxPods: 1.5\n").contains("got 1.5"));
+}
+
+#[test]
+fn the_systemd_cgroup_driver_is_rejected_as_not_supported_yet() {
+    let e = parse_err("cgroupDriver: systemd\n");
+    assert!(e.contains(r#"field "cgroupDriver""#), "{e}");
+    assert!(e.contains("not supported yet"), "{e}");
+}
+
+#[test]
+fn a_non_zero_read_only_port_is_rejected() {
+    let e = parse_err("readOnlyPort: 10255\n");
+    assert!(
+        e.contains(r#"field "readOnlyPort": picolet never opens a read-only port"#),
+        "{e}"
+    );
+}
+
+#[test]
+fn anonymous_authentication_is_rejected() {
+    let e = parse_err("authentication:\n  anonymous:\n    enabled: true\n");
+    assert!(
+        e.contains(r#"field "authentication.anonymous.enabled""#),
+        "{e}"
+    );
+    let e = parse_err("authentication:\n  anonymous:\n    enabled: yes please\n");
+    assert!(e.contains("expected true or false"), "{e}");
+    let e = parse_err("authentication: 3\n");
+    assert!(
+        e.contains(r#"field "authentication": expected a mapping"#),
+        "{e}"
+    );
+}
+
+#[test]
+fn runtime_endpoints_other_than_unix_sockets_are_rejected() {
+    assert!(parse_err("containerRuntimeEndpoint: tcp://1.2.3.4:5\n").contains("only unix sockets"));
+    assert!(parse_err("containerRuntimeEndpoint: unix://relative.sock\n").contains("absolute"));
+    assert!(parse_err("containerRuntimeEndpoint: \"\"\n").contains("absolute"));
+}
+
+#[test]
+fn relative_pod_logs_dir_and_cgroup_root_are_rejected() {
+    assert!(parse_err("podLogsDir: logs\n")
+        .contains(r#"field "podLogsDir": expected an absolute path, got "logs""#));
+    assert!(parse_err("cgroupRoot: picolet\n").contains(r#"field "cgroupRoot""#));
+}
+
+#[test]
+fn bad_durations_name_the_field() {
+    let e = parse_err("syncFrequency: 1 minute\n");
+    assert!(
+        e.starts_with(
+            r#"/etc/picolet/config.yaml: field "syncFrequency": invalid duration "1 minute""#
+        ),
+        "{e}"
+    );
+    assert!(parse_err("fileCheckFrequency: 0s\n").contains("greater than zero"));
+    assert!(parse_err("runtimeRequestTimeout: 30\n").contains("expected a duration string"));
+    assert!(parse_err("nodeStatusUpdateFrequency: -10s\n").contains("negative"));
+}
+
+#[test]
+fn too_few_log_files_and_a_zero_log_size_are_rejected() {
+    assert!(parse_err("containerLogMaxFiles: 1\n").contains("expected an integer >= 2, got 1"));
+    assert!(parse_err("containerLogMaxSize: \"0\"\n").contains("positive size"));
+    assert!(parse_err("containerLogMaxSize: 10m\n").contains("did you mean"));
+}
+
+#[test]
+fn cluster_dns_entries_must_be_ip_addresses() {
+    let e = parse_err("clusterDNS: [10.0.0.10, kube-dns]\n");
+    assert!(
+        e.contains(r#"field "clusterDNS": expected an IP address, got "kube-dns""#),
+        "{e}"
+    );
+    assert!(parse_err("clusterDNS: 10.0.0.10\n").contains("expected a list"));
+}
+
+#[test]
+fn eviction_thresholds_must_be_known_signals_with_quantities_or_percentages() {
+    assert!(parse_err("evictionHard:\n  memory.free: 1Mi\n")
+        .contains("unknown eviction signal \"memory.free\""));
+    assert!(parse_err("evictionHard:\n  memory.available: lots\n")
+        .contains("signal \"memory.available\""));
+    assert!(parse_err("evictionHard:\n  nodefs.available: 120%\n").contains("between 0% and 100%"));
+}
+
+#[test]
+fn reserved_resources_must_be_known_and_non_negative() {
+    assert!(parse_err("systemReserved:\n  gpu: \"1\"\n").contains("cannot reserve \"gpu\""));
+    assert!(parse_err("kubeReserved:\n  memory: -1Mi\n").contains("negative"));
+    assert!(parse_err("kubeReserved:\n  memory: [1]\n")
+        .contains("memory: expected a quantity, got a list"));
+    assert_eq!(
+        parse_ok("kubeReserved:\n  memory: 100\n  cpu: 1\n")
+            .config
+            .kube_reserved
+            .cpu_millis,
+        Some(1000)
+    );
+}
+
+#[test]
+fn image_gc_thresholds_must_be_percentages_with_low_below_high() {
+    assert!(parse_err("imageGCHighThresholdPercent: 101\n").contains("between 0 and 100"));
+    let e = parse_err("imageGCHighThresholdPercent: 50\n");
+    assert!(e.contains(r#"field "imageGCLowThresholdPercent": must be less than imageGCHighThresholdPercent (50), got 80"#), "{e}");
+}
+
+#[test]
+fn pod_pids_limit_below_minus_one_is_rejected() {
+    assert!(parse_err("podPidsLimit: -2\n").contains("-1 (unlimited)"));
+    assert_eq!(parse_ok("podPidsLimit: 0\n").config.pod_pids_limit, 0);
+}
+
+#[test]
+fn verbosity_above_ten_is_rejected() {
+    assert!(parse_err("logging:\n  verbosity: 11\n").contains(r#"field "logging.verbosity""#));
+}
+
+#[test]
+fn a_bad_cluster_domain_is_rejected() {
+    assert!(parse_err("clusterDomain: \"Cluster Local\"\n").contains("DNS domain"));
+    assert_eq!(
+        parse_ok("clusterDomain: cluster.local.\n")
+            .config
+            .cluster_domain,
+        "cluster.local."
+    );
+}
+
+// --- document level ---
+
+#[test]
+fn a_wrong_kind_or_api_version_is_a_clear_error() {
+    let e = parse("apiVersion: v1\nkind: Pod\n")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        r#"/etc/picolet/config.yaml: field "kind": expected "KubeletConfiguration", got "Pod" (is this a KubeletConfiguration file?)"#
+    );
+    let e = parse("apiVersion: kubelet.config.k8s.io/v1\nkind: KubeletConfiguration\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(r#"field "apiVersion": expected "kubelet.config.k8s.io/v1beta1", got "kubelet.config.k8s.io/v1""#), "{e}");
+    let e = parse("kind: KubeletConfiguration\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(r#"field "apiVersion": missing"#), "{e}");
+}
+
+#[test]
+fn an_empty_file_or_a_non_mapping_is_rejected() {
+    assert!(parse("")
+        .unwrap_err()
+        .to_string()
+        .contains("the file is empty"));
+    assert!(parse("- a\n- b\n")
+        .unwrap_err()
+        .to_string()
+        .contains("got a list"));
+}
+
+#[test]
+fn yaml_syntax_errors_carry_the_file_line_and_column() {
+    let err = parse(&doc("maxPods: 3\n  bad: [\n")).unwrap_err();
+    match &err {
+        ConfigError::Syntax {
+            path,
+            format,
+            line,
+            column,
+            ..
+        } => {
+            assert_eq!(path, Path::new(ORIGIN));
+            assert_eq!(*format, "YAML");
+            assert_eq!(*line, Some(4));
+            assert!(column.is_some());
+        }
+        other => panic!("unexpected error {other:?}"),
+    }
+    let text = err.to_string();
+    assert!(text.starts_with("/etc/picolet/config.yaml:4:"), "{text}");
+    assert!(text.contains("invalid YAML"), "{text}");
+}
+
+#[test]
+fn a_json_file_is_parsed() {
+    let text = r#"{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+                   "maxPods": 7, "evictionHard": {"memory.available": "1Gi"}, "bogus": 1}"#;
+    let loaded = from_str(text, Path::new("/etc/picolet/config.json")).unwrap();
+    assert_eq!(loaded.config.max_pods, 7);
+    assert_eq!(
+        loaded.config.eviction_hard["memory.available"],
+        EvictionThreshold::Quantity(1 << 30)
+    );
+    assert_eq!(unknown_names(&loaded), vec!["bogus"]);
+}
+
+#[test]
+fn json_syntax_errors_carry_the_file_line_and_column() {
+    let err = from_str("{\n  \"maxPods\": 3,\n  oops\n}", Path::new("/c.json")).unwrap_err();
+    let text = err.to_string();
+    assert!(text.starts_with("/c.json:3:"), "{text}");
+    assert!(text.contains("invalid JSON"), "{text}");
+    assert!(!text.contains("at line"), "position given twice: {text}");
+}
+
+// --- resolve: board, file, flags ---
+
+fn flags(pairs: &[(&str, &str)]) -> Flags {
+    let mut f = Flags::default();
+    for (name, value) in pairs {
+        assert!(f.set(name, value.to_string()), "no flag --{name}");
+    }
+    f
+}
+
+#[test]
+fn resolve_layers_the_board_then_the_file_then_the_flags() {
+    let file = doc("maxPods: 20\ncontainerLogMaxFiles: 4\n");
+    let loaded = resolve(
+        Some((Path::new(ORIGIN), &file)),
+        &flags(&[("board", "rpi4"), ("container-log-max-files", "3")]),
+    )
+    .unwrap();
+    let c = loaded.config;
+    assert_eq!(c.board.as_deref(), Some("rpi4"));
+    assert_eq!(c.container_log_max_size, 2 * 1024 * 1024, "from the board");
+    assert_eq!(c.max_pods, 20, "the file over the board");
+    assert_eq!(c.container_log_max_files, 3, "the flag over the file");
+    assert!(loaded.unknown_fields.is_empty());
+}
+
+#[test]
+fn resolve_without_a_board_or_a_file_is_the_defaults_plus_the_flags() {
+    let loaded = resolve(
+        None,
+        &flags(&[("max-pods", "12"), ("sync-frequency", "30s")]),
+    )
+    .unwrap();
+    assert_eq!(loaded.config.max_pods, 12);
+    assert_eq!(loaded.config.sync_frequency, Duration::from_secs(30));
+    assert_eq!(
+        KubeletConfig {
+            max_pods: 110,
+            sync_frequency: Duration::from_secs(60),
+            ..loaded.config
+        },
+        KubeletConfig::default()
+    );
+}
+
+#[test]
+fn an_unknown_board_is_an_error_listing_the_known_ones() {
+    let e = resolve(None, &flags(&[("board", "rpi9")]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(r#"flag --board: unknown board "rpi9"; known boards: rpi4, "#),
+        "{e}"
+    );
+}
+
+#[test]
+fn cross_field_rules_apply_to_the_merged_layers_not_to_each_layer() {
+    let board = doc("imageGCHighThresholdPercent: 70\nimageGCLowThresholdPercent: 60\n");
+    let file = doc("imageGCHighThresholdPercent: 90\n");
+    let c = from_layers(&[(&board, Path::new("board:x")), (&file, Path::new(ORIGIN))])
+        .unwrap()
+        .config;
+    assert_eq!(
+        (
+            c.image_gc_low_threshold_percent,
+            c.image_gc_high_threshold_percent
+        ),
+        (60, 90)
+    );
+}
+
+#[test]
+fn unknown_fields_name_the_layer_that_set_them_and_read_as_warnings() {
+    let board = doc("featureGates: {A: true}\n");
+    let file = doc("maxPodz: 3\n");
+    let loaded =
+        from_layers(&[(&board, Path::new("board:x")), (&file, Path::new(ORIGIN))]).unwrap();
+    let warnings: Vec<String> = loaded
+        .unknown_fields
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            r#"board:x: kubelet field "featureGates" is not implemented by picolet; ignoring it"#,
+            r#"/etc/picolet/config.yaml: unknown field "maxPodz" (typo?); ignoring it"#,
+        ]
+    );
+}
+
+#[test]
+fn flag_only_settings_are_unknown_fields_in_a_file() {
+    let loaded = parse_ok("rootDir: /x\nadminSocket: /y\n");
+    assert_eq!(unknown_names(&loaded), ["adminSocket", "rootDir"]);
+    assert_eq!(loaded.config, KubeletConfig::default());
+}
+
+#[test]
+fn a_known_mapping_given_as_something_else_names_the_nested_field() {
+    let e = parse_err("authentication:\n  webhook: 3\n");
+    assert!(
+        e.contains(r#"field "authentication.webhook": expected a mapping, got 3"#),
+        "{e}"
+    );
+    let e = parse_err("logging: on\n");
+    assert!(e.contains(r#"field "logging": expected a mapping"#), "{e}");
+}
+
+#[test]
+fn every_file_field_picolet_reads_is_a_kubelet_field() {
+    for f in super::fields::FIELDS.iter().filter(|f| f.in_file) {
+        assert!(is_upstream_field(f.key), "{}", f.key);
+    }
+}

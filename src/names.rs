@@ -1,0 +1,149 @@
+//! Kubernetes name rules: the apimachinery validation (RFC 1123 labels and
+//! subdomains) that config (the node name, `clusterDomain`), the pod sources
+//! (pod, namespace and container names) and, later, pod validation share.
+//!
+//! Why one home: a name picolet accepts must be one the API server would
+//! accept too, or a static pod that runs here fails the day its mirror pod or
+//! its node is registered. The rules are apimachinery's
+//! `IsDNS1123Label` / `IsDNS1123Subdomain`: a subdomain is at most 253
+//! characters of dot-separated labels, and only a lone label is held to 63.
+//!
+//! Pure: strings in, verdicts out. Callers add the context (which field,
+//! which file); the messages here complete a sentence that starts with the
+//! name (`metadata.name "Web_Server" must consist of ...`).
+
+/// The longest DNS-1123 label (namespaces, container names).
+pub const DNS1123_LABEL_MAX_LENGTH: usize = 63;
+/// The longest DNS-1123 subdomain (object names, node names).
+pub const DNS1123_SUBDOMAIN_MAX_LENGTH: usize = 253;
+
+/// Why a name is not a valid DNS-1123 label or subdomain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("is longer than {max} characters")]
+    TooLong { max: usize },
+    #[error(
+        "must consist of lower case alphanumeric characters or '-', \
+         and must start and end with an alphanumeric character"
+    )]
+    NotALabel,
+    #[error(
+        "must consist of lower case alphanumeric characters, '-' or '.', \
+         and must start and end with an alphanumeric character"
+    )]
+    NotASubdomain,
+}
+
+/// An RFC 1123 label, as Kubernetes validates namespaces and container
+/// names: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+pub fn check_dns1123_label(s: &str) -> Result<(), NameError> {
+    if s.len() > DNS1123_LABEL_MAX_LENGTH {
+        return Err(NameError::TooLong {
+            max: DNS1123_LABEL_MAX_LENGTH,
+        });
+    }
+    if label_chars_ok(s) {
+        Ok(())
+    } else {
+        Err(NameError::NotALabel)
+    }
+}
+
+/// An RFC 1123 subdomain, as Kubernetes validates object and node names:
+/// labels joined by `.`, at most 253 characters in all.
+pub fn check_dns1123_subdomain(s: &str) -> Result<(), NameError> {
+    if s.len() > DNS1123_SUBDOMAIN_MAX_LENGTH {
+        return Err(NameError::TooLong {
+            max: DNS1123_SUBDOMAIN_MAX_LENGTH,
+        });
+    }
+    if s.split('.').all(label_chars_ok) {
+        Ok(())
+    } else {
+        Err(NameError::NotASubdomain)
+    }
+}
+
+/// [`check_dns1123_subdomain`] as a yes/no.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    check_dns1123_subdomain(s).is_ok()
+}
+
+/// One label's characters: non-empty, lower case alphanumerics and `-`,
+/// alphanumeric at both ends.
+fn label_chars_ok(label: &str) -> bool {
+    !label.is_empty()
+        && label
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !label.starts_with('-')
+        && !label.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_lower_case_alphanumerics_and_dashes_inside() {
+        for ok in ["a", "web", "web-1", "0", "a-b-c", &"x".repeat(63)] {
+            assert_eq!(check_dns1123_label(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "-a", "a-", "Web", "a.b", "a_b", "a b"] {
+            assert_eq!(check_dns1123_label(bad), Err(NameError::NotALabel), "{bad}");
+        }
+        assert_eq!(
+            check_dns1123_label(&"x".repeat(64)),
+            Err(NameError::TooLong { max: 63 })
+        );
+    }
+
+    #[test]
+    fn subdomains_are_dotted_labels_of_at_most_253_characters() {
+        for ok in ["a", "web.edge", "edge-01.local", &"x".repeat(253)] {
+            assert!(is_dns1123_subdomain(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "a..b",
+            "a.",
+            ".a",
+            "-a",
+            "a.-b",
+            "under_score",
+            "A",
+        ] {
+            assert_eq!(
+                check_dns1123_subdomain(bad),
+                Err(NameError::NotASubdomain),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            check_dns1123_subdomain(&"x".repeat(254)),
+            Err(NameError::TooLong { max: 253 })
+        );
+    }
+
+    #[test]
+    fn a_subdomain_label_is_not_held_to_63_characters_as_in_apimachinery() {
+        let long_label = format!("{}.local", "x".repeat(100));
+        assert!(is_dns1123_subdomain(&long_label));
+        assert!(check_dns1123_label(&"x".repeat(100)).is_err());
+    }
+
+    #[test]
+    fn messages_complete_a_sentence_about_the_name() {
+        assert_eq!(
+            NameError::TooLong { max: 253 }.to_string(),
+            "is longer than 253 characters"
+        );
+        assert!(NameError::NotASubdomain
+            .to_string()
+            .starts_with("must consist of lower case alphanumeric characters, '-' or '.'"));
+        assert!(NameError::NotALabel
+            .to_string()
+            .starts_with("must consist of lower case alphanumeric characters or '-'"));
+    }
+}
