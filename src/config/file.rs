@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::fields::{show, KubeletConfig, CHECKED_ONLY, FIELDS};
+use super::fields::{KubeletConfig, CHECKED_ONLY, FIELDS};
+use super::values::show;
 use super::{board, ConfigError, Flags};
 
 /// The only `apiVersion` picolet accepts.

@@ -4,8 +4,10 @@
 //!
 //! What it owns, file by file:
 //!
-//! * [`fields`]: [`KubeletConfig`], the fields picolet implements, each with
-//!   its default and its validation, declared once;
+//! * [`fields`]: [`KubeletConfig`], the fields picolet implements, each
+//!   declared once with its key, its default and its validator;
+//! * [`values`]: the validators, one per kind of value (durations, sizes,
+//!   paths, eviction thresholds, ...);
 //! * [`file`]: the file format: YAML or JSON, type meta, layers (a board
 //!   profile, then the user's file, then flags) and the report of fields
 //!   picolet ignores, told apart from kubelet's upstream fields;
@@ -36,6 +38,7 @@ pub mod duration;
 mod fields;
 mod file;
 mod flags;
+mod values;
 
 #[cfg(test)]
 mod tests;
@@ -43,12 +46,13 @@ mod tests;
 use std::path::PathBuf;
 
 pub use fields::{
-    normalize_node_name, CgroupDriver, EvictionThreshold, KubeletConfig, ReservedResources,
-    DEFAULT_ADMIN_SOCKET, DEFAULT_CONTAINER_RUNTIME_ENDPOINT, DEFAULT_POD_LOGS_DIR,
-    DEFAULT_ROOT_DIR, DEFAULT_STATIC_POD_PATH, EVICTION_SIGNALS, MAX_VERBOSITY,
+    CgroupDriver, EvictionThreshold, KubeletConfig, ReservedResources, DEFAULT_ADMIN_SOCKET,
+    DEFAULT_CONTAINER_RUNTIME_ENDPOINT, DEFAULT_POD_LOGS_DIR, DEFAULT_ROOT_DIR,
+    DEFAULT_STATIC_POD_PATH, EVICTION_SIGNALS, MAX_VERBOSITY,
 };
 pub use file::{resolve, LoadedConfig, UnknownField, API_VERSION, KIND};
 pub use flags::{Flag, FlagKind, Flags, FLAGS};
+pub use values::normalize_node_name;
 
 /// Why a configuration could not be loaded. Every variant names where the
 /// problem is: the file (and field, line, column) or the flag.
