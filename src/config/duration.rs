@@ -1,8 +1,8 @@
 //! Go durations (`time.Duration`): parsing `"1m30s"` and printing a
 //! `Duration` the way Go's `Duration.String` does. The only home of the
-//! grammar in the crate: config fields and flags parse with [`parse`];
+//! grammar in the crate: config fields and flags parse with [`parse()`];
 //! messages that quote a duration the way kubelet's do (the back-off in a
-//! container's waiting reason, say) print with [`format`].
+//! container's waiting reason, say) print with [`format()`].
 //!
 //! Pure: strings and `Duration`s, no clock.
 

@@ -123,138 +123,32 @@ const fn row(
 
 use FlagKind::{Bool, Int, List, Str, Thresholds};
 
-/// Every flag of `picolet run` besides `--config`, in help-text order.
+/// Every flag of `picolet run` besides `--config`, in help-text order:
+/// `row(name, kind, field, arg, help)`.
+#[rustfmt::skip]
 pub const FLAGS: &[Flag] = &[
-    row(
-        "root-dir",
-        Str,
-        "rootDir",
-        "DIR",
-        "state directory [/var/lib/picolet]",
-    ),
-    row(
-        "hostname-override",
-        Str,
-        "hostnameOverride",
-        "NAME",
-        "node name [machine hostname]",
-    ),
-    row(
-        "admin-socket",
-        Str,
-        "adminSocket",
-        "PATH",
-        "admin socket [/run/picolet/picolet.sock]",
-    ),
-    row(
-        "board",
-        Str,
-        "board",
-        "NAME",
-        "start from a board profile (rpi4, rpi3, ...)",
-    ),
-    row(
-        "pod-manifest-path",
-        Str,
-        "staticPodPath",
-        "DIR",
-        "static pod directory [/etc/kubernetes/manifests];\nempty disables static pods",
-    ),
-    row(
-        "container-runtime-endpoint",
-        Str,
-        "containerRuntimeEndpoint",
-        "EP",
-        "CRI socket [unix:///run/containerd/containerd.sock]",
-    ),
-    row(
-        "cgroup-driver",
-        Str,
-        "cgroupDriver",
-        "cgroupfs",
-        "only cgroupfs is supported",
-    ),
-    row("cgroup-root", Str, "cgroupRoot", "PATH", "[/]"),
-    row("cgroups-per-qos", Bool, "cgroupsPerQOS", "", "[true]"),
-    row(
-        "file-check-frequency",
-        Str,
-        "fileCheckFrequency",
-        "DUR",
-        "static pod rescan period [20s]",
-    ),
-    row(
-        "sync-frequency",
-        Str,
-        "syncFrequency",
-        "DUR",
-        "pod resync period [1m0s]",
-    ),
-    row("max-pods", Int, "maxPods", "N", "[110]"),
-    row(
-        "runtime-request-timeout",
-        Str,
-        "runtimeRequestTimeout",
-        "DUR",
-        "[2m0s]",
-    ),
-    row(
-        "container-log-max-size",
-        Str,
-        "containerLogMaxSize",
-        "SIZE",
-        "[10Mi]",
-    ),
-    row(
-        "container-log-max-files",
-        Int,
-        "containerLogMaxFiles",
-        "N",
-        "[5]",
-    ),
-    row(
-        "serialize-image-pulls",
-        Bool,
-        "serializeImagePulls",
-        "",
-        "[true]",
-    ),
-    row(
-        "cluster-dns",
-        List,
-        "clusterDNS",
-        "IP[,IP...]",
-        "repeatable",
-    ),
-    row("cluster-domain", Str, "clusterDomain", "DOMAIN", ""),
-    row(
-        "pod-pids-limit",
-        Int,
-        "podPidsLimit",
-        "N",
-        "[-1 = unlimited]",
-    ),
-    row(
-        "eviction-hard",
-        Thresholds,
-        "evictionHard",
-        "SIG<VAL[,...]",
-        "e.g. memory.available<100Mi,nodefs.available<10%",
-    ),
-    row(
-        "node-status-update-frequency",
-        Str,
-        "nodeStatusUpdateFrequency",
-        "DUR",
-        "[10s]",
-    ),
-    row(
-        "v",
-        Int,
-        "logging.verbosity",
-        "LEVEL",
-        "log verbosity 0..10 [0]",
-    ),
+    row("root-dir",                     Str,        "rootDir",                   "DIR",           "state directory [/var/lib/picolet]"),
+    row("hostname-override",            Str,        "hostnameOverride",          "NAME",          "node name [machine hostname]"),
+    row("admin-socket",                 Str,        "adminSocket",               "PATH",          "admin socket [/run/picolet/picolet.sock]"),
+    row("board",                        Str,        "board",                     "NAME",          "start from a board profile (rpi4, rpi3, ...)"),
+    row("pod-manifest-path",            Str,        "staticPodPath",             "DIR",           "static pod directory [/etc/kubernetes/manifests];\nempty disables static pods"),
+    row("container-runtime-endpoint",   Str,        "containerRuntimeEndpoint",  "EP",            "CRI socket [unix:///run/containerd/containerd.sock]"),
+    row("cgroup-driver",                Str,        "cgroupDriver",              "cgroupfs",      "only cgroupfs is supported"),
+    row("cgroup-root",                  Str,        "cgroupRoot",                "PATH",          "[/]"),
+    row("cgroups-per-qos",              Bool,       "cgroupsPerQOS",             "",              "[true]"),
+    row("file-check-frequency",         Str,        "fileCheckFrequency",        "DUR",           "static pod rescan period [20s]"),
+    row("sync-frequency",               Str,        "syncFrequency",             "DUR",           "pod resync period [1m0s]"),
+    row("max-pods",                     Int,        "maxPods",                   "N",             "[110]"),
+    row("runtime-request-timeout",      Str,        "runtimeRequestTimeout",     "DUR",           "[2m0s]"),
+    row("container-log-max-size",       Str,        "containerLogMaxSize",       "SIZE",          "[10Mi]"),
+    row("container-log-max-files",      Int,        "containerLogMaxFiles",      "N",             "[5]"),
+    row("serialize-image-pulls",        Bool,       "serializeImagePulls",       "",              "[true]"),
+    row("cluster-dns",                  List,       "clusterDNS",                "IP[,IP...]",    "repeatable"),
+    row("cluster-domain",               Str,        "clusterDomain",             "DOMAIN",        ""),
+    row("pod-pids-limit",               Int,        "podPidsLimit",              "N",             "[-1 = unlimited]"),
+    row("eviction-hard",                Thresholds, "evictionHard",              "SIG<VAL[,...]", "e.g. memory.available<100Mi,nodefs.available<10%"),
+    row("node-status-update-frequency", Str,        "nodeStatusUpdateFrequency", "DUR",           "[10s]"),
+    row("v",                            Int,        "logging.verbosity",         "LEVEL",         "log verbosity 0..10 [0]"),
 ];
 
 impl Flag {
@@ -265,7 +159,7 @@ impl Flag {
 }
 
 /// The flags given to `picolet run`, as raw strings in command-line order
-/// (the CLI does no validation; [`KubeletConfig::apply_flags`] does). A
+/// (the CLI does no validation; [`resolve`](super::resolve) does). A
 /// boolean flag given bare is `"true"`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Flags {

@@ -4,18 +4,18 @@
 //!
 //! What it owns, file by file:
 //!
-//! * [`fields`]: [`KubeletConfig`], the fields picolet implements, each
+//! * `fields.rs`: [`KubeletConfig`], the fields picolet implements, each
 //!   declared once with its key, its default and its validator;
-//! * [`values`]: the validators, one per kind of value (durations, sizes,
+//! * `values.rs`: the validators, one per kind of value (durations, sizes,
 //!   paths, eviction thresholds, ...);
-//! * [`file`]: the file format: YAML or JSON, type meta, layers (a board
+//! * `file.rs`: the file format: YAML or JSON, type meta, layers (a board
 //!   profile, then the user's file, then flags) and the report of fields
 //!   picolet ignores, told apart from kubelet's upstream fields;
-//! * [`flags`]: kubelet's flag names, in one table that maps each flag to a
+//! * `flags.rs`: kubelet's flag names, in one table that maps each flag to a
 //!   field; flags are validated by the same code as the file;
-//! * [`duration`]: Go durations, parsed and printed (the crate's only home
-//!   for them);
-//! * [`board`]: the embedded board profiles `--board` starts from.
+//! * [`duration`]: Go durations, parsed and printed (the crate's only
+//!   home for them, public for that reason);
+//! * `board.rs`: the embedded board profiles `--board` starts from.
 //!
 //! Adding a setting costs one entry in the field list of `fields.rs` and, if
 //! it has a flag, one row in the table of `flags.rs`.
