@@ -45,10 +45,14 @@ deps:
 	  echo "deps: all present ($(DEB_PACKAGES))"; \
 	fi
 
-# OCI tarballs of busybox and our pause (see tests/images/build-images.sh);
-# the script skips work when they are up to date.
+# OCI tarballs of the test images (see tests/images/build-images.sh): by
+# default all of them, which the tests need; IMAGES picks some (the demo
+# builds only busybox and pause, and not the slow grpc-health). The script
+# skips work when they are up to date, and fails, naming what to install,
+# when it cannot build one.
+IMAGES ?= busybox pause grpc-health
 images:
-	bash tests/images/build-images.sh $(TEST_IMAGES)
+	bash tests/images/build-images.sh $(TEST_IMAGES) $(IMAGES)
 
 # --- tests -----------------------------------------------------------------------
 
@@ -70,9 +74,14 @@ test-full: test
 # --- demo and bench ----------------------------------------------------------------
 
 # Runs picolet for real: a private containerd, the example static pods, and
-# `picolet get pods` showing them running (examples/demo.sh).
-demo: deps images build
-	bash examples/demo.sh
+# `picolet get pods` showing them running (examples/demo.sh). Builds only
+# what it runs, saying so before each long step; cargo shows its progress.
+demo: deps
+	@echo "demo: building the busybox and pause images into $(TEST_IMAGES)"
+	@$(MAKE) --no-print-directory images IMAGES="busybox pause"
+	@echo "demo: building picolet (cargo build --release; the first build takes a few minutes)"
+	@$(MAKE) --no-print-directory build
+	DEMO_IMAGES=$(abspath $(TEST_IMAGES)) bash examples/demo.sh
 
 # Footprint and speed on real parts, printed as a table (tests/bench.rs),
 # of the static musl build the boards ship (BENCH_TARGET=host: the glibc one).

@@ -7,20 +7,37 @@
 # release picolet against it with the static pods in examples/manifests,
 # and shows them running with `picolet get pods`. Leaves everything running
 # until Ctrl-C (or exits after showing the pods when DEMO_WAIT=0), then
-# stops the pods' containers and cleans up.
+# stops the pods' containers and cleans up. Exits non-zero when the pods do
+# not come up, with the tail of picolet's log.
+#
+# Env: DEMO_DIR (default /tmp/picolet-demo), DEMO_WAIT=0|1, DEMO_IMAGES (the
+# directory of busybox.tar and pause.tar; default target/test-images),
+# NO_COLOR (no bold even on a terminal; there is none when stdout is not).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 DEMO_DIR=${DEMO_DIR:-/tmp/picolet-demo}
 DEMO_WAIT=${DEMO_WAIT:-1}
 bin="$repo/target/release/picolet"
-images="$repo/target/test-images"
+images="${DEMO_IMAGES:-$repo/target/test-images}"
 sock="$DEMO_DIR/containerd.sock"
 admin="$DEMO_DIR/picolet.sock"
 bridge=pcldemo0
 subnet=10.88.77
 
-log() { printf '\033[1mdemo:\033[0m %s\n' "$*"; }
+# Bold only for a person at a terminal: a log file gets plain text.
+if [[ -t 1 && -z ${NO_COLOR:-} ]]; then
+  bold=$'\033[1m' plain=$'\033[0m'
+else
+  bold='' plain=''
+fi
+log() { printf '%sdemo:%s %s\n' "$bold" "$plain" "$*"; }
+die() { log "$*" >&2; exit 1; }
+
+[[ -x $bin ]] || die "$bin is missing: run 'make demo' (or 'make build')"
+for t in pause busybox; do
+  [[ -f $images/$t.tar ]] || die "$images/$t.tar is missing: run 'make demo' (or 'make images IMAGES=\"busybox pause\"')"
+done
 
 cleanup() {
   log "stopping picolet, the demo pods and containerd"
@@ -134,18 +151,31 @@ log "starting picolet $("$bin" version | cut -d' ' -f2)"
 picolet_pid=$!
 
 want=$(ls "$DEMO_DIR"/manifests/*.yaml | wc -l)
+log "waiting for the $want example pods to run"
+running=0
 for _ in $(seq 120); do
   running=$("$bin" get pods --admin-socket "$admin" 2>/dev/null | awk 'NR>1 && $3=="Running"' | wc -l || true)
   [[ $running -ge $want ]] && break
+  kill -0 "$picolet_pid" 2>/dev/null || break
   sleep 1
 done
 echo
-"$bin" get pods --admin-socket "$admin" -o wide
+"$bin" get pods --admin-socket "$admin" -o wide || true
 echo
+if [[ $running -lt $want ]]; then
+  log "only $running of $want pods are running; the end of $DEMO_DIR/picolet.log:" >&2
+  tail -n 30 "$DEMO_DIR/picolet.log" | sed 's/^/    /' >&2
+  exit 1
+fi
 log "picolet: pid $picolet_pid, $(awk '/VmRSS/{print $2" "$3}' /proc/$picolet_pid/status) resident, $(awk '/Threads/{print $2}' /proc/$picolet_pid/status) threads"
 log "container logs are in the kubelet layout under $DEMO_DIR/logs; the counter says:"
-sleep 6
-tail -n 2 "$DEMO_DIR"/logs/default_counter-demo-node_*/count/0.log 2>/dev/null | sed 's/^/    /' || true
+# The counter ticks every 5 s: show its second tick once it is there.
+counter_log() { cat "$DEMO_DIR"/logs/default_counter-demo-node_*/count/0.log 2>/dev/null || true; }
+for _ in $(seq 60); do
+  [[ $(counter_log | grep -c 'tick') -ge 2 ]] && break
+  sleep 0.5
+done
+counter_log | tail -n 2 | sed 's/^/    /'
 log "picolet's own log: $DEMO_DIR/picolet.log"
 if [[ $DEMO_WAIT == 1 && -t 0 ]]; then
   log "try: $bin get pods --admin-socket $admin   (Ctrl-C stops the demo)"

@@ -13,7 +13,8 @@
 //! from `-v`, klog-style: 0–3 → Info, 4–5 → Debug, 6 and up → Trace;
 //! `RUST_LOG` is not read. Records from other crates stay at Info or above
 //! unless the verbosity is 8 or more, so `-v=6` shows picolet's trace and not
-//! a dependency's.
+//! a dependency's. Lines are plain text, never colour codes: stderr is
+//! usually a file or journald, and klog does not colour either.
 //!
 //! Each line is formatted into a reused thread-local buffer and written to
 //! stderr with one `write_all` under the stderr lock, so lines never
@@ -222,6 +223,15 @@ mod tests {
             &format_args!("x\n"),
         );
         assert_eq!(s, "D1129 18:50:30.000000 picolet] x\n");
+    }
+
+    #[test]
+    fn a_line_is_plain_text_without_colour_codes() {
+        let mut s = String::new();
+        for level in [Level::Error, Level::Warn, Level::Info, Level::Debug] {
+            format_line(&mut s, level, 0, 0, "picolet", &format_args!("x"));
+        }
+        assert!(!s.contains('\u{1b}'), "{s:?}");
     }
 
     #[test]

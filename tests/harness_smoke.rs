@@ -3,9 +3,10 @@
 //! These check the harness itself, not picolet: that a private containerd
 //! comes up with a healthy CRI plugin and both test images, that our pause
 //! image behaves as a sandbox's PID 1 must, that restarts keep state, and
-//! that the admin-socket HTTP client copes with both body framings. When one
-//! of these fails, every picolet integration test would fail with it; fix
-//! the harness (or the machine: `make deps`) first.
+//! that the admin-socket HTTP client copes with both body framings, and that
+//! a test image which cannot be built is an error naming what to install.
+//! When one of these fails, every picolet integration test would fail with
+//! it; fix the harness (or the machine: `make deps`) first.
 
 mod harness;
 
@@ -240,4 +241,42 @@ fn admin_socket_client_reads_content_length_and_chunked_bodies() {
         (404, "no such path".to_string())
     );
     server.join().unwrap();
+}
+
+/// Runs tests/images/build-images.sh into a fresh directory with `env` set;
+/// returns (success, stderr).
+fn build_images_with(env: &[(&str, &str)], images: &[&str]) -> (bool, String) {
+    let out_dir = tempfile::tempdir().unwrap();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/images/build-images.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(out_dir.path())
+        .args(images)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("running build-images.sh");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_test_image_that_cannot_be_built_fails_naming_what_to_install() {
+    let (ok, err) = build_images_with(&[("CARGO", "/nonexistent/cargo")], &["grpc-health"]);
+    assert!(!ok, "built grpc-health without cargo: {err}");
+    assert!(
+        err.contains("cargo not found") && err.contains("rustup"),
+        "{err}"
+    );
+
+    let (ok, err) = build_images_with(&[("BUSYBOX", "/nonexistent/busybox")], &["busybox"]);
+    assert!(!ok, "built busybox without busybox: {err}");
+    assert!(err.contains("busybox-static"), "{err}");
+
+    let (ok, err) = build_images_with(&[], &["no-such-image"]);
+    assert!(!ok, "built an unknown image: {err}");
+    assert!(err.contains("grpc-health"), "names the known images: {err}");
 }

@@ -31,6 +31,14 @@ fn condition(pod: &Value, kind: &str) -> Option<String> {
         .and_then(|c| c["status"].as_str().map(str::to_string))
 }
 
+/// `prober_probe_total` of one probe type and result, from GET /metrics:
+/// the count of probes run, which is how a test knows that time passed with
+/// probes running (0 before the first).
+fn probe_total(p: &Picolet, probe_type: &str, result: &str) -> u64 {
+    let series = format!("prober_probe_total{{probe_type=\"{probe_type}\",result=\"{result}\"}}");
+    p.metric(&series).unwrap_or(0.0) as u64
+}
+
 fn restarts(pod: &Value, name: &str) -> i64 {
     container_status(pod, name)["restartCount"]
         .as_i64()
@@ -164,11 +172,22 @@ fn a_slow_starter_survives_with_a_startup_probe_and_is_killed_without_one() {
         LONG,
         || (restarts(&p.find_pod("hasty")?, "main") >= 1).then_some(()),
     );
+    // hasty has made its point; with it gone, every liveness probe counted
+    // below is patient's.
+    p.remove_manifest("hasty");
+    wait_until("the pod without a startup probe is gone", LONG, || {
+        p.find_pod("hasty").is_none().then_some(())
+    });
     let patient = wait_until("the pod with a startup probe has started", LONG, || {
         let pod = p.find_pod("patient")?;
         (container_status(&pod, "main")["started"] == true).then_some(pod)
     });
-    std::thread::sleep(Duration::from_secs(4)); // liveness now runs, and passes
+    // Liveness now runs, and passes: four more successful probes, while two
+    // failures (its failureThreshold) would have killed the container.
+    let passed = probe_total(&p, "Liveness", "successful");
+    wait_until("patient's liveness probe passes 4 more times", LONG, || {
+        (probe_total(&p, "Liveness", "successful") >= passed + 4).then_some(())
+    });
     let patient_now = p.find_pod("patient").unwrap();
     assert_eq!(restarts(&patient_now, "main"), 0);
     assert_eq!(
@@ -275,8 +294,16 @@ fn http_tcp_and_exec_probes_work_and_their_timeouts_are_honoured() {
         let pod = p.find_pod("kinds")?;
         (container_status(&pod, "web")["ready"] == true).then_some(())
     });
-    // The other two stay unready: their probes time out.
-    std::thread::sleep(Duration::from_secs(8));
+    // The other two stay unready: their probes time out. web's probes now
+    // pass, so every failed readiness probe from here on is theirs; six are
+    // at least three rounds (periodSeconds: 2), longer than `sleep 5` would
+    // take to pass if slowexec's timeout were not honoured.
+    let failed = probe_total(&p, "Readiness", "failed");
+    wait_until(
+        "slowexec and silent fail 6 more readiness probes",
+        LONG,
+        || (probe_total(&p, "Readiness", "failed") >= failed + 6).then_some(()),
+    );
     let pod = p.find_pod("kinds").unwrap();
     assert_eq!(container_status(&pod, "slowexec")["ready"], false);
     assert_eq!(container_status(&pod, "silent")["ready"], false);
@@ -294,12 +321,9 @@ fn http_tcp_and_exec_probes_work_and_their_timeouts_are_honoured() {
 
 #[test]
 fn a_grpc_probe_follows_the_health_service_as_it_flips() {
-    let images = harness::ensure_images();
-    if !images.join("grpc-health.tar").is_file() {
-        eprintln!("skipped: the grpc-health test image could not be built here (see tests/images/build-images.sh)");
-        return;
-    }
     let c = Containerd::start();
+    // Fails, naming what to install, when the image cannot be built here.
+    c.import_test_image("grpc-health");
     let p = Picolet::start(&c);
     let dir = host_dir(&p, "grpc");
     let container = r#"  - name: health

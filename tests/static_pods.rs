@@ -8,11 +8,11 @@
 
 mod harness;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use harness::{wait_until, Containerd, Picolet};
+use harness::{poll_until, wait_until, Containerd, Picolet};
 use picolet::cri::{api, Runtime};
 use serde_json::Value;
 
@@ -73,6 +73,10 @@ fn containers(c: &Containerd) -> Vec<api::Container> {
         .expect("ListContainers")
         .containers
 }
+
+/// What picolet logs at `-v=4` after each rescan of the static pod path
+/// (src/source/watch.rs), changed or not.
+const RESCANNED: &str = "rescanned static pod path";
 
 fn sleeper(name: &str) -> String {
     format!(
@@ -270,7 +274,8 @@ spec:
 #[test]
 fn editing_a_manifest_replaces_the_pod_and_a_broken_one_disturbs_nothing() {
     let c = Containerd::start();
-    let p = Picolet::start(&c);
+    // -v=4: every rescan of the static pod path is logged (RESCANNED).
+    let p = Picolet::start_with(&c, "logging:\n  verbosity: 4\n");
     p.write_manifest("keep", &sleeper("keep"));
     p.write_manifest("edit", &sleeper("edit"));
     let keep = wait_running(&p, "keep");
@@ -302,8 +307,13 @@ fn editing_a_manifest_replaces_the_pod_and_a_broken_one_disturbs_nothing() {
     wait_until("the parse error is logged", LONG, || {
         p.log().contains("broken.yaml").then_some(())
     });
-    std::thread::sleep(Duration::from_secs(5)); // several rescans
-    let log = p.log();
+    // Several rescans read the broken file again (fileCheckFrequency: 2s).
+    let log = wait_until("three more rescans of the static pod path", LONG, || {
+        let log = p.log();
+        let since = &log[log.find("broken.yaml")?..];
+        // The first one is the rescan that logged the error.
+        (since.matches(RESCANNED).count() > 3).then_some(log)
+    });
     let errors: Vec<&str> = log.lines().filter(|l| l.contains("broken.yaml")).collect();
     assert_eq!(errors.len(), 1, "logged once: {errors:#?}");
     assert!(
@@ -588,20 +598,37 @@ spec:
         v.sort();
         v
     };
+    let rotated = |f: &[String]| -> BTreeSet<String> {
+        f.iter()
+            .filter(|f| f.starts_with("0.log."))
+            .cloned()
+            .collect()
+    };
     wait_until("two rotations happened", LONG, || {
-        (files().iter().filter(|f| f.starts_with("0.log.")).count() >= 2).then_some(())
+        (rotated(&files()).len() >= 2).then_some(())
     });
-    std::thread::sleep(Duration::from_secs(25)); // more rotation rounds
-    let f = files();
-    assert!(
-        f.contains(&"0.log".to_string()),
-        "the runtime reopened the current log: {f:?}"
-    );
-    assert!(f.len() <= 3, "at most containerLogMaxFiles files: {f:?}");
+    // More rotation rounds: each one renames 0.log to a new 0.log.<time>.
+    let mut seen = rotated(&files());
+    let more = seen.len() + 2;
+    wait_until("two more rotation rounds", LONG, || {
+        seen.extend(rotated(&files()));
+        (seen.len() >= more).then_some(())
+    });
+    // A round renames, has the runtime reopen 0.log, then prunes: look once
+    // the round is over.
+    let settled = |f: &[String]| f.contains(&"0.log".to_string()) && f.len() <= 3;
+    let f = poll_until(LONG, || Some(files()).filter(|f| settled(f))).unwrap_or_else(|| {
+        panic!(
+            "the runtime reopened the current log and at most containerLogMaxFiles files are kept: {:?}",
+            files()
+        )
+    });
     // The current file keeps growing after rotation: the runtime writes to it.
     let size = std::fs::metadata(&current).unwrap().len();
-    std::thread::sleep(Duration::from_secs(1));
-    assert!(std::fs::metadata(&current).map(|m| m.len()).unwrap_or(0) != size || files() != f);
+    wait_until("the current log grows after rotation", LONG, || {
+        (std::fs::metadata(&current).map(|m| m.len()).unwrap_or(0) != size || files() != f)
+            .then_some(())
+    });
 }
 
 #[test]

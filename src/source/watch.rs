@@ -130,6 +130,7 @@ impl FileSource {
             // produces an event, never a gap.
             self.ensure_watch();
             let update = self.dir.scan();
+            log::debug!("rescanned static pod path {}", self.dir.path().display());
             self.next_periodic = Instant::now() + self.period;
             let fingerprint = fingerprint(&update.pods);
             if self.last.as_ref() != Some(&fingerprint) {

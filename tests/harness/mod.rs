@@ -3,23 +3,29 @@
 //! Gives each integration test a private, disposable world to run picolet in:
 //!
 //! * [`Containerd`]: a real containerd in a fresh temp dir (own root, state,
-//!   socket, CNI bridge and subnet, runc root), with the test images from
-//!   `tests/images/build-images.sh` imported, and a cleanup that does not leak
-//!   runc processes, mounts, network namespaces, bridges or cgroups even when
-//!   the test panicked.
+//!   socket, CNI bridge and subnet, runc root), with the busybox and pause
+//!   images from `tests/images/build-images.sh` imported (others, such as
+//!   grpc-health, by [`Containerd::import_test_image`]), and a cleanup that
+//!   does not leak runc processes, mounts, network namespaces, bridges or
+//!   cgroups even when the test panicked.
 //! * [`Picolet`]: the picolet binary under test, started against that
 //!   containerd with its own KubeletConfiguration, static pod directory and
 //!   admin socket, plus a tiny HTTP/1.1 client for the admin socket.
-//! * [`wait_until`]: the one polling helper. Tests wait for conditions with
-//!   generous timeouts and never assert on timing.
+//! * [`wait_until`] (and [`poll_until`], its non-panicking twin): the one
+//!   polling helper. Tests wait for conditions with generous timeouts and
+//!   never assert on timing; "nothing happened" is shown by waiting for an
+//!   event that proves time passed (a probe count in [`Picolet::metric`], a
+//!   log line of picolet's next rescan), never by a fixed sleep.
 //!
 //! The harness only talks to the picolet binary and to containerd (through
 //! `ctr`, `runc`, `ip`, `mount`); it knows nothing of picolet's internals.
 //! Use it from a test file with `mod harness;`.
 //!
 //! Environment knobs (all optional):
-//! * `PICOLET_TEST_IMAGES`: directory holding busybox.tar and pause.tar
-//!   (default `<repo>/target/test-images`, built on demand).
+//! * `PICOLET_TEST_IMAGES`: directory holding busybox.tar, pause.tar and
+//!   grpc-health.tar (default `<repo>/target/test-images`, built on demand
+//!   by `tests/images/build-images.sh`). An image that cannot be built fails
+//!   the test with the script's message, which names what to install.
 //! * `PICOLET_TEST_SNAPSHOTTER`: force `overlayfs` or `native`.
 //! * `PICOLET_TEST_KEEP=1`: keep the temp dirs of passing tests for a look.
 //! * `PICOLET_BIN`: run this picolet binary instead of the one cargo built.
@@ -70,15 +76,22 @@ fn next_instance() -> usize {
 
 /// Polls `f` until it returns `Some`, and returns that value. Panics naming
 /// `what` if `timeout` passes first. Polls quickly at first, then every 500ms.
-pub fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+pub fn wait_until<T>(what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) -> T {
+    poll_until(timeout, f)
+        .unwrap_or_else(|| panic!("timed out after {timeout:?} waiting for {what}"))
+}
+
+/// Like [`wait_until`], but returns `None` when `timeout` passes, for a
+/// caller that wants to panic with what it saw last.
+pub fn poll_until<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let start = Instant::now();
     let mut pause = Duration::from_millis(20);
     loop {
         if let Some(v) = f() {
-            return v;
+            return Some(v);
         }
         if start.elapsed() >= timeout {
-            panic!("timed out after {timeout:?} waiting for {what}");
+            return None;
         }
         thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(500));
@@ -190,45 +203,65 @@ fn write_file(path: &Path, contents: &str) {
 // Test images
 // ---------------------------------------------------------------------------
 
-/// Directory holding busybox.tar and pause.tar.
+/// Directory holding the test images (busybox.tar, pause.tar, ...).
 pub fn images_dir() -> PathBuf {
     std::env::var_os("PICOLET_TEST_IMAGES")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-images"))
 }
 
-/// Builds the test images (once per process; the script itself is
-/// idempotent, locks its output directory and renames atomically, so
-/// concurrent test binaries are safe too). Returns the images directory.
+/// The images every [`Containerd`] imports: the sandbox image and the
+/// general purpose one.
+const BASE_IMAGES: [&str; 2] = ["pause", "busybox"];
+
+/// Builds the base test images, busybox and pause (once per process; the
+/// script itself is idempotent, locks its output directory and renames
+/// atomically, so concurrent test binaries are safe too). Returns the
+/// images directory.
 pub fn ensure_images() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = images_dir();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/images/build-images.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
-        if !out.status.success() {
-            panic!(
-                "{} failed ({}):\n{}{}",
-                script.display(),
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        for f in ["busybox.tar", "pause.tar"] {
-            assert!(
-                dir.join(f).is_file(),
-                "{} missing after build",
-                dir.join(f).display()
-            );
-        }
-        dir
-    })
+    DIR.get_or_init(|| build_images(&BASE_IMAGES))
+}
+
+/// Builds the test image `name` (`grpc-health`, or a base image) unless it
+/// is up to date, and returns its tarball. Panics with the build script's
+/// output, which names the tool or package to install, when it cannot be
+/// built: a test whose image is missing fails, it is not skipped.
+pub fn ensure_image(name: &str) -> PathBuf {
+    build_images(&[name]).join(format!("{name}.tar"))
+}
+
+/// Runs tests/images/build-images.sh for `names`; panics unless every
+/// tarball is there afterwards.
+fn build_images(names: &[&str]) -> PathBuf {
+    let dir = images_dir();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/images/build-images.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(&dir)
+        .args(names)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running {} (is bash installed?): {e}", script.display()));
+    if !out.status.success() {
+        panic!(
+            "{} could not build the test image(s) {names:?} ({}); install what it names, or run `make deps images`:\n{}{}",
+            script.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for name in names {
+        let tar = dir.join(format!("{name}.tar"));
+        assert!(
+            tar.is_file(),
+            "{} missing after {} succeeded",
+            tar.display(),
+            script.display()
+        );
+    }
+    dir
 }
 
 /// `overlayfs` if an overlay mount works on the temp filesystem, else
@@ -586,30 +619,38 @@ impl Containerd {
         };
         cd.write_config();
         cd.spawn();
-        // grpc-health.tar (our gRPC health server) is optional: the build
-        // script skips it with a warning when it cannot build it.
-        let optional = images.join("grpc-health.tar");
-        let extra = optional.is_file().then_some("grpc-health.tar");
-        for tar in ["pause.tar", "busybox.tar"].into_iter().chain(extra) {
-            let path = images.join(tar);
-            let out = cd.ctr(&[
-                "images",
-                "import",
-                "--snapshotter",
-                cd.snapshotter,
-                path.to_str().expect("utf-8 image path"),
-            ]);
-            if !out.status.success() {
-                panic!(
-                    "importing {}: {}\n{}\n--- containerd log ---\n{}",
-                    path.display(),
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr),
-                    tail(&cd.log_path(), 40)
-                );
-            }
+        for name in BASE_IMAGES {
+            cd.import(&images.join(format!("{name}.tar")));
         }
         cd
+    }
+
+    /// Builds (if needed) and imports the extra test image `name`, e.g.
+    /// `grpc-health` for `docker.io/picolet/grpc-health:test`. Panics, naming
+    /// what to install, if it cannot be built.
+    pub fn import_test_image(&self, name: &str) {
+        self.import(&ensure_image(name));
+    }
+
+    /// `ctr images import` of one OCI tarball; panics with containerd's log
+    /// tail on failure.
+    fn import(&self, path: &Path) {
+        let out = self.ctr(&[
+            "images",
+            "import",
+            "--snapshotter",
+            self.snapshotter,
+            path.to_str().expect("utf-8 image path"),
+        ]);
+        if !out.status.success() {
+            panic!(
+                "importing {}: {}\n{}\n--- containerd log ---\n{}",
+                path.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr),
+                tail(&self.log_path(), 40)
+            );
+        }
     }
 
     /// The temp dir everything of this instance lives in.
@@ -1080,6 +1121,24 @@ impl Picolet {
             .iter()
             .find(|i| i["metadata"]["name"] == full.as_str())
             .cloned()
+    }
+
+    /// The value of one series of GET /metrics (Prometheus text), named
+    /// exactly as exposed, labels included, e.g.
+    /// `prober_probe_total{probe_type="Liveness",result="successful"}`.
+    /// `None` while the series is not exposed (a counter not yet counted).
+    pub fn metric(&self, series: &str) -> Option<f64> {
+        let (status, body) = self.get("/metrics");
+        assert_eq!(status, 200, "GET /metrics answered {status}: {body}");
+        body.lines().find_map(|l| {
+            let value = l.strip_prefix(series)?.strip_prefix(' ')?;
+            Some(
+                value
+                    .trim()
+                    .parse()
+                    .unwrap_or_else(|e| panic!("GET /metrics: {series} has no number ({e}): {l}")),
+            )
+        })
     }
 
     /// GET /pods as JSON; panics unless it answers 200 with JSON.

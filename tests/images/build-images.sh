@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # build-images.sh -- owned by the integration test harness (tests/images).
 #
-# Builds the container images that picolet's integration tests need, as
-# OCI image-layout tarballs that `ctr -n k8s.io images import` accepts. No
-# registry is reachable from CI and we do not want docker, so the images are
-# assembled here from files already on the machine:
+# Builds the container images that picolet's integration tests (and the
+# demo) need, as OCI image-layout tarballs that `ctr -n k8s.io images
+# import` accepts. No registry is reachable from CI and we do not want
+# docker, so the images are assembled here from files already on the
+# machine:
 #
 #   OUTDIR/busybox.tar  docker.io/library/busybox:latest
 #                       Debian's static /bin/busybox plus applet symlinks,
@@ -16,8 +17,14 @@
 #                       grpc_health_server, static) as /grpc-health-server:
 #                       a grpc.health.v1 server on port 50051 for gRPC
 #                       probes; `exec /grpc-health-server not-serving` and
-#                       `... serving` flip its answer. Built only where cargo
-#                       can build it; otherwise skipped with a warning.
+#                       `... serving` flip its answer. The slow one: the
+#                       first build compiles picolet's dependencies for a
+#                       static target (minutes), with cargo's progress shown.
+#
+# Only the images named on the command line are built (all three when none
+# is named; the demo needs only busybox and pause). An image that cannot be
+# built is an error naming what to install, never a warning: a test whose
+# image is missing must fail, not pass by skipping.
 #
 # Output is deterministic (sorted tar entries, fixed mtime and owners, gzip
 # without name/time), so rebuilding yields the same digests. The script is
@@ -25,7 +32,8 @@
 # run concurrently: it holds a lock on OUTDIR and renames finished files into
 # place atomically.
 #
-# Usage: tests/images/build-images.sh [OUTDIR]   (default: target/test-images)
+# Usage: tests/images/build-images.sh [OUTDIR [IMAGE...]]
+#          OUTDIR default target/test-images; IMAGE: busybox pause grpc-health
 # Env:   BUSYBOX=/path/to/static/busybox  (default /bin/busybox)
 #        CC=gcc  CARGO=cargo
 set -euo pipefail
@@ -35,6 +43,10 @@ export LC_ALL=C
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 outdir="${1:-$repo/target/test-images}"
+(($# > 0)) && shift
+all_images=(busybox pause grpc-health)
+wanted=("$@")
+((${#wanted[@]})) || wanted=("${all_images[@]}")
 busybox="${BUSYBOX:-/bin/busybox}"
 cc="${CC:-gcc}"
 pause_src="$here/pause.c"
@@ -47,6 +59,18 @@ epoch=0
 created="1970-01-01T00:00:00Z"
 
 die() { echo "build-images.sh: $*" >&2; exit 1; }
+
+# need COMMAND WHAT-TO-INSTALL: fails naming the package unless COMMAND runs.
+need() { command -v "$1" >/dev/null || die "$1 not found: $2"; }
+
+# Fails unless $cc can link statically (the static libc is in libc6-dev).
+need_static_libc() {
+    local libc
+    need "$cc" "apt-get install gcc libc6-dev (or run 'make deps')"
+    libc="$("$cc" -print-file-name=libc.a 2>/dev/null || true)"
+    [[ "$libc" == /* && -f "$libc" ]] ||
+        die "no static libc (libc.a) for $cc, needed for $1: apt-get install libc6-dev (or run 'make deps')"
+}
 
 # --- platform -----------------------------------------------------------------
 
@@ -183,7 +207,8 @@ busybox_rootfs() {
 
 pause_rootfs() {
     local root="$1"
-    command -v "$cc" >/dev/null || die "$cc not found (apt-get install gcc libc6-dev, or run 'make deps')"
+    need_static_libc "the pause image"
+    need strip "apt-get install binutils (or run 'make deps')"
     mkdir -p "$root"
     "$cc" -static -Os -Wall -o "$root/pause" "$pause_src" || die "compiling $pause_src failed (static libc needs libc6-dev)"
     strip "$root/pause"
@@ -192,28 +217,40 @@ pause_rootfs() {
 
 # Builds the cargo example grpc_health_server for the host, statically
 # linked (glibc with crt-static, so no musl target is needed; libc6-dev has
-# the static libc), unoptimised (it only answers tests). Returns non-zero,
-# with the reason on stderr, when that is not possible here.
+# the static libc), unoptimised (it only answers tests). Fails naming what
+# to install when that is not possible here.
 grpc_health_rootfs() {
     local root="$1" triple var bin
-    command -v "$cargo" >/dev/null || { echo "build-images.sh: $cargo not found" >&2; return 1; }
+    need "$cargo" "install Rust with rustup (https://rustup.rs)"
+    need rustc "install Rust with rustup (https://rustup.rs)"
+    need protoc "apt-get install protobuf-compiler (or run 'make deps'); picolet's build script compiles the CRI protos"
+    need_static_libc "the grpc-health image (a statically linked cargo example)"
+    need strip "apt-get install binutils (or run 'make deps')"
+    need readelf "apt-get install binutils (or run 'make deps')"
     triple="$(rustc -vV | sed -n 's/^host: //p')"
-    [[ -n "$triple" ]] || { echo "build-images.sh: cannot tell rustc's host triple" >&2; return 1; }
+    [[ -n "$triple" ]] || die "cannot tell rustc's host triple from 'rustc -vV'"
     var="CARGO_TARGET_$(tr 'a-z.-' 'A-Z__' <<<"$triple")_RUSTFLAGS"
+    echo "build-images.sh: building the grpc-health image: cargo build --example grpc_health_server --target $triple (static; the first build compiles the dependencies, which takes minutes)" >&2
     (cd "$repo" && env "$var=-C target-feature=+crt-static" \
-        "$cargo" build --quiet --example grpc_health_server --target "$triple") || return 1
+        "$cargo" build --example grpc_health_server --target "$triple") ||
+        die "cargo build --example grpc_health_server failed (see above); it needs Rust (rustup), gcc, libc6-dev and protobuf-compiler ('make deps')"
     bin="${CARGO_TARGET_DIR:-$repo/target}/$triple/debug/examples/grpc_health_server"
-    if readelf -l "$bin" 2>/dev/null | grep -q 'interpreter'; then
-        echo "build-images.sh: $bin is dynamically linked" >&2
-        return 1
+    [[ -x "$bin" ]] || die "cargo built no $bin"
+    if readelf -l "$bin" | grep -q 'interpreter'; then
+        die "$bin is dynamically linked: static glibc is missing (apt-get install libc6-dev)"
     fi
-    mkdir -p "$root/tmp" && chmod 1777 "$root/tmp" &&
-        cp "$bin" "$root/grpc-health-server" &&
-        strip "$root/grpc-health-server" &&
-        chmod 0755 "$root/grpc-health-server"
+    mkdir -p "$root/tmp"
+    chmod 1777 "$root/tmp"
+    cp "$bin" "$root/grpc-health-server"
+    strip "$root/grpc-health-server"
+    chmod 0755 "$root/grpc-health-server"
 }
 
 # --- main ---------------------------------------------------------------------
+
+for image in "${wanted[@]}"; do
+    [[ " ${all_images[*]} " == *" $image "* ]] || die "unknown image '$image' (known: ${all_images[*]})"
+done
 
 mkdir -p "$outdir"
 exec 9>"$outdir/.build-images.lock"
@@ -223,28 +260,37 @@ env_path='"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
 stage="$(mktemp -d "$outdir/.stage.XXXXXX")"
 trap 'rm -rf "$stage"' EXIT
 
-if fresh "$outdir/busybox.tar" "$self" "$busybox"; then
-    echo "up to date: $outdir/busybox.tar"
-else
+build_busybox() {
+    if fresh "$outdir/busybox.tar" "$self" "$busybox"; then
+        echo "up to date: $outdir/busybox.tar"
+        return
+    fi
     busybox_rootfs "$stage/busybox"
     make_image docker.io/library/busybox latest "$stage/busybox" \
         "$env_path,\"Cmd\":[\"sh\"]" "$outdir/busybox.tar"
-fi
+}
 
-if fresh "$outdir/pause.tar" "$self" "$pause_src"; then
-    echo "up to date: $outdir/pause.tar"
-else
+build_pause() {
+    if fresh "$outdir/pause.tar" "$self" "$pause_src"; then
+        echo "up to date: $outdir/pause.tar"
+        return
+    fi
     pause_rootfs "$stage/pause"
     make_image registry.k8s.io/pause 3.9 "$stage/pause" \
         "$env_path,\"Entrypoint\":[\"/pause\"],\"WorkingDir\":\"/\"" "$outdir/pause.tar"
-fi
+}
 
-if fresh "$outdir/grpc-health.tar" "$self" "${grpc_health_srcs[@]}"; then
-    echo "up to date: $outdir/grpc-health.tar"
-elif grpc_health_rootfs "$stage/grpc-health"; then
+build_grpc_health() {
+    if fresh "$outdir/grpc-health.tar" "$self" "${grpc_health_srcs[@]}"; then
+        echo "up to date: $outdir/grpc-health.tar"
+        return
+    fi
+    grpc_health_rootfs "$stage/grpc-health"
     make_image docker.io/picolet/grpc-health test "$stage/grpc-health" \
         "$env_path,\"Entrypoint\":[\"/grpc-health-server\"],\"ExposedPorts\":{\"50051/tcp\":{}},\"WorkingDir\":\"/\"" \
         "$outdir/grpc-health.tar"
-else
-    echo "build-images.sh: WARNING: skipped $outdir/grpc-health.tar (see above); gRPC probe integration tests need it" >&2
-fi
+}
+
+for image in "${wanted[@]}"; do
+    "build_${image//-/_}"
+done
