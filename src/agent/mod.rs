@@ -33,10 +33,9 @@ use crate::cgroups::PodCgroups;
 use crate::cri::{api, CriError, Runtime};
 use crate::gc;
 use crate::pleg::{self, Kind, Record, State};
-use crate::pod::plan::{
-    self, Action, Health, KillReason, ObservedContainer, ObservedPod, ObservedSandbox,
-};
+use crate::pod::plan::{self, Action, Health, KillReason};
 use crate::pod::spec;
+use crate::pod::{ObservedContainer, ObservedPod, ObservedSandbox};
 use crate::qos::{self, QosClass};
 use crate::rt;
 use crate::source::{FileSource, PodSource, SourceUpdate};
@@ -1075,6 +1074,7 @@ impl Agent {
                 host_resolv_conf: self.host_resolv_conf.as_deref(),
             },
         )
+        .0
     }
 
     async fn create_sandbox(&self, pod: &Pod, attempt: u32) -> Result<String, String> {

@@ -35,10 +35,7 @@ pub mod watch;
 pub use file::{ManifestDir, ManifestError};
 pub use watch::FileSource;
 
-/// Annotation naming the source a pod came from (`"file"` or `"api"`).
-pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
-/// Annotation holding the pod's content hash (for file pods: its UID).
-pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
+pub use crate::pod::labels::{CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
 
 /// Where a set of pods came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
