@@ -45,6 +45,11 @@ impl Sources {
             rejected_logged: BTreeSet::new(),
         }
     }
+
+    /// Adds a source to wait for (not ready until its first set).
+    pub fn configure(&mut self, source: PodSource) {
+        self.states.entry(source).or_default();
+    }
 }
 
 impl<R: RuntimeService> Agent<R> {
@@ -65,11 +70,7 @@ impl<R: RuntimeService> Agent<R> {
     /// Drives one source: every set it returns is applied.
     pub fn spawn_source<S: Source + 'static>(self: &Rc<Self>, mut source: S) -> smol::Task<()> {
         let me = self.clone();
-        self.sources
-            .borrow_mut()
-            .states
-            .entry(source.kind())
-            .or_default();
+        self.sources.borrow_mut().configure(source.kind());
         rt::spawn(async move {
             loop {
                 let update = source.next().await;

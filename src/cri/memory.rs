@@ -19,6 +19,7 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{api, CriError, RuntimeService};
@@ -115,10 +116,11 @@ impl State {
     }
 }
 
-/// The in-memory runtime. Single-threaded, like the agent.
-#[derive(Default)]
+/// The in-memory runtime. Single-threaded, like the agent. Clones share
+/// the same state: two agents on one runtime are one node restarting.
+#[derive(Clone, Default)]
 pub struct MemoryRuntime {
-    state: RefCell<State>,
+    state: Rc<RefCell<State>>,
 }
 
 fn not_found(op: &'static str, what: &str) -> CriError {
@@ -212,7 +214,7 @@ impl MemoryRuntime {
                 .config
                 .image
                 .as_ref()
-                .map(|i| format!("sha256:{}", i.image))
+                .map(|i| i.image.clone())
                 .unwrap_or_default(),
             state: c.state as i32,
             created_at: c.created_at,
@@ -368,7 +370,9 @@ impl RuntimeService for MemoryRuntime {
             .as_ref()
             .map(|i| i.image.clone())
             .unwrap_or_default();
-        if !s.images.contains(&image) {
+        // The agent creates from the image ID (`sha256:<name>` here).
+        let name = image.strip_prefix("sha256:").unwrap_or(&image);
+        if !s.images.contains(name) {
             return Err(not_found(op, &format!("image {image}")));
         }
         let id = s.id("ct");
