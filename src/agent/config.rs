@@ -91,9 +91,11 @@ mod tests {
 
     #[test]
     fn the_agent_config_comes_from_the_kubelet_config_with_its_socket_resolved() {
-        let mut k = KubeletConfig::default();
-        k.container_runtime_endpoint = "unix:///run/containerd/containerd.sock".into();
-        k.pod_pids_limit = -1;
+        let mut k = KubeletConfig {
+            container_runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
+            pod_pids_limit: -1,
+            ..Default::default()
+        };
         let a = AgentConfig::new(&k).expect("valid");
         assert_eq!(
             a.runtime_socket,
@@ -110,8 +112,10 @@ mod tests {
 
     #[test]
     fn a_static_pod_path_turns_the_file_source_on() {
-        let mut k = KubeletConfig::default();
-        k.static_pod_path = None;
+        let mut k = KubeletConfig {
+            static_pod_path: None,
+            ..Default::default()
+        };
         assert!(AgentConfig::new(&k).unwrap().sources().is_empty());
         k.static_pod_path = Some("/etc/kubernetes/manifests".into());
         assert_eq!(AgentConfig::new(&k).unwrap().sources(), [PodSource::File]);

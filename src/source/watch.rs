@@ -48,6 +48,9 @@ pub const DEBOUNCE: Duration = Duration::from_millis(100);
 /// Upper bound on the debounce, for a directory that never goes quiet.
 const MAX_DEBOUNCE: Duration = Duration::from_secs(2);
 
+/// `(uid, content md5)` of every pod in a set.
+type Fingerprint = Vec<(String, [u8; 16])>;
+
 /// What is watched on the directory itself.
 fn dir_flags() -> WatchFlags {
     WatchFlags::CREATE
@@ -85,7 +88,7 @@ pub struct FileSource {
     next_periodic: Instant,
     /// Fingerprint of the last emitted set and whether it was
     /// authoritative; `None` before the first.
-    last: Option<(Vec<(String, [u8; 16])>, bool)>,
+    last: Option<(Fingerprint, bool)>,
 }
 
 impl Source for FileSource {
@@ -310,7 +313,7 @@ impl FileSource {
 }
 
 /// `(uid, md5 of the pod's JSON)` per pod: equal fingerprints mean equal sets.
-fn fingerprint(pods: &[Pod]) -> Vec<(String, [u8; 16])> {
+fn fingerprint(pods: &[Pod]) -> Fingerprint {
     pods.iter()
         .map(|pod| {
             let json = serde_json::to_vec(pod).expect("a Pod always serialises to JSON");
