@@ -12,8 +12,10 @@
 //!   longer ready (removing a sandbox removes its containers). A pod that
 //!   still has something running is terminated by the agent first.
 //!
-//! Nothing is removed for unknown pods until every pod source has delivered
-//! its first full set, so a restart never deletes what it should adopt.
+//! Which pods are live is the caller's input: the agent counts as live the
+//! pods of a source that has not delivered its first authoritative set
+//! (see `source::merge::may_remove`), so a restart never deletes what it
+//! should adopt. Pure: no I/O, no clock; it must not know the runtime.
 
 use std::collections::{HashMap, HashSet};
 

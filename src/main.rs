@@ -2,7 +2,6 @@
 //! and runs the agent on one thread, or talks to a running agent through
 //! its admin socket. All policy lives in the library; this file only wires.
 
-use std::path::Path;
 use std::rc::Rc;
 
 use anyhow::{bail, Context, Result};
@@ -79,34 +78,8 @@ fn run(args: cli::RunArgs) -> Result<()> {
     for field in &loaded.unknown_fields {
         log::warn!("{field}");
     }
-    let node_name = cfg.node_name();
-    let socket = picolet::cri::socket_path(&cfg.container_runtime_endpoint).with_context(|| {
-        format!(
-            "containerRuntimeEndpoint {:?} is not a unix socket",
-            cfg.container_runtime_endpoint
-        )
-    })?;
-    let agent_cfg = AgentConfig {
-        node_name: node_name.clone(),
-        root_dir: cfg.root_dir.clone(),
-        static_pod_path: cfg.static_pod_path.clone(),
-        runtime_socket: socket,
-        runtime_request_timeout: cfg.runtime_request_timeout,
-        cgroup_mount: Path::new("/sys/fs/cgroup").to_path_buf(),
-        cgroup_root: cfg.cgroup_root.clone(),
-        cgroups_per_qos: cfg.cgroups_per_qos,
-        pod_logs_dir: cfg.pod_logs_dir.clone(),
-        file_check_frequency: cfg.file_check_frequency,
-        sync_frequency: cfg.sync_frequency,
-        max_pods: cfg.max_pods as usize,
-        container_log_max_size: cfg.container_log_max_size,
-        container_log_max_files: cfg.container_log_max_files,
-        serialize_image_pulls: cfg.serialize_image_pulls,
-        cluster_dns: cfg.cluster_dns.iter().map(|ip| ip.to_string()).collect(),
-        cluster_domain: cfg.cluster_domain.clone(),
-        pod_pids_limit: (cfg.pod_pids_limit > 0).then_some(cfg.pod_pids_limit),
-        admin_socket: cfg.admin_socket.clone(),
-    };
+    let agent_cfg = AgentConfig::new(&cfg)?;
+    let node_name = agent_cfg.node_name.clone();
     set_own_oom_score_adj();
     log::info!(
         "picolet {} starting on node {node_name}",

@@ -18,7 +18,8 @@
 //!   limit only exists when *every* container declares it, and
 //!   `spec.overhead` is added.
 //! * [`milli_cpu_to_shares`], [`milli_cpu_to_quota`] — `pkg/kubelet/cm`
-//!   helpers; [`shares_to_weight`] — the cgroup v2 conversion used by
+//!   helpers, and [`container_cpu`], a container's CPU values for the
+//!   runtime (`pod::spec` calls it: the CPU arithmetic lives only here); [`shares_to_weight`] — the cgroup v2 conversion used by
 //!   runc/libcontainer (`CpuSharesToCpuWeight`).
 //! * [`oom_score_adj`] — `pkg/kubelet/qos/policy.go`
 //!   `GetContainerOOMScoreAdjust`.
@@ -288,6 +289,29 @@ pub fn milli_cpu_to_quota(milli_cpu: u64, period_us: u64) -> i64 {
     }
     let quota = (milli_cpu as u128 * period_us as u128 / 1000).min(i64::MAX as u128) as i64;
     quota.max(MIN_QUOTA_PERIOD_US)
+}
+
+/// A container's CPU values for the runtime (CRI `LinuxContainerResources`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContainerCpu {
+    /// `cpu.shares`.
+    pub shares: u64,
+    /// CFS quota in µs; 0 = no limit.
+    pub quota_us: i64,
+    /// CFS period in µs.
+    pub period_us: u64,
+}
+
+/// A container's CPU shares, quota and period from its CPU request and
+/// limit in millicores (kubelet's `generateLinuxContainerResources`): the
+/// shares come from the request, or from the limit when no request is
+/// declared; the quota from the limit (0 = none) over [`QUOTA_PERIOD_US`].
+pub fn container_cpu(request_millis: Option<u64>, limit_millis: u64) -> ContainerCpu {
+    ContainerCpu {
+        shares: milli_cpu_to_shares(request_millis.unwrap_or(limit_millis)),
+        quota_us: milli_cpu_to_quota(limit_millis, QUOTA_PERIOD_US),
+        period_us: QUOTA_PERIOD_US,
+    }
 }
 
 /// cgroup v2 `cpu.weight` for v1 `cpu.shares` (runc's linear mapping
@@ -585,6 +609,15 @@ mod tests {
         assert_eq!(milli_cpu_to_quota(250, QUOTA_PERIOD_US), 25_000);
         assert_eq!(milli_cpu_to_quota(2000, QUOTA_PERIOD_US), 200_000);
         assert_eq!(milli_cpu_to_quota(500, 50_000), 25_000);
+    }
+
+    #[test]
+    fn a_container_without_a_cpu_request_gets_shares_from_its_limit() {
+        let c = container_cpu(None, 500);
+        assert_eq!((c.shares, c.quota_us, c.period_us), (512, 50_000, 100_000));
+        let c = container_cpu(Some(250), 0);
+        assert_eq!((c.shares, c.quota_us), (256, 0));
+        assert_eq!(container_cpu(None, 0).shares, MIN_SHARES);
     }
 
     #[test]

@@ -4,10 +4,12 @@
 //! [`pod_status`] is kubelet's `generateAPIPodStatus` (with `getPhase`,
 //! `convertToAPIContainerStatuses` and the `Generate*Condition` helpers) as a
 //! pure function. It reads no clock and keeps no history: the caller passes
-//! the wall-clock time, the agent's per-container facts (why a start failed,
-//! probe results) and preserves condition transition times and terminal
-//! phases across calls itself. Keeping this pure is what lets the status
-//! rules be tested case by case without a runtime.
+//! the wall-clock time and the agent's per-container facts (why a start
+//! failed, probe results). Conditions carry no `lastTransitionTime` and a
+//! phase is recomputed from the runtime at every call (the agent keeps no
+//! condition history). Keeping this pure is what lets the status rules be
+//! tested case by case without a runtime. Pod accessors and the pod-IP rule
+//! come from [`crate::pod`]; Go durations from [`crate::config::duration`].
 //!
 //! Deliberate simplifications against kubelet:
 //! - restartable ("sidecar") init containers are treated as ordinary init
@@ -27,7 +29,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::pleg::State;
-use crate::pod::plan::{ObservedContainer, ObservedPod};
+use crate::pod::accessors::{app_containers, init_containers, restart_policy};
+use crate::pod::facts;
+use crate::pod::{ObservedContainer, ObservedPod};
 
 /// Why a container is not running, as the agent recorded it when a start
 /// failed or a restart is backing off (`ErrImagePull`, `ImagePullBackOff`,
@@ -73,27 +77,6 @@ pub const PENDING: &str = "Pending";
 pub const RUNNING: &str = "Running";
 pub const SUCCEEDED: &str = "Succeeded";
 pub const FAILED: &str = "Failed";
-
-fn restart_policy(pod: &Pod) -> &str {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.restart_policy.as_deref())
-        .unwrap_or("Always")
-}
-
-fn init_containers(pod: &Pod) -> &[Container] {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.init_containers.as_deref())
-        .unwrap_or(&[])
-}
-
-fn app_containers(pod: &Pod) -> &[Container] {
-    pod.spec
-        .as_ref()
-        .map(|s| s.containers.as_slice())
-        .unwrap_or(&[])
-}
 
 /// A Unix-nanosecond runtime timestamp as API time; 0 means unknown.
 fn time_from_nanos(nanos: i64) -> Option<Time> {
@@ -427,23 +410,11 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
         condition("PodScheduled", true, None, None),
     ];
 
-    let host_network = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.host_network)
-        .unwrap_or(false);
-    // A hostNetwork pod's IP is the host's, whatever the runtime reports.
-    let mut pod_ips: Vec<String> = Vec::new();
-    if let Some(s) = sandbox {
-        if host_network {
-            if !input.host_ip.is_empty() {
-                pod_ips.push(input.host_ip.to_string());
-            }
-        } else if !s.ip.is_empty() {
-            pod_ips.push(s.ip.clone());
-            pod_ips.extend(s.additional_ips.iter().filter(|ip| !ip.is_empty()).cloned());
-        }
-    }
+    // No IPs before the sandbox is ready; then the one rule of pod::facts.
+    let pod_ips: Vec<String> = match sandbox {
+        Some(s) => facts::pod_ips(pod, Some(s), input.host_ip),
+        None => Vec::new(),
+    };
 
     PodStatus {
         phase: Some(phase.to_string()),
@@ -469,7 +440,7 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pod::plan::ObservedSandbox;
+    use crate::pod::ObservedSandbox;
 
     fn pod(yaml: &str) -> Pod {
         serde_yaml_ng::from_str(yaml).unwrap()

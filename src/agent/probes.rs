@@ -23,9 +23,11 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 
-use super::{all_containers, now_unix_nanos, Agent};
+use super::{now_unix_nanos, Agent};
+use crate::cri::RuntimeService;
 use crate::pleg::State;
 use crate::pod::plan::KillReason;
+use crate::pod::{accessors, facts};
 use crate::probe::{Change, ContainerView, Outcome, Params, ProbeType, Step, Worker};
 use crate::prober;
 
@@ -118,7 +120,7 @@ fn params(kind: ProbeType, p: &Probe) -> Params {
     )
 }
 
-impl Agent {
+impl<R: RuntimeService> Agent<R> {
     /// Spawns the probe tasks of a pod (app containers only, as kubelet)
     /// and seeds the ready/started flags of probed containers.
     pub(super) fn start_probes(self: &Rc<Self>, uid: &str, pod: &Pod) -> Vec<smol::Task<()>> {
@@ -126,7 +128,7 @@ impl Agent {
         let mut pods = self.pods.borrow_mut();
         let entry = pods.get_mut(uid);
         let mut seeds = Vec::new();
-        for (c, init) in all_containers(pod) {
+        for (c, init) in accessors::all_containers(pod) {
             if init {
                 continue;
             }
@@ -145,10 +147,11 @@ impl Agent {
         }
         if let Some(e) = entry {
             for (name, readiness, value) in seeds {
+                let c = e.container(&name);
                 if readiness {
-                    e.readiness.insert(name, value);
+                    c.ready = Some(value);
                 } else {
-                    e.started.insert(name, value);
+                    c.started = Some(value);
                 }
             }
         }
@@ -170,12 +173,13 @@ impl Agent {
         let c = e.observed.latest(name)?;
         let ago = Duration::from_nanos((now_unix_nanos() - c.started_at).max(0) as u64);
         let started_at = now.checked_sub(ago).unwrap_or(now);
-        let started = e.started.get(name).copied().unwrap_or(true);
-        let pod_ip = self
-            .pod_ips(&e.pod, e.observed.latest_sandbox().filter(|s| s.ready))
-            .into_iter()
-            .next()
-            .unwrap_or_default();
+        let started = e
+            .containers
+            .get(name)
+            .and_then(|c| c.started)
+            .unwrap_or(true);
+        let sandbox = e.observed.latest_sandbox().filter(|s| s.ready);
+        let pod_ip = facts::pod_ip(&e.pod, sandbox, &self.host.host_ip);
         Some((
             c.id.clone(),
             c.state == State::Running,
@@ -191,10 +195,7 @@ impl Agent {
         let Some(pod) = self.pods.borrow().get(&uid).map(|e| e.pod.clone()) else {
             return;
         };
-        let Some(container) = all_containers(&pod)
-            .find(|(c, _)| c.name == name)
-            .map(|(c, _)| c)
-        else {
+        let Some(container) = accessors::container(&pod, &name) else {
             return;
         };
         let Some(spec) = probes_of(container)
@@ -232,9 +233,7 @@ impl Agent {
                     };
                     let lag = now.saturating_duration_since(due);
                     let result = match prober::probe_handler(spec, &pod_ip, container) {
-                        Ok(h) => {
-                            Box::pin(prober::run_handler(&self.runtime, &id, &h, timeout)).await
-                        }
+                        Ok(h) => Box::pin(self.run_handler(&id, &h, timeout)).await,
                         Err(e) => prober::ProbeResult {
                             outcome: Outcome::Failure,
                             message: e.to_string(),
@@ -274,7 +273,7 @@ impl Agent {
         match kind {
             ProbeType::Readiness => {
                 let ready = change.result == Outcome::Success;
-                if e.readiness.insert(name.to_string(), ready) != Some(ready) {
+                if e.container(name).ready.replace(ready) != Some(ready) {
                     if ready {
                         log::info!("container {name} of pod {pod} is ready");
                     } else if !message.is_empty() {
@@ -283,8 +282,7 @@ impl Agent {
                 }
             }
             ProbeType::Startup => {
-                e.started
-                    .insert(name.to_string(), change.result == Outcome::Success);
+                e.container(name).started = Some(change.result == Outcome::Success);
                 if change.result == Outcome::Success {
                     log::info!(
                         "container {name} of pod {pod} has started (startup probe succeeded)"
@@ -303,14 +301,14 @@ impl Agent {
                 kind.as_str()
             );
             log::info!("container {name} of pod {pod} failed {what} probe, will be restarted");
-            e.health.unhealthy.insert(name.to_string(), reason);
+            let c = e.container(name);
+            c.unhealthy = Some(reason);
             if let Some(g) = spec.termination_grace_period_seconds {
-                e.kill_grace.insert(name.to_string(), g);
+                c.kill_grace = Some(g);
             }
-            e.kill_messages.insert(
-                name.to_string(),
-                format!("Container {name} failed {what} probe, will be restarted"),
-            );
+            c.kill_message = Some(format!(
+                "Container {name} failed {what} probe, will be restarted"
+            ));
             let _ = e.wake.try_send(());
         }
     }
@@ -327,8 +325,8 @@ impl Agent {
             return Ok(());
         };
         let handler = prober::lifecycle_handler(h, pod_ip, c).map_err(|e| e.to_string())?;
-        let timeout = Duration::from_secs(super::grace_period(pod).max(1) as u64);
-        let r = prober::run_handler(&self.runtime, container_id, &handler, timeout).await;
+        let timeout = Duration::from_secs(facts::grace_period(pod).max(1) as u64);
+        let r = self.run_handler(container_id, &handler, timeout).await;
         match r.outcome {
             Outcome::Success => Ok(()),
             _ => Err(r.message),
@@ -345,9 +343,7 @@ impl Agent {
         grace: i64,
     ) -> Result<(), crate::cri::CriError> {
         let mut grace = grace.max(0);
-        let spec = all_containers(pod)
-            .find(|(c, _)| c.name == name)
-            .map(|(c, _)| c.clone());
+        let spec = accessors::container(pod, name).cloned();
         if let Some(c) = spec {
             if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) {
                 let pod_ip = {
@@ -355,10 +351,7 @@ impl Agent {
                     let sandbox = pods
                         .get(crate::pod::uid(pod))
                         .and_then(|e| e.observed.latest_sandbox());
-                    self.pod_ips(pod, sandbox)
-                        .into_iter()
-                        .next()
-                        .unwrap_or_default()
+                    facts::pod_ip(pod, sandbox, &self.host.host_ip)
                 };
                 let started = Instant::now();
                 match prober::lifecycle_handler(h, &pod_ip, &c) {
@@ -366,7 +359,7 @@ impl Agent {
                         let budget = Duration::from_secs(grace as u64);
                         let r = crate::rt::timeout(
                             budget,
-                            prober::run_handler(&self.runtime, container_id, &handler, budget),
+                            self.run_handler(container_id, &handler, budget),
                         )
                         .await;
                         match r {
@@ -388,11 +381,21 @@ impl Agent {
         self.stop_container(container_id, grace).await
     }
 
-    /// `/metrics`.
-    pub fn metrics(&self) -> String {
-        let mut out = String::new();
-        self.probe_metrics.borrow().render(&mut out);
-        out
+    /// Runs a probe or hook handler. ExecSync needs the CRI client; a
+    /// simulated runtime has none, and its exec handlers report Unknown.
+    async fn run_handler(
+        &self,
+        container_id: &str,
+        handler: &prober::Handler,
+        timeout: Duration,
+    ) -> prober::ProbeResult {
+        match self.runtime.cri() {
+            Some(rt) => prober::run_handler(rt, container_id, handler, timeout).await,
+            None => prober::ProbeResult {
+                outcome: Outcome::Unknown,
+                message: "this runtime runs no probes or hooks".into(),
+            },
+        }
     }
 }
 

@@ -1,5 +1,10 @@
 //! The CRI client: the generated `runtime.v1` types and [`Runtime`], a thin
-//! client that puts a deadline on every call and classifies errors.
+//! client that puts a deadline on every call and classifies errors, and
+//! [`RuntimeService`], the trait the agent calls the runtime through
+//! (`service.rs`; `Runtime` implements it, and so does the in-memory
+//! runtime of `memory.rs`, built only for tests and the `hollow` feature).
+//!
+//! This module knows CRI only: it must not know pods, the agent or policy.
 //!
 //! The `.proto` in `proto/runtime/v1/` is our own subset of cri-api (only the
 //! messages picolet uses; field numbers are the public ones). tonic generates
@@ -10,6 +15,9 @@
 //! timeout on top, and `PullImage` a long fixed ceiling.
 
 pub mod channel;
+#[cfg(any(test, feature = "hollow"))]
+pub mod memory;
+mod service;
 
 #[allow(clippy::all, missing_docs, rustdoc::all)]
 pub mod api {
@@ -23,6 +31,7 @@ use std::time::Duration;
 use api::image_service_client::ImageServiceClient;
 use api::runtime_service_client::RuntimeServiceClient;
 pub use channel::Channel;
+pub use service::RuntimeService;
 
 /// How long an image pull may take before it is abandoned.
 pub const PULL_DEADLINE: Duration = Duration::from_secs(15 * 60);

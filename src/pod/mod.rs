@@ -1,17 +1,31 @@
-//! Pods: API defaulting, translation to CRI requests, and planning.
+//! Pods: the one vocabulary for reading a pod and the pure rules about it.
 //!
+//! - `accessors`: reading a pod (containers, restart policy, hostNetwork,
+//!   identity) with the API defaults applied on read;
+//! - `labels`: the CRI label/annotation keys and the source annotations;
+//! - `facts`: derived facts (QoS, pod IPs, grace period, log dir, pod dir,
+//!   cgroup parent);
+//! - `observed`: what the runtime holds for a pod ([`ObservedPod`]);
 //! - `defaults`: the API server's defaulting, for pods that never saw one
-//!   (static pods).
-//! - `spec`: pure translation of a pod into CRI sandbox and container configs.
+//!   (static pods);
+//! - `spec`: pure translation of a pod into CRI sandbox and container
+//!   configs, returning its warnings instead of logging them;
 //! - `plan`: pure `plan(desired, observed) -> Vec<Action>`.
 //!
-//! Nothing here does I/O; the agent executes the actions.
+//! Nothing here does I/O, reads a clock or logs; it must not know the
+//! runtime client, the executor or the agent. The agent executes the
+//! actions and logs the warnings.
 
+pub mod accessors;
 pub mod defaults;
+pub mod facts;
+pub mod labels;
+pub mod observed;
 pub mod plan;
 pub mod spec;
 
-use k8s_openapi::api::core::v1::Pod;
+pub use accessors::{full_name, uid};
+pub use observed::{ObservedContainer, ObservedPod, ObservedSandbox};
 
 /// `serde_json::to_value`, by way of JSON text: the same `Value`, but it
 /// reuses the `Serialize` code that `serde_json::to_vec` of a `Pod` needs
@@ -21,18 +35,4 @@ use k8s_openapi::api::core::v1::Pod;
 /// types; it is not for hot paths.
 pub fn to_json_value<T: serde::Serialize + ?Sized>(v: &T) -> serde_json::Result<serde_json::Value> {
     serde_json::from_slice(&serde_json::to_vec(v)?)
-}
-
-/// `<namespace>/<name>` for logs.
-pub fn full_name(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or("default"),
-        pod.metadata.name.as_deref().unwrap_or("")
-    )
-}
-
-/// The pod's UID ("" when unset).
-pub fn uid(pod: &Pod) -> &str {
-    pod.metadata.uid.as_deref().unwrap_or("")
 }

@@ -2,7 +2,11 @@
 //! kuberuntime does (`kuberuntime_sandbox.go`, `kuberuntime_container.go`,
 //! `kuberuntime_container_linux.go`, `kubelet_pods.go`, `network/dns`).
 //!
-//! Everything here is pure: no I/O, no clock. The caller passes everything
+//! Everything here is pure: no I/O, no clock, no logging: what cannot be
+//! honoured as written comes back as warnings from [`sandbox_config`] (the
+//! agent logs them once per pod), and CPU arithmetic is [`crate::qos`]'s.
+//! Label keys are in [`crate::pod::labels`], pod accessors in
+//! [`crate::pod::accessors`]. The caller passes everything
 //! environment-specific (cluster DNS, the host's resolv.conf contents, the
 //! directories it created for volumes and termination logs, the resolved
 //! image, the OOM score adjustment computed from the QoS class) and does the
@@ -18,45 +22,18 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, ObjectFieldSelector, Pod, PodSpec, ResourceFieldSelector,
+    Container, ContainerPort, EnvVar, ObjectFieldSelector, Pod, ResourceFieldSelector,
     SELinuxOptions, SeccompProfile, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::cri::api;
+use crate::pod::accessors::{
+    self, host_network, name as pod_name, namespace as pod_namespace, spec, uid as pod_uid,
+};
+use crate::pod::labels::*;
+use crate::qos;
 use crate::quantity::Quantity as Qty;
-
-// ---------------------------------------------------------------------------
-// Well-known label and annotation keys (kubelet's `types` and `labels.go`)
-// ---------------------------------------------------------------------------
-
-/// Label carrying the pod name on sandboxes and containers.
-pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
-/// Label carrying the pod namespace on sandboxes and containers.
-pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
-/// Label carrying the pod UID on sandboxes and containers.
-pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
-/// Label carrying the container name on containers.
-pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
-/// Annotation: [`container_hash`] of the spec the container was created from.
-pub const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
-/// Annotation: the restart count (= CRI attempt) the container was created with.
-pub const CONTAINER_RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.restartCount";
-/// Annotation: the container's terminationMessagePath.
-pub const CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION: &str =
-    "io.kubernetes.container.terminationMessagePath";
-/// Annotation: the container's terminationMessagePolicy.
-pub const CONTAINER_TERMINATION_MESSAGE_POLICY_ANNOTATION: &str =
-    "io.kubernetes.container.terminationMessagePolicy";
-/// Annotation: JSON of the container's preStop handler, when it has one.
-pub const CONTAINER_PRE_STOP_HANDLER_ANNOTATION: &str = "io.kubernetes.container.preStopHandler";
-/// Annotation: JSON of the container's ports, when it has any.
-pub const CONTAINER_PORTS_ANNOTATION: &str = "io.kubernetes.container.ports";
-/// Annotation: the pod's terminationGracePeriodSeconds.
-pub const POD_TERMINATION_GRACE_PERIOD_ANNOTATION: &str =
-    "io.kubernetes.pod.terminationGracePeriod";
-/// Annotation: the pod's deletionGracePeriodSeconds, when set.
-pub const POD_DELETION_GRACE_PERIOD_ANNOTATION: &str = "io.kubernetes.pod.deletionGracePeriod";
 
 /// Where kubelet mounts the managed hosts file.
 pub const ETC_HOSTS_PATH: &str = "/etc/hosts";
@@ -91,13 +68,6 @@ const DEFAULT_READONLY_PATHS: &[&str] = &[
     "/proc/sysrq-trigger",
 ];
 
-/// CFS period kubelet uses (`quotaPeriod`, 100ms in microseconds).
-pub const CPU_PERIOD_US: i64 = 100_000;
-const MIN_QUOTA_PERIOD_US: i64 = 1000;
-const MIN_SHARES: i64 = 2;
-const MAX_SHARES: i64 = 262_144;
-const SHARES_PER_CPU: i64 = 1024;
-
 // ---------------------------------------------------------------------------
 // Errors
 // ---------------------------------------------------------------------------
@@ -123,41 +93,6 @@ impl SpecError {
             reason: reason.into(),
         }
     }
-}
-
-// ---------------------------------------------------------------------------
-// Small accessors
-// ---------------------------------------------------------------------------
-
-fn spec(pod: &Pod) -> &PodSpec {
-    static EMPTY: std::sync::OnceLock<PodSpec> = std::sync::OnceLock::new();
-    pod.spec
-        .as_ref()
-        .unwrap_or_else(|| EMPTY.get_or_init(PodSpec::default))
-}
-
-fn pod_name(pod: &Pod) -> &str {
-    pod.metadata.name.as_deref().unwrap_or("")
-}
-
-fn pod_namespace(pod: &Pod) -> &str {
-    pod.metadata.namespace.as_deref().unwrap_or("")
-}
-
-fn pod_uid(pod: &Pod) -> &str {
-    pod.metadata.uid.as_deref().unwrap_or("")
-}
-
-fn host_network(pod: &Pod) -> bool {
-    spec(pod).host_network.unwrap_or(false)
-}
-
-fn all_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
-    let s = spec(pod);
-    s.init_containers
-        .iter()
-        .flatten()
-        .chain(s.containers.iter())
 }
 
 // ---------------------------------------------------------------------------
@@ -203,9 +138,17 @@ pub fn sandbox_labels(pod: &Pod) -> HashMap<String, String> {
     labels
 }
 
-/// The `RunPodSandbox` config for `pod` (kubelet's `generatePodSandboxConfig`).
-pub fn sandbox_config(pod: &Pod, p: &SandboxParams) -> api::PodSandboxConfig {
+/// The `RunPodSandbox` config for `pod` (kubelet's `generatePodSandboxConfig`),
+/// with the warnings about what of the pod could not be honoured as written
+/// (the caller logs them, once per pod: they are the same at every call).
+pub fn sandbox_config(pod: &Pod, p: &SandboxParams) -> (api::PodSandboxConfig, Vec<String>) {
     let s = spec(pod);
+    let mut warnings = Vec::new();
+    if s.host_users == Some(false) {
+        warnings.push(
+            "hostUsers: false is not supported; running in the host user namespace".to_string(),
+        );
+    }
     let hostname = if host_network(pod) {
         // kubelet leaves the hostname empty for host-network pods: they keep
         // the node's UTS namespace.
@@ -215,11 +158,9 @@ pub fn sandbox_config(pod: &Pod, p: &SandboxParams) -> api::PodSandboxConfig {
         if s.set_hostname_as_fqdn.unwrap_or(false) && !domain.is_empty() {
             let fqdn = format!("{host}.{domain}");
             if fqdn.len() > HOSTNAME_MAX_LEN + 1 {
-                log::warn!(
-                    "pod {}/{}: FQDN {fqdn:?} is longer than 64 characters; using the short hostname",
-                    pod_namespace(pod),
-                    pod_name(pod)
-                );
+                warnings.push(format!(
+                    "FQDN {fqdn:?} is longer than 64 characters; using the short hostname"
+                ));
                 host
             } else {
                 fqdn
@@ -232,10 +173,11 @@ pub fn sandbox_config(pod: &Pod, p: &SandboxParams) -> api::PodSandboxConfig {
     let port_mappings = s
         .containers
         .iter()
-        .flat_map(container_port_mappings)
+        .flat_map(|c| container_port_mappings(c, &mut warnings))
         .collect();
+    let dns = dns_config(pod, p, &mut warnings);
 
-    api::PodSandboxConfig {
+    let config = api::PodSandboxConfig {
         metadata: Some(api::PodSandboxMetadata {
             name: pod_name(pod).into(),
             uid: pod_uid(pod).into(),
@@ -251,7 +193,7 @@ pub fn sandbox_config(pod: &Pod, p: &SandboxParams) -> api::PodSandboxConfig {
         )
         .to_string_lossy()
         .into_owned(),
-        dns_config: Some(dns_config(pod, p)),
+        dns_config: Some(dns),
         port_mappings,
         labels: sandbox_labels(pod),
         annotations: pod
@@ -262,13 +204,14 @@ pub fn sandbox_config(pod: &Pod, p: &SandboxParams) -> api::PodSandboxConfig {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         linux: Some(sandbox_linux_config(pod, p.cgroup_parent)),
-    }
+    };
+    (config, warnings)
 }
 
 /// kubelet's `MakePortMappings` + `toRuntimeProtocol`: every declared port
 /// (host_port 0 when none; the runtimes only publish entries with a host
 /// port), skipping a repeated port name.
-fn container_port_mappings(c: &Container) -> Vec<api::PortMapping> {
+fn container_port_mappings(c: &Container, warnings: &mut Vec<String>) -> Vec<api::PortMapping> {
     let mut names = std::collections::HashSet::new();
     let mut out = Vec::new();
     for port in c.ports.iter().flatten() {
@@ -292,10 +235,10 @@ fn container_port_mappings(c: &Container) -> Vec<api::PortMapping> {
             }
         };
         if !names.insert(name.clone()) {
-            log::info!(
+            warnings.push(format!(
                 "container {:?}: port name {name:?} is defined more than once",
                 c.name
-            );
+            ));
             continue;
         }
         let protocol = match protocol {
@@ -303,10 +246,10 @@ fn container_port_mappings(c: &Container) -> Vec<api::PortMapping> {
             "SCTP" => api::Protocol::Sctp,
             "TCP" => api::Protocol::Tcp,
             other => {
-                log::warn!(
+                warnings.push(format!(
                     "container {:?}: unknown protocol {other:?}, using TCP",
                     c.name
-                );
+                ));
                 api::Protocol::Tcp
             }
         };
@@ -336,13 +279,6 @@ pub fn namespace_options(pod: &Pod) -> api::NamespaceOption {
     } else {
         api::NamespaceMode::Container
     };
-    if s.host_users == Some(false) {
-        log::warn!(
-            "pod {}/{}: hostUsers: false is not supported; running in the host user namespace",
-            pod_namespace(pod),
-            pod_name(pod)
-        );
-    }
     api::NamespaceOption {
         network: mode(s.host_network, api::NamespaceMode::Pod) as i32,
         pid: mode(s.host_pid, pid_otherwise) as i32,
@@ -390,7 +326,7 @@ fn supplemental_groups_policy(pod: &Pod) -> i32 {
 
 fn sandbox_linux_config(pod: &Pod, cgroup_parent: &str) -> api::LinuxPodSandboxConfig {
     let psc = spec(pod).security_context.as_ref();
-    let privileged = all_containers(pod).any(|c| {
+    let privileged = accessors::all_containers(pod).map(|(c, _)| c).any(|c| {
         c.security_context
             .as_ref()
             .and_then(|sc| sc.privileged)
@@ -522,8 +458,9 @@ fn omit_duplicates(items: Vec<String>) -> Vec<String> {
         .collect()
 }
 
-/// The pod's DNS config (kubelet's `GetPodDNS`).
-pub fn dns_config(pod: &Pod, p: &SandboxParams) -> api::DnsConfig {
+/// The pod's DNS config (kubelet's `GetPodDNS`); what cannot be honoured
+/// goes to `warnings`.
+pub fn dns_config(pod: &Pod, p: &SandboxParams, warnings: &mut Vec<String>) -> api::DnsConfig {
     let s = spec(pod);
     let (host_servers, host_searches, host_options) = p
         .host_resolv_conf
@@ -542,11 +479,7 @@ pub fn dns_config(pod: &Pod, p: &SandboxParams) -> api::DnsConfig {
         "ClusterFirst" if host_network(pod) => Kind::Host,
         "ClusterFirst" => Kind::Cluster,
         other => {
-            log::warn!(
-                "pod {}/{}: invalid dnsPolicy {other:?}, using ClusterFirst",
-                pod_namespace(pod),
-                pod_name(pod)
-            );
+            warnings.push(format!("invalid dnsPolicy {other:?}, using ClusterFirst"));
             Kind::Cluster
         }
     };
@@ -573,13 +506,9 @@ pub fn dns_config(pod: &Pod, p: &SandboxParams) -> api::DnsConfig {
             }
         }
         Kind::Cluster | Kind::Host => {
-            if matches!(kind, Kind::Cluster) {
-                log::debug!(
-                    "pod {}/{}: no clusterDNS configured; falling back to dnsPolicy Default",
-                    pod_namespace(pod),
-                    pod_name(pod)
-                );
-            }
+            // Kind::Cluster without clusterDNS falls back to dnsPolicy
+            // Default, as kubelet does; the usual case on an edge node, so
+            // no warning.
             if p.host_resolv_conf.is_none() {
                 // resolvConf "": kubelet points the pod at the local resolver.
                 api::DnsConfig {
@@ -618,11 +547,9 @@ pub fn dns_config(pod: &Pod, p: &SandboxParams) -> api::DnsConfig {
 
     // formDNSConfigFitsLimits
     if cfg.servers.len() > MAX_DNS_NAMESERVERS {
-        log::warn!(
-            "pod {}/{}: more than {MAX_DNS_NAMESERVERS} nameservers; keeping the first ones",
-            pod_namespace(pod),
-            pod_name(pod)
-        );
+        warnings.push(format!(
+            "more than {MAX_DNS_NAMESERVERS} nameservers; keeping the first ones"
+        ));
         cfg.servers.truncate(MAX_DNS_NAMESERVERS);
     }
     cfg.searches.truncate(MAX_DNS_SEARCH_PATHS);
@@ -1239,7 +1166,8 @@ fn resource_field_value(
 ) -> Result<String, String> {
     let target = match rf.container_name.as_deref().filter(|n| !n.is_empty()) {
         None => c,
-        Some(name) => all_containers(pod)
+        Some(name) => accessors::all_containers(pod)
+            .map(|(c, _)| c)
             .find(|x| x.name == name)
             .ok_or_else(|| format!("resourceFieldRef: container {name:?} not found in the pod"))?,
     };
@@ -1470,22 +1398,6 @@ fn mount_propagation(m: &VolumeMount, privileged: bool) -> Result<api::MountProp
 // Resources (kuberuntime_container_linux.go)
 // ---------------------------------------------------------------------------
 
-/// kubelet's `MilliCPUToShares`.
-pub fn milli_cpu_to_shares(milli: i64) -> i64 {
-    if milli == 0 {
-        return MIN_SHARES;
-    }
-    (milli.saturating_mul(SHARES_PER_CPU) / 1000).clamp(MIN_SHARES, MAX_SHARES)
-}
-
-/// kubelet's `milliCPUToQuota` for [`CPU_PERIOD_US`] (0 = no limit).
-pub fn milli_cpu_to_quota(milli: i64) -> i64 {
-    if milli == 0 {
-        return 0;
-    }
-    (milli.saturating_mul(CPU_PERIOD_US) / 1000).max(MIN_QUOTA_PERIOD_US)
-}
-
 fn container_resources(
     c: &Container,
     oom_score_adj: i64,
@@ -1503,19 +1415,15 @@ fn container_resources(
         }
     };
     let cpu_request = q("requests", "cpu")?;
-    let cpu_limit = q("limits", "cpu")?.map(|q| as_i64(millis(q))).unwrap_or(0);
+    let cpu_limit = q("limits", "cpu")?.map(millis).unwrap_or(0);
     let mem_limit = q("limits", "memory")?
         .map(|q| as_i64(units(q)))
         .unwrap_or(0);
-    let shares = match cpu_request {
-        None if cpu_limit != 0 => milli_cpu_to_shares(cpu_limit),
-        None => milli_cpu_to_shares(0),
-        Some(r) => milli_cpu_to_shares(as_i64(millis(r))),
-    };
+    let cpu = qos::container_cpu(cpu_request.map(millis), cpu_limit);
     Ok(api::LinuxContainerResources {
-        cpu_period: CPU_PERIOD_US,
-        cpu_quota: milli_cpu_to_quota(cpu_limit),
-        cpu_shares: shares,
+        cpu_period: as_i64(cpu.period_us),
+        cpu_quota: cpu.quota_us,
+        cpu_shares: as_i64(cpu.shares),
         memory_limit_in_bytes: mem_limit,
         oom_score_adj,
         ..Default::default()
@@ -1734,9 +1642,38 @@ spec:
     }
 
     #[test]
+    fn what_cannot_be_honoured_comes_back_as_warnings_not_log_lines() {
+        let p = pod(r#"
+metadata: {name: web, namespace: edge, uid: u1}
+spec:
+  hostUsers: false
+  dnsPolicy: Sideways
+  containers:
+  - name: app
+    ports:
+    - {name: http, containerPort: 80}
+    - {name: http, containerPort: 81}
+    - {containerPort: 82, protocol: QUIC}
+"#);
+        let (cfg, warnings) = sandbox_config(&p, &sandbox_params(&[], None));
+        assert_eq!(cfg.port_mappings.len(), 2, "{:?}", cfg.port_mappings);
+        let all = warnings.join("\n");
+        for needle in [
+            "hostUsers",
+            "Sideways",
+            "\"http\" is defined more than once",
+            "QUIC",
+        ] {
+            assert!(all.contains(needle), "{needle} in {all}");
+        }
+        let (_, none) = sandbox_config(&pod(BASIC), &sandbox_params(&[], None));
+        assert!(none.is_empty(), "{none:?}");
+    }
+
+    #[test]
     fn sandbox_carries_metadata_labels_annotations_and_log_directory() {
         let p = pod(BASIC);
-        let cfg = sandbox_config(&p, &sandbox_params(&[], None));
+        let cfg = sandbox_config(&p, &sandbox_params(&[], None)).0;
         let md = cfg.metadata.unwrap();
         assert_eq!(
             (
@@ -1779,17 +1716,24 @@ spec:
             "  terminationGracePeriodSeconds: 30",
             &format!("  hostname: {long}\n  subdomain: sub"),
         ));
-        let cfg = sandbox_config(&p, &sandbox_params(&[], None));
+        let cfg = sandbox_config(&p, &sandbox_params(&[], None)).0;
         assert_eq!(cfg.hostname, "a".repeat(62));
         let p = pod(&BASIC.replace("  terminationGracePeriodSeconds: 30", "  hostNetwork: true"));
-        assert_eq!(sandbox_config(&p, &sandbox_params(&[], None)).hostname, "");
+        assert_eq!(
+            sandbox_config(&p, &sandbox_params(&[], None)).0.hostname,
+            ""
+        );
     }
 
     #[test]
     fn cluster_first_dns_uses_cluster_dns_with_search_domains_and_ndots5() {
         let p = pod(BASIC);
         let dns = vec!["10.96.0.10".to_string()];
-        let cfg = dns_config(&p, &sandbox_params(&dns, Some(HOST_RESOLV)));
+        let cfg = dns_config(
+            &p,
+            &sandbox_params(&dns, Some(HOST_RESOLV)),
+            &mut Vec::new(),
+        );
         assert_eq!(cfg.servers, vec!["10.96.0.10"]);
         assert_eq!(
             cfg.searches,
@@ -1811,7 +1755,11 @@ spec:
             "  dnsPolicy: Default",
         ));
         let dns = vec!["10.96.0.10".to_string()];
-        let cfg = dns_config(&p, &sandbox_params(&dns, Some(HOST_RESOLV)));
+        let cfg = dns_config(
+            &p,
+            &sandbox_params(&dns, Some(HOST_RESOLV)),
+            &mut Vec::new(),
+        );
         assert_eq!(cfg.servers, vec!["192.168.1.1", "8.8.8.8"]);
         assert_eq!(cfg.searches, vec!["lan", "example.com"]);
         assert_eq!(cfg.options, vec!["edns0", "ndots:2"]);
@@ -1821,9 +1769,9 @@ spec:
     fn cluster_first_without_cluster_dns_falls_back_to_the_host_and_without_resolv_conf_to_localhost(
     ) {
         let p = pod(BASIC);
-        let cfg = dns_config(&p, &sandbox_params(&[], Some(HOST_RESOLV)));
+        let cfg = dns_config(&p, &sandbox_params(&[], Some(HOST_RESOLV)), &mut Vec::new());
         assert_eq!(cfg.servers, vec!["192.168.1.1", "8.8.8.8"]);
-        let cfg = dns_config(&p, &sandbox_params(&[], None));
+        let cfg = dns_config(&p, &sandbox_params(&[], None), &mut Vec::new());
         assert_eq!(cfg.servers, vec!["127.0.0.1"]);
         assert_eq!(cfg.searches, vec!["."]);
     }
@@ -1832,13 +1780,21 @@ spec:
     fn host_network_cluster_first_uses_the_host_but_with_host_net_uses_the_cluster() {
         let dns = vec!["10.96.0.10".to_string()];
         let p = pod(&BASIC.replace("  terminationGracePeriodSeconds: 30", "  hostNetwork: true"));
-        let cfg = dns_config(&p, &sandbox_params(&dns, Some(HOST_RESOLV)));
+        let cfg = dns_config(
+            &p,
+            &sandbox_params(&dns, Some(HOST_RESOLV)),
+            &mut Vec::new(),
+        );
         assert_eq!(cfg.servers, vec!["192.168.1.1", "8.8.8.8"]);
         let p = pod(&BASIC.replace(
             "  terminationGracePeriodSeconds: 30",
             "  hostNetwork: true\n  dnsPolicy: ClusterFirstWithHostNet",
         ));
-        let cfg = dns_config(&p, &sandbox_params(&dns, Some(HOST_RESOLV)));
+        let cfg = dns_config(
+            &p,
+            &sandbox_params(&dns, Some(HOST_RESOLV)),
+            &mut Vec::new(),
+        );
         assert_eq!(cfg.servers, vec!["10.96.0.10"]);
         assert_eq!(cfg.options, vec!["ndots:5"]);
     }
@@ -1857,7 +1813,11 @@ spec:
     - {name: ndots, value: "3"}"#,
         ));
         let dns = vec!["10.96.0.10".to_string()];
-        let cfg = dns_config(&p, &sandbox_params(&dns, Some(HOST_RESOLV)));
+        let cfg = dns_config(
+            &p,
+            &sandbox_params(&dns, Some(HOST_RESOLV)),
+            &mut Vec::new(),
+        );
         assert_eq!(cfg.servers, vec!["1.1.1.1", "1.0.0.1", "9.9.9.9"]);
         assert_eq!(cfg.searches, vec!["a.example", "b.example"]);
         assert_eq!(cfg.options, vec!["ndots:3", "edns0"]);
@@ -1874,7 +1834,7 @@ spec:
             ),
         ));
         let dns = vec!["10.96.0.10".to_string()];
-        let cfg = dns_config(&p, &sandbox_params(&dns, None));
+        let cfg = dns_config(&p, &sandbox_params(&dns, None), &mut Vec::new());
         assert_eq!(cfg.servers, vec!["10.96.0.10", "1.1.1.1"]);
         assert_eq!(cfg.searches.len(), 32);
         assert_eq!(cfg.searches[3], "d0.example");
@@ -1898,7 +1858,7 @@ spec:
     - {containerPort: 9000, protocol: SCTP, hostPort: 9000}
     - {containerPort: 9100}
 "#);
-        let cfg = sandbox_config(&p, &sandbox_params(&[], None));
+        let cfg = sandbox_config(&p, &sandbox_params(&[], None)).0;
         let got: Vec<(i32, i32, i32, &str)> = cfg
             .port_mappings
             .iter()
@@ -1935,7 +1895,7 @@ spec:
             "  terminationGracePeriodSeconds: 30",
             "  hostNetwork: true\n  hostIPC: true\n  shareProcessNamespace: true",
         ));
-        let cfg = sandbox_config(&p, &sandbox_params(&[], None));
+        let cfg = sandbox_config(&p, &sandbox_params(&[], None)).0;
         let ns = cfg
             .linux
             .unwrap()
@@ -1978,6 +1938,7 @@ spec:
   - {name: a, image: x}
 "#);
         let linux = sandbox_config(&p, &sandbox_params(&[], None))
+            .0
             .linux
             .unwrap();
         assert_eq!(linux.sysctls["net.ipv4.ip_unprivileged_port_start"], "0");

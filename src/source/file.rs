@@ -385,6 +385,9 @@ pub struct ManifestDir {
     duplicates: HashSet<(PathBuf, PathBuf)>,
     /// Whether the "directory missing" warning was given since it vanished.
     warned_missing: bool,
+    /// A listing succeeded (or found the path missing) at least once: the
+    /// set is authoritative from then on, also across a later error.
+    listed: bool,
     /// Last directory read error logged, so it is logged once.
     dir_error: Option<String>,
     /// The last set returned, handed out again if the directory cannot be
@@ -405,6 +408,7 @@ impl ManifestDir {
             cache: HashMap::new(),
             duplicates: HashSet::new(),
             warned_missing: false,
+            listed: false,
             dir_error: None,
             last: Vec::new(),
             reported: 0,
@@ -436,12 +440,15 @@ impl ManifestDir {
         let pods = match self.list() {
             Ok(files) => {
                 self.warned_missing = false;
+                self.listed = true;
                 self.dir_error = None;
                 let pods = self.read_files(files);
                 self.last = pods.clone();
                 pods
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // A missing path is a successful read of "no static pods".
+                self.listed = true;
                 if !self.warned_missing {
                     let message = format!(
                         "static pod path {} does not exist; no static pods until it does",
@@ -472,6 +479,7 @@ impl ManifestDir {
         SourceUpdate {
             source: PodSource::File,
             pods,
+            authoritative: self.listed,
         }
     }
 

@@ -20,9 +20,12 @@
 //!   parent is watched for the name to reappear, and the periodic rescan
 //!   keeps trying to re-add the watch.
 //!
-//! Every rescan compares the set's `(uid, content md5)` fingerprint with the
-//! last one emitted; an unchanged set is not emitted, so the agent is only
-//! woken for real changes. The rescan itself is cheap: unchanged files are
+//! Every rescan compares the set's `(uid, content md5)` fingerprint (and
+//! whether the set is authoritative) with the last one emitted; an
+//! unchanged set is not emitted, so the agent is only woken for real
+//! changes, and the first successful read after an error is always
+//! emitted, so the source becomes ready. [`FileSource`] is a
+//! [`super::Source`]: the agent drives it like any other source. The rescan itself is cheap: unchanged files are
 //! not re-parsed (see [`ManifestDir`]).
 
 use std::ffi::{OsStr, OsString};
@@ -38,12 +41,15 @@ use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use smol::{future, Async, Timer};
 
 use super::file::{is_ignored_file_name, ManifestDir};
-use super::SourceUpdate;
+use super::{PodSource, Source, SourceUpdate};
 
 /// Quiet time after the last inotify event before rescanning.
 pub const DEBOUNCE: Duration = Duration::from_millis(100);
 /// Upper bound on the debounce, for a directory that never goes quiet.
 const MAX_DEBOUNCE: Duration = Duration::from_secs(2);
+
+/// `(uid, content md5)` of every pod in a set.
+type Fingerprint = Vec<(String, [u8; 16])>;
 
 /// What is watched on the directory itself.
 fn dir_flags() -> WatchFlags {
@@ -80,8 +86,19 @@ pub struct FileSource {
     /// `self` so a `next()` dropped mid-debounce loses nothing.
     pending: bool,
     next_periodic: Instant,
-    /// Fingerprint of the last emitted set; `None` before the first.
-    last: Option<Vec<(String, [u8; 16])>>,
+    /// Fingerprint of the last emitted set and whether it was
+    /// authoritative; `None` before the first.
+    last: Option<(Fingerprint, bool)>,
+}
+
+impl Source for FileSource {
+    fn kind(&self) -> PodSource {
+        PodSource::File
+    }
+
+    async fn next(&mut self) -> SourceUpdate {
+        FileSource::next(self).await
+    }
 }
 
 impl FileSource {
@@ -132,7 +149,7 @@ impl FileSource {
             let update = self.dir.scan();
             log::debug!("rescanned static pod path {}", self.dir.path().display());
             self.next_periodic = Instant::now() + self.period;
-            let fingerprint = fingerprint(&update.pods);
+            let fingerprint = (fingerprint(&update.pods), update.authoritative);
             if self.last.as_ref() != Some(&fingerprint) {
                 self.last = Some(fingerprint);
                 return update;
@@ -297,7 +314,7 @@ impl FileSource {
 }
 
 /// `(uid, md5 of the pod's JSON)` per pod: equal fingerprints mean equal sets.
-fn fingerprint(pods: &[Pod]) -> Vec<(String, [u8; 16])> {
+fn fingerprint(pods: &[Pod]) -> Fingerprint {
     pods.iter()
         .map(|pod| {
             let json = serde_json::to_vec(pod).expect("a Pod always serialises to JSON");

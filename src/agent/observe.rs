@@ -1,0 +1,469 @@
+//! Observation: what the runtime holds, turned into the agent's inputs.
+//!
+//! The pure half, unit-tested: CRI sandboxes and containers become an
+//! [`ObservedPod`] ([`observed_sandbox`], [`observed_container`]), and a
+//! relist becomes the PLEG snapshot plus the GC input ([`relist_of`]). The
+//! I/O half: [`Agent::observe`] (one pod, by its UID label) and the PLEG
+//! task, which relists every second, diffs ([`pleg::diff`]) and wakes only
+//! the affected pods' workers.
+//!
+//! A runtime that is down is never read as "no containers": the PLEG keeps
+//! its last snapshot and workers retry. This file must not decide anything
+//! about what to do with what it observed.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use super::Agent;
+use crate::cri::{api, CriError, RuntimeService};
+use crate::gc;
+use crate::pleg::{self, Kind, Record, State};
+use crate::pod::labels::{
+    CONFIG_SOURCE_ANNOTATION, CONTAINER_HASH_ANNOTATION, POD_TERMINATION_GRACE_PERIOD_ANNOTATION,
+    POD_UID_LABEL,
+};
+use crate::pod::{ObservedContainer, ObservedPod, ObservedSandbox};
+use crate::rt;
+use crate::source::PodSource;
+
+const PLEG_PERIOD: Duration = Duration::from_secs(1);
+
+/// The last relist, as GC and orphan adoption need it.
+#[derive(Debug, Default)]
+pub(super) struct Relist {
+    pub sandboxes: Vec<gc::Sandbox>,
+    pub containers: Vec<gc::Container>,
+    /// Grace period (s) per pod UID, from container annotations, for orphans.
+    pub grace: HashMap<String, i64>,
+    /// (namespace, name) per pod UID, from sandbox metadata.
+    pub names: HashMap<String, (String, String)>,
+    /// The source each pod came from, per pod UID, from the sandbox's
+    /// `kubernetes.io/config.source` annotation (absent: unknown).
+    pub sources: HashMap<String, PodSource>,
+}
+
+impl Relist {
+    /// A sandbox is ready or a container runs (or is in an unknown state).
+    pub fn is_active(&self, uid: &str) -> bool {
+        self.sandboxes.iter().any(|s| s.pod_uid == uid && s.ready)
+            || self
+                .containers
+                .iter()
+                .any(|c| c.pod_uid == uid && matches!(c.state, State::Running | State::Unknown))
+    }
+}
+
+/// A CRI container state as PLEG and the planner see it.
+pub(super) fn cri_state(state: i32) -> State {
+    match api::ContainerState::try_from(state) {
+        Ok(api::ContainerState::ContainerCreated) => State::Created,
+        Ok(api::ContainerState::ContainerRunning) => State::Running,
+        Ok(api::ContainerState::ContainerExited) => State::Exited,
+        _ => State::Unknown,
+    }
+}
+
+fn sandbox_ready(state: i32) -> bool {
+    state == api::PodSandboxState::SandboxReady as i32
+}
+
+/// The PLEG snapshot and the GC input of one relist. Sandboxes and
+/// containers without the pod UID label are not picolet's.
+pub(super) fn relist_of(
+    sandboxes: &[api::PodSandbox],
+    containers: &[api::Container],
+) -> (pleg::Snapshot, Relist) {
+    let mut records = Vec::with_capacity(sandboxes.len() + containers.len());
+    let mut rl = Relist::default();
+    for s in sandboxes {
+        let Some(uid) = s.labels.get(POD_UID_LABEL) else {
+            continue;
+        };
+        let ready = sandbox_ready(s.state);
+        records.push(Record {
+            id: s.id.clone(),
+            pod_uid: uid.clone(),
+            kind: Kind::Sandbox,
+            state: if ready { State::Running } else { State::Exited },
+        });
+        let md = s.metadata.clone().unwrap_or_default();
+        rl.names
+            .insert(uid.clone(), (md.namespace.clone(), md.name.clone()));
+        if let Some(src) = s
+            .annotations
+            .get(CONFIG_SOURCE_ANNOTATION)
+            .and_then(|v| PodSource::from_annotation(v))
+        {
+            rl.sources.insert(uid.clone(), src);
+        }
+        rl.sandboxes.push(gc::Sandbox {
+            id: s.id.clone(),
+            pod_uid: uid.clone(),
+            attempt: md.attempt,
+            created_at: s.created_at,
+            ready,
+        });
+    }
+    for c in containers {
+        let Some(uid) = c.labels.get(POD_UID_LABEL) else {
+            continue;
+        };
+        let state = cri_state(c.state);
+        records.push(Record {
+            id: c.id.clone(),
+            pod_uid: uid.clone(),
+            kind: Kind::Container,
+            state,
+        });
+        if let Some(g) = c
+            .annotations
+            .get(POD_TERMINATION_GRACE_PERIOD_ANNOTATION)
+            .and_then(|g| g.parse().ok())
+        {
+            rl.grace.insert(uid.clone(), g);
+        }
+        let md = c.metadata.clone().unwrap_or_default();
+        rl.containers.push(gc::Container {
+            id: c.id.clone(),
+            pod_uid: uid.clone(),
+            sandbox_id: c.pod_sandbox_id.clone(),
+            name: md.name,
+            attempt: md.attempt,
+            created_at: c.created_at,
+            state,
+        });
+    }
+    (pleg::Snapshot::from_records(records), rl)
+}
+
+/// A listed sandbox with its IPs (from PodSandboxStatus, cached per sandbox).
+pub(super) fn observed_sandbox(
+    s: &api::PodSandbox,
+    (ip, additional_ips): (String, Vec<String>),
+) -> ObservedSandbox {
+    ObservedSandbox {
+        id: s.id.clone(),
+        attempt: s.metadata.as_ref().map(|m| m.attempt).unwrap_or(0),
+        ready: sandbox_ready(s.state),
+        created_at: s.created_at,
+        ip,
+        additional_ips,
+    }
+}
+
+/// The IPs of a PodSandboxStatus answer: primary, then the others.
+pub(super) fn sandbox_ips(st: api::PodSandboxStatusResponse) -> (String, Vec<String>) {
+    let net = st.status.and_then(|s| s.network).unwrap_or_default();
+    (
+        net.ip,
+        net.additional_ips.into_iter().map(|i| i.ip).collect(),
+    )
+}
+
+/// A listed container, completed by its ContainerStatus when there is one
+/// (the state there is fresher than the list's).
+pub(super) fn observed_container(
+    c: &api::Container,
+    status: Option<api::ContainerStatus>,
+) -> ObservedContainer {
+    let md = c.metadata.clone().unwrap_or_default();
+    let mut oc = ObservedContainer {
+        id: c.id.clone(),
+        sandbox_id: c.pod_sandbox_id.clone(),
+        name: md.name,
+        attempt: md.attempt,
+        state: cri_state(c.state),
+        created_at: c.created_at,
+        hash: c
+            .annotations
+            .get(CONTAINER_HASH_ANNOTATION)
+            .cloned()
+            .unwrap_or_default(),
+        image: c
+            .image
+            .as_ref()
+            .map(|i| i.image.clone())
+            .unwrap_or_default(),
+        image_ref: c.image_ref.clone(),
+        ..Default::default()
+    };
+    if let Some(st) = status {
+        oc.state = cri_state(st.state);
+        oc.exit_code = st.exit_code;
+        oc.started_at = st.started_at;
+        oc.finished_at = st.finished_at;
+        oc.reason = st.reason;
+        oc.message = st.message;
+        if !st.image_ref.is_empty() {
+            oc.image_ref = st.image_ref;
+        }
+    }
+    oc
+}
+
+fn label_filter(uid: &str) -> HashMap<String, String> {
+    HashMap::from([(POD_UID_LABEL.to_string(), uid.to_string())])
+}
+
+impl<R: RuntimeService> Agent<R> {
+    /// Observes one pod in the runtime.
+    pub(super) async fn observe(&self, uid: &str) -> Result<ObservedPod, CriError> {
+        let sandboxes = self
+            .runtime
+            .list_pod_sandbox(api::ListPodSandboxRequest {
+                filter: Some(api::PodSandboxFilter {
+                    label_selector: label_filter(uid),
+                    ..Default::default()
+                }),
+            })
+            .await?
+            .items;
+        let containers = self
+            .runtime
+            .list_containers(api::ListContainersRequest {
+                filter: Some(api::ContainerFilter {
+                    label_selector: label_filter(uid),
+                    ..Default::default()
+                }),
+            })
+            .await?
+            .containers;
+        let mut obs = ObservedPod::default();
+        for s in &sandboxes {
+            let cached = self
+                .pods
+                .borrow()
+                .get(uid)
+                .and_then(|e| e.sandbox_ips.get(&s.id).cloned());
+            let ips = match cached {
+                Some(v) => v,
+                None if sandbox_ready(s.state) => {
+                    let st = self
+                        .runtime
+                        .pod_sandbox_status(api::PodSandboxStatusRequest {
+                            pod_sandbox_id: s.id.clone(),
+                            verbose: false,
+                        })
+                        .await?;
+                    let v = sandbox_ips(st);
+                    if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+                        e.sandbox_ips.insert(s.id.clone(), v.clone());
+                    }
+                    v
+                }
+                None => Default::default(),
+            };
+            obs.sandboxes.push(observed_sandbox(s, ips));
+        }
+        for c in &containers {
+            let status = match self
+                .runtime
+                .container_status(api::ContainerStatusRequest {
+                    container_id: c.id.clone(),
+                    verbose: false,
+                })
+                .await
+            {
+                Ok(r) => r.status,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e),
+            };
+            obs.containers.push(observed_container(c, status));
+        }
+        obs.normalize();
+        Ok(obs)
+    }
+
+    /// Lists every sandbox and container; records the GC input.
+    pub(super) async fn relist(&self) -> Result<pleg::Snapshot, CriError> {
+        let sandboxes = self
+            .runtime
+            .list_pod_sandbox(api::ListPodSandboxRequest::default())
+            .await?
+            .items;
+        let containers = self
+            .runtime
+            .list_containers(api::ListContainersRequest::default())
+            .await?
+            .containers;
+        let (snap, rl) = relist_of(&sandboxes, &containers);
+        *self.relist.borrow_mut() = rl;
+        Ok(snap)
+    }
+
+    /// One PLEG pass: relist, wake the pods that changed (all of them after
+    /// the runtime came back), adopt orphans. Returns the new snapshot, or
+    /// `None` when the runtime could not be listed.
+    pub(super) async fn pleg_pass(
+        self: &Rc<Self>,
+        last: &pleg::Snapshot,
+        connects: &mut u64,
+        down: &mut bool,
+    ) -> Option<pleg::Snapshot> {
+        match self.relist().await {
+            Ok(snap) => {
+                let reconnected = self.runtime.connects() != *connects;
+                *connects = self.runtime.connects();
+                if *down || reconnected {
+                    log::info!("container runtime is back; resyncing every pod");
+                    *down = false;
+                    self.wake_all();
+                }
+                let events = pleg::diff(last, &snap);
+                for uid in pleg::changed_pods(&events) {
+                    self.wake(&uid);
+                }
+                self.adopt_orphans(&snap);
+                Some(snap)
+            }
+            Err(e) => {
+                if !*down {
+                    log::error!("PLEG relist failed: {e}; keeping the last known state");
+                    *down = true;
+                }
+                None
+            }
+        }
+    }
+
+    pub(super) async fn pleg_loop(self: Rc<Self>) {
+        let mut last = pleg::Snapshot::default();
+        let mut down = false;
+        let mut connects = self.runtime.connects();
+        loop {
+            if let Some(snap) = self.pleg_pass(&last, &mut connects, &mut down).await {
+                last = snap;
+            }
+            rt::sleep(PLEG_PERIOD).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox(id: &str, uid: &str, ready: bool, source: Option<&str>) -> api::PodSandbox {
+        api::PodSandbox {
+            id: id.into(),
+            metadata: Some(api::PodSandboxMetadata {
+                name: "web".into(),
+                uid: uid.into(),
+                namespace: "edge".into(),
+                attempt: 1,
+            }),
+            state: if ready {
+                api::PodSandboxState::SandboxReady
+            } else {
+                api::PodSandboxState::SandboxNotready
+            } as i32,
+            created_at: 5,
+            labels: HashMap::from([(POD_UID_LABEL.to_string(), uid.to_string())]),
+            annotations: source
+                .map(|s| HashMap::from([(CONFIG_SOURCE_ANNOTATION.to_string(), s.to_string())]))
+                .unwrap_or_default(),
+            runtime_handler: String::new(),
+        }
+    }
+
+    fn container(id: &str, uid: Option<&str>, state: api::ContainerState) -> api::Container {
+        api::Container {
+            id: id.into(),
+            pod_sandbox_id: "s1".into(),
+            metadata: Some(api::ContainerMetadata {
+                name: "app".into(),
+                attempt: 2,
+            }),
+            state: state as i32,
+            labels: uid
+                .map(|u| HashMap::from([(POD_UID_LABEL.to_string(), u.to_string())]))
+                .unwrap_or_default(),
+            annotations: HashMap::from([
+                (CONTAINER_HASH_ANNOTATION.to_string(), "h1".to_string()),
+                (
+                    POD_TERMINATION_GRACE_PERIOD_ANNOTATION.to_string(),
+                    "7".to_string(),
+                ),
+            ]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_relist_names_pods_sources_and_grace_periods_and_skips_foreign_containers() {
+        let (snap, rl) = relist_of(
+            &[sandbox("s1", "u1", true, Some("file"))],
+            &[
+                container("c1", Some("u1"), api::ContainerState::ContainerRunning),
+                container("x", None, api::ContainerState::ContainerRunning),
+            ],
+        );
+        assert_eq!(snap.len(), 2, "the unlabeled container is not ours");
+        assert_eq!(rl.names["u1"], ("edge".to_string(), "web".to_string()));
+        assert_eq!(rl.sources["u1"], PodSource::File);
+        assert_eq!(rl.grace["u1"], 7);
+        assert!(rl.is_active("u1"));
+        assert!(!rl.is_active("u2"));
+    }
+
+    #[test]
+    fn a_pod_whose_sandbox_stopped_and_containers_exited_is_not_active() {
+        let (_, rl) = relist_of(
+            &[sandbox("s1", "u1", false, None)],
+            &[container(
+                "c1",
+                Some("u1"),
+                api::ContainerState::ContainerExited,
+            )],
+        );
+        assert!(!rl.is_active("u1"));
+        assert!(rl.sources.is_empty(), "no annotation: unknown source");
+    }
+
+    #[test]
+    fn a_container_status_refines_the_listed_container() {
+        let listed = container("c1", Some("u1"), api::ContainerState::ContainerRunning);
+        let oc = observed_container(&listed, None);
+        assert_eq!(
+            (oc.state, oc.hash.as_str(), oc.attempt),
+            (State::Running, "h1", 2)
+        );
+        let st = api::ContainerStatus {
+            state: api::ContainerState::ContainerExited as i32,
+            exit_code: 3,
+            finished_at: 9,
+            reason: "Error".into(),
+            image_ref: "sha256:abc".into(),
+            ..Default::default()
+        };
+        let oc = observed_container(&listed, Some(st));
+        assert_eq!(
+            (oc.state, oc.exit_code, oc.finished_at),
+            (State::Exited, 3, 9)
+        );
+        assert_eq!(oc.image_ref, "sha256:abc");
+    }
+
+    #[test]
+    fn a_sandbox_carries_its_attempt_readiness_and_ips() {
+        let st = api::PodSandboxStatusResponse {
+            status: Some(api::PodSandboxStatus {
+                network: Some(api::PodSandboxNetworkStatus {
+                    ip: "10.0.0.2".into(),
+                    additional_ips: vec![api::PodIp {
+                        ip: "fd00::2".into(),
+                    }],
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let s = observed_sandbox(&sandbox("s1", "u1", true, None), sandbox_ips(st));
+        assert_eq!((s.attempt, s.ready), (1, true));
+        assert_eq!(
+            (s.ip.as_str(), s.additional_ips.as_slice()),
+            ("10.0.0.2", &["fd00::2".to_string()][..])
+        );
+    }
+}

@@ -1,0 +1,98 @@
+//! Status assembly: each pod's v1 `PodStatus` ([`status::pod_status`]
+//! computes it) from the agent's records, plus the pod list and metrics the
+//! admin socket serves. Read-only: nothing here changes a pod, and the
+//! future node API and API-server status sync read pods through
+//! [`Agent::pod_list`]-like views, never the agent's internals.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::PodStatus;
+
+use super::{now_unix_nanos, Agent, PodEntry};
+use crate::cri::RuntimeService;
+use crate::pod::facts;
+use crate::status::{self, Waiting};
+
+impl<R: RuntimeService> Agent<R> {
+    /// The status of one pod right now.
+    fn pod_status(&self, e: &PodEntry) -> PodStatus {
+        let mut waiting: HashMap<String, Waiting> = HashMap::new();
+        let mut readiness: HashMap<String, bool> = HashMap::new();
+        let mut started: HashMap<String, bool> = HashMap::new();
+        for (name, c) in &e.containers {
+            if let Some(w) = &c.waiting {
+                waiting.insert(name.clone(), w.clone());
+            }
+            if let Some(r) = c.ready {
+                readiness.insert(name.clone(), r);
+            }
+            if let Some(s) = c.started {
+                started.insert(name.clone(), s);
+            }
+        }
+        let runtime_name = self.runtime_name.borrow();
+        let mut st = status::pod_status(&status::StatusInput {
+            pod: &e.pod,
+            observed: &e.observed,
+            waiting: &waiting,
+            readiness: &readiness,
+            started: &started,
+            host_ip: &self.host.host_ip,
+            qos_class: facts::qos(&e.pod).as_str(),
+            start_time_unix: Some(e.first_seen_unix),
+            terminating: e.deleted,
+            now_unix: now_unix_nanos() / 1_000_000_000,
+            runtime_name: &runtime_name,
+        });
+        // Say why picolet killed a container (probe failure, hook failure).
+        for cs in st.container_statuses.iter_mut().flatten() {
+            let Some(entry) = e.containers.get(&cs.name) else {
+                continue;
+            };
+            for state in [cs.state.as_mut(), cs.last_state.as_mut()]
+                .into_iter()
+                .flatten()
+            {
+                if let Some(t) = state.terminated.as_mut() {
+                    let id = t
+                        .container_id
+                        .as_deref()
+                        .and_then(|i| i.split_once("://").map(|(_, i)| i))
+                        .unwrap_or("");
+                    if let Some((_, m)) = entry.killed.iter().find(|(k, _)| k == id) {
+                        t.message = Some(m.clone());
+                    }
+                }
+            }
+        }
+        st
+    }
+
+    /// Every pod with its status, as a v1 PodList.
+    pub fn pod_list(&self) -> serde_json::Value {
+        let pods = self.pods.borrow();
+        let items: Vec<serde_json::Value> = pods
+            .values()
+            .map(|e| {
+                let mut p = (*e.pod).clone();
+                p.status = Some(self.pod_status(e));
+                if p.metadata.creation_timestamp.is_none() {
+                    p.metadata.creation_timestamp = Some(status::time_from_unix(e.first_seen_unix));
+                }
+                if e.deleted && p.metadata.deletion_timestamp.is_none() {
+                    p.metadata.deletion_timestamp =
+                        Some(status::time_from_unix(now_unix_nanos() / 1_000_000_000));
+                }
+                crate::pod::to_json_value(&p).unwrap_or(serde_json::Value::Null)
+            })
+            .collect();
+        serde_json::json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
+    }
+
+    /// `/metrics`.
+    pub fn metrics(&self) -> String {
+        let mut out = String::new();
+        self.probe_metrics.borrow().render(&mut out);
+        out
+    }
+}

@@ -1,0 +1,533 @@
+//! Pod sync: one worker per pod. A worker observes its pod in the runtime,
+//! asks [`plan`] what to do, and performs the actions through the runtime:
+//! create the sandbox, start containers (image, host files, CRI config),
+//! kill containers, back off, terminate. It sleeps until woken (a source
+//! change, a PLEG event, a probe), until its back-off expires, or until
+//! `syncFrequency`.
+//!
+//! What a pod is and what to do with it is decided elsewhere (`pod::plan`,
+//! `pod::spec`, `pod::facts`); this file must not contain such rules, only
+//! their execution and the bookkeeping of what happened (waiting reasons,
+//! kill messages, the crash-loop back-off).
+
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use smol::channel::Receiver;
+
+use super::{host_files, now_unix_nanos, Agent, RETRY_AFTER_ERROR};
+use crate::backoff::Backoff;
+use crate::cri::{api, CriError, RuntimeService};
+use crate::pleg::State;
+use crate::pod::accessors::{self, full_name};
+use crate::pod::plan::{self, Action, KillReason};
+use crate::pod::{facts, spec, ObservedPod};
+use crate::qos;
+use crate::rt;
+use crate::status::Waiting;
+
+impl<R: RuntimeService> Agent<R> {
+    pub(super) async fn pod_worker(self: Rc<Self>, uid: String, wake: Receiver<()>) {
+        loop {
+            // Boxed: the sync's state machine is large (~60 KB) and only
+            // lives while a sync runs, not for the life of every pod.
+            let next = match Box::pin(self.sync_pod(&uid)).await {
+                Some(d) => d,
+                None => return,
+            };
+            let _ = rt::timeout(next, wake.recv()).await;
+            while wake.try_recv().is_ok() {}
+        }
+    }
+
+    /// One sync of one pod. Returns when to sync again, or `None` when the
+    /// pod is gone for good.
+    pub(super) async fn sync_pod(self: &Rc<Self>, uid: &str) -> Option<Duration> {
+        let (pod, deleted) = {
+            let pods = self.pods.borrow();
+            let e = pods.get(uid)?;
+            (e.pod.clone(), e.deleted)
+        };
+        let observed = match Box::pin(self.observe(uid)).await {
+            Ok(o) => o,
+            Err(e) => {
+                log::warn!("observing pod {}: {e}", full_name(&pod));
+                return Some(RETRY_AFTER_ERROR);
+            }
+        };
+        self.record_observed(uid, &observed);
+
+        if deleted {
+            return Box::pin(self.finish_pod(uid, &pod, &observed)).await;
+        }
+
+        let hashes: HashMap<String, String> = accessors::all_containers(&pod)
+            .map(|(c, _)| (c.name.clone(), spec::container_hash(c)))
+            .collect();
+        let health = self
+            .pods
+            .borrow()
+            .get(uid)
+            .map(|e| e.health())
+            .unwrap_or_default();
+        let actions = {
+            let backoff = self.backoff.borrow();
+            let ctx = plan::Context {
+                backoff: &backoff,
+                health: &health,
+                now: Instant::now(),
+                now_unix_nanos: now_unix_nanos(),
+                hashes: &hashes,
+            };
+            plan::plan(&pod, &observed, &ctx)
+        };
+        let mut next = self.cfg.sync_frequency;
+        if actions.is_empty() {
+            return Some(next);
+        }
+        log::debug!("pod {}: {:?}", full_name(&pod), actions);
+        let mut sandbox: Option<(String, u32)> = observed
+            .latest_sandbox()
+            .filter(|s| s.ready)
+            .map(|s| (s.id.clone(), s.attempt));
+        let mut observed = observed;
+        for action in actions {
+            match action {
+                Action::KillPod => {
+                    if let Err(e) = Box::pin(self.terminate_pod(&pod, &observed, false)).await {
+                        log::warn!("stopping pod {}: {e}", full_name(&pod));
+                        return Some(RETRY_AFTER_ERROR);
+                    }
+                    sandbox = None;
+                }
+                Action::CreateSandbox { attempt } => {
+                    match Box::pin(self.create_sandbox(&pod, attempt)).await {
+                        Ok(id) => {
+                            sandbox = Some((id, attempt));
+                            match Box::pin(self.observe(uid)).await {
+                                Ok(o) => observed = o,
+                                Err(_) => return Some(RETRY_AFTER_ERROR),
+                            }
+                        }
+                        Err(e) => {
+                            log::error!("creating sandbox for pod {}: {e}", full_name(&pod));
+                            self.set_waiting_all(uid, &pod, "ContainerCreating", &e);
+                            return Some(RETRY_AFTER_ERROR * 5);
+                        }
+                    }
+                }
+                Action::StartContainer {
+                    name,
+                    init,
+                    attempt,
+                    restart,
+                } => {
+                    let Some((sid, sattempt)) = sandbox.clone() else {
+                        break;
+                    };
+                    let Some(container) = accessors::container(&pod, &name).cloned() else {
+                        continue;
+                    };
+                    if restart {
+                        let key = Backoff::key(uid, &name);
+                        self.backoff.borrow_mut().next(&key, Instant::now());
+                        if let Some(prev) = observed.latest(&name) {
+                            let ran = (prev.finished_at - prev.started_at).max(0) as u64;
+                            self.backoff
+                                .borrow_mut()
+                                .observe_run(&key, Duration::from_nanos(ran));
+                        }
+                    }
+                    let start =
+                        self.start_container(&pod, &observed, &container, attempt, &sid, sattempt);
+                    match Box::pin(start).await {
+                        Ok(()) => self.set_waiting(uid, &name, None),
+                        Err(w) => {
+                            // Log a failure when it starts or changes, not at every retry.
+                            let known = self.pods.borrow().get(uid).and_then(|e| {
+                                e.containers.get(&name).and_then(|c| c.waiting.clone())
+                            });
+                            if known.as_ref().map(|k| &k.reason) != Some(&w.reason) {
+                                log::warn!(
+                                    "container {} of pod {}: {}: {}",
+                                    name,
+                                    full_name(&pod),
+                                    w.reason,
+                                    w.message
+                                );
+                            }
+                            self.set_waiting(uid, &name, Some(w));
+                            next = next.min(RETRY_AFTER_ERROR * 5);
+                            if init {
+                                break;
+                            }
+                        }
+                    }
+                }
+                Action::KillContainer { id, name, reason } => {
+                    let why = match reason {
+                        KillReason::SpecChanged => "its spec changed",
+                        KillReason::Unhealthy => "it failed its liveness probe",
+                        KillReason::StartupProbeFailed => "it failed its startup probe",
+                        KillReason::UnknownState => "it is in an unknown state",
+                    };
+                    log::info!("killing container {name} of pod {}: {why}", full_name(&pod));
+                    let grace = {
+                        let mut pods = self.pods.borrow_mut();
+                        let g = pods.get_mut(uid).and_then(|e| {
+                            let c = e.container(&name);
+                            c.unhealthy = None;
+                            if let Some(m) = c.kill_message.take() {
+                                c.note_killed(id.clone(), m);
+                            }
+                            c.kill_grace.take()
+                        });
+                        g.unwrap_or_else(|| facts::grace_period(&pod))
+                    };
+                    if let Err(e) = self.kill_container(&pod, &name, &id, grace).await {
+                        log::warn!("stopping container {name}: {e}");
+                    }
+                }
+                Action::BackOff { name, remaining } => {
+                    let delay = self
+                        .backoff
+                        .borrow()
+                        .delay(&Backoff::key(uid, &name))
+                        .unwrap_or_default();
+                    let msg = format!(
+                        "back-off {} restarting failed container={} pod={}_{}({})",
+                        crate::config::duration::format(delay),
+                        name,
+                        accessors::name(&pod),
+                        accessors::namespace(&pod),
+                        uid
+                    );
+                    let w = Waiting {
+                        reason: "CrashLoopBackOff".into(),
+                        message: msg,
+                    };
+                    self.set_waiting(uid, &name, Some(w));
+                    next = next.min(remaining + Duration::from_millis(50));
+                }
+            }
+        }
+        if let Ok(o) = Box::pin(self.observe(uid)).await {
+            self.record_observed(uid, &o);
+        }
+        Some(next)
+    }
+
+    /// A deleted pod: terminate it and forget it (unless a source wants it
+    /// again meanwhile).
+    async fn finish_pod(&self, uid: &str, pod: &Pod, observed: &ObservedPod) -> Option<Duration> {
+        match Box::pin(self.terminate_pod(pod, observed, true)).await {
+            Ok(()) => {
+                let mut pods = self.pods.borrow_mut();
+                if !pods.get(uid).is_some_and(|e| e.deleted) {
+                    return Some(Duration::ZERO); // wanted again: sync it
+                }
+                log::info!("pod {} terminated", full_name(pod));
+                pods.remove(uid);
+                self.backoff.borrow_mut().forget_pod(uid);
+                self.images.forget_pod(uid);
+                None
+            }
+            Err(e) => {
+                log::warn!("terminating pod {}: {e}; will retry", full_name(pod));
+                Some(RETRY_AFTER_ERROR)
+            }
+        }
+    }
+
+    fn record_observed(&self, uid: &str, observed: &ObservedPod) {
+        if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+            e.observed = observed.clone();
+            // A running container is no longer waiting.
+            for (name, c) in e.containers.iter_mut() {
+                if observed
+                    .latest(name)
+                    .is_some_and(|o| o.state == State::Running)
+                {
+                    c.waiting = None;
+                }
+            }
+            // An adopted pod started when its first sandbox did.
+            if let Some(first) = observed
+                .sandboxes
+                .iter()
+                .map(|s| s.created_at)
+                .filter(|t| *t > 0)
+                .min()
+            {
+                e.first_seen_unix = e.first_seen_unix.min(first / 1_000_000_000);
+            }
+        }
+    }
+
+    fn set_waiting(&self, uid: &str, name: &str, w: Option<Waiting>) {
+        if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+            e.container(name).waiting = w;
+        }
+    }
+
+    fn set_waiting_all(&self, uid: &str, pod: &Pod, reason: &str, err: &dyn std::fmt::Display) {
+        for (c, _) in accessors::all_containers(pod) {
+            let w = Waiting {
+                reason: reason.into(),
+                message: err.to_string(),
+            };
+            self.set_waiting(uid, &c.name, Some(w));
+        }
+    }
+
+    /// The pod's sandbox config; its warnings are logged once per pod.
+    fn sandbox_config(&self, pod: &Pod, attempt: u32) -> api::PodSandboxConfig {
+        let parent = facts::cgroup_parent(pod, self.cgroups.as_ref());
+        let (config, warnings) = spec::sandbox_config(
+            pod,
+            &spec::SandboxParams {
+                attempt,
+                cgroup_parent: &parent,
+                pod_logs_dir: &self.cfg.pod_logs_dir,
+                cluster_dns: &self.cfg.cluster_dns,
+                cluster_domain: &self.cfg.cluster_domain,
+                host_resolv_conf: self.host.resolv_conf.as_deref(),
+            },
+        );
+        if let Some(e) = self.pods.borrow_mut().get_mut(accessors::uid(pod)) {
+            if !std::mem::replace(&mut e.warned, true) {
+                for w in &warnings {
+                    log::warn!("pod {}: {w}", full_name(pod));
+                }
+            }
+        }
+        config
+    }
+
+    async fn create_sandbox(&self, pod: &Pod, attempt: u32) -> Result<String, String> {
+        let uid = accessors::uid(pod);
+        if let Some(cg) = &self.cgroups {
+            cg.ensure_pod(
+                uid,
+                facts::qos(pod),
+                &qos::pod_resources(accessors::spec(pod)),
+                self.cfg.pod_pids_limit,
+            )
+            .map_err(|e| format!("pod cgroup: {e}"))?;
+        }
+        host_files::prepare_pod_dirs(&self.cfg, pod)?;
+        let config = self.sandbox_config(pod, attempt);
+        log::info!(
+            "creating sandbox for pod {} (attempt {attempt})",
+            full_name(pod)
+        );
+        let id = self
+            .runtime
+            .run_pod_sandbox(api::RunPodSandboxRequest {
+                config: Some(config),
+                runtime_handler: String::new(),
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .pod_sandbox_id;
+        Ok(id)
+    }
+
+    async fn start_container(
+        &self,
+        pod: &Pod,
+        observed: &ObservedPod,
+        c: &Container,
+        attempt: u32,
+        sandbox_id: &str,
+        sandbox_attempt: u32,
+    ) -> Result<(), Waiting> {
+        let uid = accessors::uid(pod);
+        let sandbox_config = self.sandbox_config(pod, sandbox_attempt);
+        let image = self.ensure_image(pod, c, &sandbox_config).await?;
+        let config_err = |m: String| Waiting {
+            reason: "CreateContainerConfigError".into(),
+            message: m,
+        };
+        let sandbox = observed.sandboxes.iter().find(|s| s.id == sandbox_id);
+        let pod_ips = facts::pod_ips(pod, sandbox, &self.host.host_ip);
+        let pod_ip = pod_ips.first().cloned().unwrap_or_default();
+        let files = host_files::prepare_container_files(&self.cfg, pod, c, attempt, &pod_ips)
+            .map_err(config_err)?;
+        let qos = facts::qos(pod);
+        let mem_request = qos::container_memory_request_bytes(c);
+        let volume_dir = |name: &str| files.empty_dirs.get(name).cloned();
+        let parent = facts::cgroup_parent(pod, self.cgroups.as_ref());
+        let seccomp_root = self.cfg.root_dir.join("seccomp");
+        let params = spec::ContainerParams {
+            attempt,
+            image: &image,
+            pod_ip: &pod_ip,
+            pod_ips: &pod_ips,
+            host_ip: &self.host.host_ip,
+            volume_dir: &volume_dir,
+            oom_score_adj: qos::oom_score_adj(qos, mem_request, self.host.node_memory),
+            pod_cgroup_parent: &parent,
+            node_allocatable_cpu_millis: None,
+            termination_log_host_path: Some(&files.termination_log),
+            etc_hosts: files.etc_hosts.as_deref(),
+            node_allocatable_memory_bytes: Some(self.host.node_memory),
+            seccomp_profile_root: Some(&seccomp_root),
+        };
+        let config =
+            spec::container_config(pod, c, &params).map_err(|e| config_err(e.to_string()))?;
+        let id = self
+            .runtime
+            .create_container(api::CreateContainerRequest {
+                pod_sandbox_id: sandbox_id.to_string(),
+                config: Some(config),
+                sandbox_config: Some(sandbox_config),
+            })
+            .await
+            .map_err(|e| Waiting {
+                reason: "CreateContainerError".into(),
+                message: e.message(),
+            })?
+            .container_id;
+        self.runtime
+            .start_container(api::StartContainerRequest {
+                container_id: id.clone(),
+            })
+            .await
+            .map_err(|e| Waiting {
+                reason: "RunContainerError".into(),
+                message: e.message(),
+            })?;
+        log::info!(
+            "started container {} of pod {} (attempt {attempt})",
+            c.name,
+            full_name(pod)
+        );
+        if let Err(msg) = self.run_post_start(pod, c, &id, &pod_ip).await {
+            log::warn!(
+                "postStart hook of container {} in pod {} failed: {msg}; killing it",
+                c.name,
+                full_name(pod)
+            );
+            if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+                e.container(&c.name)
+                    .note_killed(id.clone(), format!("PostStartHook failed: {msg}"));
+            }
+            let _ = self.stop_container(&id, facts::grace_period(pod)).await;
+            return Err(Waiting {
+                reason: "PostStartHookError".into(),
+                message: msg,
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) async fn stop_container(&self, id: &str, grace: i64) -> Result<(), CriError> {
+        match self
+            .runtime
+            .stop_container(api::StopContainerRequest {
+                container_id: id.to_string(),
+                timeout: grace,
+            })
+            .await
+        {
+            Err(e) if !e.is_not_found() => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Stops every container (in parallel, with the grace period) and every
+    /// sandbox of a pod; with `remove`, also removes them and the pod's
+    /// cgroup, volumes and logs.
+    async fn terminate_pod(
+        &self,
+        pod: &Pod,
+        observed: &ObservedPod,
+        remove: bool,
+    ) -> Result<(), String> {
+        let grace = facts::grace_period(pod);
+        let stops: Vec<_> = observed
+            .running()
+            .map(|c| {
+                log::info!(
+                    "stopping container {} of pod {} (grace {grace}s)",
+                    c.name,
+                    full_name(pod)
+                );
+                self.kill_container(pod, &c.name, &c.id, grace)
+            })
+            .collect();
+        let mut first_err = None;
+        for r in join_all(stops).await {
+            if let Err(e) = r {
+                first_err.get_or_insert(e.to_string());
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        for s in &observed.sandboxes {
+            if s.ready || remove {
+                let req = api::StopPodSandboxRequest {
+                    pod_sandbox_id: s.id.clone(),
+                };
+                match self.runtime.stop_pod_sandbox(req).await {
+                    Err(e) if !e.is_not_found() => return Err(e.to_string()),
+                    _ => {}
+                }
+            }
+        }
+        if !remove {
+            return Ok(());
+        }
+        for s in &observed.sandboxes {
+            let req = api::RemovePodSandboxRequest {
+                pod_sandbox_id: s.id.clone(),
+            };
+            match self.runtime.remove_pod_sandbox(req).await {
+                Err(e) if !e.is_not_found() => return Err(e.to_string()),
+                _ => {}
+            }
+        }
+        if let Some(cg) = &self.cgroups {
+            if let Err(e) = cg.remove_pod(accessors::uid(pod), facts::qos(pod)) {
+                log::warn!("removing cgroup of pod {}: {e}", full_name(pod));
+            }
+        }
+        host_files::remove_pod_dirs(&self.cfg, pod);
+        Ok(())
+    }
+}
+
+/// Awaits every future concurrently on this thread.
+async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    // Poll all of them together: each stop waits on its own timer/RPC.
+    let mut pending: Vec<_> = futures.into_iter().map(|f| Some(Box::pin(f))).collect();
+    let mut results: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut done = true;
+        for (slot, result) in pending.iter_mut().zip(results.iter_mut()) {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => {
+                        *result = Some(v);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => done = false,
+                }
+            }
+        }
+        if done {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    results
+        .into_iter()
+        .map(|r| r.expect("every future completed"))
+        .collect()
+}

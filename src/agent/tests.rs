@@ -1,0 +1,343 @@
+//! The agent's sync logic against the in-memory runtime
+//! ([`crate::cri::memory::MemoryRuntime`]): adoption after a restart,
+//! restart back-off, init-container order, and a source that is not ready.
+//!
+//! The tests drive the agent's steps themselves (a sync of one pod, a PLEG
+//! pass, a GC pass) on the thread's executor, with the pod workers stopped,
+//! so every step is deterministic and nothing waits on a clock.
+
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::host_files::HostFacts;
+use super::{Agent, AgentConfig};
+use crate::cri::api::ContainerState;
+use crate::cri::memory::{MemoryContainer, MemoryRuntime};
+use crate::cri::RuntimeService;
+use crate::pleg;
+use crate::pod::labels::CONFIG_SOURCE_ANNOTATION;
+use crate::rt::block_on;
+use crate::source::file::parse_manifest;
+use crate::source::{PodSource, SourceUpdate};
+
+const IMAGE: &str = "docker.io/library/busybox:1.36";
+
+struct Node {
+    _dir: tempfile::TempDir,
+    runtime: MemoryRuntime,
+}
+
+impl Node {
+    fn new() -> Node {
+        let runtime = MemoryRuntime::new();
+        runtime.add_image(IMAGE);
+        Node {
+            _dir: tempfile::tempdir().expect("temp dir"),
+            runtime,
+        }
+    }
+
+    /// A (re)started agent on this node's runtime, with a file source.
+    fn agent(&self) -> Rc<Agent<MemoryRuntime>> {
+        let root = self._dir.path();
+        let cfg = AgentConfig {
+            node_name: "node1".into(),
+            root_dir: root.join("lib"),
+            static_pod_path: Some(root.join("manifests")),
+            runtime_socket: root.join("memory.sock"),
+            runtime_request_timeout: Duration::from_secs(2),
+            cgroup_mount: root.join("cgroup"),
+            cgroup_root: "/".into(),
+            cgroups_per_qos: true,
+            pod_logs_dir: root.join("logs"),
+            file_check_frequency: Duration::from_secs(20),
+            sync_frequency: Duration::from_secs(60),
+            max_pods: 110,
+            container_log_max_size: 10 << 20,
+            container_log_max_files: 5,
+            serialize_image_pulls: false,
+            cluster_dns: Vec::new(),
+            cluster_domain: "cluster.local".into(),
+            pod_pids_limit: None,
+            admin_socket: root.join("admin.sock"),
+        };
+        let host = HostFacts {
+            host_ip: "192.0.2.10".into(),
+            node_memory: 1 << 30,
+            resolv_conf: None,
+        };
+        Agent::with_runtime(cfg, self.runtime.clone(), None, host)
+    }
+
+    fn running(&self) -> Vec<MemoryContainer> {
+        self.runtime
+            .containers()
+            .into_iter()
+            .filter(|c| c.state == ContainerState::ContainerRunning)
+            .collect()
+    }
+
+    fn named(&self, name: &str) -> Vec<MemoryContainer> {
+        self.runtime
+            .containers()
+            .into_iter()
+            .filter(|c| c.name() == name)
+            .collect()
+    }
+}
+
+fn static_pod(yaml: &str) -> Pod {
+    parse_manifest(
+        yaml,
+        Path::new("/etc/kubernetes/manifests/web.yaml"),
+        "node1",
+    )
+    .expect("manifest parses")
+}
+
+const WEB: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  containers:
+  - {name: app, image: "busybox:1.36"}
+  - {name: side, image: "busybox:1.36"}
+"#;
+
+const INIT: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: init}
+spec:
+  initContainers:
+  - {name: first, image: "busybox:1.36"}
+  - {name: second, image: "busybox:1.36"}
+  containers:
+  - {name: app, image: "busybox:1.36"}
+"#;
+
+fn file_set(pods: Vec<Pod>) -> SourceUpdate {
+    SourceUpdate {
+        source: PodSource::File,
+        pods,
+        authoritative: true,
+    }
+}
+
+/// Applies a set, then stops the pod workers: the test runs the syncs.
+fn apply(agent: &Rc<Agent<MemoryRuntime>>, update: SourceUpdate) {
+    agent.apply_update(update);
+    stop_workers(agent);
+}
+
+fn stop_workers(agent: &Agent<MemoryRuntime>) {
+    for e in agent.pods.borrow_mut().values_mut() {
+        e._task = None;
+    }
+}
+
+fn sync(agent: &Rc<Agent<MemoryRuntime>>, pod: &Pod) -> Option<Duration> {
+    // Boxed, as the worker does: a sync's future is large.
+    block_on(Box::pin(agent.sync_pod(crate::pod::uid(pod))))
+}
+
+/// One PLEG pass (relist, orphan adoption) with the workers stopped.
+fn pleg_pass(agent: &Rc<Agent<MemoryRuntime>>) {
+    let (mut connects, mut down) = (agent.runtime.connects(), false);
+    let last = pleg::Snapshot::default();
+    let pass = agent.pleg_pass(&last, &mut connects, &mut down);
+    block_on(Box::pin(pass));
+    stop_workers(agent);
+}
+
+fn ids(containers: &[MemoryContainer]) -> Vec<String> {
+    containers.iter().map(|c| c.id.clone()).collect()
+}
+
+#[test]
+fn a_restarted_agent_adopts_running_containers_without_restarting_them() {
+    let node = Node::new();
+    let pod = static_pod(WEB);
+    let first = node.agent();
+    apply(&first, file_set(vec![pod.clone()]));
+    sync(&first, &pod);
+    let before = node.running();
+    assert_eq!(before.len(), 2, "{}", first.pod_list());
+    drop(first);
+
+    node.runtime.clear_calls();
+    let second = node.agent();
+    apply(&second, file_set(vec![pod.clone()]));
+    pleg_pass(&second);
+    sync(&second, &pod);
+    assert_eq!(
+        ids(&node.running()),
+        ids(&before),
+        "same containers, still running"
+    );
+    let calls = node.runtime.calls();
+    for changing in [
+        "RunPodSandbox",
+        "StopPodSandbox",
+        "CreateContainer",
+        "StopContainer",
+        "RemoveContainer",
+    ] {
+        assert!(!calls.contains(&changing), "{changing} in {calls:?}");
+    }
+    assert_eq!(node.runtime.sandbox_ids().len(), 1);
+}
+
+#[test]
+fn a_crashing_container_restarts_once_then_waits_in_crash_loop_back_off() {
+    let node = Node::new();
+    let pod = static_pod(WEB);
+    let agent = node.agent();
+    apply(&agent, file_set(vec![pod.clone()]));
+    sync(&agent, &pod);
+    let app = node.named("app").remove(0);
+    node.runtime.exit(&app.id, 1);
+
+    sync(&agent, &pod);
+    let apps = node.named("app");
+    assert_eq!(apps.len(), 2, "restarted at once the first time");
+    assert_eq!(apps[1].attempt(), 1);
+    assert_eq!(apps[1].state, ContainerState::ContainerRunning);
+
+    node.runtime.exit(&apps[1].id, 1);
+    let next = sync(&agent, &pod).expect("the pod lives on");
+    assert_eq!(
+        node.named("app").len(),
+        2,
+        "no third start inside the back-off"
+    );
+    assert!(
+        next < Duration::from_secs(60),
+        "woken when the back-off ends"
+    );
+    let list = agent.pod_list();
+    let statuses = list["items"][0]["status"]["containerStatuses"]
+        .as_array()
+        .expect("statuses");
+    let app = statuses.iter().find(|s| s["name"] == "app").expect("app");
+    assert_eq!(app["state"]["waiting"]["reason"], "CrashLoopBackOff");
+    assert_eq!(app["restartCount"], 1);
+    assert_eq!(
+        node.named("side").len(),
+        1,
+        "the other container is untouched"
+    );
+}
+
+#[test]
+fn init_containers_run_one_at_a_time_in_order_before_the_app_container() {
+    let node = Node::new();
+    let pod = static_pod(INIT);
+    let agent = node.agent();
+    apply(&agent, file_set(vec![pod.clone()]));
+    let names = |n: &Node| -> Vec<String> {
+        n.runtime
+            .containers()
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect()
+    };
+
+    sync(&agent, &pod);
+    assert_eq!(names(&node), ["first"]);
+    sync(&agent, &pod);
+    assert_eq!(names(&node), ["first"], "the second waits for the first");
+    node.runtime.exit(&node.named("first")[0].id, 0);
+    sync(&agent, &pod);
+    assert_eq!(names(&node), ["first", "second"]);
+    node.runtime.exit(&node.named("second")[0].id, 0);
+    sync(&agent, &pod);
+    assert_eq!(names(&node), ["first", "second", "app"]);
+    assert_eq!(ids(&node.running()), ids(&node.named("app")));
+}
+
+#[test]
+fn a_source_that_is_not_ready_keeps_its_pods_containers() {
+    let node = Node::new();
+    let pod = static_pod(WEB);
+    let first = node.agent();
+    apply(&first, file_set(vec![pod.clone()]));
+    sync(&first, &pod);
+    let before = ids(&node.running());
+    assert_eq!(before.len(), 2);
+    drop(first);
+
+    // Restart: the manifest directory cannot be read yet.
+    let second = node.agent();
+    pleg_pass(&second);
+    block_on(Box::pin(second.collect_garbage()));
+    assert!(
+        second.pods.borrow().is_empty(),
+        "no orphan before the source spoke"
+    );
+    apply(
+        &second,
+        SourceUpdate {
+            source: PodSource::File,
+            pods: Vec::new(),
+            authoritative: false,
+        },
+    );
+    pleg_pass(&second);
+    block_on(Box::pin(second.collect_garbage()));
+    assert!(
+        second.pods.borrow().is_empty(),
+        "an error is not an empty set"
+    );
+    assert_eq!(ids(&node.running()), before);
+
+    // The first successful read says the pod is gone: now it is removed.
+    apply(&second, file_set(Vec::new()));
+    pleg_pass(&second);
+    assert!(second.pods.borrow()[crate::pod::uid(&pod)].deleted);
+    assert_eq!(sync(&second, &pod), None, "terminated and forgotten");
+    assert!(node.runtime.containers().is_empty());
+    assert!(node.runtime.sandbox_ids().is_empty());
+}
+
+#[test]
+fn the_pods_of_a_source_that_is_not_ready_survive_another_source_being_ready() {
+    let node = Node::new();
+    let mut api_pod = static_pod(WEB);
+    api_pod.metadata.uid = Some("api-uid-1".into());
+    api_pod
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(CONFIG_SOURCE_ANNOTATION.into(), "api".into());
+    let first = node.agent();
+    first.sources.borrow_mut().configure(PodSource::Api);
+    apply(
+        &first,
+        SourceUpdate {
+            source: PodSource::Api,
+            pods: vec![api_pod.clone()],
+            authoritative: true,
+        },
+    );
+    sync(&first, &api_pod);
+    let before = ids(&node.running());
+    assert_eq!(before.len(), 2);
+    drop(first);
+
+    // Restart with the API server unreachable: the file source is ready.
+    let second = node.agent();
+    second.sources.borrow_mut().configure(PodSource::Api);
+    apply(&second, file_set(Vec::new()));
+    pleg_pass(&second);
+    block_on(Box::pin(second.collect_garbage()));
+    assert!(
+        second.pods.borrow().is_empty(),
+        "the API pod is no orphan yet"
+    );
+    assert_eq!(ids(&node.running()), before);
+}

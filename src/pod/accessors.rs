@@ -1,0 +1,115 @@
+//! Reading a pod: the accessors every module uses instead of walking
+//! `pod.spec.as_ref()...` itself, with the API defaults applied on read
+//! (`restartPolicy: Always`, an absent spec reads as an empty one).
+//!
+//! Plain field access only: no rule that needs a second input (those are in
+//! [`super::facts`]), no I/O, no logging.
+
+use std::sync::OnceLock;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+
+/// The pod's spec; an empty one when the pod has none.
+pub fn spec(pod: &Pod) -> &PodSpec {
+    static EMPTY: OnceLock<PodSpec> = OnceLock::new();
+    pod.spec
+        .as_ref()
+        .unwrap_or_else(|| EMPTY.get_or_init(PodSpec::default))
+}
+
+/// `metadata.name` ("" when unset).
+pub fn name(pod: &Pod) -> &str {
+    pod.metadata.name.as_deref().unwrap_or("")
+}
+
+/// `metadata.namespace` ("" when unset; defaulted pods always have one).
+pub fn namespace(pod: &Pod) -> &str {
+    pod.metadata.namespace.as_deref().unwrap_or("")
+}
+
+/// The pod's UID ("" when unset).
+pub fn uid(pod: &Pod) -> &str {
+    pod.metadata.uid.as_deref().unwrap_or("")
+}
+
+/// `<namespace>/<name>` for logs (namespace `default` when unset).
+pub fn full_name(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        name(pod)
+    )
+}
+
+/// `spec.restartPolicy`, `Always` when unset.
+pub fn restart_policy(pod: &Pod) -> &str {
+    spec(pod).restart_policy.as_deref().unwrap_or("Always")
+}
+
+/// `spec.initContainers`, in order.
+pub fn init_containers(pod: &Pod) -> &[Container] {
+    spec(pod).init_containers.as_deref().unwrap_or(&[])
+}
+
+/// `spec.containers`.
+pub fn app_containers(pod: &Pod) -> &[Container] {
+    &spec(pod).containers
+}
+
+/// Every container, init containers first, each with `true` when it is an
+/// init container.
+pub fn all_containers(pod: &Pod) -> impl Iterator<Item = (&Container, bool)> {
+    init_containers(pod)
+        .iter()
+        .map(|c| (c, true))
+        .chain(app_containers(pod).iter().map(|c| (c, false)))
+}
+
+/// The container (init or app) named `name`.
+pub fn container<'p>(pod: &'p Pod, name: &str) -> Option<&'p Container> {
+    all_containers(pod).map(|(c, _)| c).find(|c| c.name == name)
+}
+
+/// `spec.hostNetwork`.
+pub fn host_network(pod: &Pod) -> bool {
+    spec(pod).host_network.unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(yaml: &str) -> Pod {
+        serde_yaml_ng::from_str(yaml).expect("test pod parses")
+    }
+
+    #[test]
+    fn a_pod_without_a_spec_reads_as_empty_with_restart_policy_always() {
+        let p = Pod::default();
+        assert_eq!(restart_policy(&p), "Always");
+        assert!(all_containers(&p).next().is_none());
+        assert!(!host_network(&p));
+        assert_eq!(full_name(&p), "default/");
+    }
+
+    #[test]
+    fn all_containers_lists_init_containers_first_and_marks_them() {
+        let p = pod(r#"
+metadata: {name: web, namespace: edge, uid: u1}
+spec:
+  restartPolicy: OnFailure
+  hostNetwork: true
+  initContainers: [{name: a}, {name: b}]
+  containers: [{name: c}]
+"#);
+        let names: Vec<_> = all_containers(&p)
+            .map(|(c, i)| (c.name.as_str(), i))
+            .collect();
+        assert_eq!(names, [("a", true), ("b", true), ("c", false)]);
+        assert_eq!(container(&p, "b").map(|c| c.name.as_str()), Some("b"));
+        assert!(container(&p, "z").is_none());
+        assert_eq!(restart_policy(&p), "OnFailure");
+        assert!(host_network(&p));
+        assert_eq!((full_name(&p).as_str(), uid(&p)), ("edge/web", "u1"));
+    }
+}

@@ -1,0 +1,165 @@
+//! A pod's derived facts: the rules that turn a pod (plus, at most, one
+//! fact about the node) into a value several modules need. Each rule lives
+//! here once; the agent, [`crate::status`] and the probes call it.
+//!
+//! - [`qos`]: the pod's QoS class ([`crate::qos::pod_qos`] of its spec);
+//! - [`pod_ips`]: the IPs a pod's containers see and the status reports;
+//! - [`grace_period`]: how long a stop may take;
+//! - [`log_dir`], [`pod_dir`]: where the pod's logs and files live;
+//! - [`cgroup_parent`]: the pod cgroup the runtime is told about.
+//!
+//! Pure: no I/O, no clock, no logging.
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::accessors::{host_network, name, spec, uid};
+use super::observed::ObservedSandbox;
+use crate::cgroups::PodCgroups;
+use crate::qos::{self, QosClass};
+
+/// The grace period when neither the pod nor its deletion names one.
+pub const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
+
+/// The pod's QoS class (BestEffort for a pod without a spec).
+pub fn qos(pod: &Pod) -> QosClass {
+    pod.spec
+        .as_ref()
+        .map(qos::pod_qos)
+        .unwrap_or(QosClass::BestEffort)
+}
+
+/// The pod's IPs, primary first, as its containers see them and as
+/// `status.podIPs` reports them: the host's for a `hostNetwork` pod (the
+/// runtime's answer does not count there), else the sandbox's primary and
+/// additional IPs. Empty strings are never IPs.
+pub fn pod_ips(pod: &Pod, sandbox: Option<&ObservedSandbox>, host_ip: &str) -> Vec<String> {
+    if host_network(pod) {
+        return [host_ip]
+            .into_iter()
+            .filter(|ip| !ip.is_empty())
+            .map(str::to_string)
+            .collect();
+    }
+    let Some(s) = sandbox.filter(|s| !s.ip.is_empty()) else {
+        return Vec::new();
+    };
+    std::iter::once(&s.ip)
+        .chain(&s.additional_ips)
+        .filter(|ip| !ip.is_empty())
+        .cloned()
+        .collect()
+}
+
+/// The primary pod IP ("" when there is none yet).
+pub fn pod_ip(pod: &Pod, sandbox: Option<&ObservedSandbox>, host_ip: &str) -> String {
+    pod_ips(pod, sandbox, host_ip)
+        .into_iter()
+        .next()
+        .unwrap_or_default()
+}
+
+/// Seconds a stop of the pod's containers may take: the deletion's grace
+/// period if the pod is being deleted with one, else
+/// `terminationGracePeriodSeconds`, else 30; never negative.
+pub fn grace_period(pod: &Pod) -> i64 {
+    pod.metadata
+        .deletion_grace_period_seconds
+        .or(spec(pod).termination_grace_period_seconds)
+        .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
+        .max(0)
+}
+
+/// The pod's log directory under `podLogsDir`:
+/// `<namespace>_<name>_<uid>` (kubelet's `BuildPodLogsDirectory`).
+pub fn log_dir(pod_logs_dir: &Path, pod: &Pod) -> PathBuf {
+    super::spec::log_directory(
+        pod_logs_dir,
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        name(pod),
+        uid(pod),
+    )
+}
+
+/// The pod's own directory under the kubelet root dir (`pods/<uid>`):
+/// volumes, hosts file, termination logs.
+pub fn pod_dir(root_dir: &Path, pod_uid: &str) -> PathBuf {
+    root_dir.join("pods").join(pod_uid)
+}
+
+/// The pod cgroup the runtime puts the sandbox in; "" (the runtime decides)
+/// when pod-level cgroups are disabled.
+pub fn cgroup_parent(pod: &Pod, cgroups: Option<&PodCgroups>) -> String {
+    match cgroups {
+        Some(cg) => cg.pod_cgroup_parent(uid(pod), qos(pod)),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(yaml: &str) -> Pod {
+        serde_yaml_ng::from_str(yaml).expect("test pod parses")
+    }
+
+    fn sandbox(ip: &str, more: &[&str]) -> ObservedSandbox {
+        ObservedSandbox {
+            id: "s".into(),
+            ready: true,
+            ip: ip.into(),
+            additional_ips: more.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_host_network_pod_has_the_host_ip_whatever_the_sandbox_says() {
+        let p = pod("spec: {hostNetwork: true, containers: []}");
+        let s = sandbox("10.0.0.5", &[]);
+        assert_eq!(pod_ips(&p, Some(&s), "192.168.1.2"), ["192.168.1.2"]);
+        assert_eq!(pod_ips(&p, None, "192.168.1.2"), ["192.168.1.2"]);
+        assert!(pod_ips(&p, None, "").is_empty());
+    }
+
+    #[test]
+    fn a_pod_network_pod_has_the_sandbox_ips_primary_first_without_empty_ones() {
+        let p = pod("spec: {containers: []}");
+        let s = sandbox("10.0.0.5", &["", "fd00::5"]);
+        assert_eq!(
+            pod_ips(&p, Some(&s), "192.168.1.2"),
+            ["10.0.0.5", "fd00::5"]
+        );
+        assert_eq!(pod_ip(&p, Some(&s), "h"), "10.0.0.5");
+        assert!(pod_ips(&p, None, "192.168.1.2").is_empty());
+        assert_eq!(pod_ip(&p, Some(&sandbox("", &["x"])), "h"), "");
+    }
+
+    #[test]
+    fn the_grace_period_prefers_the_deletion_then_the_spec_then_thirty_seconds() {
+        let mut p = pod("spec: {terminationGracePeriodSeconds: 5, containers: []}");
+        assert_eq!(grace_period(&p), 5);
+        p.metadata.deletion_grace_period_seconds = Some(1);
+        assert_eq!(grace_period(&p), 1);
+        assert_eq!(grace_period(&Pod::default()), 30);
+        p.metadata.deletion_grace_period_seconds = Some(-4);
+        assert_eq!(grace_period(&p), 0);
+    }
+
+    #[test]
+    fn log_and_pod_dirs_are_named_by_namespace_name_and_uid() {
+        let p = pod("metadata: {name: web, namespace: edge, uid: u1}");
+        assert_eq!(
+            log_dir(Path::new("/var/log/pods"), &p),
+            Path::new("/var/log/pods/edge_web_u1")
+        );
+        assert_eq!(
+            pod_dir(Path::new("/var/lib/picolet"), "u1"),
+            Path::new("/var/lib/picolet/pods/u1")
+        );
+        assert_eq!(cgroup_parent(&p, None), "");
+        assert_eq!(qos(&p), QosClass::BestEffort);
+    }
+}

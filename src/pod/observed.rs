@@ -1,0 +1,105 @@
+//! What the runtime holds for one pod, as the agent observed it: sandboxes
+//! and containers with their state, newest first.
+//!
+//! The agent builds an [`ObservedPod`] from CRI answers (see
+//! `agent::observe`); [`super::plan`], [`crate::status`] and the probes read
+//! it. Plain data plus ordering helpers: it knows nothing of CRI messages,
+//! of the runtime client or of time.
+
+use crate::pleg::State;
+
+/// A sandbox as the runtime reported it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ObservedSandbox {
+    pub id: String,
+    pub attempt: u32,
+    pub ready: bool,
+    /// Unix nanoseconds.
+    pub created_at: i64,
+    pub ip: String,
+    pub additional_ips: Vec<String>,
+}
+
+/// A container as the runtime reported it (ListContainers + ContainerStatus).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObservedContainer {
+    pub id: String,
+    pub sandbox_id: String,
+    pub name: String,
+    pub attempt: u32,
+    pub state: State,
+    pub exit_code: i32,
+    /// Unix nanoseconds; 0 when unknown.
+    pub created_at: i64,
+    pub started_at: i64,
+    pub finished_at: i64,
+    pub reason: String,
+    pub message: String,
+    /// `io.kubernetes.container.hash` as the container was created with.
+    pub hash: String,
+    pub image: String,
+    pub image_ref: String,
+}
+
+impl Default for ObservedContainer {
+    fn default() -> Self {
+        ObservedContainer {
+            id: String::new(),
+            sandbox_id: String::new(),
+            name: String::new(),
+            attempt: 0,
+            state: State::Unknown,
+            exit_code: 0,
+            created_at: 0,
+            started_at: 0,
+            finished_at: 0,
+            reason: String::new(),
+            message: String::new(),
+            hash: String::new(),
+            image: String::new(),
+            image_ref: String::new(),
+        }
+    }
+}
+
+/// Everything the runtime holds for one pod.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ObservedPod {
+    /// Newest first (highest attempt, then latest creation).
+    pub sandboxes: Vec<ObservedSandbox>,
+    /// Newest first per name.
+    pub containers: Vec<ObservedContainer>,
+}
+
+impl ObservedPod {
+    /// Sorts sandboxes and containers newest first.
+    pub fn normalize(&mut self) {
+        self.sandboxes
+            .sort_by_key(|c| std::cmp::Reverse((c.attempt, c.created_at)));
+        self.containers
+            .sort_by_key(|c| std::cmp::Reverse((c.attempt, c.created_at)));
+    }
+
+    /// The newest sandbox.
+    pub fn latest_sandbox(&self) -> Option<&ObservedSandbox> {
+        self.sandboxes.first()
+    }
+
+    /// The newest container with this name.
+    pub fn latest(&self, name: &str) -> Option<&ObservedContainer> {
+        self.containers.iter().find(|c| c.name == name)
+    }
+
+    /// Every container still running (or in an unknown state, which must be
+    /// stopped to be sure).
+    pub fn running(&self) -> impl Iterator<Item = &ObservedContainer> {
+        self.containers
+            .iter()
+            .filter(|c| matches!(c.state, State::Running | State::Unknown))
+    }
+
+    /// True when a sandbox is ready or a container is running.
+    pub fn is_active(&self) -> bool {
+        self.sandboxes.iter().any(|s| s.ready) || self.running().next().is_some()
+    }
+}

@@ -1,0 +1,313 @@
+//! Merging the sources' sets and admitting pods: which pods the node runs.
+//!
+//! [`merge`] is a pure function of the last set of every configured source,
+//! whether each source is ready, `maxPods`, and the pods already admitted.
+//! Its rules:
+//! - a UID claimed by two sources belongs to the first in
+//!   [`PodSource::ALL`] order; the other claim is rejected;
+//! - admission is stable: a pod already admitted stays admitted, and a
+//!   newcomer is admitted only while the node has room (`maxPods`);
+//!   newcomers are considered in UID order, so the outcome does not depend
+//!   on the order of files or events. An established pod is never displaced
+//!   by a newcomer;
+//! - a source is ready once it delivered an authoritative set (see
+//!   [`super::SourceUpdate::authoritative`]).
+//!
+//! The agent applies the result: a pod no longer desired is terminated, a
+//! new one gets a worker, a rejected one is logged. Node allocatable will
+//! join `maxPods` as an admission rule here.
+//!
+//! Pure: no I/O, no clock, no logging; must not know the agent or the
+//! runtime.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::PodSource;
+use crate::pod::accessors::{full_name, uid};
+
+/// What the agent keeps of one configured source.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SourceState {
+    /// The source's last set (empty before its first).
+    pub pods: Vec<Pod>,
+    /// The source delivered an authoritative set at least once.
+    pub ready: bool,
+}
+
+/// Why a pod was not admitted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// The node already runs `maxPods` pods.
+    OutOfPods { used: usize, capacity: usize },
+    /// An earlier source already wants a pod with this UID.
+    DuplicateUid { owner: PodSource },
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::OutOfPods { used, capacity } => {
+                write!(f, "node has {used} pods, maxPods is {capacity}")
+            }
+            Rejection::DuplicateUid { owner } => {
+                write!(f, "source {owner} already has a pod with this UID")
+            }
+        }
+    }
+}
+
+/// A pod a source wants that the node does not run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejected {
+    pub uid: String,
+    /// `<namespace>/<name>`, for the log line.
+    pub name: String,
+    pub source: PodSource,
+    pub reason: Rejection,
+}
+
+/// The outcome of [`merge`].
+#[derive(Debug, PartialEq)]
+pub struct Merged<'a> {
+    /// The pods the node should run, by UID, with the source that wants them.
+    pub desired: BTreeMap<String, (PodSource, &'a Pod)>,
+    /// Pods a source wants that were not admitted.
+    pub rejected: Vec<Rejected>,
+    /// The sources that delivered an authoritative set.
+    pub ready: BTreeSet<PodSource>,
+}
+
+/// May the runtime's leftovers of a pod from `origin` be removed when no
+/// source wants the pod? Yes once that source is ready, or when it is not
+/// configured at all (nothing will ever claim them). For a pod of unknown
+/// origin (`None`), only when every configured source is ready.
+pub fn may_remove(sources: &BTreeMap<PodSource, SourceState>, origin: Option<PodSource>) -> bool {
+    match origin {
+        Some(s) => sources.get(&s).is_none_or(|st| st.ready),
+        None => sources.values().all(|st| st.ready),
+    }
+}
+
+/// Merges the last set of every source and admits pods.
+///
+/// `sources` holds every configured source; `admitted` the UIDs of the pods
+/// the node already runs (not those being terminated).
+pub fn merge<'a>(
+    sources: &'a BTreeMap<PodSource, SourceState>,
+    max_pods: usize,
+    admitted: &BTreeSet<String>,
+) -> Merged<'a> {
+    let mut rejected = Vec::new();
+    let mut claimed: BTreeMap<&'a str, (PodSource, &'a Pod)> = BTreeMap::new();
+    // BTreeMap iterates in PodSource order, which is ALL's precedence order.
+    for (&source, state) in sources {
+        for pod in &state.pods {
+            let id = uid(pod);
+            match claimed.get(id) {
+                Some(&(owner, _)) => rejected.push(Rejected {
+                    uid: id.to_string(),
+                    name: full_name(pod),
+                    source,
+                    reason: Rejection::DuplicateUid { owner },
+                }),
+                None => {
+                    claimed.insert(id, (source, pod));
+                }
+            }
+        }
+    }
+    let mut desired: BTreeMap<String, (PodSource, &'a Pod)> = BTreeMap::new();
+    let mut newcomers = Vec::new();
+    for (id, claim) in claimed {
+        if admitted.contains(id) {
+            desired.insert(id.to_string(), claim);
+        } else {
+            newcomers.push((id, claim));
+        }
+    }
+    // `claimed` is a BTreeMap: newcomers are already in UID order.
+    for (id, (source, pod)) in newcomers {
+        if desired.len() >= max_pods {
+            rejected.push(Rejected {
+                uid: id.to_string(),
+                name: full_name(pod),
+                source,
+                reason: Rejection::OutOfPods {
+                    used: desired.len(),
+                    capacity: max_pods,
+                },
+            });
+            continue;
+        }
+        desired.insert(id.to_string(), (source, pod));
+    }
+    let ready = sources
+        .iter()
+        .filter(|(_, s)| s.ready)
+        .map(|(k, _)| *k)
+        .collect();
+    Merged {
+        desired,
+        rejected,
+        ready,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn pod(uid: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(format!("p-{uid}")),
+                namespace: Some("default".into()),
+                uid: Some(uid.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn state(uids: &[&str], ready: bool) -> SourceState {
+        SourceState {
+            pods: uids.iter().map(|u| pod(u)).collect(),
+            ready,
+        }
+    }
+
+    fn set(uids: &[&str]) -> BTreeSet<String> {
+        uids.iter().map(|s| s.to_string()).collect()
+    }
+
+    struct Case {
+        name: &'static str,
+        file: Option<(&'static [&'static str], bool)>,
+        api: Option<(&'static [&'static str], bool)>,
+        max_pods: usize,
+        admitted: &'static [&'static str],
+        desired: &'static [&'static str],
+        rejected: &'static [(&'static str, &'static str)],
+        ready: &'static [PodSource],
+    }
+
+    #[test]
+    fn merging_follows_the_table() {
+        let cases = [
+            Case {
+                name: "one ready source, room for all",
+                file: Some((&["a", "b"], true)),
+                api: None,
+                max_pods: 110,
+                admitted: &[],
+                desired: &["a", "b"],
+                rejected: &[],
+                ready: &[PodSource::File],
+            },
+            Case {
+                name: "newcomers beyond maxPods are rejected in UID order",
+                file: Some((&["c", "a", "b"], true)),
+                api: None,
+                max_pods: 2,
+                admitted: &[],
+                desired: &["a", "b"],
+                rejected: &[("c", "node has 2 pods, maxPods is 2")],
+                ready: &[PodSource::File],
+            },
+            Case {
+                name: "an established pod is never displaced by a newcomer",
+                file: Some((&["a", "z"], true)),
+                api: None,
+                max_pods: 1,
+                admitted: &["z"],
+                desired: &["z"],
+                rejected: &[("a", "node has 1 pods, maxPods is 1")],
+                ready: &[PodSource::File],
+            },
+            Case {
+                name: "established pods stay even above a lowered maxPods",
+                file: Some((&["a", "b"], true)),
+                api: None,
+                max_pods: 1,
+                admitted: &["a", "b"],
+                desired: &["a", "b"],
+                rejected: &[],
+                ready: &[PodSource::File],
+            },
+            Case {
+                name: "a pod gone from its source frees its slot",
+                file: Some((&["b"], true)),
+                api: Some((&["c"], true)),
+                max_pods: 2,
+                admitted: &["a", "b"],
+                desired: &["b", "c"],
+                rejected: &[],
+                ready: &[PodSource::File, PodSource::Api],
+            },
+            Case {
+                name: "a UID two sources claim belongs to the file source",
+                file: Some((&["a"], true)),
+                api: Some((&["a", "b"], true)),
+                max_pods: 110,
+                admitted: &[],
+                desired: &["a", "b"],
+                rejected: &[("a", "source file already has a pod with this UID")],
+                ready: &[PodSource::File, PodSource::Api],
+            },
+            Case {
+                name: "a source that never read successfully is not ready",
+                file: Some((&["a"], true)),
+                api: Some((&[], false)),
+                max_pods: 110,
+                admitted: &[],
+                desired: &["a"],
+                rejected: &[],
+                ready: &[PodSource::File],
+            },
+        ];
+        for c in cases {
+            let mut sources = BTreeMap::new();
+            if let Some((uids, ready)) = c.file {
+                sources.insert(PodSource::File, state(uids, ready));
+            }
+            if let Some((uids, ready)) = c.api {
+                sources.insert(PodSource::Api, state(uids, ready));
+            }
+            let m = merge(&sources, c.max_pods, &set(c.admitted));
+            let desired: Vec<&str> = m.desired.keys().map(String::as_str).collect();
+            assert_eq!(desired, c.desired, "{}: desired", c.name);
+            let rejected: Vec<(String, String)> = m
+                .rejected
+                .iter()
+                .map(|r| (r.uid.clone(), r.reason.to_string()))
+                .collect();
+            let want: Vec<(String, String)> = c
+                .rejected
+                .iter()
+                .map(|(u, r)| (u.to_string(), r.to_string()))
+                .collect();
+            assert_eq!(rejected, want, "{}: rejected", c.name);
+            let ready: Vec<PodSource> = m.ready.iter().copied().collect();
+            assert_eq!(ready, c.ready, "{}: ready", c.name);
+        }
+    }
+
+    #[test]
+    fn pods_of_a_source_that_is_not_ready_may_not_be_removed() {
+        let mut sources = BTreeMap::new();
+        sources.insert(PodSource::File, state(&[], true));
+        sources.insert(PodSource::Api, state(&[], false));
+        assert!(may_remove(&sources, Some(PodSource::File)));
+        assert!(!may_remove(&sources, Some(PodSource::Api)));
+        assert!(!may_remove(&sources, None), "unknown origin waits for all");
+        sources.remove(&PodSource::Api);
+        assert!(
+            may_remove(&sources, Some(PodSource::Api)),
+            "nothing will claim the pods of a source that is not configured"
+        );
+    }
+}
