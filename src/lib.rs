@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod agent;
+pub mod apiserver;
 pub mod backoff;
 pub mod board;
 pub mod cgroups;
@@ -15,6 +16,7 @@ pub mod config;
 pub mod cri;
 pub mod gc;
 pub mod logger;
+pub mod node;
 pub mod pleg;
 pub mod pod;
 pub mod probe;
