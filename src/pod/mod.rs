@@ -7,6 +7,7 @@
 //!
 //! Nothing here does I/O; the agent executes the actions.
 
+pub mod admission;
 pub mod defaults;
 pub mod plan;
 pub mod spec;
