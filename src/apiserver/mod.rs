@@ -2,4 +2,5 @@
 //! of the node's own objects. See each file.
 
 pub mod lease;
+pub mod mirror;
 pub mod node;
