@@ -4,3 +4,4 @@
 pub mod lease;
 pub mod mirror;
 pub mod node;
+pub mod pod_status;
