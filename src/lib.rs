@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod agent;
+pub mod apiserver;
 pub mod backoff;
 pub mod cgroups;
 pub mod cli;
@@ -14,7 +15,11 @@ pub mod config;
 pub mod cri;
 pub mod gc;
 pub mod logger;
+<<<<<<< HEAD
 pub mod names;
+=======
+pub mod node;
+>>>>>>> apiserver-node
 pub mod pleg;
 pub mod pod;
 pub mod probe;

@@ -10,13 +10,15 @@
 //!   (static pods);
 //! - `spec`: pure translation of a pod into CRI sandbox and container
 //!   configs, returning its warnings instead of logging them;
-//! - `plan`: pure `plan(desired, observed) -> Vec<Action>`.
+//! - `plan`: pure `plan(desired, observed) -> Vec<Action>`;
+//! - `admission`: may this node run this pod (kubelet's predicates).
 //!
 //! Nothing here does I/O, reads a clock or logs; it must not know the
 //! runtime client, the executor or the agent. The agent executes the
 //! actions and logs the warnings.
 
 pub mod accessors;
+pub mod admission;
 pub mod defaults;
 pub mod facts;
 pub mod labels;
