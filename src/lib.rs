@@ -15,11 +15,8 @@ pub mod config;
 pub mod cri;
 pub mod gc;
 pub mod logger;
-<<<<<<< HEAD
 pub mod names;
-=======
 pub mod node;
->>>>>>> apiserver-node
 pub mod pleg;
 pub mod pod;
 pub mod probe;
