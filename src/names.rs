@@ -32,6 +32,64 @@ pub enum NameError {
          and must start and end with an alphanumeric character"
     )]
     NotASubdomain,
+    #[error(
+        "must consist of alphanumeric characters, '-', '_' or '.', and must \
+         start and end with an alphanumeric character"
+    )]
+    NotAQualifiedName,
+    #[error("must have at most one '/', with a DNS subdomain prefix before it")]
+    BadPrefix,
+}
+
+/// The longest qualified name part and label value.
+pub const QUALIFIED_NAME_MAX_LENGTH: usize = 63;
+
+/// A qualified name, as Kubernetes validates label and annotation keys and
+/// taint keys: an optional DNS-subdomain prefix and `/`, then a name of at
+/// most 63 alphanumerics, `-`, `_` and `.`, alphanumeric at both ends.
+pub fn check_qualified_name(s: &str) -> Result<(), NameError> {
+    let name = match s.split_once('/') {
+        Some((prefix, name)) => {
+            if prefix.is_empty() || name.contains('/') {
+                return Err(NameError::BadPrefix);
+            }
+            check_dns1123_subdomain(prefix).map_err(|_| NameError::BadPrefix)?;
+            name
+        }
+        None => s,
+    };
+    if name.len() > QUALIFIED_NAME_MAX_LENGTH {
+        return Err(NameError::TooLong {
+            max: QUALIFIED_NAME_MAX_LENGTH,
+        });
+    }
+    if !name.is_empty() && qualified_chars_ok(name) {
+        Ok(())
+    } else {
+        Err(NameError::NotAQualifiedName)
+    }
+}
+
+/// A label value: empty, or what a qualified name's name part may be.
+pub fn check_label_value(s: &str) -> Result<(), NameError> {
+    if s.len() > QUALIFIED_NAME_MAX_LENGTH {
+        return Err(NameError::TooLong {
+            max: QUALIFIED_NAME_MAX_LENGTH,
+        });
+    }
+    if s.is_empty() || qualified_chars_ok(s) {
+        Ok(())
+    } else {
+        Err(NameError::NotAQualifiedName)
+    }
+}
+
+fn qualified_chars_ok(s: &str) -> bool {
+    let alnum = |b: u8| b.is_ascii_alphanumeric();
+    s.bytes()
+        .all(|b| alnum(b) || matches!(b, b'-' | b'_' | b'.'))
+        && s.bytes().next().is_some_and(alnum)
+        && s.bytes().last().is_some_and(alnum)
 }
 
 /// An RFC 1123 label, as Kubernetes validates namespaces and container
@@ -145,5 +203,35 @@ mod tests {
         assert!(NameError::NotALabel
             .to_string()
             .starts_with("must consist of lower case alphanumeric characters or '-'"));
+    }
+
+    #[test]
+    fn label_keys_are_qualified_names_with_an_optional_subdomain_prefix() {
+        assert!(check_qualified_name("app").is_ok());
+        assert!(check_qualified_name("example.com/My_App.v2").is_ok());
+        assert!(check_qualified_name("kubernetes.io/arch").is_ok());
+        assert_eq!(check_qualified_name("/x"), Err(NameError::BadPrefix));
+        assert_eq!(check_qualified_name("a/b/c"), Err(NameError::BadPrefix));
+        assert_eq!(
+            check_qualified_name("Bad_Prefix/x"),
+            Err(NameError::BadPrefix)
+        );
+        assert_eq!(
+            check_qualified_name("-x"),
+            Err(NameError::NotAQualifiedName)
+        );
+        assert_eq!(check_qualified_name(""), Err(NameError::NotAQualifiedName));
+        assert!(matches!(
+            check_qualified_name(&"a".repeat(64)),
+            Err(NameError::TooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn label_values_may_be_empty_but_not_malformed() {
+        assert!(check_label_value("").is_ok());
+        assert!(check_label_value("v1.2_x-y").is_ok());
+        assert_eq!(check_label_value("a b"), Err(NameError::NotAQualifiedName));
+        assert_eq!(check_label_value("x-"), Err(NameError::NotAQualifiedName));
     }
 }

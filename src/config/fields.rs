@@ -19,13 +19,15 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Taint;
 use serde_json::Value;
 
 use super::values::{
     absolute_path, anonymous_authentication, board_name, boolean, cgroup_driver, cgroup_root,
-    dns_domain, eviction_map, hostname_override, ip_list, log_files, log_size, normalize_node_name,
-    parse_runtime_endpoint, percent, pids_limit, positive_duration, positive_u32, read_only_port,
-    reserved, runtime_endpoint, static_pod_path, verbosity,
+    dns_domain, eviction_map, hostname_override, ip_list, log_files, log_size, node_ips,
+    node_labels, normalize_node_name, optional_path, parse_runtime_endpoint, percent, pids_limit,
+    port, positive_duration, positive_u32, read_only_port, reserved, runtime_endpoint,
+    static_pod_path, taints, verbosity,
 };
 
 /// picolet's default `staticPodPath`. Kubelet's default is empty (no static
@@ -210,6 +212,21 @@ kubelet_config! {
         /// `nodeLeaseDurationSeconds`. Default 40.
         node_lease_duration_seconds: u32 = 40,
             file("nodeLeaseDurationSeconds") => positive_u32;
+        /// `nodeStatusReportFrequency`: post an unchanged Node status this
+        /// often. Default 5m.
+        node_status_report_frequency: Duration = Duration::from_secs(300),
+            file("nodeStatusReportFrequency") => positive_duration;
+        /// `registerNode`: create the Node object at start. Default true.
+        register_node: bool = true,
+            file("registerNode") => boolean;
+        /// `registerWithTaints` / `--register-with-taints`: taints the Node
+        /// is created with.
+        register_with_taints: Vec<Taint> = Vec::new(),
+            file("registerWithTaints") => taints;
+        /// `port`: the node API's port, reported in the Node's
+        /// `daemonEndpoints`. Default 10250.
+        port: u16 = 10250,
+            file("port") => port;
         /// `logging.verbosity` / `-v`, 0..=10. Default 0.
         verbosity: u8 = 0,
             file("logging.verbosity") => verbosity;
@@ -225,6 +242,26 @@ kubelet_config! {
         /// `--admin-socket`. Default [`DEFAULT_ADMIN_SOCKET`].
         admin_socket: PathBuf = PathBuf::from(DEFAULT_ADMIN_SOCKET),
             flag("adminSocket") => absolute_path;
+        /// `--kubeconfig`: how to reach the API server. `None`: standalone,
+        /// static pods only.
+        kubeconfig: Option<PathBuf> = None,
+            flag("kubeconfig") => optional_path;
+        /// `--node-ip`: the node's InternalIP addresses (at most one per IP
+        /// family). Empty: the address of the default route.
+        node_ip: Vec<IpAddr> = Vec::new(),
+            flag("nodeIP") => node_ips;
+        /// `--node-labels`: labels the Node is registered with (checked
+        /// against what NodeRestriction lets a node set on itself).
+        node_labels: BTreeMap<String, String> = BTreeMap::new(),
+            flag("nodeLabels") => node_labels;
+        /// `--allow-insecure-kubeconfig`: accept a kubeconfig with
+        /// `insecure-skip-tls-verify: true` (logged loudly). Default false.
+        allow_insecure_kubeconfig: bool = false,
+            flag("allowInsecureKubeconfig") => boolean;
+        /// `--offline-image-fallback`: when a pull fails for a network
+        /// reason and the image is on the node, run it anyway. Default true.
+        offline_image_fallback: bool = true,
+            flag("offlineImageFallback") => boolean;
         /// `--board`: the board profile the file layers were put on (its
         /// settings are already in the fields above). `None` without
         /// `--board`.

@@ -148,6 +148,14 @@ pub const FLAGS: &[Flag] = &[
     row("pod-pids-limit",               Int,        "podPidsLimit",              "N",             "[-1 = unlimited]"),
     row("eviction-hard",                Thresholds, "evictionHard",              "SIG<VAL[,...]", "e.g. memory.available<100Mi,nodefs.available<10%"),
     row("node-status-update-frequency", Str,        "nodeStatusUpdateFrequency", "DUR",           "[10s]"),
+    row("kubeconfig",                   Str,        "kubeconfig",                "PATH",          "join a cluster: the API server and this node's credentials"),
+    row("node-ip",                      List,       "nodeIP",                    "IP[,IP]",       "the node's address [the default route's]"),
+    row("node-labels",                  List,       "nodeLabels",                "K=V[,K=V...]",  "labels to register the Node with"),
+    row("register-with-taints",         List,       "registerWithTaints",        "K=V:EFFECT,..", "taints to register the Node with"),
+    row("register-node",                Bool,       "registerNode",              "",              "[true]"),
+    row("node-status-report-frequency", Str,        "nodeStatusReportFrequency", "DUR",           "[5m0s]"),
+    row("allow-insecure-kubeconfig",    Bool,       "allowInsecureKubeconfig",   "",              "accept insecure-skip-tls-verify [false]"),
+    row("offline-image-fallback",       Bool,       "offlineImageFallback",      "",              "run a present image when a pull fails offline [true]"),
     row("v",                            Int,        "logging.verbosity",         "LEVEL",         "log verbosity 0..10 [0]"),
 ];
 
@@ -404,7 +412,7 @@ mod tests {
             assert_ne!(f, Flags::default(), "{}", flag.name);
             assert_eq!(f.get(flag.name), Some("x"));
         }
-        assert!(!Flags::default().set("kubeconfig", "x".into()));
+        assert!(!Flags::default().set("bootstrap-kubeconfig", "x".into()));
         assert_eq!(
             Flag::named("cgroups-per-qos").map(|f| f.kind),
             Some(FlagKind::Bool)
