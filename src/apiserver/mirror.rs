@@ -209,7 +209,8 @@ mod tests {
             "metadata: {name: app, namespace: kube-system, uid: u}\nspec: {containers: [{name: c, image: i}]}\n",
         )
         .unwrap();
-        let cases: Vec<(&str, Vec<&Pod>, Vec<&Pod>, Vec<&str>)> = vec![
+        type Case<'a> = (&'a str, Vec<&'a Pod>, Vec<&'a Pod>, Vec<&'a str>);
+        let cases: Vec<Case> = vec![
             (
                 "no mirror yet: create",
                 vec![&s1],

@@ -117,7 +117,7 @@ fn quantity_map(r: Resources) -> BTreeMap<String, Quantity> {
 
 /// CPU as kubelet prints it: whole cores, or millicores.
 fn cpu_text(millis: u64) -> String {
-    if millis % 1000 == 0 {
+    if millis.is_multiple_of(1000) {
         (millis / 1000).to_string()
     } else {
         format!("{millis}m")
@@ -126,7 +126,7 @@ fn cpu_text(millis: u64) -> String {
 
 /// Bytes as kubelet prints memory: `Ki` when it divides, bytes otherwise.
 fn ki_text(bytes: u64) -> String {
-    if bytes % 1024 == 0 {
+    if bytes.is_multiple_of(1024) {
         format!("{}Ki", bytes / 1024)
     } else {
         bytes.to_string()

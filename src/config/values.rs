@@ -367,6 +367,102 @@ fn parse_quantity_millis(input: &str) -> Result<u64, QuantityError> {
         .map_err(|e| QuantityError::new(input, e))
 }
 
+pub(super) fn optional_path(v: &Value) -> Result<Option<PathBuf>, String> {
+    let s = string(v)?;
+    Ok((!s.is_empty()).then(|| PathBuf::from(s)))
+}
+
+pub(super) fn port(v: &Value) -> Result<u16, String> {
+    integer(v, 1, 65535, "a port number between 1 and 65535").map(|n| n as u16)
+}
+
+/// `--node-ip`: one address, or two of different families (dual stack).
+pub(super) fn node_ips(v: &Value) -> Result<Vec<IpAddr>, String> {
+    let ips = ip_list(v)?;
+    let bad = ips
+        .iter()
+        .find(|ip| ip.is_unspecified() || ip.is_multicast());
+    if let Some(ip) = bad {
+        return Err(format!("expected a unicast node address, got {ip}"));
+    }
+    match ips.as_slice() {
+        [] | [_] => Ok(ips),
+        [a, b] if a.is_ipv4() != b.is_ipv4() => Ok(ips),
+        _ => Err("expected one address, or one IPv4 and one IPv6 address".to_string()),
+    }
+}
+
+/// `--node-labels k=v,...` (the flag) or a map (were it ever in a file):
+/// keys are qualified names, values label values.
+pub(super) fn node_labels(v: &Value) -> Result<BTreeMap<String, String>, String> {
+    let pairs: Vec<(String, String)> = match v {
+        Value::Array(items) => items
+            .iter()
+            .map(|item| {
+                let s = string(item)?;
+                let (k, v) = s
+                    .split_once('=')
+                    .ok_or_else(|| format!("expected key=value, got {s:?}"))?;
+                Ok((k.trim().to_string(), v.trim().to_string()))
+            })
+            .collect::<Result<_, String>>()?,
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), string(v)?.to_string())))
+            .collect::<Result<_, String>>()?,
+        other => return Err(format!("expected key=value pairs, got {}", show(other))),
+    };
+    let mut labels = BTreeMap::new();
+    for (k, v) in pairs {
+        crate::names::check_qualified_name(&k).map_err(|e| format!("label key {k:?}: {e}"))?;
+        crate::names::check_label_value(&v).map_err(|e| format!("label {k:?} value {v:?}: {e}"))?;
+        labels.insert(k, v);
+    }
+    Ok(labels)
+}
+
+/// `registerWithTaints` (a list of Taint objects in the file) or
+/// `--register-with-taints key=value:Effect,...` (strings from the flag).
+pub(super) fn taints(v: &Value) -> Result<Vec<Taint>, String> {
+    let items = v
+        .as_array()
+        .ok_or_else(|| format!("expected a list of taints, got {}", show(v)))?;
+    items
+        .iter()
+        .map(|item| {
+            let taint = match item {
+                Value::String(s) => {
+                    let (kv, effect) = s.rsplit_once(':').ok_or_else(|| {
+                        format!("expected key[=value]:Effect, got {s:?}")
+                    })?;
+                    let (key, value) = match kv.split_once('=') {
+                        Some((k, v)) => (k, Some(v.to_string())),
+                        None => (kv, None),
+                    };
+                    Taint {
+                        key: key.to_string(),
+                        value,
+                        effect: effect.to_string(),
+                        time_added: None,
+                    }
+                }
+                Value::Object(_) => serde_json::from_value::<Taint>(item.clone())
+                    .map_err(|e| format!("expected a taint {{key, value, effect}}: {e}"))?,
+                other => return Err(format!("expected a taint, got {}", show(other))),
+            };
+            crate::names::check_qualified_name(&taint.key)
+                .map_err(|e| format!("taint key {:?}: {e}", taint.key))?;
+            if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&taint.effect.as_str()) {
+                return Err(format!(
+                    "taint {:?}: effect must be NoSchedule, PreferNoSchedule or NoExecute, got {:?}",
+                    taint.key, taint.effect
+                ));
+            }
+            Ok(taint)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -488,100 +584,4 @@ mod tests {
         assert_eq!(EvictionThreshold::Percentage(7.5).to_string(), "7.5%");
         assert_eq!(EvictionThreshold::Quantity(42).to_string(), "42");
     }
-}
-
-pub(super) fn optional_path(v: &Value) -> Result<Option<PathBuf>, String> {
-    let s = string(v)?;
-    Ok((!s.is_empty()).then(|| PathBuf::from(s)))
-}
-
-pub(super) fn port(v: &Value) -> Result<u16, String> {
-    integer(v, 1, 65535, "a port number between 1 and 65535").map(|n| n as u16)
-}
-
-/// `--node-ip`: one address, or two of different families (dual stack).
-pub(super) fn node_ips(v: &Value) -> Result<Vec<IpAddr>, String> {
-    let ips = ip_list(v)?;
-    let bad = ips
-        .iter()
-        .find(|ip| ip.is_unspecified() || ip.is_multicast());
-    if let Some(ip) = bad {
-        return Err(format!("expected a unicast node address, got {ip}"));
-    }
-    match ips.as_slice() {
-        [] | [_] => Ok(ips),
-        [a, b] if a.is_ipv4() != b.is_ipv4() => Ok(ips),
-        _ => Err("expected one address, or one IPv4 and one IPv6 address".to_string()),
-    }
-}
-
-/// `--node-labels k=v,...` (the flag) or a map (were it ever in a file):
-/// keys are qualified names, values label values.
-pub(super) fn node_labels(v: &Value) -> Result<BTreeMap<String, String>, String> {
-    let pairs: Vec<(String, String)> = match v {
-        Value::Array(items) => items
-            .iter()
-            .map(|item| {
-                let s = string(item)?;
-                let (k, v) = s
-                    .split_once('=')
-                    .ok_or_else(|| format!("expected key=value, got {s:?}"))?;
-                Ok((k.trim().to_string(), v.trim().to_string()))
-            })
-            .collect::<Result<_, String>>()?,
-        Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| Ok((k.clone(), string(v)?.to_string())))
-            .collect::<Result<_, String>>()?,
-        other => return Err(format!("expected key=value pairs, got {}", show(other))),
-    };
-    let mut labels = BTreeMap::new();
-    for (k, v) in pairs {
-        crate::names::check_qualified_name(&k).map_err(|e| format!("label key {k:?}: {e}"))?;
-        crate::names::check_label_value(&v).map_err(|e| format!("label {k:?} value {v:?}: {e}"))?;
-        labels.insert(k, v);
-    }
-    Ok(labels)
-}
-
-/// `registerWithTaints` (a list of Taint objects in the file) or
-/// `--register-with-taints key=value:Effect,...` (strings from the flag).
-pub(super) fn taints(v: &Value) -> Result<Vec<Taint>, String> {
-    let items = v
-        .as_array()
-        .ok_or_else(|| format!("expected a list of taints, got {}", show(v)))?;
-    items
-        .iter()
-        .map(|item| {
-            let taint = match item {
-                Value::String(s) => {
-                    let (kv, effect) = s.rsplit_once(':').ok_or_else(|| {
-                        format!("expected key[=value]:Effect, got {s:?}")
-                    })?;
-                    let (key, value) = match kv.split_once('=') {
-                        Some((k, v)) => (k, Some(v.to_string())),
-                        None => (kv, None),
-                    };
-                    Taint {
-                        key: key.to_string(),
-                        value,
-                        effect: effect.to_string(),
-                        time_added: None,
-                    }
-                }
-                Value::Object(_) => serde_json::from_value::<Taint>(item.clone())
-                    .map_err(|e| format!("expected a taint {{key, value, effect}}: {e}"))?,
-                other => return Err(format!("expected a taint, got {}", show(other))),
-            };
-            crate::names::check_qualified_name(&taint.key)
-                .map_err(|e| format!("taint key {:?}: {e}", taint.key))?;
-            if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&taint.effect.as_str()) {
-                return Err(format!(
-                    "taint {:?}: effect must be NoSchedule, PreferNoSchedule or NoExecute, got {:?}",
-                    taint.key, taint.effect
-                ));
-            }
-            Ok(taint)
-        })
-        .collect()
 }

@@ -33,7 +33,7 @@ pub fn read(root_dir: &Path) -> MachineInfo {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u64)),
         memory_bytes: parse_mem_total(&text("/proc/meminfo")).unwrap_or(0),
         root_fs_bytes: rustix::fs::statfs(root_dir)
-            .map(|s| (s.f_blocks as u64).saturating_mul(s.f_bsize as u64))
+            .map(|s| s.f_blocks.saturating_mul(s.f_bsize as u64))
             .unwrap_or(0),
         kernel_version: uname.release().to_string_lossy().into_owned(),
         os_image: parse_os_release(&text("/etc/os-release")),
