@@ -16,7 +16,8 @@
 //!   hosts file, termination logs) and host facts (IP, memory, resolv.conf);
 //! - `logs.rs`: container log rotation;
 //! - `gc.rs`: the GC task ([`crate::gc::collect`], log dirs, cgroups);
-//! - `status.rs`: pod status assembly for the admin socket;
+//! - `status.rs`: pod status assembly for the admin socket and for a
+//!   [`StatusSink`] (the API-server status sync);
 //! - `probes.rs`: probe tasks and lifecycle hooks.
 //!
 //! The agent calls the runtime through [`RuntimeService`]: the binary uses
@@ -32,7 +33,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use smol::channel::Sender;
 
 use crate::backoff::Backoff;
@@ -139,6 +140,20 @@ impl PodEntry {
     }
 }
 
+/// Where the agent reports what became of its pods: the narrow interface
+/// through which the API-server side (status sync, mirror pods, the final
+/// DELETE of a pod whose deletion was asked) learns about pods, without
+/// reaching into the agent. Calls are cheap and synchronous; the sink
+/// queues and does its I/O in its own tasks.
+pub trait StatusSink {
+    /// The pod's status after a sync. Called after every sync: the sink
+    /// drops what did not change.
+    fn status(&self, pod: &Pod, status: &PodStatus);
+    /// The pod is terminated (every container stopped) and the agent forgot
+    /// it; `status` is its last one.
+    fn terminated(&self, pod: &Pod, status: &PodStatus);
+}
+
 /// State shared by every task.
 pub struct Agent<R: RuntimeService = Runtime> {
     cfg: AgentConfig,
@@ -153,6 +168,8 @@ pub struct Agent<R: RuntimeService = Runtime> {
     /// The last relist, for GC and orphan adoption.
     relist: RefCell<observe::Relist>,
     probe_metrics: RefCell<ProbeMetrics>,
+    /// Where pod statuses go (`None`: standalone, nobody listens).
+    status_sink: RefCell<Option<Rc<dyn StatusSink>>>,
 }
 
 fn now_unix_nanos() -> i64 {
@@ -206,6 +223,7 @@ impl<R: RuntimeService> Agent<R> {
             runtime_name: RefCell::new("containerd".into()),
             relist: RefCell::new(observe::Relist::default()),
             probe_metrics: RefCell::new(ProbeMetrics::default()),
+            status_sink: RefCell::new(None),
             cfg,
         })
     }

@@ -33,6 +33,10 @@ pub(super) struct Sources {
     states: BTreeMap<PodSource, SourceState>,
     /// UIDs whose rejection was logged (logged once, until admitted).
     rejected_logged: BTreeSet<String>,
+    /// Pods being deleted in the API that the agent already terminated and
+    /// forgot, until their source drops them (so they are not taken up
+    /// again at every update in between).
+    pub(super) finished: BTreeSet<String>,
 }
 
 impl Sources {
@@ -43,6 +47,7 @@ impl Sources {
                 .map(|s| (s, SourceState::default()))
                 .collect(),
             rejected_logged: BTreeSet::new(),
+            finished: BTreeSet::new(),
         }
     }
 
@@ -141,6 +146,8 @@ impl<R: RuntimeService> Agent<R> {
             .into_iter()
             .map(|(u, (s, p))| (u, (s, p.clone())))
             .collect();
+        sources.finished.retain(|u| desired.contains_key(u));
+        let finished = sources.finished.clone();
         drop(guard);
 
         let mut changed = Vec::new();
@@ -161,6 +168,28 @@ impl<R: RuntimeService> Agent<R> {
         let mut sorted: Vec<(String, (PodSource, Pod))> = desired.into_iter().collect();
         sorted.sort_by(|a, b| a.0.cmp(&b.0));
         for (uid, (source, pod)) in sorted {
+            // Deletion asked in the API (`deletionTimestamp`): terminate
+            // within the pod's `deletionGracePeriodSeconds` and never start
+            // it again; the status sink sends the final DELETE once the
+            // containers are gone.
+            if pod.metadata.deletion_timestamp.is_some() {
+                match pods.get_mut(&uid) {
+                    Some(e) if e.deleted && *e.pod == pod => {}
+                    Some(e) => {
+                        log::info!("pod {} is being deleted; terminating it", full_name(&pod));
+                        e.source = Some(source);
+                        e.pod = Rc::new(pod);
+                        e.deleted = true;
+                        let _ = e.wake.try_send(());
+                    }
+                    None if finished.contains(&uid) => {}
+                    None => {
+                        let entry = self.new_entry(uid.clone(), pod, Some(source), true);
+                        pods.insert(uid, entry);
+                    }
+                }
+                continue;
+            }
             if let Some(e) = pods.get_mut(&uid) {
                 let revived = e.deleted;
                 e.source = Some(source);

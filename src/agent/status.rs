@@ -5,17 +5,45 @@
 //! [`Agent::pod_list`]-like views, never the agent's internals.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
-use k8s_openapi::api::core::v1::PodStatus;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
-use super::{now_unix_nanos, Agent, PodEntry};
+use super::{now_unix_nanos, Agent, PodEntry, StatusSink};
 use crate::cri::RuntimeService;
 use crate::pod::facts;
 use crate::status::{self, Waiting};
 
 impl<R: RuntimeService> Agent<R> {
+    /// Sends every pod's status to `sink` from now on (the API-server
+    /// status sync). Set once, before [`Agent::run`].
+    pub fn set_status_sink(&self, sink: Rc<dyn StatusSink>) {
+        *self.status_sink.borrow_mut() = Some(sink);
+    }
+
+    /// Tells the sink the pod's status after a sync.
+    pub(super) fn report_status(&self, uid: &str) {
+        let Some(sink) = self.status_sink.borrow().clone() else {
+            return;
+        };
+        let (pod, status) = {
+            let pods = self.pods.borrow();
+            let Some(e) = pods.get(uid) else { return };
+            (e.pod.clone(), self.pod_status(e))
+        };
+        sink.status(&pod, &status);
+    }
+
+    /// Tells the sink that the pod is terminated and forgotten; `status` was
+    /// computed before its entry went.
+    pub(super) fn report_terminated(&self, pod: &Pod, status: &PodStatus) {
+        if let Some(sink) = self.status_sink.borrow().clone() {
+            sink.terminated(pod, status);
+        }
+    }
+
     /// The status of one pod right now.
-    fn pod_status(&self, e: &PodEntry) -> PodStatus {
+    pub(super) fn pod_status(&self, e: &PodEntry) -> PodStatus {
         let mut waiting: HashMap<String, Waiting> = HashMap::new();
         let mut readiness: HashMap<String, bool> = HashMap::new();
         let mut started: HashMap<String, bool> = HashMap::new();

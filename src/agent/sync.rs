@@ -37,6 +37,7 @@ impl<R: RuntimeService> Agent<R> {
                 Some(d) => d,
                 None => return,
             };
+            self.report_status(&uid);
             let _ = rt::timeout(next, wake.recv()).await;
             while wake.try_recv().is_ok() {}
         }
@@ -222,14 +223,37 @@ impl<R: RuntimeService> Agent<R> {
     /// A deleted pod: terminate it and forget it (unless a source wants it
     /// again meanwhile).
     async fn finish_pod(&self, uid: &str, pod: &Pod, observed: &ObservedPod) -> Option<Duration> {
-        match Box::pin(self.terminate_pod(pod, observed, true)).await {
+        let mut observed = observed.clone();
+        if self.status_sink.borrow().is_some() {
+            // Stop first and look again, so that the last status says how
+            // each container ended; then remove.
+            if let Err(e) = Box::pin(self.terminate_pod(pod, &observed, false)).await {
+                log::warn!("terminating pod {}: {e}; will retry", full_name(pod));
+                return Some(RETRY_AFTER_ERROR);
+            }
+            if let Ok(o) = Box::pin(self.observe(uid)).await {
+                self.record_observed(uid, &o);
+                observed = o;
+            }
+        }
+        match Box::pin(self.terminate_pod(pod, &observed, true)).await {
             Ok(()) => {
-                let mut pods = self.pods.borrow_mut();
-                if !pods.get(uid).is_some_and(|e| e.deleted) {
-                    return Some(Duration::ZERO); // wanted again: sync it
+                let last = {
+                    let mut pods = self.pods.borrow_mut();
+                    if !pods.get(uid).is_some_and(|e| e.deleted) {
+                        return Some(Duration::ZERO); // wanted again: sync it
+                    }
+                    log::info!("pod {} terminated", full_name(pod));
+                    let last = pods.get(uid).map(|e| self.pod_status(e));
+                    pods.remove(uid);
+                    last
+                };
+                if pod.metadata.deletion_timestamp.is_some() {
+                    self.sources.borrow_mut().finished.insert(uid.to_string());
                 }
-                log::info!("pod {} terminated", full_name(pod));
-                pods.remove(uid);
+                if let Some(status) = last {
+                    self.report_terminated(pod, &status);
+                }
                 self.backoff.borrow_mut().forget_pod(uid);
                 self.images.forget_pod(uid);
                 None

@@ -341,3 +341,99 @@ fn the_pods_of_a_source_that_is_not_ready_survive_another_source_being_ready() {
     );
     assert_eq!(ids(&node.running()), before);
 }
+
+/// A status sink that records what it is told.
+#[derive(Default)]
+struct Recorder {
+    statuses: std::cell::RefCell<Vec<(String, Option<String>)>>,
+    terminated: std::cell::RefCell<Vec<(String, Vec<String>)>>,
+}
+
+impl super::StatusSink for Recorder {
+    fn status(&self, pod: &Pod, status: &k8s_openapi::api::core::v1::PodStatus) {
+        self.statuses
+            .borrow_mut()
+            .push((crate::pod::uid(pod).to_string(), status.phase.clone()));
+    }
+    fn terminated(&self, pod: &Pod, status: &k8s_openapi::api::core::v1::PodStatus) {
+        let states = status
+            .container_statuses
+            .iter()
+            .flatten()
+            .map(|c| {
+                let s = c.state.as_ref();
+                if s.and_then(|s| s.terminated.as_ref()).is_some() {
+                    "terminated".to_string()
+                } else {
+                    "not terminated".to_string()
+                }
+            })
+            .collect();
+        self.terminated
+            .borrow_mut()
+            .push((crate::pod::uid(pod).to_string(), states));
+    }
+}
+
+fn api_pod(uid: &str) -> Pod {
+    let mut pod = static_pod(WEB);
+    pod.metadata.uid = Some(uid.into());
+    pod.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(CONFIG_SOURCE_ANNOTATION.into(), "api".into());
+    pod
+}
+
+fn api_set(pods: Vec<Pod>) -> SourceUpdate {
+    SourceUpdate {
+        source: PodSource::Api,
+        pods,
+        authoritative: true,
+    }
+}
+
+#[test]
+fn a_pod_deleted_in_the_api_is_terminated_once_and_reported_to_the_sink() {
+    let node = Node::new();
+    let agent = node.agent();
+    agent.sources.borrow_mut().configure(PodSource::Api);
+    let sink = Rc::new(Recorder::default());
+    agent.set_status_sink(sink.clone());
+    let pod = api_pod("api-uid-9");
+    apply(&agent, api_set(vec![pod.clone()]));
+    sync(&agent, &pod);
+    agent.report_status("api-uid-9");
+    assert_eq!(node.running().len(), 2);
+    assert_eq!(sink.statuses.borrow().last().unwrap().0, "api-uid-9");
+
+    // `kubectl delete`: the API sets deletionTimestamp and a grace period.
+    let mut deleting = pod.clone();
+    deleting.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+    deleting.metadata.deletion_grace_period_seconds = Some(5);
+    apply(&agent, api_set(vec![deleting.clone()]));
+    assert!(agent.pods.borrow()["api-uid-9"].deleted);
+    assert_eq!(sync(&agent, &deleting), None, "terminated and forgotten");
+    assert!(node.running().is_empty());
+    let stops: Vec<_> = node
+        .runtime
+        .calls()
+        .into_iter()
+        .filter(|c| *c == "StopContainer")
+        .collect();
+    assert_eq!(stops.len(), 2);
+    assert_eq!(
+        *sink.terminated.borrow(),
+        [("api-uid-9".to_string(), vec!["terminated".to_string(); 2])],
+        "the last status shows every container terminated"
+    );
+
+    // The API still lists it until the final DELETE lands: not taken up again.
+    apply(&agent, api_set(vec![deleting.clone()]));
+    assert!(agent.pods.borrow().is_empty());
+    apply(&agent, api_set(Vec::new()));
+    assert!(agent.sources.borrow().finished.is_empty());
+}
