@@ -7,6 +7,8 @@
 
 pub mod admin;
 pub mod agent;
+#[cfg(feature = "apiserver")]
+pub mod apiserver;
 pub mod backoff;
 pub mod board;
 pub mod cgroups;
