@@ -460,7 +460,11 @@ fn crc32(bytes: &[u8]) -> u32 {
             let mut c = i as u32;
             let mut k = 0;
             while k < 8 {
-                c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
                 k += 1;
             }
             t[i] = c;
@@ -514,7 +518,9 @@ mod tests {
         let dir = tmp.path().join("pods");
         let (mut c, loaded) = open(&dir);
         assert_eq!(loaded, Loaded::default());
-        assert!(c.put(&key(Some("default"), "a"), "5", b"{\"a\":1}").unwrap());
+        assert!(c
+            .put(&key(Some("default"), "a"), "5", b"{\"a\":1}")
+            .unwrap());
         assert!(c.put(&key(None, "node-1"), "6", b"{}").unwrap());
         assert!(c.set_resource_version("7").unwrap());
         drop(c);
@@ -566,8 +572,10 @@ mod tests {
     fn a_truncated_entry_is_discarded_and_the_rest_loads() {
         let tmp = tempfile::tempdir().unwrap();
         let (mut c, _) = open(tmp.path());
-        c.put(&key(Some("ns"), "good"), "1", b"{\"good\":true}").unwrap();
-        c.put(&key(Some("ns"), "cut"), "2", b"{\"cut\":true}").unwrap();
+        c.put(&key(Some("ns"), "good"), "1", b"{\"good\":true}")
+            .unwrap();
+        c.put(&key(Some("ns"), "cut"), "2", b"{\"cut\":true}")
+            .unwrap();
         let cut = tmp.path().join("ns_cut.entry");
         let bytes = fs::read(&cut).unwrap();
         for len in [0, 5, 20, bytes.len() - 1] {
@@ -611,7 +619,10 @@ mod tests {
         let (_, loaded) = open(d);
         assert_eq!(loaded.entries.len(), 1);
         assert_eq!(loaded.entries[0].key, key(Some("ns"), "a"));
-        assert_eq!(loaded.resource_version, None, "a bad sync file means relist");
+        assert_eq!(
+            loaded.resource_version, None,
+            "a bad sync file means relist"
+        );
         assert_eq!(loaded.discarded, 5);
         assert_eq!(files(d), ["README", "ns_a.entry"]);
     }
@@ -640,7 +651,11 @@ mod tests {
         let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o7777;
         assert_eq!(mode, 0o700);
         c.put(&key(Some("ns"), "s"), "1", b"secret").unwrap();
-        let mode = fs::metadata(dir.join("ns_s.entry")).unwrap().permissions().mode() & 0o777;
+        let mode = fs::metadata(dir.join("ns_s.entry"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
         assert_eq!(mode, 0o600);
         // An existing directory with a looser mode is tightened.
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();

@@ -358,10 +358,16 @@ pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig
         return Err(err(&uf("exec"), "credential plugins are not supported"));
     }
     if user.auth_provider.is_some() {
-        return Err(err(&uf("auth-provider"), "auth providers are not supported"));
+        return Err(err(
+            &uf("auth-provider"),
+            "auth providers are not supported",
+        ));
     }
     if user.username.as_deref().is_some_and(|u| !u.is_empty()) {
-        return Err(err(&uf("username"), "basic authentication is not supported"));
+        return Err(err(
+            &uf("username"),
+            "basic authentication is not supported",
+        ));
     }
     let client_certificate = material(
         &uf("client-certificate"),
@@ -470,7 +476,9 @@ fn parse_server(s: &str) -> Result<Server, String> {
         None => (rest, ""),
     };
     if authority.contains('@') {
-        return Err(format!("{s:?}: user information in the URL is not supported"));
+        return Err(format!(
+            "{s:?}: user information in the URL is not supported"
+        ));
     }
     if path.contains('?') || path.contains('#') {
         return Err(format!("{s:?}: a query or fragment is not allowed"));
@@ -628,9 +636,16 @@ mod tests {
         ];
         for (url, host, port, path) in table {
             let s = parse_server(url).unwrap();
-            assert_eq!((s.host.as_str(), s.port, s.base_path.as_str()), (host, port, path), "{url}");
+            assert_eq!(
+                (s.host.as_str(), s.port, s.base_path.as_str()),
+                (host, port, path),
+                "{url}"
+            );
         }
-        assert_eq!(parse_server("https://[::1]:6443").unwrap().authority(), "[::1]:6443");
+        assert_eq!(
+            parse_server("https://[::1]:6443").unwrap().authority(),
+            "[::1]:6443"
+        );
         for bad in [
             "http://h",
             "h:6443",
@@ -652,7 +667,10 @@ mod tests {
             "    token: t\n",
         );
         let e = parse_err(&text, false);
-        assert!(e.contains("clusters[0].cluster.insecure-skip-tls-verify"), "{e}");
+        assert!(
+            e.contains("clusters[0].cluster.insecure-skip-tls-verify"),
+            "{e}"
+        );
         assert!(e.contains(PATH), "{e}");
         let k = parse(&text, Path::new(PATH), true).unwrap();
         assert!(k.insecure_skip_tls_verify);
@@ -732,13 +750,19 @@ mod tests {
             "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n",
             false,
         );
-        assert!(e.contains("contexts[0].context.cluster: no cluster named \"k\""), "{e}");
+        assert!(
+            e.contains("contexts[0].context.cluster: no cluster named \"k\""),
+            "{e}"
+        );
         let e = parse_err(
             "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n\
              clusters:\n- name: k\n  cluster: {server: 'https://h', certificate-authority: ca}\n",
             false,
         );
-        assert!(e.contains("contexts[0].context.user: no user named \"u\""), "{e}");
+        assert!(
+            e.contains("contexts[0].context.user: no user named \"u\""),
+            "{e}"
+        );
     }
 
     #[test]

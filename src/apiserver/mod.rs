@@ -23,6 +23,8 @@
 //!   resume, 410 Gone relist with deletions, jittered back-off).
 //! - [`cache`]: the on-disk copy of each resource's objects and sync point,
 //!   written atomically and only on change, checksummed per entry.
+//! - [`informer`]: the I/O loop of one resource: runs the reflector over
+//!   the transport, writes changes to the cache, hands out events.
 //!
 //! # Build
 //!
@@ -39,6 +41,7 @@
 //! time and randomness come in as arguments.
 
 pub mod cache;
+pub mod informer;
 pub mod kubeconfig;
 pub mod reflector;
 pub mod request;
@@ -46,5 +49,6 @@ pub mod tls;
 pub mod transport;
 pub mod watch;
 
+pub use informer::Informer;
 pub use kubeconfig::{Kubeconfig, KubeconfigError};
 pub use reflector::{Event, Input, Next, ObjectKey, Reflector, Request, Step};

@@ -283,7 +283,10 @@ mod tests {
             object_path::<Lease>(Some("kube-node-lease"), "pi"),
             "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/pi"
         );
-        assert_eq!(object_path::<Node>(None, "a b/c"), "/api/v1/nodes/a%20b%2Fc");
+        assert_eq!(
+            object_path::<Node>(None, "a b/c"),
+            "/api/v1/nodes/a%20b%2Fc"
+        );
     }
 
     #[test]
@@ -360,7 +363,10 @@ mod tests {
         assert_eq!(e.reason, "Expired");
         assert!(e.is_gone());
         assert!(!e.is_client_error());
-        assert_eq!(e.to_string(), "410 Expired: too old resource version: 1 (2)");
+        assert_eq!(
+            e.to_string(),
+            "410 Expired: too old resource version: 1 (2)"
+        );
     }
 
     #[test]

@@ -83,7 +83,10 @@ pub fn provider() -> CryptoProvider {
             cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
             cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
         ],
-        kx_groups: vec![rustls_ring::kx_group::X25519, rustls_ring::kx_group::SECP256R1],
+        kx_groups: vec![
+            rustls_ring::kx_group::X25519,
+            rustls_ring::kx_group::SECP256R1,
+        ],
         ..ring
     }
 }
@@ -267,8 +270,21 @@ pub(crate) mod testpki {
         openssl(
             dir,
             &[
-                "x509", "-req", "-in", &csr, "-CA", "ca.crt", "-CAkey", "ca.key",
-                "-CAcreateserial", "-days", "2", "-out", &crt, "-extfile", &extfile,
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-out",
+                &crt,
+                "-extfile",
+                &extfile,
             ],
         );
     }
@@ -285,7 +301,14 @@ pub(crate) mod testpki {
             let key = format!("{ca}.key");
             let crt = format!("{ca}.crt");
             args.extend_from_slice(&[
-                "-keyout", &key, "-out", &crt, "-subj", "/CN=picolet-test-ca", "-days", "2",
+                "-keyout",
+                &key,
+                "-out",
+                &crt,
+                "-subj",
+                "/CN=picolet-test-ca",
+                "-days",
+                "2",
             ]);
             openssl(d, &args);
         }
@@ -345,9 +368,15 @@ mod tests {
     fn a_kubeconfig_with_ca_and_client_certificate_builds_a_config_offering_h2_first() {
         let pki = testpki::generate();
         let s = setup(&kubeconfig(&pki)).unwrap();
-        assert_eq!(s.config.alpn_protocols, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
+        assert_eq!(
+            s.config.alpn_protocols,
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        );
         assert!(s.config.client_auth_cert_resolver.has_certs());
-        assert_eq!(format!("{:?}", s.server_name), "IpAddress(V4(Ipv4Addr([127, 0, 0, 1])))");
+        assert_eq!(
+            format!("{:?}", s.server_name),
+            "IpAddress(V4(Ipv4Addr([127, 0, 0, 1])))"
+        );
     }
 
     #[test]
@@ -375,7 +404,10 @@ mod tests {
         let mut k = kubeconfig(&pki);
         k.certificate_authority.as_mut().unwrap().source = Source::Data(b"nothing".to_vec());
         let e = setup(&k).unwrap_err().to_string();
-        assert!(e.contains("clusters[0].cluster.certificate-authority"), "{e}");
+        assert!(
+            e.contains("clusters[0].cluster.certificate-authority"),
+            "{e}"
+        );
         let mut k = kubeconfig(&pki);
         k.certificate_authority.as_mut().unwrap().source =
             Source::File(Path::new("/nonexistent/ca.crt").into());

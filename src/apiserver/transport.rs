@@ -392,8 +392,7 @@ impl Client {
             }
             None => Bytes::new(),
         };
-        b.body(Full::new(bytes))
-            .map_err(|e| invalid(e.to_string()))
+        b.body(Full::new(bytes)).map_err(|e| invalid(e.to_string()))
     }
 
     /// The `Authorization` header, re-reading a token file once a minute.
@@ -481,13 +480,17 @@ impl Client {
                 });
             }
         }
-        let dialed = match rt::timeout(self.inner.options.connect_timeout, Box::pin(self.dial())).await {
-            Some(r) => r,
-            None => Err(TransportError::Connect {
-                server: self.inner.server.to_string(),
-                source: io::Error::new(io::ErrorKind::TimedOut, "connect and TLS handshake timed out"),
-            }),
-        };
+        let dialed =
+            match rt::timeout(self.inner.options.connect_timeout, Box::pin(self.dial())).await {
+                Some(r) => r,
+                None => Err(TransportError::Connect {
+                    server: self.inner.server.to_string(),
+                    source: io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "connect and TLS handshake timed out",
+                    ),
+                }),
+            };
         let mut c = self.inner.conn.borrow_mut();
         match dialed {
             Ok(s) => {

@@ -69,7 +69,10 @@ fn server_config(pki: &Pki, alpn: &[&[u8]]) -> Arc<ServerConfig> {
     Arc::new(c)
 }
 
-async fn handle(req: http::Request<Incoming>, seen: Rc<Seen>) -> Result<http::Response<ResBody>, Infallible> {
+async fn handle(
+    req: http::Request<Incoming>,
+    seen: Rc<Seen>,
+) -> Result<http::Response<ResBody>, Infallible> {
     let path = req.uri().path().to_string();
     let auth = req
         .headers()
@@ -250,7 +253,10 @@ fn every_request_and_watch_shares_one_http2_connection() {
         for r in [a.unwrap(), b.0.unwrap(), b.1.unwrap()] {
             assert_eq!(r.status, StatusCode::OK);
             let text = String::from_utf8(r.body).unwrap();
-            assert!(text.starts_with("auth=Bearer s3cret;version=HTTP/2.0"), "{text}");
+            assert!(
+                text.starts_with("auth=Bearer s3cret;version=HTTP/2.0"),
+                "{text}"
+            );
         }
         assert_eq!(watch.chunk().await.unwrap().unwrap(), "first\n");
         assert_eq!(srv.seen.accepted.get(), 1);
@@ -290,7 +296,11 @@ fn http11_is_used_when_alpn_does_not_give_h2_one_connection_per_stream() {
         let text = String::from_utf8(r.body).unwrap();
         assert_eq!(text, "auth=Bearer s3cret;version=HTTP/1.1;query=x=1");
         assert_eq!(w.chunk().await.unwrap().unwrap(), "first\n");
-        assert_eq!(srv.seen.accepted.get(), 2, "the watch holds its own connection");
+        assert_eq!(
+            srv.seen.accepted.get(),
+            2,
+            "the watch holds its own connection"
+        );
         // The request's connection goes back to the pool once ready.
         for _ in 0..10_000 {
             if !c.inner.conn.borrow().h1_idle.is_empty() {
@@ -359,7 +369,10 @@ fn insecure_skip_tls_verify_connects_without_a_ca() {
         k.certificate_authority = None;
         k.insecure_skip_tls_verify = true;
         let c = Client::new(&k, Options::default()).unwrap();
-        assert_eq!(get(&c, "/api/v1/pods").await.unwrap().status, StatusCode::OK);
+        assert_eq!(
+            get(&c, "/api/v1/pods").await.unwrap().status,
+            StatusCode::OK
+        );
     });
 }
 
@@ -374,7 +387,10 @@ fn a_body_over_the_limit_is_an_error_naming_the_limit() {
             .await
             .unwrap_err();
         assert!(e.to_string().contains("body larger than 1000 bytes"), "{e}");
-        let ok = c.request(Method::GET, "/big", None, 100_000, LONG).await.unwrap();
+        let ok = c
+            .request(Method::GET, "/big", None, 100_000, LONG)
+            .await
+            .unwrap();
         assert_eq!(ok.body.len(), 100_000);
     });
 }
@@ -388,7 +404,13 @@ fn a_request_without_an_answer_ends_at_its_deadline() {
         // Connect first, so the deadline applies to the request alone.
         get(&c, "/api/v1/pods").await.unwrap();
         let e = c
-            .request(Method::GET, "/hang", None, BODY_LIMIT, Duration::from_millis(50))
+            .request(
+                Method::GET,
+                "/hang",
+                None,
+                BODY_LIMIT,
+                Duration::from_millis(50),
+            )
             .await
             .unwrap_err();
         assert!(matches!(e, TransportError::Timeout { .. }), "{e}");
@@ -476,11 +498,12 @@ fn a_token_file_is_read_and_a_missing_one_is_a_credentials_error() {
         });
         let c = Client::new(&k, Options::default()).unwrap();
         let r = get(&c, "/api/v1/pods").await.unwrap();
-        assert!(String::from_utf8(r.body).unwrap().starts_with("auth=Bearer from-file;"));
+        assert!(String::from_utf8(r.body)
+            .unwrap()
+            .starts_with("auth=Bearer from-file;"));
         k.token.as_mut().unwrap().source = Source::File(pki.path("nope"));
         let c = Client::new(&k, Options::default()).unwrap();
         let e = get(&c, "/api/v1/pods").await.unwrap_err();
         assert!(e.to_string().contains("users[0].user.tokenFile"), "{e}");
     });
 }
-

@@ -107,7 +107,9 @@ impl Decoder {
 
     /// The next complete event, if a whole line is buffered. After an error
     /// the stream is unusable: the caller drops it and watches again.
-    pub fn next<K: DeserializeOwned>(&mut self) -> Option<Result<WatchEvent<K>, DecodeError>> {
+    pub fn next_event<K: DeserializeOwned>(
+        &mut self,
+    ) -> Option<Result<WatchEvent<K>, DecodeError>> {
         loop {
             let nl = match self.buf[self.scanned..].iter().position(|b| *b == b'\n') {
                 Some(i) => self.scanned + i,
@@ -220,7 +222,7 @@ mod tests {
     }
 
     fn all(d: &mut Decoder) -> Vec<Result<WatchEvent<Pod>, DecodeError>> {
-        std::iter::from_fn(|| d.next::<Pod>()).collect()
+        std::iter::from_fn(|| d.next_event::<Pod>()).collect()
     }
 
     fn name(e: &WatchEvent<Pod>) -> String {
@@ -257,7 +259,9 @@ mod tests {
         d.push(b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"5\"}}}\n");
         d.push(b"\n{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"too old resource version: 1 (9)\",\"reason\":\"Expired\",\"code\":410}}\n");
         let got: Vec<_> = all(&mut d).into_iter().map(Result::unwrap).collect();
-        assert!(matches!(&got[0], WatchEvent::Added(p) if p.metadata.resource_version.as_deref() == Some("1")));
+        assert!(
+            matches!(&got[0], WatchEvent::Added(p) if p.metadata.resource_version.as_deref() == Some("1"))
+        );
         assert!(matches!(&got[1], WatchEvent::Modified(_)));
         assert!(matches!(&got[2], WatchEvent::Deleted(_)));
         assert_eq!(
@@ -297,8 +301,11 @@ mod tests {
         for line in table {
             let mut d = Decoder::default();
             d.push(line);
-            let r = d.next::<Pod>().unwrap();
-            assert!(matches!(r, Err(DecodeError::MalformedEvent { .. })), "{line:?}: {r:?}");
+            let r = d.next_event::<Pod>().unwrap();
+            assert!(
+                matches!(r, Err(DecodeError::MalformedEvent { .. })),
+                "{line:?}: {r:?}"
+            );
         }
     }
 
@@ -307,12 +314,12 @@ mod tests {
         let line = pod_line("ADDED", "a", "1");
         let mut d = Decoder::default();
         d.push(&line.as_bytes()[..line.len() - 5]);
-        assert!(d.next::<Pod>().is_none());
+        assert!(d.next_event::<Pod>().is_none());
         let e = d.finish().unwrap_err();
         assert!(matches!(e, DecodeError::Truncated { .. }), "{e}");
         let mut d = Decoder::default();
         d.push(b"  \n\n");
-        assert!(d.next::<Pod>().is_none());
+        assert!(d.next_event::<Pod>().is_none());
         d.finish().unwrap();
     }
 
@@ -321,7 +328,7 @@ mod tests {
         let mut d = Decoder::new(64);
         d.push(&[b'x'; 65]);
         assert!(matches!(
-            d.next::<Pod>(),
+            d.next_event::<Pod>(),
             Some(Err(DecodeError::LineTooLong { limit: 64 }))
         ));
         let mut d = Decoder::new(64);
@@ -329,7 +336,7 @@ mod tests {
         long.push(b'\n');
         d.push(&long);
         assert!(matches!(
-            d.next::<Pod>(),
+            d.next_event::<Pod>(),
             Some(Err(DecodeError::LineTooLong { .. }))
         ));
     }
@@ -358,7 +365,11 @@ mod tests {
             b"<html>gateway timeout</html>",
         ];
         for body in table {
-            assert!(decode_list::<Pod>(body).is_err(), "{:?}", String::from_utf8_lossy(body));
+            assert!(
+                decode_list::<Pod>(body).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(body)
+            );
         }
     }
 }
