@@ -25,6 +25,9 @@
 //!   written atomically and only on change, checksummed per entry.
 //! - [`informer`]: the I/O loop of one resource: runs the reflector over
 //!   the transport, writes changes to the cache, hands out events.
+//! - [`node`], [`lease`], [`status_manager`]: pure builders of what the
+//!   node writes: its Node object and conditions, its heartbeat Lease, pod
+//!   status patches and the queue keeping the latest status per pod.
 //!
 //! # Build
 //!
@@ -37,14 +40,18 @@
 //! Nothing here knows about pods being run, the agent, the runtime or the
 //! pod sources: the agent (or a source built on this module) decides what
 //! to do with [`reflector::Event`]s. The pure modules ([`request`],
-//! [`watch`], [`reflector`]) never import smol, hyper, rustls or `std::fs`;
+//! [`watch`], [`reflector`], [`node`], [`lease`], [`status_manager`])
+//! never import smol, hyper, rustls or `std::fs`;
 //! time and randomness come in as arguments.
 
 pub mod cache;
 pub mod informer;
 pub mod kubeconfig;
+pub mod lease;
+pub mod node;
 pub mod reflector;
 pub mod request;
+pub mod status_manager;
 pub mod tls;
 pub mod transport;
 pub mod watch;
