@@ -189,7 +189,7 @@ fn resource_list(r: Resources) -> BTreeMap<String, Quantity> {
 
 /// Millicores as a quantity: `4`, `3500m`.
 pub fn cpu(millis: u64) -> String {
-    if millis % 1000 == 0 {
+    if millis.is_multiple_of(1000) {
         (millis / 1000).to_string()
     } else {
         format!("{millis}m")
@@ -211,7 +211,7 @@ pub fn binary(bytes: u64) -> String {
         return "0".into();
     }
     for (s, shift) in SUFFIXES {
-        if bytes % (1u64 << shift) == 0 {
+        if bytes.is_multiple_of(1u64 << shift) {
             return format!("{}{s}", bytes >> shift);
         }
     }
