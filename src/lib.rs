@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod agent;
+#[cfg(feature = "apiserver")]
 pub mod apiserver;
 pub mod backoff;
 pub mod cgroups;

@@ -1,81 +1,135 @@
-//! The node's heartbeat Lease in `kube-node-lease`, as kubelet keeps it.
+//! Pure: the node's heartbeat Lease (`coordination.k8s.io/v1`, namespace
+//! `kube-node-lease`, named after the node), as kubelet keeps it.
 //!
-//! A Lease named after the node, held by the node, renewed every quarter of
-//! `nodeLeaseDurationSeconds` (kubelet's renew interval), and owned by the
-//! Node so that it goes when the Node goes. Pure: the caller does the
-//! requests and passes the time in.
-//!
-//! This module must not know the transport or the agent.
+//! The Lease is owned by the Node (an owner reference, so it goes with the
+//! Node), held by the node's name, and renewed every
+//! `nodeLeaseDurationSeconds / 4` (kubelet's renew interval fraction). A
+//! failed renewal is retried after 100 ms doubling to 7 s (kubelet's lease
+//! controller), never waiting longer than the renew interval.
 
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
+use k8s_openapi::jiff::Timestamp;
 
-/// The namespace of node heartbeat Leases.
+/// The namespace of node Leases.
 pub const NAMESPACE: &str = "kube-node-lease";
+/// kubelet's default `nodeLeaseDurationSeconds`.
+pub const DEFAULT_DURATION_SECONDS: i32 = 40;
+const RETRY_INITIAL: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(7);
 
-/// kubelet renews at a quarter of the lease duration.
-pub fn renew_interval(lease_duration_seconds: u32) -> Duration {
-    Duration::from_millis(u64::from(lease_duration_seconds) * 1000 / 4)
+fn owner(node_name: &str, node_uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: node_name.into(),
+        uid: node_uid.into(),
+        ..Default::default()
+    }
 }
 
-/// After a failed renewal kubelet retries sooner: 200 ms doubling, capped
-/// at 7 s, and never past the renew interval.
-pub fn retry_after(failures: u32, lease_duration_seconds: u32) -> Duration {
-    let step = Duration::from_millis(200).saturating_mul(1 << failures.min(8));
-    step.min(Duration::from_secs(7))
-        .min(renew_interval(lease_duration_seconds))
-}
-
-/// The Lease as it should be after a renewal at `now`. `existing` is the
-/// Lease read from the API (its resourceVersion makes the update an
-/// optimistic-concurrency write); `node_uid` sets the owner reference once
-/// the Node is known.
-pub fn renewed(
-    existing: Option<&Lease>,
+/// A new Lease for the node (to create). `node_uid` is the Node object's
+/// UID once it is known (then the Lease is owned by the Node).
+pub fn lease(
     node_name: &str,
     node_uid: Option<&str>,
-    lease_duration_seconds: u32,
-    now: MicroTime,
+    duration_seconds: i32,
+    now: Timestamp,
 ) -> Lease {
-    let mut lease = existing.cloned().unwrap_or_else(|| Lease {
+    Lease {
         metadata: ObjectMeta {
-            name: Some(node_name.to_string()),
-            namespace: Some(NAMESPACE.to_string()),
-            ..ObjectMeta::default()
+            name: Some(node_name.into()),
+            namespace: Some(NAMESPACE.into()),
+            owner_references: node_uid.map(|uid| vec![owner(node_name, uid)]),
+            ..Default::default()
         },
-        spec: None,
-    });
+        spec: Some(LeaseSpec {
+            holder_identity: Some(node_name.into()),
+            lease_duration_seconds: Some(duration_seconds),
+            renew_time: Some(MicroTime(now)),
+            ..Default::default()
+        }),
+    }
+}
+
+/// `current` (as last read from the API server, with its resourceVersion
+/// for an optimistic update) renewed at `now`: holder, duration and renew
+/// time set, the Node's owner reference added when missing.
+pub fn renewed(
+    current: &Lease,
+    node_name: &str,
+    node_uid: Option<&str>,
+    duration_seconds: i32,
+    now: Timestamp,
+) -> Lease {
+    let mut l = current.clone();
+    let spec = l.spec.get_or_insert_with(Default::default);
+    spec.holder_identity = Some(node_name.into());
+    spec.lease_duration_seconds = Some(duration_seconds);
+    spec.renew_time = Some(MicroTime(now));
     if let Some(uid) = node_uid {
-        let owned = lease
-            .metadata
-            .owner_references
-            .as_ref()
-            .is_some_and(|refs| refs.iter().any(|r| r.uid == uid));
-        if !owned {
-            lease.metadata.owner_references = Some(vec![OwnerReference {
-                api_version: "v1".into(),
-                kind: "Node".into(),
-                name: node_name.to_string(),
-                uid: uid.to_string(),
-                ..OwnerReference::default()
-            }]);
+        let refs = l.metadata.owner_references.get_or_insert_with(Vec::new);
+        if !refs.iter().any(|r| r.kind == "Node" && r.uid == uid) {
+            refs.push(owner(node_name, uid));
         }
     }
-    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
-    spec.holder_identity = Some(node_name.to_string());
-    spec.lease_duration_seconds = Some(lease_duration_seconds as i32);
-    spec.renew_time = Some(now);
-    lease
+    l
+}
+
+/// How often the Lease is renewed: a quarter of its duration.
+pub fn renew_interval(duration_seconds: i32) -> Duration {
+    Duration::from_millis(u64::from(duration_seconds.max(1).unsigned_abs()) * 1000 / 4)
+}
+
+/// The wait before retry number `failures` (1 after the first failure) of
+/// a renewal.
+pub fn retry_delay(failures: u32, duration_seconds: i32) -> Duration {
+    let exp = failures.saturating_sub(1).min(16);
+    (RETRY_INITIAL * 2u32.pow(exp))
+        .min(RETRY_MAX)
+        .min(renew_interval(duration_seconds))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn at(secs: i64) -> MicroTime {
-        MicroTime(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap())
+    fn t(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + secs).unwrap()
+    }
+
+    #[test]
+    fn a_new_lease_is_held_by_the_node_and_owned_by_it_once_its_uid_is_known() {
+        let l = lease("pi", Some("node-uid"), 40, t(0));
+        assert_eq!(l.metadata.namespace.as_deref(), Some("kube-node-lease"));
+        assert_eq!(l.metadata.name.as_deref(), Some("pi"));
+        let spec = l.spec.unwrap();
+        assert_eq!(spec.holder_identity.as_deref(), Some("pi"));
+        assert_eq!(spec.lease_duration_seconds, Some(40));
+        assert_eq!(spec.renew_time, Some(MicroTime(t(0))));
+        let o = &l.metadata.owner_references.unwrap()[0];
+        assert_eq!(
+            (o.kind.as_str(), o.name.as_str(), o.uid.as_str()),
+            ("Node", "pi", "node-uid")
+        );
+        assert!(lease("pi", None, 40, t(0))
+            .metadata
+            .owner_references
+            .is_none());
+    }
+
+    #[test]
+    fn renewing_keeps_the_version_and_moves_the_renew_time() {
+        let mut current = lease("pi", None, 40, t(0));
+        current.metadata.resource_version = Some("77".into());
+        let r = renewed(&current, "pi", Some("u"), 40, t(10));
+        assert_eq!(r.metadata.resource_version.as_deref(), Some("77"));
+        assert_eq!(r.spec.as_ref().unwrap().renew_time, Some(MicroTime(t(10))));
+        assert_eq!(r.metadata.owner_references.as_ref().unwrap().len(), 1);
+        let again = renewed(&r, "pi", Some("u"), 40, t(20));
+        assert_eq!(again.metadata.owner_references.unwrap().len(), 1);
     }
 
     #[test]
@@ -85,36 +139,9 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_renewal_is_retried_sooner_and_capped() {
-        assert_eq!(retry_after(0, 40), Duration::from_millis(200));
-        assert_eq!(retry_after(1, 40), Duration::from_millis(400));
-        assert_eq!(retry_after(20, 40), Duration::from_secs(7));
-        assert_eq!(retry_after(20, 8), Duration::from_secs(2));
-    }
-
-    #[test]
-    fn a_new_lease_is_held_by_the_node_and_owned_by_it() {
-        let l = renewed(None, "pi-1", Some("uid-1"), 40, at(10));
-        assert_eq!(l.metadata.name.as_deref(), Some("pi-1"));
-        assert_eq!(l.metadata.namespace.as_deref(), Some(NAMESPACE));
-        let spec = l.spec.as_ref().unwrap();
-        assert_eq!(spec.holder_identity.as_deref(), Some("pi-1"));
-        assert_eq!(spec.lease_duration_seconds, Some(40));
-        assert_eq!(spec.renew_time, Some(at(10)));
-        let owner = &l.metadata.owner_references.as_ref().unwrap()[0];
-        assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("Node", "uid-1"));
-    }
-
-    #[test]
-    fn a_renewal_keeps_the_resource_version_and_moves_only_the_renew_time() {
-        let mut existing = renewed(None, "pi-1", Some("uid-1"), 40, at(10));
-        existing.metadata.resource_version = Some("77".into());
-        let l = renewed(Some(&existing), "pi-1", None, 40, at(20));
-        assert_eq!(l.metadata.resource_version.as_deref(), Some("77"));
-        assert_eq!(l.spec.as_ref().unwrap().renew_time, Some(at(20)));
-        assert_eq!(
-            l.metadata.owner_references,
-            existing.metadata.owner_references
-        );
+    fn failed_renewals_retry_from_100_ms_doubling_to_7_s() {
+        let got: Vec<u128> = (1..=8).map(|n| retry_delay(n, 40).as_millis()).collect();
+        assert_eq!(got, [100, 200, 400, 800, 1600, 3200, 6400, 7000]);
+        assert_eq!(retry_delay(10, 4), Duration::from_secs(1));
     }
 }

@@ -1,7 +1,64 @@
-//! The API-server side of the node (work in progress): the pure builders
-//! of the node's own objects. See each file.
+//! The API-server client: from a kubeconfig to a crash-safe local copy of
+//! the objects this node cares about.
+//!
+//! picolet runs on boards with bad uplinks, so the client is built around
+//! one rule: the API server being unreachable is normal, and is never read
+//! as "no objects". The pieces, bottom up:
+//!
+//! - [`kubeconfig`]: the kubeconfig file (current-context -> cluster and
+//!   user), with file and inline `-data` credentials; refuses
+//!   `insecure-skip-tls-verify` unless the caller explicitly allows it.
+//! - [`tls`]: the rustls client configuration (the kubeconfig's CA, client
+//!   certificate, ALPN `h2` then `http/1.1`).
+//! - [`transport`]: the hyper client on our smol executor: one HTTP/2
+//!   connection with keep-alive PINGs carries every request and watch, an
+//!   HTTP/1.1 pool when ALPN does not give `h2`, a deadline on every request,
+//!   bounded bodies.
+//! - [`request`]: pure: URL paths and query strings of list/watch requests,
+//!   and the meaning of an error reply (`metav1.Status`, an HTML page from a
+//!   proxy).
+//! - [`watch`]: pure: newline-delimited JSON watch events from a byte stream.
+//! - [`reflector`]: pure: the sans-I/O list/watch state machine shared by
+//!   every resource (LIST pages or the streaming list, WATCH with bookmarks,
+//!   resume, 410 Gone relist with deletions, jittered back-off).
+//! - [`cache`]: the on-disk copy of each resource's objects and sync point,
+//!   written atomically and only on change, checksummed per entry.
+//! - [`informer`]: the I/O loop of one resource: runs the reflector over
+//!   the transport, writes changes to the cache, hands out events.
+//! - [`node`], [`lease`], [`status_manager`], [`mirror`]: pure builders of
+//!   what the node writes: its Node object and conditions, its heartbeat
+//!   Lease, pod status patches and the queue keeping the latest status per
+//!   pod, and the mirror pods of its static pods.
+//!
+//! # Build
+//!
+//! The client needs TLS, so it is behind the default cargo feature
+//! `apiserver`, which enables rustls, futures-rustls and ring (the same
+//! crates the `https-probes` feature uses; together they are linked once).
+//!
+//! # What this module must NOT know
+//!
+//! Nothing here knows about pods being run, the agent, the runtime or the
+//! pod sources: the agent (or a source built on this module) decides what
+//! to do with [`reflector::Event`]s. The pure modules ([`request`],
+//! [`watch`], [`reflector`], [`node`], [`lease`], [`status_manager`],
+//! [`mirror`])
+//! never import smol, hyper, rustls or `std::fs`;
+//! time and randomness come in as arguments.
 
+pub mod cache;
+pub mod informer;
+pub mod kubeconfig;
 pub mod lease;
 pub mod mirror;
 pub mod node;
-pub mod pod_status;
+pub mod reflector;
+pub mod request;
+pub mod status_manager;
+pub mod tls;
+pub mod transport;
+pub mod watch;
+
+pub use informer::Informer;
+pub use kubeconfig::{Kubeconfig, KubeconfigError};
+pub use reflector::{Event, Input, Next, ObjectKey, Reflector, Request, Step};

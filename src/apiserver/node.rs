@@ -1,18 +1,19 @@
-//! The node's own Node object, as kubelet registers and reports it.
+//! Pure: this node's `Node` object, built from facts the agent gathers.
 //!
-//! Everything here is pure: [`NodeFacts`] (gathered by the caller from the
-//! kernel, the runtime and the configuration) and the previous conditions
-//! go in, API objects come out. The caller does the requests.
+//! What kubelet registers and reports: capacity, allocatable (capacity
+//! minus `kubeReserved`, `systemReserved` and the hard eviction thresholds,
+//! never below zero), addresses (`InternalIP`s, then `Hostname`), `nodeInfo`,
+//! the well-known labels plus `--node-labels`, `--register-with-taints`,
+//! `daemonEndpoints`, and the conditions Ready, MemoryPressure, DiskPressure
+//! and PIDPressure with kubelet's reasons and messages. A condition's
+//! `lastTransitionTime` is kept from the previous status while its status
+//! does not change; `lastHeartbeatTime` is always now.
 //!
-//! - [`registration`]: the Node to create at start (labels, taints, status).
-//! - [`node_status`]: the status to report, with conditions whose
-//!   `lastTransitionTime` moves only when their status changes.
-//! - [`needs_report`]: kubelet's rule for posting: when anything but the
-//!   heartbeat changed, or when `nodeStatusReportFrequency` has passed.
-//! - [`check_node_labels`]: the `--node-labels` a kubelet may set on its own
-//!   Node under the NodeRestriction admission plugin.
+//! Also kubelet's rule for `--node-labels` (which `kubernetes.io` and
+//! `k8s.io` labels a node may set on itself) and the decision to post a
+//! status: when it changed, or when `nodeStatusReportFrequency` passed.
 //!
-//! This module must not know how the facts were read, or the transport.
+//! No I/O, no clock: facts and the time come in as arguments.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -23,20 +24,17 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
 
-/// `kubernetes.io/hostname`, `kubernetes.io/os`, `kubernetes.io/arch`.
+/// Well-known labels (`k8s.io/api/core/v1` names).
 pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
 pub const LABEL_OS: &str = "kubernetes.io/os";
 pub const LABEL_ARCH: &str = "kubernetes.io/arch";
+pub const LABEL_OS_BETA: &str = "beta.kubernetes.io/os";
+pub const LABEL_ARCH_BETA: &str = "beta.kubernetes.io/arch";
 
-/// The node condition types kubelet reports.
-pub const READY: &str = "Ready";
-pub const MEMORY_PRESSURE: &str = "MemoryPressure";
-pub const DISK_PRESSURE: &str = "DiskPressure";
-pub const PID_PRESSURE: &str = "PIDPressure";
-
-/// Resources of the node, in base units.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Amounts of the resources a node reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Resources {
     pub cpu_millis: u64,
     pub memory_bytes: u64,
@@ -44,247 +42,96 @@ pub struct Resources {
     pub pods: u64,
 }
 
-/// Resources held back from pods: `systemReserved` + `kubeReserved` + the
-/// hard eviction thresholds for memory and ephemeral storage (kubelet's
-/// allocatable formula).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Reserved {
-    pub cpu_millis: u64,
-    pub memory_bytes: u64,
-    pub ephemeral_storage_bytes: u64,
+/// The Ready condition's input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    Ready,
+    /// Not ready, with kubelet-style reasons (`container runtime is down`,
+    /// `PLEG is not healthy: ...`, `container runtime network not ready:
+    /// ...`), joined with ", " in the message.
+    NotReady(Vec<String>),
 }
 
-/// What the node reports about its health, decided elsewhere.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Health {
-    /// `None`: ready. `Some(message)`: why not (runtime down, network).
-    pub not_ready: Option<String>,
+/// Everything the Node object is built from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeFacts {
+    pub name: String,
+    pub hostname: String,
+    /// `--node-ip`, or the address of the default route's interface.
+    pub internal_ips: Vec<String>,
+    pub capacity: Resources,
+    /// `systemReserved` plus `kubeReserved` plus the hard eviction
+    /// thresholds (memory.available, nodefs.available), already summed and
+    /// resolved against capacity by the caller.
+    pub reserved: Resources,
+    /// Go's names: `linux`, `arm64`.
+    pub operating_system: String,
+    pub architecture: String,
+    pub kernel_version: String,
+    /// `PRETTY_NAME` of os-release.
+    pub os_image: String,
+    /// `containerd://1.7.24`.
+    pub container_runtime_version: String,
+    /// `v1.36.0` style.
+    pub kubelet_version: String,
+    pub machine_id: String,
+    pub system_uuid: String,
+    pub boot_id: String,
+    /// `--node-labels` (already validated with [`validate_node_labels`]).
+    pub labels: BTreeMap<String, String>,
+    /// `--register-with-taints`.
+    pub taints: Vec<Taint>,
+    /// kubelet's port (`daemonEndpoints.kubeletEndpoint.Port`).
+    pub kubelet_port: i32,
+    pub ready: Readiness,
     pub memory_pressure: bool,
     pub disk_pressure: bool,
     pub pid_pressure: bool,
 }
 
-/// Everything the Node object is built from.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct NodeFacts {
-    pub name: String,
-    pub hostname: String,
-    /// `InternalIP` addresses (`--node-ip` or the default route's).
-    pub internal_ips: Vec<String>,
-    pub capacity: Resources,
-    pub reserved: Reserved,
-    /// GOARCH spelling: `amd64`, `arm64`, `arm`, `riscv64`.
-    pub architecture: String,
-    pub kernel_version: String,
-    pub os_image: String,
-    pub machine_id: String,
-    pub system_uuid: String,
-    pub boot_id: String,
-    /// `containerd://1.6.20`: runtime name and version from CRI `Version`.
-    pub container_runtime_version: String,
-    pub kubelet_version: String,
-    /// `--node-labels`, already checked with [`check_node_labels`].
-    pub labels: BTreeMap<String, String>,
-    /// `--register-with-taints`.
-    pub taints: Vec<Taint>,
-    /// The node API's port (`port`, 10250).
-    pub kubelet_port: i32,
-}
-
-/// GOARCH spelling of a Rust target architecture.
-pub fn go_arch(rust_arch: &str) -> &str {
-    match rust_arch {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        "x86" => "386",
-        "riscv64" | "riscv64gc" => "riscv64",
-        "powerpc64" => "ppc64le",
-        other => other,
-    }
-}
-
-fn quantity_map(r: Resources) -> BTreeMap<String, Quantity> {
-    BTreeMap::from([
-        ("cpu".to_string(), Quantity(cpu_text(r.cpu_millis))),
-        ("memory".to_string(), Quantity(ki_text(r.memory_bytes))),
-        (
-            "ephemeral-storage".to_string(),
-            Quantity(ki_text(r.ephemeral_storage_bytes)),
-        ),
-        ("pods".to_string(), Quantity(r.pods.to_string())),
-    ])
-}
-
-/// CPU as kubelet prints it: whole cores, or millicores.
-fn cpu_text(millis: u64) -> String {
-    if millis.is_multiple_of(1000) {
-        (millis / 1000).to_string()
-    } else {
-        format!("{millis}m")
-    }
-}
-
-/// Bytes as kubelet prints memory: `Ki` when it divides, bytes otherwise.
-fn ki_text(bytes: u64) -> String {
-    if bytes.is_multiple_of(1024) {
-        format!("{}Ki", bytes / 1024)
-    } else {
-        bytes.to_string()
-    }
-}
-
-/// Capacity minus what is reserved, never below zero.
-pub fn allocatable(capacity: Resources, reserved: Reserved) -> Resources {
-    Resources {
-        cpu_millis: capacity.cpu_millis.saturating_sub(reserved.cpu_millis),
-        memory_bytes: capacity.memory_bytes.saturating_sub(reserved.memory_bytes),
-        ephemeral_storage_bytes: capacity
-            .ephemeral_storage_bytes
-            .saturating_sub(reserved.ephemeral_storage_bytes),
-        pods: capacity.pods,
-    }
-}
-
-/// The labels kubelet puts on its own Node, then `--node-labels`.
-pub fn node_labels(f: &NodeFacts) -> BTreeMap<String, String> {
-    let mut labels = BTreeMap::from([
-        (LABEL_HOSTNAME.to_string(), f.hostname.clone()),
-        (LABEL_OS.to_string(), "linux".to_string()),
-        (LABEL_ARCH.to_string(), f.architecture.clone()),
-    ]);
-    labels.extend(f.labels.clone());
-    labels
-}
-
-/// Label keys in the `kubernetes.io`/`k8s.io` namespaces that a kubelet may
-/// set on its own Node (NodeRestriction); everything else in those
-/// namespaces is refused by the API server.
-const ALLOWED_KUBERNETES_LABELS: &[&str] = &[
-    "kubernetes.io/hostname",
-    "kubernetes.io/arch",
-    "kubernetes.io/os",
-    "beta.kubernetes.io/arch",
-    "beta.kubernetes.io/os",
-    "beta.kubernetes.io/instance-type",
-    "node.kubernetes.io/instance-type",
-    "failure-domain.beta.kubernetes.io/region",
-    "failure-domain.beta.kubernetes.io/zone",
-    "topology.kubernetes.io/region",
-    "topology.kubernetes.io/zone",
-];
-const ALLOWED_KUBERNETES_PREFIXES: &[&str] = &["kubelet.kubernetes.io", "node.kubernetes.io"];
-
-/// Checks `--node-labels` as kubelet does at start: a label in the
-/// `kubernetes.io` or `k8s.io` namespaces that the node may not set on
-/// itself is an error naming it (the API server would refuse the Node).
-pub fn check_node_labels(labels: &BTreeMap<String, String>) -> Result<(), String> {
-    let mut refused = Vec::new();
-    for key in labels.keys() {
-        let Some((prefix, _)) = key.split_once('/') else {
-            continue;
-        };
-        let in_kubernetes_namespace = ["kubernetes.io", "k8s.io"]
-            .iter()
-            .any(|ns| prefix == *ns || prefix.ends_with(&format!(".{ns}")));
-        if !in_kubernetes_namespace || ALLOWED_KUBERNETES_LABELS.contains(&key.as_str()) {
-            continue;
-        }
-        let allowed_prefix = ALLOWED_KUBERNETES_PREFIXES
-            .iter()
-            .any(|p| prefix == *p || prefix.ends_with(&format!(".{p}")));
-        if !allowed_prefix {
-            refused.push(key.as_str());
-        }
-    }
-    if refused.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "--node-labels: unknown labels in the kubernetes.io or k8s.io namespaces, \
-             which a node may not set on itself: {}",
-            refused.join(", ")
-        ))
-    }
-}
-
-/// One condition: type, status, reason and message.
-fn condition_row(kind: &str, h: &Health) -> (&'static str, &'static str, String) {
-    match kind {
-        READY => match &h.not_ready {
-            None => (
-                "True",
-                "KubeletReady",
-                "kubelet is posting ready status".into(),
-            ),
-            Some(why) => ("False", "KubeletNotReady", why.clone()),
+/// The Node object to create at registration.
+pub fn node(facts: &NodeFacts, now: Timestamp) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(facts.name.clone()),
+            labels: Some(labels(facts)),
+            ..Default::default()
         },
-        MEMORY_PRESSURE if h.memory_pressure => (
-            "True",
-            "KubeletHasInsufficientMemory",
-            "kubelet has insufficient memory available".into(),
-        ),
-        MEMORY_PRESSURE => (
-            "False",
-            "KubeletHasSufficientMemory",
-            "kubelet has sufficient memory available".into(),
-        ),
-        DISK_PRESSURE if h.disk_pressure => (
-            "True",
-            "KubeletHasDiskPressure",
-            "kubelet has disk pressure".into(),
-        ),
-        DISK_PRESSURE => (
-            "False",
-            "KubeletHasNoDiskPressure",
-            "kubelet has no disk pressure".into(),
-        ),
-        _ if h.pid_pressure => (
-            "True",
-            "KubeletHasInsufficientPID",
-            "kubelet has insufficient PID available".into(),
-        ),
-        _ => (
-            "False",
-            "KubeletHasSufficientPID",
-            "kubelet has sufficient PID available".into(),
-        ),
+        spec: Some(NodeSpec {
+            taints: Some(facts.taints.clone()).filter(|t| !t.is_empty()),
+            ..Default::default()
+        }),
+        status: Some(status(facts, None, now)),
     }
 }
 
-/// The four conditions at `now`, keeping each previous `lastTransitionTime`
-/// whose status did not change. Kubelet's order: MemoryPressure,
-/// DiskPressure, PIDPressure, Ready.
-pub fn conditions(previous: &[NodeCondition], health: &Health, now: &Time) -> Vec<NodeCondition> {
-    [MEMORY_PRESSURE, DISK_PRESSURE, PID_PRESSURE, READY]
-        .iter()
-        .map(|kind| {
-            let (status, reason, message) = condition_row(kind, health);
-            let transition = previous
-                .iter()
-                .find(|c| c.type_ == *kind && c.status == status)
-                .and_then(|c| c.last_transition_time.clone())
-                .unwrap_or_else(|| now.clone());
-            NodeCondition {
-                type_: kind.to_string(),
-                status: status.to_string(),
-                reason: Some(reason.to_string()),
-                message: Some(message),
-                last_heartbeat_time: Some(now.clone()),
-                last_transition_time: Some(transition),
-            }
-        })
-        .collect()
+/// The labels the node sets on itself: `--node-labels` plus the well-known
+/// ones (which win).
+pub fn labels(facts: &NodeFacts) -> BTreeMap<String, String> {
+    let mut l = facts.labels.clone();
+    l.insert(LABEL_HOSTNAME.into(), facts.hostname.to_lowercase());
+    l.insert(LABEL_OS.into(), facts.operating_system.clone());
+    l.insert(LABEL_ARCH.into(), facts.architecture.clone());
+    l.insert(LABEL_OS_BETA.into(), facts.operating_system.clone());
+    l.insert(LABEL_ARCH_BETA.into(), facts.architecture.clone());
+    l
 }
 
-/// The Node's status: capacity, allocatable, addresses, node info, daemon
-/// endpoints and the conditions (see [`conditions`]).
-pub fn node_status(
-    f: &NodeFacts,
-    previous: &[NodeCondition],
-    health: &Health,
-    now: &Time,
-) -> NodeStatus {
-    let mut addresses: Vec<NodeAddress> = f
+/// The node's status at `now`; `previous` (the last status posted) keeps
+/// each unchanged condition's `lastTransitionTime`.
+pub fn status(facts: &NodeFacts, previous: Option<&NodeStatus>, now: Timestamp) -> NodeStatus {
+    let cap = facts.capacity;
+    let sub = |a: u64, b: u64| a.saturating_sub(b);
+    let alloc = Resources {
+        cpu_millis: sub(cap.cpu_millis, facts.reserved.cpu_millis),
+        memory_bytes: sub(cap.memory_bytes, facts.reserved.memory_bytes),
+        ephemeral_storage_bytes: sub(
+            cap.ephemeral_storage_bytes,
+            facts.reserved.ephemeral_storage_bytes,
+        ),
+        pods: cap.pods,
+    };
+    let mut addresses: Vec<NodeAddress> = facts
         .internal_ips
         .iter()
         .map(|ip| NodeAddress {
@@ -294,257 +141,449 @@ pub fn node_status(
         .collect();
     addresses.push(NodeAddress {
         type_: "Hostname".into(),
-        address: f.hostname.clone(),
+        address: facts.hostname.to_lowercase(),
     });
+    let prev = previous
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or(&[]);
     NodeStatus {
-        capacity: Some(quantity_map(f.capacity)),
-        allocatable: Some(quantity_map(allocatable(f.capacity, f.reserved))),
+        capacity: Some(resource_list(cap)),
+        allocatable: Some(resource_list(alloc)),
         addresses: Some(addresses),
-        conditions: Some(conditions(previous, health, now)),
+        conditions: Some(conditions(facts, prev, now)),
         daemon_endpoints: Some(NodeDaemonEndpoints {
             kubelet_endpoint: Some(DaemonEndpoint {
-                port: f.kubelet_port,
+                port: facts.kubelet_port,
             }),
         }),
         node_info: Some(NodeSystemInfo {
-            architecture: f.architecture.clone(),
-            boot_id: f.boot_id.clone(),
-            container_runtime_version: f.container_runtime_version.clone(),
-            kernel_version: f.kernel_version.clone(),
+            architecture: facts.architecture.clone(),
+            boot_id: facts.boot_id.clone(),
+            container_runtime_version: facts.container_runtime_version.clone(),
+            kernel_version: facts.kernel_version.clone(),
             kube_proxy_version: String::new(),
-            kubelet_version: f.kubelet_version.clone(),
-            machine_id: f.machine_id.clone(),
-            operating_system: "linux".into(),
-            os_image: f.os_image.clone(),
-            swap: None,
-            system_uuid: f.system_uuid.clone(),
+            kubelet_version: facts.kubelet_version.clone(),
+            machine_id: facts.machine_id.clone(),
+            operating_system: facts.operating_system.clone(),
+            os_image: facts.os_image.clone(),
+            system_uuid: facts.system_uuid.clone(),
+            ..Default::default()
         }),
-        ..NodeStatus::default()
+        ..Default::default()
     }
 }
 
-/// The Node to create at registration: labels, `--register-with-taints`,
-/// and a first status.
-pub fn registration(f: &NodeFacts, health: &Health, now: &Time) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(f.name.clone()),
-            labels: Some(node_labels(f)),
-            annotations: Some(BTreeMap::from([(
-                "volumes.kubernetes.io/controller-managed-attach-detach".to_string(),
-                "true".to_string(),
-            )])),
-            ..ObjectMeta::default()
+fn resource_list(r: Resources) -> BTreeMap<String, Quantity> {
+    let mut m = BTreeMap::new();
+    m.insert("cpu".into(), Quantity(cpu(r.cpu_millis)));
+    m.insert("memory".into(), Quantity(binary(r.memory_bytes)));
+    if r.ephemeral_storage_bytes > 0 {
+        m.insert(
+            "ephemeral-storage".into(),
+            Quantity(binary(r.ephemeral_storage_bytes)),
+        );
+    }
+    m.insert("pods".into(), Quantity(r.pods.to_string()));
+    m
+}
+
+/// Millicores as a quantity: `4`, `3500m`.
+pub fn cpu(millis: u64) -> String {
+    if millis.is_multiple_of(1000) {
+        (millis / 1000).to_string()
+    } else {
+        format!("{millis}m")
+    }
+}
+
+/// Bytes as a binary-SI quantity with the largest exact suffix: `4Gi`,
+/// `3884376Ki`, `1000`.
+pub fn binary(bytes: u64) -> String {
+    const SUFFIXES: [(&str, u32); 6] = [
+        ("Ei", 60),
+        ("Pi", 50),
+        ("Ti", 40),
+        ("Gi", 30),
+        ("Mi", 20),
+        ("Ki", 10),
+    ];
+    if bytes == 0 {
+        return "0".into();
+    }
+    for (s, shift) in SUFFIXES {
+        if bytes.is_multiple_of(1u64 << shift) {
+            return format!("{}{s}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+/// One condition as kubelet words it.
+fn condition(type_: &str, status: bool, reason: &str, message: String) -> NodeCondition {
+    NodeCondition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: Some(reason.into()),
+        message: Some(message),
+        last_heartbeat_time: None,
+        last_transition_time: None,
+    }
+}
+
+/// Ready, MemoryPressure, DiskPressure, PIDPressure, in kubelet's order.
+pub fn conditions(
+    facts: &NodeFacts,
+    previous: &[NodeCondition],
+    now: Timestamp,
+) -> Vec<NodeCondition> {
+    let mut out = vec![
+        match &facts.ready {
+            Readiness::Ready => condition(
+                "Ready",
+                true,
+                "KubeletReady",
+                "kubelet is posting ready status".into(),
+            ),
+            Readiness::NotReady(why) => {
+                condition("Ready", false, "KubeletNotReady", why.join(", "))
+            }
         },
-        spec: Some(NodeSpec {
-            taints: (!f.taints.is_empty()).then(|| f.taints.clone()),
-            ..NodeSpec::default()
-        }),
-        status: Some(node_status(f, &[], health, now)),
+        if facts.memory_pressure {
+            condition(
+                "MemoryPressure",
+                true,
+                "KubeletHasInsufficientMemory",
+                "kubelet has insufficient memory available".into(),
+            )
+        } else {
+            condition(
+                "MemoryPressure",
+                false,
+                "KubeletHasSufficientMemory",
+                "kubelet has sufficient memory available".into(),
+            )
+        },
+        if facts.disk_pressure {
+            condition(
+                "DiskPressure",
+                true,
+                "KubeletHasDiskPressure",
+                "kubelet has disk pressure".into(),
+            )
+        } else {
+            condition(
+                "DiskPressure",
+                false,
+                "KubeletHasNoDiskPressure",
+                "kubelet has no disk pressure".into(),
+            )
+        },
+        if facts.pid_pressure {
+            condition(
+                "PIDPressure",
+                true,
+                "KubeletHasInsufficientPID",
+                "kubelet has insufficient PID available".into(),
+            )
+        } else {
+            condition(
+                "PIDPressure",
+                false,
+                "KubeletHasSufficientPID",
+                "kubelet has sufficient PID available".into(),
+            )
+        },
+    ];
+    for c in &mut out {
+        c.last_heartbeat_time = Some(Time(now));
+        let kept = previous
+            .iter()
+            .find(|p| p.type_ == c.type_ && p.status == c.status)
+            .and_then(|p| p.last_transition_time.clone());
+        c.last_transition_time = Some(kept.unwrap_or(Time(now)));
     }
+    out
 }
 
-/// Kubelet's posting rule: post when anything but the heartbeat times
-/// changed, or when `report_every` has passed since the last post.
-pub fn needs_report(
-    last_sent: Option<&NodeStatus>,
+/// Whether to post `new`: it differs from the last posted status (ignoring
+/// heartbeat times), or `nodeStatusReportFrequency` passed since then.
+pub fn should_post(
     new: &NodeStatus,
+    last_posted: Option<&NodeStatus>,
     since_last_post: Duration,
-    report_every: Duration,
+    report_frequency: Duration,
 ) -> bool {
-    let Some(last) = last_sent else {
+    let Some(last) = last_posted else {
         return true;
     };
-    since_last_post >= report_every || without_heartbeats(last) != without_heartbeats(new)
+    if since_last_post >= report_frequency {
+        return true;
+    }
+    let strip = |s: &NodeStatus| {
+        let mut s = s.clone();
+        for c in s.conditions.iter_mut().flatten() {
+            c.last_heartbeat_time = None;
+        }
+        s
+    };
+    strip(new) != strip(last)
 }
 
-fn without_heartbeats(s: &NodeStatus) -> NodeStatus {
-    let mut s = s.clone();
-    for c in s.conditions.iter_mut().flatten() {
-        c.last_heartbeat_time = None;
+/// Why a `--node-labels` entry is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--node-labels: {label:?} is not allowed: {why}")]
+pub struct NodeLabelError {
+    pub label: String,
+    pub why: &'static str,
+}
+
+/// kubelet's rule for labels a node sets on itself: labels in the
+/// `kubernetes.io` and `k8s.io` namespaces are refused, except the
+/// well-known ones and the `kubelet.kubernetes.io/` and
+/// `node.kubernetes.io/` prefixes; `node-restriction.kubernetes.io/` is
+/// always refused (the NodeRestriction admission plugin reserves it).
+pub fn validate_node_labels(labels: &BTreeMap<String, String>) -> Result<(), NodeLabelError> {
+    const ALLOWED: &[&str] = &[
+        LABEL_HOSTNAME,
+        LABEL_OS,
+        LABEL_ARCH,
+        LABEL_OS_BETA,
+        LABEL_ARCH_BETA,
+        "beta.kubernetes.io/instance-type",
+        "node.kubernetes.io/instance-type",
+        "failure-domain.beta.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+        "topology.kubernetes.io/zone",
+    ];
+    for key in labels.keys() {
+        let Some((prefix, _)) = key.split_once('/') else {
+            continue;
+        };
+        let err = |why| {
+            Err(NodeLabelError {
+                label: key.clone(),
+                why,
+            })
+        };
+        if prefix == "node-restriction.kubernetes.io" {
+            return err("the node-restriction.kubernetes.io/ prefix is reserved for the cluster");
+        }
+        let kube_ns = |ns: &str| prefix == ns || prefix.ends_with(&format!(".{ns}"));
+        if !(kube_ns("kubernetes.io") || kube_ns("k8s.io")) {
+            continue;
+        }
+        if ALLOWED.contains(&key.as_str())
+            || kube_ns("kubelet.kubernetes.io")
+            || kube_ns("node.kubernetes.io")
+        {
+            continue;
+        }
+        return err("kubernetes.io and k8s.io labels are limited to the well-known node labels, kubelet.kubernetes.io/ and node.kubernetes.io/");
     }
-    s
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn time(secs: i64) -> Time {
-        Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap())
-    }
-
     fn facts() -> NodeFacts {
         NodeFacts {
-            name: "pi-1".into(),
-            hostname: "pi-1".into(),
+            name: "pi".into(),
+            hostname: "Pi".into(),
             internal_ips: vec!["192.168.1.20".into()],
             capacity: Resources {
                 cpu_millis: 4000,
-                memory_bytes: 1024 << 20,
-                ephemeral_storage_bytes: 8 << 30,
+                memory_bytes: 3_977_601_024,
+                ephemeral_storage_bytes: 31_568_000 * 1024,
                 pods: 110,
             },
-            reserved: Reserved {
+            reserved: Resources {
                 cpu_millis: 250,
                 memory_bytes: 100 << 20,
                 ephemeral_storage_bytes: 0,
+                pods: 0,
             },
-            architecture: go_arch("aarch64").into(),
+            operating_system: "linux".into(),
+            architecture: "arm64".into(),
+            kernel_version: "6.6.31+rpt-rpi-v8".into(),
+            os_image: "Debian GNU/Linux 12 (bookworm)".into(),
+            container_runtime_version: "containerd://1.7.24".into(),
             kubelet_version: "v1.36.0".into(),
+            machine_id: "m".into(),
+            system_uuid: "s".into(),
+            boot_id: "b".into(),
+            labels: [("example.com/rack".to_string(), "r1".to_string())].into(),
+            taints: vec![],
             kubelet_port: 10250,
-            labels: BTreeMap::from([("site".to_string(), "plant-3".to_string())]),
-            ..NodeFacts::default()
+            ready: Readiness::Ready,
+            memory_pressure: false,
+            disk_pressure: false,
+            pid_pressure: false,
         }
     }
 
-    fn ready() -> Health {
-        Health::default()
+    fn t(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + secs).unwrap()
+    }
+
+    fn q(m: &BTreeMap<String, Quantity>, k: &str) -> String {
+        m[k].0.clone()
     }
 
     #[test]
-    fn allocatable_is_capacity_minus_reserved_and_never_negative() {
-        let f = facts();
-        let a = allocatable(f.capacity, f.reserved);
-        assert_eq!(a.cpu_millis, 3750);
-        assert_eq!(a.memory_bytes, 924 << 20);
-        let huge = Reserved {
-            memory_bytes: u64::MAX,
-            ..Reserved::default()
-        };
-        assert_eq!(allocatable(f.capacity, huge).memory_bytes, 0);
-    }
-
-    #[test]
-    fn quantities_are_spelled_as_kubelet_spells_them() {
-        let s = node_status(&facts(), &[], &ready(), &time(100));
+    fn allocatable_is_capacity_minus_reservations_never_negative() {
+        let s = status(&facts(), None, t(0));
         let cap = s.capacity.unwrap();
-        assert_eq!(cap["cpu"].0, "4");
-        assert_eq!(cap["memory"].0, "1048576Ki");
-        assert_eq!(cap["pods"].0, "110");
-        assert_eq!(s.allocatable.unwrap()["cpu"].0, "3750m");
+        let alloc = s.allocatable.unwrap();
+        assert_eq!(q(&cap, "cpu"), "4");
+        assert_eq!(q(&cap, "memory"), "3884376Ki");
+        assert_eq!(q(&cap, "pods"), "110");
+        assert_eq!(q(&alloc, "cpu"), "3750m");
+        assert_eq!(q(&alloc, "memory"), "3781976Ki");
+        assert_eq!(q(&alloc, "ephemeral-storage"), q(&cap, "ephemeral-storage"));
+        let mut f = facts();
+        f.reserved.cpu_millis = 9000;
+        let alloc = status(&f, None, t(0)).allocatable.unwrap();
+        assert_eq!(q(&alloc, "cpu"), "0");
     }
 
     #[test]
-    fn registration_carries_the_well_known_labels_and_node_labels() {
-        let n = registration(&facts(), &ready(), &time(1));
-        let labels = n.metadata.labels.unwrap();
-        assert_eq!(labels[LABEL_ARCH], "arm64");
-        assert_eq!(labels[LABEL_OS], "linux");
-        assert_eq!(labels[LABEL_HOSTNAME], "pi-1");
-        assert_eq!(labels["site"], "plant-3");
-        let status = n.status.unwrap();
-        let addresses = status.addresses.unwrap();
-        assert_eq!(addresses[0].type_, "InternalIP");
-        assert_eq!(addresses[1].type_, "Hostname");
+    fn quantities_use_the_largest_exact_suffix() {
+        let table = [
+            (0, "0"),
+            (1000, "1000"),
+            (1024, "1Ki"),
+            (4 << 30, "4Gi"),
+            (1536 << 20, "1536Mi"),
+        ];
+        for (bytes, want) in table {
+            assert_eq!(binary(bytes), want);
+        }
+        assert_eq!(cpu(500), "500m");
+        assert_eq!(cpu(2000), "2");
+    }
+
+    #[test]
+    fn the_node_carries_labels_addresses_info_and_endpoints() {
+        let n = node(&facts(), t(0));
+        let l = n.metadata.labels.unwrap();
+        assert_eq!(l[LABEL_HOSTNAME], "pi");
+        assert_eq!(l[LABEL_ARCH], "arm64");
+        assert_eq!(l[LABEL_OS], "linux");
+        assert_eq!(l["example.com/rack"], "r1");
+        let s = n.status.unwrap();
+        let addrs: Vec<_> = s
+            .addresses
+            .unwrap()
+            .into_iter()
+            .map(|a| format!("{}={}", a.type_, a.address))
+            .collect();
+        assert_eq!(addrs, ["InternalIP=192.168.1.20", "Hostname=pi"]);
+        let info = s.node_info.unwrap();
+        assert_eq!(info.container_runtime_version, "containerd://1.7.24");
+        assert_eq!(info.kubelet_version, "v1.36.0");
         assert_eq!(
-            status
-                .daemon_endpoints
-                .unwrap()
-                .kubelet_endpoint
-                .unwrap()
-                .port,
+            s.daemon_endpoints.unwrap().kubelet_endpoint.unwrap().port,
             10250
         );
+        assert!(n.spec.unwrap().taints.is_none());
     }
 
     #[test]
-    fn a_ready_node_reports_kubelets_reasons_in_kubelets_order() {
-        let c = conditions(&[], &ready(), &time(5));
-        let rows: Vec<(&str, &str, &str)> = c
+    fn conditions_use_kubelets_reasons_and_messages() {
+        let mut f = facts();
+        f.ready = Readiness::NotReady(vec![
+            "container runtime is down".into(),
+            "PLEG is not healthy".into(),
+        ]);
+        f.disk_pressure = true;
+        let c = conditions(&f, &[], t(0));
+        let got: Vec<_> = c
             .iter()
             .map(|c| {
-                (
-                    c.type_.as_str(),
-                    c.status.as_str(),
+                format!(
+                    "{} {} {} {}",
+                    c.type_,
+                    c.status,
                     c.reason.as_deref().unwrap(),
+                    c.message.as_deref().unwrap()
                 )
             })
             .collect();
         assert_eq!(
-            rows,
+            got,
             [
-                ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
-                ("DiskPressure", "False", "KubeletHasNoDiskPressure"),
-                ("PIDPressure", "False", "KubeletHasSufficientPID"),
-                ("Ready", "True", "KubeletReady"),
+                "Ready False KubeletNotReady container runtime is down, PLEG is not healthy",
+                "MemoryPressure False KubeletHasSufficientMemory kubelet has sufficient memory available",
+                "DiskPressure True KubeletHasDiskPressure kubelet has disk pressure",
+                "PIDPressure False KubeletHasSufficientPID kubelet has sufficient PID available",
             ]
         );
     }
 
     #[test]
-    fn a_transition_time_moves_only_when_the_status_changes() {
-        let first = conditions(&[], &ready(), &time(5));
-        let same = conditions(&first, &ready(), &time(50));
-        assert!(same
-            .iter()
-            .all(|c| c.last_transition_time == Some(time(5))
-                && c.last_heartbeat_time == Some(time(50))));
-        let pressure = Health {
-            memory_pressure: true,
-            not_ready: Some("container runtime is down".into()),
-            ..Health::default()
-        };
-        let changed = conditions(&same, &pressure, &time(60));
-        let by = |t: &str| changed.iter().find(|c| c.type_ == t).unwrap().clone();
-        assert_eq!(by(MEMORY_PRESSURE).last_transition_time, Some(time(60)));
-        assert_eq!(
-            by(MEMORY_PRESSURE).reason.as_deref(),
-            Some("KubeletHasInsufficientMemory")
-        );
-        assert_eq!(by(READY).status, "False");
-        assert_eq!(
-            by(READY).message.as_deref(),
-            Some("container runtime is down")
-        );
-        assert_eq!(by(DISK_PRESSURE).last_transition_time, Some(time(5)));
-    }
-
-    #[test]
-    fn a_heartbeat_alone_is_not_reported_until_the_report_frequency() {
+    fn a_transition_time_is_kept_until_the_status_changes() {
         let f = facts();
-        let a = node_status(&f, &[], &ready(), &time(5));
-        let b = node_status(&f, a.conditions.as_deref().unwrap(), &ready(), &time(15));
-        let five_min = Duration::from_secs(300);
-        assert!(needs_report(None, &a, Duration::ZERO, five_min));
-        assert!(!needs_report(
-            Some(&a),
-            &b,
-            Duration::from_secs(10),
-            five_min
-        ));
-        assert!(needs_report(Some(&a), &b, five_min, five_min));
-        let pressure = Health {
-            disk_pressure: true,
-            ..Health::default()
-        };
-        let c = node_status(&f, a.conditions.as_deref().unwrap(), &pressure, &time(15));
-        assert!(needs_report(
-            Some(&a),
-            &c,
-            Duration::from_secs(10),
-            five_min
-        ));
+        let first = status(&f, None, t(0));
+        let second = status(&f, Some(&first), t(10));
+        let ready = &second.conditions.as_ref().unwrap()[0];
+        assert_eq!(ready.last_transition_time, Some(Time(t(0))));
+        assert_eq!(ready.last_heartbeat_time, Some(Time(t(10))));
+        let mut g = f.clone();
+        g.ready = Readiness::NotReady(vec!["container runtime is down".into()]);
+        let third = status(&g, Some(&second), t(20));
+        let ready = &third.conditions.as_ref().unwrap()[0];
+        assert_eq!(ready.last_transition_time, Some(Time(t(20))));
+        let mem = &third.conditions.as_ref().unwrap()[1];
+        assert_eq!(mem.last_transition_time, Some(Time(t(0))));
     }
 
     #[test]
-    fn node_labels_in_kubernetes_namespaces_are_checked_as_node_restriction_does() {
-        let ok = |k: &str| check_node_labels(&BTreeMap::from([(k.to_string(), "x".to_string())]));
-        assert!(ok("site").is_ok());
-        assert!(ok("example.com/rack").is_ok());
-        assert!(ok("node.kubernetes.io/instance-type").is_ok());
-        assert!(ok("topology.kubernetes.io/zone").is_ok());
-        assert!(ok("kubelet.kubernetes.io/anything").is_ok());
-        assert!(ok("node-role.kubernetes.io/worker").is_err());
-        let err = ok("foo.k8s.io/bar").unwrap_err();
-        assert!(err.contains("foo.k8s.io/bar"), "{err}");
+    fn a_status_is_posted_when_changed_or_when_the_report_frequency_passed() {
+        let f = facts();
+        let minute = Duration::from_secs(60);
+        let five = Duration::from_secs(300);
+        let a = status(&f, None, t(0));
+        let b = status(&f, Some(&a), t(10));
+        assert!(should_post(&a, None, Duration::ZERO, five));
+        assert!(
+            !should_post(&b, Some(&a), minute, five),
+            "only the heartbeat moved"
+        );
+        assert!(should_post(&b, Some(&a), five, five));
+        let mut g = f.clone();
+        g.memory_pressure = true;
+        let c = status(&g, Some(&b), t(20));
+        assert!(should_post(&c, Some(&b), minute, five));
     }
 
     #[test]
-    fn rust_architectures_are_spelled_as_goarch() {
-        assert_eq!(go_arch("x86_64"), "amd64");
-        assert_eq!(go_arch("aarch64"), "arm64");
-        assert_eq!(go_arch("arm"), "arm");
-        assert_eq!(go_arch("riscv64"), "riscv64");
+    fn node_labels_follow_kubelets_rule() {
+        let ok = [
+            "example.com/x",
+            "plain",
+            "kubernetes.io/hostname",
+            "topology.kubernetes.io/zone",
+            "node.kubernetes.io/instance-type",
+            "kubelet.kubernetes.io/anything",
+            "foo.node.kubernetes.io/bar",
+        ];
+        for k in ok {
+            let m = [(k.to_string(), "v".to_string())].into();
+            assert!(validate_node_labels(&m).is_ok(), "{k}");
+        }
+        let bad = [
+            "node-role.kubernetes.io/master",
+            "kubernetes.io/role",
+            "example.k8s.io/x",
+            "node-restriction.kubernetes.io/x",
+        ];
+        for k in bad {
+            let m = [(k.to_string(), "v".to_string())].into();
+            let e = validate_node_labels(&m).unwrap_err();
+            assert_eq!(e.label, k);
+        }
     }
 }

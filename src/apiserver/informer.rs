@@ -1,0 +1,299 @@
+//! The I/O side of one list/watch: runs a [`Reflector`] over the
+//! [`Client`], keeps the resource's disk [`Cache`] in step, and hands the
+//! consumer batches of [`Event`]s.
+//!
+//! The reflector decides (what to request, how a reply changes the store);
+//! this loop only does what it says: sends the request, decodes the reply
+//! into [`Input`]s, sleeps through back-offs, and writes each change to the
+//! cache before the consumer sees it. Errors are logged when they start or
+//! change, not at every retry; nothing here ever empties the store.
+//!
+//! Cache policy: an object is written when an event changes it; the sync
+//! point is written at every [`Event::Synced`] and, during a watch, at most
+//! every [`RESOURCE_VERSION_PERSIST`] (after the changes it covers are on
+//! disk), so a restart resumes the watch close to where it was without a
+//! write per event. A resumed watch whose version is too old gets a `410`
+//! and relists once, which is always correct.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use http::StatusCode;
+use k8s_openapi::ListableResource;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::cache::{Cache, Loaded};
+use super::reflector::{Event, Failure, Input, Next, Object, ObjectKey, Reflector, Request};
+use super::request::{ApiError, Selectors};
+use super::transport::{BodyStream, Client, BODY_LIMIT, ERROR_BODY_LIMIT};
+use super::watch::{self, Decoder, WatchEvent};
+
+/// During a watch, the sync point is written at most this often.
+pub const RESOURCE_VERSION_PERSIST: Duration = Duration::from_secs(300);
+
+struct Flight {
+    body: BodyStream,
+    decoder: Decoder,
+}
+
+/// One resource's list/watch loop.
+pub struct Informer<K> {
+    client: Client,
+    collection: String,
+    selectors: Selectors,
+    reflector: Reflector<K>,
+    cache: Option<Cache>,
+    next: Next,
+    flight: Option<Flight>,
+    last_error: Option<String>,
+    rv_persisted_at: Option<Instant>,
+}
+
+impl<K> Informer<K>
+where
+    K: Object + ListableResource + DeserializeOwned + Serialize,
+{
+    /// An informer for `collection` (see
+    /// [`collection_path`](super::request::collection_path)) filtered by
+    /// `selectors`. With a cache, the store starts as the cache's objects
+    /// and the first request resumes the watch from its sync point (or
+    /// relists when it has none).
+    pub fn new(
+        client: Client,
+        collection: String,
+        selectors: Selectors,
+        cache: Option<(Cache, Loaded)>,
+    ) -> Self {
+        let (reflector, cache) = match cache {
+            Some((cache, loaded)) => {
+                let objects: Vec<K> = loaded.objects(cache.dir());
+                let rv = loaded.resource_version.clone().unwrap_or_default();
+                (Reflector::resume(objects, rv), Some(cache))
+            }
+            None => (Reflector::new(), None),
+        };
+        Informer {
+            client,
+            collection,
+            selectors,
+            reflector,
+            cache,
+            next: Next::Continue,
+            flight: None,
+            last_error: None,
+            rv_persisted_at: None,
+        }
+    }
+
+    /// Replaces the reflector (e.g. one built `without_streaming_list`).
+    pub fn with_reflector(mut self, f: impl FnOnce(Reflector<K>) -> Reflector<K>) -> Self {
+        self.reflector = f(self.reflector);
+        self
+    }
+
+    /// The current objects (restored from the cache until the first sync).
+    pub fn store(&self) -> &BTreeMap<ObjectKey, K> {
+        self.reflector.store()
+    }
+
+    pub fn reflector(&self) -> &Reflector<K> {
+        &self.reflector
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Runs until the store changes or becomes authoritative, and returns
+    /// what happened (never an empty batch). Cancel-safe between awaits
+    /// only in the sense that dropping the future drops the request in
+    /// flight; the next call starts over from the reflector's state.
+    pub async fn next(&mut self) -> Vec<Event<K>> {
+        loop {
+            let input = match std::mem::replace(&mut self.next, Next::Continue) {
+                Next::Send(req) => {
+                    self.flight = None;
+                    self.send(req).await
+                }
+                Next::Continue => match self.flight.is_some() {
+                    true => self.read().await,
+                    false => Input::Tick,
+                },
+                Next::Wait(until) => {
+                    self.flight = None;
+                    smol::Timer::at(until).await;
+                    Input::Tick
+                }
+            };
+            let now = Instant::now();
+            let step = self.reflector.step(now, fastrand::u64(..), input);
+            self.next = step.next;
+            if matches!(self.next, Next::Send(_)) {
+                self.flight = None;
+            }
+            if step.events.is_empty() {
+                continue;
+            }
+            self.persist(&step.events, now);
+            return step.events;
+        }
+    }
+
+    async fn send(&mut self, req: Request) -> Input<K> {
+        let path = req.path_and_query(&self.collection, &self.selectors);
+        let deadline = req.deadline();
+        if !req.is_watch() {
+            let r = self
+                .client
+                .request(http::Method::GET, &path, None, BODY_LIMIT, deadline)
+                .await;
+            return match r {
+                Err(e) => self.failed(Failure::Transport, e.to_string()),
+                Ok(r) if r.status != StatusCode::OK => {
+                    let e = ApiError::from_reply(r.status.as_u16(), &r.body);
+                    let text = format!("LIST {path}: {e}");
+                    self.failed(Failure::Status(e), text)
+                }
+                Ok(r) => match watch::decode_list::<K>(&r.body) {
+                    Ok(page) => {
+                        self.recovered();
+                        Input::Page(page)
+                    }
+                    Err(e) => self.failed(Failure::Transport, format!("LIST {path}: {e}")),
+                },
+            };
+        }
+        match self.client.stream(&path, deadline).await {
+            Err(e) => self.failed(Failure::Transport, e.to_string()),
+            Ok(body) if body.status != StatusCode::OK => {
+                let code = body.status.as_u16();
+                let bytes = body.collect(ERROR_BODY_LIMIT).await.unwrap_or_default();
+                let e = ApiError::from_reply(code, &bytes);
+                let text = format!("WATCH {path}: {e}");
+                self.failed(Failure::Status(e), text)
+            }
+            Ok(body) => {
+                self.flight = Some(Flight {
+                    body,
+                    decoder: Decoder::default(),
+                });
+                self.read().await
+            }
+        }
+    }
+
+    async fn read(&mut self) -> Input<K> {
+        loop {
+            let Some(f) = &mut self.flight else {
+                return Input::Tick;
+            };
+            match f.decoder.next_event::<K>() {
+                Some(Ok(WatchEvent::Error(e))) => {
+                    let text = format!("watch of {}: {e}", self.collection);
+                    if e.is_gone() {
+                        log::info!("API server: {text}; relisting");
+                        self.last_error = Some(text);
+                    } else {
+                        self.failed(Failure::Transport, text);
+                    }
+                    self.flight = None;
+                    return Input::Event(WatchEvent::Error(e));
+                }
+                Some(Ok(ev)) => {
+                    self.recovered();
+                    return Input::Event(ev);
+                }
+                Some(Err(e)) => {
+                    let text = format!("watch of {}: {e}", self.collection);
+                    self.flight = None;
+                    return self.failed(Failure::Transport, text);
+                }
+                None => {}
+            }
+            match f.body.chunk().await {
+                Ok(Some(bytes)) => f.decoder.push(&bytes),
+                Ok(None) => {
+                    let end = f.decoder.finish();
+                    self.flight = None;
+                    return match end {
+                        Ok(()) => Input::Ended,
+                        Err(e) => {
+                            let text = format!("watch of {}: {e}", self.collection);
+                            self.failed(Failure::Transport, text)
+                        }
+                    };
+                }
+                Err(e) => {
+                    self.flight = None;
+                    return self.failed(Failure::Transport, e.to_string());
+                }
+            }
+        }
+    }
+
+    /// Logs a failure when it is new (not at every retry).
+    fn failed(&mut self, f: Failure, text: String) -> Input<K> {
+        if self.last_error.as_deref() != Some(text.as_str()) {
+            log::warn!("API server: {text}; retrying");
+            self.last_error = Some(text);
+        }
+        Input::Failed(f)
+    }
+
+    fn recovered(&mut self) {
+        if let Some(e) = self.last_error.take() {
+            log::info!("API server: {} answers again (after: {e})", self.collection);
+        }
+    }
+
+    /// Writes the changes to the cache; then, if due, the sync point.
+    fn persist(&mut self, events: &[Event<K>], now: Instant) {
+        let Some(cache) = &mut self.cache else {
+            return;
+        };
+        let mut synced = false;
+        for e in events {
+            let r = match e {
+                Event::Applied(o) => cache.put_object(o).map(drop),
+                Event::Deleted(o) => match ObjectKey::of(o) {
+                    Some(k) => cache.remove(&k).map(drop),
+                    None => Ok(()),
+                },
+                Event::Synced => {
+                    synced = true;
+                    Ok(())
+                }
+            };
+            if let Err(e) = r {
+                log::warn!("{e}");
+            }
+        }
+        if synced {
+            // Entries the authoritative set lacks (including any that did
+            // not decode at load) go too.
+            let stale: Vec<ObjectKey> = cache
+                .keys()
+                .filter(|k| !self.reflector.store().contains_key(k))
+                .cloned()
+                .collect();
+            for k in stale {
+                if let Err(e) = cache.remove(&k) {
+                    log::warn!("{e}");
+                }
+            }
+        }
+        let due = synced
+            || self
+                .rv_persisted_at
+                .is_none_or(|t| now.saturating_duration_since(t) >= RESOURCE_VERSION_PERSIST);
+        if due && self.reflector.is_synced() {
+            if let Some(rv) = self.reflector.resource_version() {
+                match cache.set_resource_version(rv) {
+                    Ok(_) => self.rv_persisted_at = Some(now),
+                    Err(e) => log::warn!("{e}"),
+                }
+            }
+        }
+    }
+}

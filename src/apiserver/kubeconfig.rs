@@ -1,0 +1,801 @@
+//! The kubeconfig file: which API server to talk to and how to prove who we
+//! are.
+//!
+//! Only what a node needs is read: `current-context` selects a context,
+//! whose cluster gives `server`, `certificate-authority` (or `-data`),
+//! `insecure-skip-tls-verify` and `tls-server-name`, and whose user gives
+//! `client-certificate` / `client-key` (or their `-data` forms), `token` and
+//! `tokenFile`. Relative file paths are resolved against the kubeconfig's
+//! own directory, as client-go does. Other fields are ignored; credential
+//! plugins (`exec`, `auth-provider`), basic auth and `proxy-url` are refused
+//! with an error naming the field rather than silently ignored.
+//!
+//! [`parse`] is pure (text in, [`Kubeconfig`] out); file contents referenced
+//! by the kubeconfig are read later, by [`Material::read`], so that a
+//! rotated certificate file is picked up on the next connection.
+//!
+//! Errors name the kubeconfig file and the field, in the file's own terms
+//! (`users[0].user.client-key-data`). Key and token contents are never
+//! logged nor printed by `Debug`.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use serde::Deserialize;
+
+/// Errors loading a kubeconfig.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeconfigError {
+    #[error("reading kubeconfig {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("kubeconfig {path}: {source}")]
+    Yaml {
+        path: PathBuf,
+        source: serde_yaml_ng::Error,
+    },
+    #[error("kubeconfig {path}: {field}: {message}")]
+    Field {
+        path: PathBuf,
+        field: String,
+        message: String,
+    },
+    #[error("kubeconfig {path}: {field}: reading {file}: {source}")]
+    File {
+        path: PathBuf,
+        field: String,
+        file: PathBuf,
+        source: io::Error,
+    },
+}
+
+/// Where the API server is: `https://host[:port][/prefix]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Server {
+    /// Host name or IP address, without the brackets of an IPv6 literal.
+    pub host: String,
+    pub port: u16,
+    /// A path prefix ("" or "/prefix", never ending in '/').
+    pub base_path: String,
+}
+
+impl Server {
+    /// `host:port`, with brackets around an IPv6 literal.
+    pub fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+
+    /// `https://host:port`.
+    pub fn origin(&self) -> String {
+        format!("https://{}", self.authority())
+    }
+}
+
+impl fmt::Display for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.origin(), self.base_path)
+    }
+}
+
+/// Where a certificate, key or token comes from.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A file (already resolved against the kubeconfig's directory).
+    File(PathBuf),
+    /// Inline bytes (a `-data` field, base64-decoded, or a `token`).
+    Data(Vec<u8>),
+}
+
+/// One piece of credential material and the field it came from.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Material {
+    /// The kubeconfig field, e.g. `users[0].user.client-key-data`.
+    pub field: String,
+    pub source: Source,
+}
+
+impl fmt::Debug for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::File(p) => write!(f, "file {}", p.display()),
+            Source::Data(d) => write!(f, "{} bytes, not shown", d.len()),
+        }
+    }
+}
+
+impl fmt::Debug for Material {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({:?})", self.field, self.source)
+    }
+}
+
+impl Material {
+    /// The bytes: read from the file each time (a rotated certificate is
+    /// picked up), or the inline data. `kubeconfig` names the file for the
+    /// error.
+    pub fn read(&self, kubeconfig: &Path) -> Result<Vec<u8>, KubeconfigError> {
+        match &self.source {
+            Source::Data(d) => Ok(d.clone()),
+            Source::File(p) => std::fs::read(p).map_err(|source| KubeconfigError::File {
+                path: kubeconfig.to_path_buf(),
+                field: self.field.clone(),
+                file: p.clone(),
+                source,
+            }),
+        }
+    }
+}
+
+/// A resolved kubeconfig: the current context's cluster and user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kubeconfig {
+    /// The kubeconfig file, for messages.
+    pub path: PathBuf,
+    /// The context in use (`current-context`).
+    pub context: String,
+    pub server: Server,
+    /// `tls-server-name`: the name the server certificate is checked
+    /// against (and sent as SNI) instead of the server's host.
+    pub tls_server_name: Option<String>,
+    /// `certificate-authority` or `certificate-authority-data` (PEM).
+    pub certificate_authority: Option<Material>,
+    /// `insecure-skip-tls-verify`; only ever true when the caller allowed it.
+    pub insecure_skip_tls_verify: bool,
+    /// `client-certificate` or `client-certificate-data` (PEM).
+    pub client_certificate: Option<Material>,
+    /// `client-key` or `client-key-data` (PEM).
+    pub client_key: Option<Material>,
+    /// `tokenFile` (re-read periodically) or `token`. As in client-go, a
+    /// token file takes precedence over an inline token.
+    pub token: Option<Material>,
+}
+
+// --- the file format ------------------------------------------------------------
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct RawConfig {
+    #[serde(default)]
+    clusters: Option<Vec<RawNamedCluster>>,
+    #[serde(default)]
+    users: Option<Vec<RawNamedUser>>,
+    #[serde(default)]
+    contexts: Option<Vec<RawNamedContext>>,
+    #[serde(default)]
+    current_context: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawNamedCluster {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    cluster: RawCluster,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct RawCluster {
+    #[serde(default)]
+    server: Option<String>,
+    #[serde(default)]
+    certificate_authority: Option<String>,
+    #[serde(default)]
+    certificate_authority_data: Option<String>,
+    #[serde(default)]
+    insecure_skip_tls_verify: Option<bool>,
+    #[serde(default)]
+    tls_server_name: Option<String>,
+    #[serde(default)]
+    proxy_url: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawNamedUser {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    user: RawUser,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct RawUser {
+    #[serde(default)]
+    client_certificate: Option<String>,
+    #[serde(default)]
+    client_certificate_data: Option<String>,
+    #[serde(default)]
+    client_key: Option<String>,
+    #[serde(default)]
+    client_key_data: Option<String>,
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default, rename = "tokenFile")]
+    token_file: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    exec: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    auth_provider: Option<serde_yaml_ng::Value>,
+}
+
+#[derive(Deserialize)]
+struct RawNamedContext {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    context: RawContext,
+}
+
+#[derive(Deserialize, Default)]
+struct RawContext {
+    #[serde(default)]
+    cluster: String,
+    #[serde(default)]
+    user: String,
+}
+
+/// Reads and parses the kubeconfig at `path`. See [`parse`].
+pub fn load(path: &Path, allow_insecure: bool) -> Result<Kubeconfig, KubeconfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| KubeconfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text, path, allow_insecure)
+}
+
+/// Parses kubeconfig `text` read from `path` (relative paths in it resolve
+/// against `path`'s directory). `insecure-skip-tls-verify: true` is an
+/// error unless `allow_insecure`; when allowed it is logged as a warning.
+pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig, KubeconfigError> {
+    let raw: RawConfig = if text.trim().is_empty() {
+        RawConfig::default()
+    } else {
+        serde_yaml_ng::from_str(text).map_err(|source| KubeconfigError::Yaml {
+            path: path.to_path_buf(),
+            source,
+        })?
+    };
+    let err = |field: &str, message: &str| KubeconfigError::Field {
+        path: path.to_path_buf(),
+        field: field.to_string(),
+        message: message.to_string(),
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+
+    let context = match raw.current_context.as_deref() {
+        Some(c) if !c.is_empty() => c.to_string(),
+        _ => return Err(err("current-context", "not set")),
+    };
+    let contexts = raw.contexts.unwrap_or_default();
+    let (ci, ctx) = contexts
+        .iter()
+        .enumerate()
+        .find(|(_, c)| c.name == context)
+        .ok_or_else(|| err("current-context", &format!("no context named {context:?}")))?;
+    let ctx = &ctx.context;
+
+    let clusters = raw.clusters.unwrap_or_default();
+    let (cli, cluster) = clusters
+        .iter()
+        .enumerate()
+        .find(|(_, c)| c.name == ctx.cluster)
+        .ok_or_else(|| {
+            err(
+                &format!("contexts[{ci}].context.cluster"),
+                &format!("no cluster named {:?}", ctx.cluster),
+            )
+        })?;
+    let cf = |name: &str| format!("clusters[{cli}].cluster.{name}");
+    let cluster = &cluster.cluster;
+
+    let server = match cluster.server.as_deref() {
+        Some(s) if !s.is_empty() => parse_server(s).map_err(|m| err(&cf("server"), &m))?,
+        _ => return Err(err(&cf("server"), "not set")),
+    };
+    if cluster.proxy_url.as_deref().is_some_and(|p| !p.is_empty()) {
+        return Err(err(&cf("proxy-url"), "proxies are not supported"));
+    }
+    let certificate_authority = material(
+        &cf("certificate-authority"),
+        cluster.certificate_authority.as_deref(),
+        &cf("certificate-authority-data"),
+        cluster.certificate_authority_data.as_deref(),
+        dir,
+    )
+    .map_err(|(f, m)| err(&f, &m))?;
+    let insecure = cluster.insecure_skip_tls_verify.unwrap_or(false);
+    if insecure {
+        if certificate_authority.is_some() {
+            return Err(err(
+                &cf("insecure-skip-tls-verify"),
+                "specifying a root certificates file with the insecure flag is not allowed",
+            ));
+        }
+        if !allow_insecure {
+            return Err(err(
+                &cf("insecure-skip-tls-verify"),
+                "is true: the API server's certificate would not be verified, so anyone on the \
+                 path could impersonate it; refusing unless explicitly allowed",
+            ));
+        }
+        log::warn!(
+            "kubeconfig {}: {}: the API server's certificate is NOT VERIFIED; anyone on the \
+             path to {server} can impersonate it and read this node's credentials",
+            path.display(),
+            cf("insecure-skip-tls-verify"),
+        );
+    } else if certificate_authority.is_none() {
+        return Err(err(
+            &cf("certificate-authority-data"),
+            "no certificate-authority or certificate-authority-data: picolet ships no system \
+             roots, the cluster's CA is required",
+        ));
+    }
+    let tls_server_name = cluster.tls_server_name.clone().filter(|s| !s.is_empty());
+
+    let users = raw.users.unwrap_or_default();
+    let (ui, user) = users
+        .iter()
+        .enumerate()
+        .find(|(_, u)| u.name == ctx.user)
+        .ok_or_else(|| {
+            err(
+                &format!("contexts[{ci}].context.user"),
+                &format!("no user named {:?}", ctx.user),
+            )
+        })?;
+    let uf = |name: &str| format!("users[{ui}].user.{name}");
+    let user = &user.user;
+    if user.exec.is_some() {
+        return Err(err(&uf("exec"), "credential plugins are not supported"));
+    }
+    if user.auth_provider.is_some() {
+        return Err(err(
+            &uf("auth-provider"),
+            "auth providers are not supported",
+        ));
+    }
+    if user.username.as_deref().is_some_and(|u| !u.is_empty()) {
+        return Err(err(
+            &uf("username"),
+            "basic authentication is not supported",
+        ));
+    }
+    let client_certificate = material(
+        &uf("client-certificate"),
+        user.client_certificate.as_deref(),
+        &uf("client-certificate-data"),
+        user.client_certificate_data.as_deref(),
+        dir,
+    )
+    .map_err(|(f, m)| err(&f, &m))?;
+    let client_key = material(
+        &uf("client-key"),
+        user.client_key.as_deref(),
+        &uf("client-key-data"),
+        user.client_key_data.as_deref(),
+        dir,
+    )
+    .map_err(|(f, m)| err(&f, &m))?;
+    match (&client_certificate, &client_key) {
+        (Some(_), None) => {
+            return Err(err(
+                &uf("client-key-data"),
+                "client-key-data or client-key must be specified to use the clientCert \
+                 authentication method",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(err(
+                &uf("client-certificate-data"),
+                "client-certificate-data or client-certificate must be specified to use the \
+                 clientCert authentication method",
+            ))
+        }
+        _ => {}
+    }
+    let token = match (user.token_file.as_deref(), user.token.as_deref()) {
+        (Some(f), _) if !f.is_empty() => Some(Material {
+            field: uf("tokenFile"),
+            source: Source::File(dir.join(f)),
+        }),
+        (_, Some(t)) if !t.is_empty() => Some(Material {
+            field: uf("token"),
+            source: Source::Data(t.trim().as_bytes().to_vec()),
+        }),
+        _ => None,
+    };
+    if client_certificate.is_none() && token.is_none() {
+        return Err(err(
+            &format!("users[{ui}].user"),
+            "no credentials: a client certificate and key, a token or a tokenFile is required",
+        ));
+    }
+
+    Ok(Kubeconfig {
+        path: path.to_path_buf(),
+        context,
+        server,
+        tls_server_name,
+        certificate_authority,
+        insecure_skip_tls_verify: insecure,
+        client_certificate,
+        client_key,
+        token,
+    })
+}
+
+/// A file field and its `-data` twin: at most one may be set.
+fn material(
+    file_field: &str,
+    file: Option<&str>,
+    data_field: &str,
+    data: Option<&str>,
+    dir: &Path,
+) -> Result<Option<Material>, (String, String)> {
+    let file = file.filter(|s| !s.is_empty());
+    let data = data.filter(|s| !s.is_empty());
+    match (file, data) {
+        (Some(_), Some(_)) => Err((
+            data_field.to_string(),
+            format!("both {data_field} and {file_field} are set; set one"),
+        )),
+        (Some(f), None) => Ok(Some(Material {
+            field: file_field.to_string(),
+            source: Source::File(dir.join(f)),
+        })),
+        (None, Some(d)) => {
+            let compact: String = d.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(compact.as_bytes())
+                .map_err(|e| (data_field.to_string(), format!("not valid base64: {e}")))?;
+            Ok(Some(Material {
+                field: data_field.to_string(),
+                source: Source::Data(bytes),
+            }))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// Parses `https://host[:port][/prefix]`.
+fn parse_server(s: &str) -> Result<Server, String> {
+    let rest = s
+        .strip_prefix("https://")
+        .ok_or_else(|| format!("{s:?}: only https:// servers are supported"))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    if authority.contains('@') {
+        return Err(format!(
+            "{s:?}: user information in the URL is not supported"
+        ));
+    }
+    if path.contains('?') || path.contains('#') {
+        return Err(format!("{s:?}: a query or fragment is not allowed"));
+    }
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (h, after) = v6
+            .split_once(']')
+            .ok_or_else(|| format!("{s:?}: unterminated IPv6 address"))?;
+        let port = match after {
+            "" => None,
+            p => Some(
+                p.strip_prefix(':')
+                    .ok_or_else(|| format!("{s:?}: bad port"))?,
+            ),
+        };
+        (h, port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(format!("{s:?}: no host"));
+    }
+    let port = match port {
+        None => 443,
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("{s:?}: bad port {p:?}"))?,
+    };
+    Ok(Server {
+        host: host.to_string(),
+        port,
+        base_path: path.trim_end_matches('/').to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PATH: &str = "/etc/picolet/kubelet.conf";
+
+    fn b64(s: &str) -> String {
+        base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    fn config(cluster: &str, user: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: node\n\
+             contexts:\n- name: other\n  context: {{cluster: nope, user: nope}}\n\
+             - name: node\n  context: {{cluster: local, user: system:node:pi}}\n\
+             clusters:\n- name: local\n  cluster:\n{cluster}\
+             users:\n- name: someone\n  user: {{token: abc}}\n- name: system:node:pi\n  user:\n{user}"
+        )
+    }
+
+    fn parse_ok(text: &str) -> Kubeconfig {
+        parse(text, Path::new(PATH), false).unwrap()
+    }
+
+    fn parse_err(text: &str, allow_insecure: bool) -> String {
+        parse(text, Path::new(PATH), allow_insecure)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn a_kubeadm_style_kubeconfig_resolves_the_current_context() {
+        let text = config(
+            &format!(
+                "    server: https://10.0.0.1:6443\n    certificate-authority-data: {}\n",
+                b64("CA PEM")
+            ),
+            &format!(
+                "    client-certificate-data: {}\n    client-key-data: {}\n",
+                b64("CERT"),
+                b64("KEY")
+            ),
+        );
+        let k = parse_ok(&text);
+        assert_eq!(k.context, "node");
+        assert_eq!(k.server.host, "10.0.0.1");
+        assert_eq!(k.server.port, 6443);
+        assert_eq!(k.server.base_path, "");
+        assert_eq!(
+            k.certificate_authority.unwrap().source,
+            Source::Data(b"CA PEM".to_vec())
+        );
+        let cert = k.client_certificate.unwrap();
+        assert_eq!(cert.field, "users[1].user.client-certificate-data");
+        assert_eq!(cert.source, Source::Data(b"CERT".to_vec()));
+        assert_eq!(k.client_key.unwrap().source, Source::Data(b"KEY".to_vec()));
+        assert!(k.token.is_none());
+        assert!(!k.insecure_skip_tls_verify);
+    }
+
+    #[test]
+    fn relative_files_resolve_against_the_kubeconfig_directory() {
+        let text = config(
+            "    server: https://api.example:443/prefix/\n    certificate-authority: pki/ca.crt\n",
+            "    client-certificate: /var/lib/picolet/pki/client.pem\n    client-key: key.pem\n    tokenFile: tok\n",
+        );
+        let k = parse_ok(&text);
+        assert_eq!(k.server.base_path, "/prefix");
+        assert_eq!(
+            k.certificate_authority.unwrap().source,
+            Source::File(PathBuf::from("/etc/picolet/pki/ca.crt"))
+        );
+        assert_eq!(
+            k.client_certificate.unwrap().source,
+            Source::File(PathBuf::from("/var/lib/picolet/pki/client.pem"))
+        );
+        assert_eq!(
+            k.client_key.unwrap().source,
+            Source::File(PathBuf::from("/etc/picolet/key.pem"))
+        );
+        let t = k.token.unwrap();
+        assert_eq!(t.field, "users[1].user.tokenFile");
+        assert_eq!(t.source, Source::File(PathBuf::from("/etc/picolet/tok")));
+    }
+
+    #[test]
+    fn a_token_file_takes_precedence_over_an_inline_token() {
+        let text = config(
+            "    server: https://h\n    certificate-authority: ca\n",
+            "    token: inline\n    tokenFile: /run/token\n",
+        );
+        let k = parse_ok(&text);
+        assert_eq!(
+            k.token.unwrap().source,
+            Source::File(PathBuf::from("/run/token"))
+        );
+        let text = config(
+            "    server: https://h\n    certificate-authority: ca\n",
+            "    token: inline\n",
+        );
+        assert_eq!(
+            parse_ok(&text).token.unwrap().source,
+            Source::Data(b"inline".to_vec())
+        );
+    }
+
+    #[test]
+    fn server_urls_parse_hosts_ports_and_ipv6_literals() {
+        let table = [
+            ("https://h", "h", 443, ""),
+            ("https://h:6443", "h", 6443, ""),
+            ("https://[::1]:6443/", "::1", 6443, ""),
+            ("https://[fd00::1]", "fd00::1", 443, ""),
+            ("https://h/a/b/", "h", 443, "/a/b"),
+        ];
+        for (url, host, port, path) in table {
+            let s = parse_server(url).unwrap();
+            assert_eq!(
+                (s.host.as_str(), s.port, s.base_path.as_str()),
+                (host, port, path),
+                "{url}"
+            );
+        }
+        assert_eq!(
+            parse_server("https://[::1]:6443").unwrap().authority(),
+            "[::1]:6443"
+        );
+        for bad in [
+            "http://h",
+            "h:6443",
+            "https://",
+            "https://h:0",
+            "https://h:99999",
+            "https://u@h",
+            "https://[::1",
+            "https://h/?x=1",
+        ] {
+            assert!(parse_server(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn insecure_skip_tls_verify_is_refused_unless_allowed() {
+        let text = config(
+            "    server: https://h\n    insecure-skip-tls-verify: true\n",
+            "    token: t\n",
+        );
+        let e = parse_err(&text, false);
+        assert!(
+            e.contains("clusters[0].cluster.insecure-skip-tls-verify"),
+            "{e}"
+        );
+        assert!(e.contains(PATH), "{e}");
+        let k = parse(&text, Path::new(PATH), true).unwrap();
+        assert!(k.insecure_skip_tls_verify);
+    }
+
+    #[test]
+    fn insecure_with_a_ca_is_refused_like_client_go_does() {
+        let text = config(
+            "    server: https://h\n    insecure-skip-tls-verify: true\n    certificate-authority: ca\n",
+            "    token: t\n",
+        );
+        let e = parse_err(&text, true);
+        assert!(e.contains("with the insecure flag is not allowed"), "{e}");
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_field() {
+        let ca = "    server: https://h\n    certificate-authority: ca\n";
+        let table: Vec<(String, &str)> = vec![
+            (
+                config(ca, &format!("    client-certificate-data: {}\n", b64("C"))),
+                "users[1].user.client-key-data: client-key-data or client-key must be specified",
+            ),
+            (
+                config(ca, "    client-key-data: '%%%'\n    client-certificate: c\n"),
+                "users[1].user.client-key-data: not valid base64",
+            ),
+            (
+                config(ca, "    client-key-data: QQ==\n    client-key: k\n    client-certificate: c\n"),
+                "users[1].user.client-key-data: both",
+            ),
+            (
+                config("    server: https://h\n", "    token: t\n"),
+                "clusters[0].cluster.certificate-authority-data: no certificate-authority",
+            ),
+            (
+                config("    certificate-authority: ca\n", "    token: t\n"),
+                "clusters[0].cluster.server: not set",
+            ),
+            (
+                config("    server: http://h\n    certificate-authority: ca\n", "    token: t\n"),
+                "clusters[0].cluster.server: \"http://h\": only https://",
+            ),
+            (
+                config(ca, "    exec: {command: aws}\n"),
+                "users[1].user.exec: credential plugins are not supported",
+            ),
+            (
+                config(ca, "    username: admin\n    password: x\n"),
+                "users[1].user.username: basic authentication",
+            ),
+            (config(ca, "    {}\n"), "users[1].user: no credentials"),
+            (
+                config(
+                    "    server: https://h\n    certificate-authority: ca\n    proxy-url: http://p\n",
+                    "    token: t\n",
+                ),
+                "clusters[0].cluster.proxy-url",
+            ),
+        ];
+        for (text, want) in table {
+            let e = parse_err(&text, false);
+            assert!(e.contains(want), "got {e:?}, want {want:?}");
+            assert!(e.starts_with(&format!("kubeconfig {PATH}: ")), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_missing_context_cluster_or_user_is_named() {
+        let e = parse_err("current-context: x\n", false);
+        assert!(e.contains("current-context: no context named \"x\""), "{e}");
+        let e = parse_err("contexts: []\n", false);
+        assert!(e.contains("current-context: not set"), "{e}");
+        let e = parse_err("", false);
+        assert!(e.contains("current-context: not set"), "{e}");
+        let e = parse_err(
+            "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n",
+            false,
+        );
+        assert!(
+            e.contains("contexts[0].context.cluster: no cluster named \"k\""),
+            "{e}"
+        );
+        let e = parse_err(
+            "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n\
+             clusters:\n- name: k\n  cluster: {server: 'https://h', certificate-authority: ca}\n",
+            false,
+        );
+        assert!(
+            e.contains("contexts[0].context.user: no user named \"u\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn malformed_yaml_is_an_error_naming_the_file() {
+        let e = parse_err("clusters: [\n", false);
+        assert!(e.starts_with(&format!("kubeconfig {PATH}: ")), "{e}");
+    }
+
+    #[test]
+    fn debug_output_never_shows_key_or_token_contents() {
+        let text = config(
+            "    server: https://h\n    certificate-authority: ca\n",
+            &format!(
+                "    client-certificate-data: {}\n    client-key-data: {}\n    token: sekrit-token\n",
+                b64("CERT"),
+                b64("SEKRIT-KEY")
+            ),
+        );
+        let k = parse_ok(&text);
+        let shown = format!("{k:?}");
+        assert!(!shown.contains("SEKRIT"), "{shown}");
+        assert!(!shown.contains("sekrit"), "{shown}");
+        assert!(shown.contains("users[1].user.client-key-data"), "{shown}");
+    }
+
+    #[test]
+    fn a_missing_credential_file_is_named_when_read() {
+        let m = Material {
+            field: "users[0].user.client-key".into(),
+            source: Source::File(PathBuf::from("/nonexistent/picolet/key.pem")),
+        };
+        let e = m.read(Path::new(PATH)).unwrap_err().to_string();
+        assert!(e.contains("users[0].user.client-key"), "{e}");
+        assert!(e.contains("/nonexistent/picolet/key.pem"), "{e}");
+    }
+}

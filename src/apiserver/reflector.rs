@@ -1,0 +1,1384 @@
+//! Pure: the list/watch state machine, one design for every resource.
+//!
+//! In the spirit of client-go's reflector and kube-rs's watcher, but
+//! sans-I/O: the driver feeds [`Input`]s (a list page, a watch event, the
+//! end of a stream, a failure, or a tick) together with the time and a
+//! random number, and [`Reflector::step`] answers with the [`Event`]s for the
+//! consumer and what to do [`Next`] (send a request, keep reading, or wait).
+//! No clock, no socket, no randomness inside; every transition is a table
+//! test below.
+//!
+//! The protocol:
+//!
+//! - Without a resourceVersion to resume from, get the full set: the
+//!   streaming list (a WATCH with `sendInitialEvents=true`,
+//!   `resourceVersionMatch=NotOlderThan`, ending with a bookmark annotated
+//!   `k8s.io/initial-events-end: "true"`) while the server is not known to
+//!   refuse it, else LIST with `limit`/`continue` pages. Pages (or initial
+//!   events) are accumulated and replace the store at once when complete;
+//!   the difference against the store, deletions included, is emitted,
+//!   then [`Event::Synced`].
+//! - Then WATCH from the set's resourceVersion with `allowWatchBookmarks`
+//!   and a random `timeoutSeconds` in 5-10 min; every event and bookmark
+//!   advances the resourceVersion. After any disconnect the watch resumes
+//!   from the last resourceVersion seen: nothing is relisted.
+//! - `410 Gone` / "too old resource version" (as an HTTP status or as an
+//!   ERROR event) forgets the resourceVersion: the next request relists,
+//!   once, and the diff against the store says what was deleted meanwhile.
+//! - Every failure waits first: 800 ms doubling to 30 s, plus up to as much
+//!   again of random jitter (client-go's 1.0 jitter factor), reset after
+//!   2 min without failure, so a fleet does not reconnect in lock-step.
+//! - A server that refuses the streaming list (a 4xx answer, or a plain
+//!   bookmark before the initial events end, which is what a server that
+//!   ignores `sendInitialEvents` sends) is remembered: LIST from then on.
+//!   Any other failure of a streaming list retries with a LIST once.
+//!
+//! The store is never emptied by an error, an empty reply or a timeout:
+//! only a DELETED event or a completed (re)list that lacks an object
+//! removes it. A store restored from the disk cache ([`Reflector::resume`])
+//! watches from the cached resourceVersion, and counts as synced at the
+//! first bookmark (the server has sent everything up to it) or after the
+//! relist a `410` causes.
+//!
+//! ResourceVersions are compared as numbers when both are decimal (as
+//! Kubernetes now documents them to be comparable), so an event older than
+//! the stored object, replayed after resuming from an older
+//! resourceVersion, does not roll the object back; otherwise only equality
+//! is used.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{Metadata, Resource};
+
+use super::request::ApiError;
+use super::watch::{Bookmark, ListPage, WatchEvent};
+
+/// LIST page size (client-go's default).
+pub const PAGE_SIZE: u32 = 500;
+/// A watch asks the server to end it after a random time in this range.
+pub const WATCH_TIMEOUT_MIN: u32 = 300;
+pub const WATCH_TIMEOUT_MAX: u32 = 600;
+/// Back-off after a failure: initial delay, cap, and how long without
+/// failure resets it (client-go's reflector values).
+pub const BACKOFF_INITIAL: Duration = Duration::from_millis(800);
+pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+pub const BACKOFF_RESET: Duration = Duration::from_secs(120);
+/// A watch that ends cleanly sooner than this, without a single event, is
+/// treated as a failure (a proxy closing streams at once must not make us
+/// reconnect in a tight loop).
+pub const MIN_WATCH: Duration = Duration::from_secs(1);
+
+/// What the reflector can hold: any k8s-openapi resource with `ObjectMeta`.
+pub trait Object: Resource + Metadata<Ty = ObjectMeta> + Clone {}
+impl<T: Resource + Metadata<Ty = ObjectMeta> + Clone> Object for T {}
+
+/// An object's identity in a store: namespace (if any) and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of `obj`; `None` when it has no name (not a valid object).
+    pub fn of<K: Object>(obj: &K) -> Option<Self> {
+        let m = obj.metadata();
+        let name = m.name.as_deref().filter(|n| !n.is_empty())?;
+        Some(ObjectKey {
+            namespace: m.namespace.clone().filter(|n| !n.is_empty()),
+            name: name.to_string(),
+        })
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{ns}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// A request the driver must send now (replacing any request in flight).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// One LIST page; `continue_token` for every page after the first. No
+    /// resourceVersion: a consistent read.
+    List {
+        limit: u32,
+        continue_token: Option<String>,
+    },
+    /// WATCH from `resource_version`, bookmarks on.
+    Watch {
+        resource_version: String,
+        timeout_seconds: u32,
+    },
+    /// The streaming list: WATCH with `sendInitialEvents=true`.
+    StreamingList { timeout_seconds: u32 },
+}
+
+/// Why the request in flight produced no usable answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The server answered with an error status.
+    Status(ApiError),
+    /// No usable answer: connection, TLS, deadline, malformed or truncated
+    /// body.
+    Transport,
+}
+
+/// What the driver tells the reflector.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input<K> {
+    /// Nothing happened, or a [`Next::Wait`] elapsed: what now? (Also the
+    /// first input.)
+    Tick,
+    /// The answer to a [`Request::List`].
+    Page(ListPage<K>),
+    /// One event of the watch (or streaming list) in flight.
+    Event(WatchEvent<K>),
+    /// The watch's body ended cleanly (after a complete line).
+    Ended,
+    /// The request in flight failed.
+    Failed(Failure),
+}
+
+/// What the consumer learns.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event<K> {
+    /// The object was added or changed (the new state).
+    Applied(K),
+    /// The object is gone (its last known state).
+    Deleted(K),
+    /// The store is now an authoritative copy: after the first (re)list or
+    /// streaming list, or, for a store restored from disk, at the first
+    /// bookmark. Never after an error, an empty reply or a timeout.
+    Synced,
+}
+
+/// What the driver does next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Send this request, dropping any request or stream in flight.
+    Send(Request),
+    /// Keep reading the current stream (or waiting for the current reply).
+    Continue,
+    /// Nothing in flight; step with [`Input::Tick`] at this instant.
+    Wait(Instant),
+}
+
+/// The result of one step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step<K> {
+    pub events: Vec<Event<K>>,
+    pub next: Next,
+}
+
+/// Where the reflector is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum State<K> {
+    /// Nothing in flight, nothing to wait for: the next tick sends.
+    Idle,
+    /// Backing off after a failure.
+    Waiting { until: Instant },
+    /// LIST pages in flight; `acc` holds the pages received so far.
+    Listing {
+        acc: BTreeMap<ObjectKey, K>,
+        continue_token: Option<String>,
+    },
+    /// A streaming list in flight, before its initial-events-end bookmark.
+    StreamingList {
+        acc: BTreeMap<ObjectKey, K>,
+        started: Instant,
+    },
+    /// A watch in flight.
+    Watching { started: Instant, events: bool },
+}
+
+/// Whether the server does the streaming list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Streaming {
+    Untried,
+    Supported,
+    Unsupported,
+}
+
+/// Exponential back-off with jitter (client-go's reflector values).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Backoff {
+    next: Duration,
+    last_failure: Option<Instant>,
+}
+
+impl Backoff {
+    fn new() -> Self {
+        Backoff {
+            next: BACKOFF_INITIAL,
+            last_failure: None,
+        }
+    }
+
+    /// The wait after a failure at `now`: the current step (reset after
+    /// [`BACKOFF_RESET`] without failure) plus up to as much again.
+    fn fail(&mut self, now: Instant, rand: u64) -> Duration {
+        if let Some(t) = self.last_failure {
+            if now.saturating_duration_since(t) >= BACKOFF_RESET {
+                self.next = BACKOFF_INITIAL;
+            }
+        }
+        let base = self.next;
+        self.next = (base * 2).min(BACKOFF_MAX);
+        self.last_failure = Some(now);
+        base + base.mul_f64(unit(rand))
+    }
+}
+
+/// A number in [0, 1) from the high 53 bits of `rand`.
+fn unit(rand: u64) -> f64 {
+    (rand >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A watch's `timeoutSeconds` from `rand`: 300..=600.
+fn watch_timeout(rand: u64) -> u32 {
+    WATCH_TIMEOUT_MIN + (rand % u64::from(WATCH_TIMEOUT_MAX - WATCH_TIMEOUT_MIN + 1)) as u32
+}
+
+/// Whether an object at `incoming` resourceVersion should replace one at
+/// `stored`: numerically newer when both are decimal, else different.
+fn is_newer(incoming: &str, stored: &str) -> bool {
+    match (incoming.parse::<u64>(), stored.parse::<u64>()) {
+        (Ok(a), Ok(b)) => a > b,
+        _ => incoming != stored,
+    }
+}
+
+fn uid<K: Object>(o: &K) -> Option<&str> {
+    o.metadata().uid.as_deref()
+}
+
+fn rv<K: Object>(o: &K) -> Option<&str> {
+    o.metadata().resource_version.as_deref()
+}
+
+/// The list/watch state machine and the store it keeps current.
+#[derive(Clone, Debug)]
+pub struct Reflector<K> {
+    state: State<K>,
+    store: BTreeMap<ObjectKey, K>,
+    /// Where a watch resumes; `None`: the next request (re)lists.
+    resource_version: Option<String>,
+    streaming: Streaming,
+    /// The last streaming list failed: the retry is a plain LIST.
+    list_next: bool,
+    backoff: Backoff,
+    synced: bool,
+    page_size: u32,
+}
+
+impl<K: Object> Default for Reflector<K> {
+    fn default() -> Self {
+        Reflector::new()
+    }
+}
+
+impl<K: Object> Reflector<K> {
+    /// A reflector with an empty store: the first request lists.
+    pub fn new() -> Self {
+        Reflector {
+            state: State::Idle,
+            store: BTreeMap::new(),
+            resource_version: None,
+            streaming: Streaming::Untried,
+            list_next: false,
+            backoff: Backoff::new(),
+            synced: false,
+            page_size: PAGE_SIZE,
+        }
+    }
+
+    /// A reflector whose store is restored (from the disk cache) at
+    /// `resource_version`: the first request resumes the watch from there.
+    /// Objects without a name are dropped.
+    pub fn resume(objects: impl IntoIterator<Item = K>, resource_version: String) -> Self {
+        let mut r = Reflector::new();
+        r.store = objects
+            .into_iter()
+            .filter_map(|o| Some((ObjectKey::of(&o)?, o)))
+            .collect();
+        r.resource_version = Some(resource_version).filter(|v| !v.is_empty());
+        r
+    }
+
+    /// LIST pages of `n` objects instead of [`PAGE_SIZE`].
+    pub fn with_page_size(mut self, n: u32) -> Self {
+        self.page_size = n.max(1);
+        self
+    }
+
+    /// Use plain LIST, never the streaming list.
+    pub fn without_streaming_list(mut self) -> Self {
+        self.streaming = Streaming::Unsupported;
+        self
+    }
+
+    /// The current copy of the objects.
+    pub fn store(&self) -> &BTreeMap<ObjectKey, K> {
+        &self.store
+    }
+
+    /// The resourceVersion a watch would resume from (`None`: relist).
+    pub fn resource_version(&self) -> Option<&str> {
+        self.resource_version.as_deref()
+    }
+
+    /// Whether the store has been authoritative at least once.
+    pub fn is_synced(&self) -> bool {
+        self.synced
+    }
+
+    pub fn state(&self) -> &State<K> {
+        &self.state
+    }
+
+    pub fn streaming(&self) -> Streaming {
+        self.streaming
+    }
+
+    /// Advances the machine by one input at `now`; `rand` is a fresh random
+    /// number (watch timeouts, back-off jitter).
+    pub fn step(&mut self, now: Instant, rand: u64, input: Input<K>) -> Step<K> {
+        let mut events = Vec::new();
+        let next = match input {
+            Input::Tick => self.tick(now, rand),
+            Input::Page(page) => self.page(now, rand, page, &mut events),
+            Input::Event(ev) => self.event(now, rand, ev, &mut events),
+            Input::Ended => self.ended(now, rand),
+            Input::Failed(f) => self.failed(now, rand, f),
+        };
+        Step { events, next }
+    }
+
+    /// What to do when nothing new arrived.
+    fn current(&self, now: Instant) -> Next {
+        match &self.state {
+            State::Waiting { until } => Next::Wait(*until),
+            State::Idle => Next::Wait(now),
+            _ => Next::Continue,
+        }
+    }
+
+    fn tick(&mut self, now: Instant, rand: u64) -> Next {
+        match &self.state {
+            State::Waiting { until } if now < *until => Next::Wait(*until),
+            State::Waiting { .. } | State::Idle => self.start(now, rand),
+            _ => Next::Continue,
+        }
+    }
+
+    /// Sends the request the reflector needs now.
+    fn start(&mut self, now: Instant, rand: u64) -> Next {
+        let timeout_seconds = watch_timeout(rand);
+        match &self.resource_version {
+            Some(rv) => {
+                let resource_version = rv.clone();
+                self.state = State::Watching {
+                    started: now,
+                    events: false,
+                };
+                Next::Send(Request::Watch {
+                    resource_version,
+                    timeout_seconds,
+                })
+            }
+            None if self.streaming != Streaming::Unsupported && !self.list_next => {
+                self.state = State::StreamingList {
+                    acc: BTreeMap::new(),
+                    started: now,
+                };
+                Next::Send(Request::StreamingList { timeout_seconds })
+            }
+            None => {
+                self.list_next = false;
+                self.state = State::Listing {
+                    acc: BTreeMap::new(),
+                    continue_token: None,
+                };
+                Next::Send(Request::List {
+                    limit: self.page_size,
+                    continue_token: None,
+                })
+            }
+        }
+    }
+
+    fn page(
+        &mut self,
+        now: Instant,
+        rand: u64,
+        page: ListPage<K>,
+        out: &mut Vec<Event<K>>,
+    ) -> Next {
+        let State::Listing { acc, .. } = &mut self.state else {
+            return self.current(now);
+        };
+        for o in page.items {
+            match ObjectKey::of(&o) {
+                Some(k) => {
+                    acc.insert(k, o);
+                }
+                None => log::warn!("{} without a name in a list; ignored", K::KIND),
+            }
+        }
+        if let Some(token) = page.continue_token {
+            let acc = std::mem::take(acc);
+            self.state = State::Listing {
+                acc,
+                continue_token: Some(token.clone()),
+            };
+            return Next::Send(Request::List {
+                limit: self.page_size,
+                continue_token: Some(token),
+            });
+        }
+        let State::Listing { acc, .. } = std::mem::replace(&mut self.state, State::Idle) else {
+            unreachable!("matched above");
+        };
+        self.replace(acc, page.resource_version, out);
+        self.start(now, rand)
+    }
+
+    /// A complete set replaces the store: emit the difference and Synced.
+    fn replace(
+        &mut self,
+        new: BTreeMap<ObjectKey, K>,
+        resource_version: String,
+        out: &mut Vec<Event<K>>,
+    ) {
+        let old = std::mem::take(&mut self.store);
+        let mut applied = Vec::new();
+        for (k, o) in &new {
+            match old.get(k) {
+                None => applied.push(Event::Applied(o.clone())),
+                Some(prev) if uid(prev) != uid(o) => {
+                    out.push(Event::Deleted(prev.clone()));
+                    applied.push(Event::Applied(o.clone()));
+                }
+                Some(prev) if rv(prev) != rv(o) || rv(o).is_none() => {
+                    applied.push(Event::Applied(o.clone()))
+                }
+                Some(_) => {}
+            }
+        }
+        for (k, prev) in old {
+            if !new.contains_key(&k) {
+                out.push(Event::Deleted(prev));
+            }
+        }
+        out.extend(applied);
+        out.push(Event::Synced);
+        self.store = new;
+        self.resource_version = Some(resource_version);
+        self.synced = true;
+    }
+
+    fn event(
+        &mut self,
+        now: Instant,
+        rand: u64,
+        ev: WatchEvent<K>,
+        out: &mut Vec<Event<K>>,
+    ) -> Next {
+        match &mut self.state {
+            State::StreamingList { acc, started } => match ev {
+                WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                    if let Some(k) = ObjectKey::of(&o) {
+                        acc.insert(k, o);
+                    }
+                    Next::Continue
+                }
+                WatchEvent::Deleted(o) => {
+                    if let Some(k) = ObjectKey::of(&o) {
+                        acc.remove(&k);
+                    }
+                    Next::Continue
+                }
+                WatchEvent::Bookmark(Bookmark {
+                    resource_version,
+                    initial_events_end: true,
+                }) => {
+                    let started = *started;
+                    let acc = std::mem::take(acc);
+                    self.streaming = Streaming::Supported;
+                    self.state = State::Watching {
+                        started,
+                        events: true,
+                    };
+                    self.replace(acc, resource_version, out);
+                    Next::Continue
+                }
+                WatchEvent::Bookmark(_) => {
+                    log::info!(
+                        "the API server ignores sendInitialEvents for {}: using LIST",
+                        K::URL_PATH_SEGMENT
+                    );
+                    self.streaming = Streaming::Unsupported;
+                    self.start(now, rand)
+                }
+                WatchEvent::Error(e) => self.failed(now, rand, Failure::Status(e)),
+            },
+            State::Watching { events, .. } => {
+                *events = true;
+                match ev {
+                    WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                        self.advance(rv(&o));
+                        self.apply(o, out);
+                        Next::Continue
+                    }
+                    WatchEvent::Deleted(o) => {
+                        self.advance(rv(&o));
+                        self.delete(o, out);
+                        Next::Continue
+                    }
+                    WatchEvent::Bookmark(b) => {
+                        self.advance(Some(&b.resource_version));
+                        if !self.synced {
+                            self.synced = true;
+                            out.push(Event::Synced);
+                        }
+                        Next::Continue
+                    }
+                    WatchEvent::Error(e) => self.failed(now, rand, Failure::Status(e)),
+                }
+            }
+            _ => self.current(now),
+        }
+    }
+
+    fn advance(&mut self, resource_version: Option<&str>) {
+        if let Some(v) = resource_version.filter(|v| !v.is_empty()) {
+            self.resource_version = Some(v.to_string());
+        }
+    }
+
+    fn apply(&mut self, o: K, out: &mut Vec<Event<K>>) {
+        let Some(k) = ObjectKey::of(&o) else {
+            log::warn!("{} without a name in a watch event; ignored", K::KIND);
+            return;
+        };
+        if let Some(prev) = self.store.get(&k) {
+            let stale = uid(prev) == uid(&o)
+                && match (rv(&o), rv(prev)) {
+                    (Some(new), Some(old)) => !is_newer(new, old),
+                    _ => false,
+                };
+            if stale {
+                return;
+            }
+        }
+        self.store.insert(k, o.clone());
+        out.push(Event::Applied(o));
+    }
+
+    fn delete(&mut self, o: K, out: &mut Vec<Event<K>>) {
+        let Some(k) = ObjectKey::of(&o) else {
+            return;
+        };
+        let same = match self.store.get(&k) {
+            Some(prev) => uid(&o).is_none() || uid(prev) == uid(&o),
+            None => false,
+        };
+        if same {
+            self.store.remove(&k);
+            out.push(Event::Deleted(o));
+        }
+    }
+
+    fn ended(&mut self, now: Instant, rand: u64) -> Next {
+        match &self.state {
+            State::Watching { started, events }
+                if *events || now.saturating_duration_since(*started) >= MIN_WATCH =>
+            {
+                self.start(now, rand)
+            }
+            State::Watching { .. } | State::StreamingList { .. } => {
+                self.failed(now, rand, Failure::Transport)
+            }
+            _ => self.current(now),
+        }
+    }
+
+    fn failed(&mut self, now: Instant, rand: u64, f: Failure) -> Next {
+        match &self.state {
+            State::Listing { .. } | State::StreamingList { .. } | State::Watching { .. } => {}
+            _ => return self.current(now),
+        }
+        if matches!(self.state, State::StreamingList { .. }) {
+            match &f {
+                Failure::Status(e) if e.is_client_error() => {
+                    log::info!(
+                        "the API server refuses the streaming list of {} ({e}): using LIST",
+                        K::URL_PATH_SEGMENT
+                    );
+                    self.streaming = Streaming::Unsupported;
+                }
+                _ => self.list_next = true,
+            }
+        }
+        if let Failure::Status(e) = &f {
+            if e.is_gone() {
+                self.resource_version = None;
+            }
+        }
+        let until = now + self.backoff.fail(now, rand);
+        self.state = State::Waiting { until };
+        Next::Wait(until)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+
+    use super::*;
+
+    fn pod(name: &str, uid: &str, rv: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                uid: Some(uid.into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn page(items: Vec<Pod>, rv: &str, cont: Option<&str>) -> Input<Pod> {
+        Input::Page(ListPage {
+            items,
+            resource_version: rv.into(),
+            continue_token: cont.map(Into::into),
+        })
+    }
+
+    fn ev(e: WatchEvent<Pod>) -> Input<Pod> {
+        Input::Event(e)
+    }
+
+    fn bookmark(rv: &str, end: bool) -> Input<Pod> {
+        ev(WatchEvent::Bookmark(Bookmark {
+            resource_version: rv.into(),
+            initial_events_end: end,
+        }))
+    }
+
+    fn gone() -> ApiError {
+        ApiError {
+            code: 410,
+            reason: "Expired".into(),
+            message: "too old resource version: 5 (10)".into(),
+        }
+    }
+
+    fn status(code: u16) -> ApiError {
+        ApiError {
+            code,
+            reason: String::new(),
+            message: String::new(),
+        }
+    }
+
+    /// A compact view of events: "+name@rv", "-name@rv", "synced".
+    fn view(events: &[Event<Pod>]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| match e {
+                Event::Applied(p) => format!(
+                    "+{}@{}",
+                    p.metadata.name.as_deref().unwrap(),
+                    p.metadata.resource_version.as_deref().unwrap_or("")
+                ),
+                Event::Deleted(p) => format!(
+                    "-{}@{}",
+                    p.metadata.name.as_deref().unwrap(),
+                    p.metadata.resource_version.as_deref().unwrap_or("")
+                ),
+                Event::Synced => "synced".into(),
+            })
+            .collect()
+    }
+
+    fn names(r: &Reflector<Pod>) -> Vec<String> {
+        r.store()
+            .values()
+            .map(|p| {
+                format!(
+                    "{}@{}",
+                    p.metadata.name.as_deref().unwrap(),
+                    p.metadata.resource_version.as_deref().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    fn list(limit: u32, cont: Option<&str>) -> Next {
+        Next::Send(Request::List {
+            limit,
+            continue_token: cont.map(Into::into),
+        })
+    }
+
+    fn watch(rv: &str, timeout: u32) -> Next {
+        Next::Send(Request::Watch {
+            resource_version: rv.into(),
+            timeout_seconds: timeout,
+        })
+    }
+
+    /// Runs (input, rand, seconds after t0) rows and checks each step's
+    /// events and next action.
+    struct Table {
+        t0: Instant,
+        r: Reflector<Pod>,
+    }
+
+    impl Table {
+        fn new(r: Reflector<Pod>) -> Self {
+            Table {
+                t0: Instant::now(),
+                r,
+            }
+        }
+
+        fn at(&self, secs: f64) -> Instant {
+            self.t0 + Duration::from_millis((secs * 1000.0).round() as u64)
+        }
+
+        #[track_caller]
+        fn row(
+            &mut self,
+            secs: f64,
+            rand: u64,
+            input: Input<Pod>,
+            want_events: &[&str],
+            want_next: Next,
+        ) {
+            let s = self.r.step(self.at(secs), rand, input);
+            assert_eq!(view(&s.events), want_events, "events at t={secs}");
+            assert_eq!(s.next, want_next, "next at t={secs}");
+        }
+    }
+
+    #[test]
+    fn a_paged_list_is_applied_at_once_then_watched_from_its_version() {
+        let mut t = Table::new(Reflector::new().without_streaming_list().with_page_size(2));
+        t.row(0.0, 0, Input::Tick, &[], list(2, None));
+        t.row(
+            0.1,
+            0,
+            page(
+                vec![pod("a", "ua", "3"), pod("b", "ub", "4")],
+                "10",
+                Some("c1"),
+            ),
+            &[],
+            list(2, Some("c1")),
+        );
+        assert!(
+            t.r.store().is_empty(),
+            "pages accumulate before they replace the store"
+        );
+        assert!(!t.r.is_synced());
+        t.row(
+            0.2,
+            7,
+            page(vec![pod("c", "uc", "5")], "10", None),
+            &["+a@3", "+b@4", "+c@5", "synced"],
+            watch("10", 307),
+        );
+        assert!(t.r.is_synced());
+        assert_eq!(names(&t.r), ["a@3", "b@4", "c@5"]);
+    }
+
+    #[test]
+    fn watch_events_update_the_store_and_advance_the_resource_version() {
+        let mut t = Table::new(Reflector::new().without_streaming_list());
+        t.row(0.0, 0, Input::Tick, &[], list(PAGE_SIZE, None));
+        t.row(
+            0.1,
+            0,
+            page(vec![pod("a", "ua", "3")], "10", None),
+            &["+a@3", "synced"],
+            watch("10", 300),
+        );
+        let rows: Vec<(Input<Pod>, &[&str], &str)> = vec![
+            (
+                ev(WatchEvent::Added(pod("b", "ub", "11"))),
+                &["+b@11"],
+                "11",
+            ),
+            (
+                ev(WatchEvent::Modified(pod("a", "ua", "12"))),
+                &["+a@12"],
+                "12",
+            ),
+            (
+                ev(WatchEvent::Deleted(pod("b", "ub", "13"))),
+                &["-b@13"],
+                "13",
+            ),
+            (bookmark("20", false), &[], "20"),
+            // A delete of another incarnation (other UID) leaves the store alone.
+            (ev(WatchEvent::Deleted(pod("a", "OLD", "21"))), &[], "21"),
+            // Deleting something never seen emits nothing.
+            (ev(WatchEvent::Deleted(pod("zz", "uz", "22"))), &[], "22"),
+        ];
+        for (i, (input, want, rv)) in rows.into_iter().enumerate() {
+            t.row(1.0 + i as f64, 0, input, want, Next::Continue);
+            assert_eq!(t.r.resource_version(), Some(rv), "row {i}");
+        }
+        assert_eq!(names(&t.r), ["a@12"]);
+    }
+
+    #[test]
+    fn a_disconnect_waits_then_resumes_the_watch_without_relisting() {
+        let mut t = Table::new(Reflector::new().without_streaming_list());
+        t.row(0.0, 0, Input::Tick, &[], list(PAGE_SIZE, None));
+        t.row(
+            0.0,
+            0,
+            page(vec![pod("a", "ua", "3")], "10", None),
+            &["+a@3", "synced"],
+            watch("10", 300),
+        );
+        t.row(5.0, 0, bookmark("15", false), &[], Next::Continue);
+        // rand 0: no jitter, exactly 800 ms.
+        t.row(
+            6.0,
+            0,
+            Input::Failed(Failure::Transport),
+            &[],
+            Next::Wait(t.at(6.8)),
+        );
+        t.row(6.5, 0, Input::Tick, &[], Next::Wait(t.at(6.8)));
+        t.row(6.8, 1, Input::Tick, &[], watch("15", 301));
+        assert_eq!(names(&t.r), ["a@3"], "a failure never empties the store");
+    }
+
+    #[test]
+    fn gone_relists_once_and_the_diff_includes_deletions() {
+        let mut t = Table::new(Reflector::new().without_streaming_list());
+        t.row(0.0, 0, Input::Tick, &[], list(PAGE_SIZE, None));
+        t.row(
+            0.0,
+            0,
+            page(
+                vec![
+                    pod("a", "ua", "3"),
+                    pod("b", "ub", "4"),
+                    pod("c", "uc", "5"),
+                ],
+                "10",
+                None,
+            ),
+            &["+a@3", "+b@4", "+c@5", "synced"],
+            watch("10", 300),
+        );
+        t.row(
+            1.0,
+            0,
+            ev(WatchEvent::Error(gone())),
+            &[],
+            Next::Wait(t.at(1.8)),
+        );
+        assert_eq!(t.r.resource_version(), None);
+        t.row(1.8, 0, Input::Tick, &[], list(PAGE_SIZE, None));
+        // Meanwhile: b deleted, c modified, a recreated with a new UID, d added.
+        t.row(
+            2.0,
+            0,
+            page(
+                vec![
+                    pod("a", "ua2", "30"),
+                    pod("c", "uc", "31"),
+                    pod("d", "ud", "32"),
+                ],
+                "40",
+                None,
+            ),
+            &["-a@3", "-b@4", "+a@30", "+c@31", "+d@32", "synced"],
+            watch("40", 300),
+        );
+        assert_eq!(names(&t.r), ["a@30", "c@31", "d@32"]);
+    }
+
+    #[test]
+    fn gone_as_an_http_status_of_the_watch_also_relists() {
+        let mut t = Table::new(
+            Reflector::resume(vec![pod("a", "ua", "3")], "5".into()).without_streaming_list(),
+        );
+        t.row(0.0, 0, Input::Tick, &[], watch("5", 300));
+        t.row(
+            0.1,
+            0,
+            Input::Failed(Failure::Status(gone())),
+            &[],
+            Next::Wait(t.at(0.9)),
+        );
+        t.row(1.0, 0, Input::Tick, &[], list(PAGE_SIZE, None));
+        t.row(
+            1.1,
+            0,
+            page(vec![], "50", None),
+            &["-a@3", "synced"],
+            watch("50", 300),
+        );
+    }
+
+    #[test]
+    fn an_unchanged_object_in_a_relist_emits_nothing() {
+        let mut t = Table::new(
+            Reflector::resume(vec![pod("a", "ua", "3"), pod("b", "ub", "4")], "5".into())
+                .without_streaming_list(),
+        );
+        t.row(0.0, 0, Input::Tick, &[], watch("5", 300));
+        t.row(
+            0.1,
+            0,
+            Input::Failed(Failure::Status(gone())),
+            &[],
+            Next::Wait(t.at(0.9)),
+        );
+        t.row(1.0, 0, Input::Tick, &[], list(PAGE_SIZE, None));
+        t.row(
+            1.1,
+            0,
+            page(vec![pod("a", "ua", "3"), pod("b", "ub", "9")], "50", None),
+            &["+b@9", "synced"],
+            watch("50", 300),
+        );
+    }
+
+    #[test]
+    fn a_failed_list_page_restarts_the_list_and_keeps_the_store() {
+        let mut t = Table::new(
+            Reflector::resume(vec![pod("a", "ua", "3")], "5".into())
+                .without_streaming_list()
+                .with_page_size(1),
+        );
+        t.row(0.0, 0, Input::Tick, &[], watch("5", 300));
+        t.row(
+            0.1,
+            0,
+            ev(WatchEvent::Error(gone())),
+            &[],
+            Next::Wait(t.at(0.9)),
+        );
+        t.row(1.0, 0, Input::Tick, &[], list(1, None));
+        t.row(
+            1.1,
+            0,
+            page(vec![pod("x", "ux", "6")], "50", Some("c")),
+            &[],
+            list(1, Some("c")),
+        );
+        // The continue token expired: 410 on the second page.
+        t.row(
+            1.2,
+            0,
+            Input::Failed(Failure::Status(gone())),
+            &[],
+            Next::Wait(t.at(2.8)),
+        );
+        assert_eq!(names(&t.r), ["a@3"]);
+        t.row(2.8, 0, Input::Tick, &[], list(1, None));
+        t.row(
+            3.0,
+            0,
+            page(vec![pod("y", "uy", "60")], "70", None),
+            &["-a@3", "+y@60", "synced"],
+            watch("70", 300),
+        );
+    }
+
+    #[test]
+    fn errors_empty_replies_and_timeouts_are_never_a_sync_point() {
+        let mut t = Table::new(Reflector::resume(vec![pod("a", "ua", "3")], "5".into()));
+        t.row(0.0, 0, Input::Tick, &[], watch("5", 300));
+        t.row(
+            0.1,
+            0,
+            Input::Failed(Failure::Status(status(503))),
+            &[],
+            Next::Wait(t.at(0.9)),
+        );
+        t.row(1.0, 0, Input::Tick, &[], watch("5", 300));
+        t.row(
+            400.0,
+            0,
+            Input::Failed(Failure::Transport),
+            &[],
+            Next::Wait(t.at(400.8)),
+        );
+        t.row(401.0, 0, Input::Tick, &[], watch("5", 300));
+        // An immediate clean end without events is a failure, not "nothing there".
+        t.row(401.1, 0, Input::Ended, &[], Next::Wait(t.at(401.1 + 1.6)));
+        assert!(!t.r.is_synced());
+        assert_eq!(names(&t.r), ["a@3"]);
+    }
+
+    #[test]
+    fn a_store_restored_from_disk_is_synced_at_the_first_bookmark() {
+        let mut t = Table::new(Reflector::resume(
+            vec![pod("a", "ua", "3"), pod("b", "ub", "4")],
+            "5".into(),
+        ));
+        assert!(!t.r.is_synced());
+        t.row(0.0, 0, Input::Tick, &[], watch("5", 300));
+        t.row(
+            0.1,
+            0,
+            ev(WatchEvent::Deleted(pod("b", "ub", "6"))),
+            &["-b@6"],
+            Next::Continue,
+        );
+        t.row(0.2, 0, bookmark("8", false), &["synced"], Next::Continue);
+        t.row(0.3, 0, bookmark("9", false), &[], Next::Continue);
+        assert!(t.r.is_synced());
+    }
+
+    #[test]
+    fn a_replay_older_than_the_cached_object_does_not_roll_it_back() {
+        // The cache holds a@7, but its sync point is 5: the watch replays 6 and 7.
+        let mut t = Table::new(Reflector::resume(vec![pod("a", "ua", "7")], "5".into()));
+        t.row(0.0, 0, Input::Tick, &[], watch("5", 300));
+        t.row(
+            0.1,
+            0,
+            ev(WatchEvent::Modified(pod("a", "ua", "6"))),
+            &[],
+            Next::Continue,
+        );
+        t.row(
+            0.2,
+            0,
+            ev(WatchEvent::Modified(pod("a", "ua", "7"))),
+            &[],
+            Next::Continue,
+        );
+        t.row(
+            0.3,
+            0,
+            ev(WatchEvent::Modified(pod("a", "ua", "8"))),
+            &["+a@8"],
+            Next::Continue,
+        );
+        assert_eq!(t.r.resource_version(), Some("8"));
+    }
+
+    #[test]
+    fn a_clean_end_of_a_watch_rewatches_at_once_with_a_new_random_timeout() {
+        let mut t = Table::new(Reflector::resume(vec![], "5".into()));
+        t.row(0.0, 0, Input::Tick, &[], watch("5", 300));
+        t.row(350.0, 0, bookmark("9", false), &["synced"], Next::Continue);
+        t.row(351.0, 300, Input::Ended, &[], watch("9", 600));
+        // A quiet watch that lasted its time and ended cleanly is healthy too.
+        t.row(952.0, 123, Input::Ended, &[], watch("9", 423));
+    }
+
+    #[test]
+    fn the_streaming_list_is_used_where_the_server_honours_it() {
+        let mut t = Table::new(Reflector::new());
+        t.row(
+            0.0,
+            5,
+            Input::Tick,
+            &[],
+            Next::Send(Request::StreamingList {
+                timeout_seconds: 305,
+            }),
+        );
+        t.row(
+            0.1,
+            0,
+            ev(WatchEvent::Added(pod("a", "ua", "3"))),
+            &[],
+            Next::Continue,
+        );
+        t.row(
+            0.1,
+            0,
+            ev(WatchEvent::Added(pod("b", "ub", "4"))),
+            &[],
+            Next::Continue,
+        );
+        assert!(t.r.store().is_empty());
+        t.row(
+            0.2,
+            0,
+            bookmark("10", true),
+            &["+a@3", "+b@4", "synced"],
+            Next::Continue,
+        );
+        assert_eq!(t.r.streaming(), Streaming::Supported);
+        // The same stream goes on as the watch.
+        t.row(
+            0.3,
+            0,
+            ev(WatchEvent::Modified(pod("a", "ua", "11"))),
+            &["+a@11"],
+            Next::Continue,
+        );
+        t.row(
+            10.0,
+            0,
+            ev(WatchEvent::Error(gone())),
+            &[],
+            Next::Wait(t.at(10.8)),
+        );
+        t.row(
+            11.0,
+            0,
+            Input::Tick,
+            &[],
+            Next::Send(Request::StreamingList {
+                timeout_seconds: 300,
+            }),
+        );
+        t.row(
+            11.1,
+            0,
+            bookmark("20", true),
+            &["-a@11", "-b@4", "synced"],
+            Next::Continue,
+        );
+    }
+
+    #[test]
+    fn a_server_ignoring_send_initial_events_is_remembered_and_listed() {
+        let mut t = Table::new(Reflector::new());
+        t.row(
+            0.0,
+            0,
+            Input::Tick,
+            &[],
+            Next::Send(Request::StreamingList {
+                timeout_seconds: 300,
+            }),
+        );
+        t.row(
+            0.1,
+            0,
+            ev(WatchEvent::Added(pod("a", "ua", "3"))),
+            &[],
+            Next::Continue,
+        );
+        t.row(60.0, 0, bookmark("10", false), &[], list(PAGE_SIZE, None));
+        assert_eq!(t.r.streaming(), Streaming::Unsupported);
+        t.row(
+            60.1,
+            0,
+            page(vec![pod("a", "ua", "3")], "10", None),
+            &["+a@3", "synced"],
+            watch("10", 300),
+        );
+        t.row(
+            61.0,
+            0,
+            ev(WatchEvent::Error(gone())),
+            &[],
+            Next::Wait(t.at(61.8)),
+        );
+        t.row(62.0, 0, Input::Tick, &[], list(PAGE_SIZE, None));
+    }
+
+    #[test]
+    fn a_server_refusing_the_streaming_list_is_remembered() {
+        for code in [400, 403, 422] {
+            let mut t = Table::new(Reflector::new());
+            t.row(
+                0.0,
+                0,
+                Input::Tick,
+                &[],
+                Next::Send(Request::StreamingList {
+                    timeout_seconds: 300,
+                }),
+            );
+            t.row(
+                0.1,
+                0,
+                Input::Failed(Failure::Status(status(code))),
+                &[],
+                Next::Wait(t.at(0.9)),
+            );
+            assert_eq!(t.r.streaming(), Streaming::Unsupported, "{code}");
+            t.row(1.0, 0, Input::Tick, &[], list(PAGE_SIZE, None));
+        }
+    }
+
+    #[test]
+    fn a_broken_streaming_list_retries_once_as_a_list_and_tries_streaming_again_later() {
+        let mut t = Table::new(Reflector::new());
+        t.row(
+            0.0,
+            0,
+            Input::Tick,
+            &[],
+            Next::Send(Request::StreamingList {
+                timeout_seconds: 300,
+            }),
+        );
+        t.row(
+            0.1,
+            0,
+            ev(WatchEvent::Added(pod("a", "ua", "3"))),
+            &[],
+            Next::Continue,
+        );
+        t.row(0.2, 0, Input::Ended, &[], Next::Wait(t.at(1.0)));
+        assert!(
+            t.r.store().is_empty(),
+            "half a streaming list is not applied"
+        );
+        assert_eq!(t.r.streaming(), Streaming::Untried);
+        t.row(1.0, 0, Input::Tick, &[], list(PAGE_SIZE, None));
+        t.row(
+            1.1,
+            0,
+            page(vec![pod("a", "ua", "3")], "10", None),
+            &["+a@3", "synced"],
+            watch("10", 300),
+        );
+        t.row(
+            2.0,
+            0,
+            ev(WatchEvent::Error(gone())),
+            &[],
+            Next::Wait(t.at(3.6)),
+        );
+        t.row(
+            3.6,
+            0,
+            Input::Tick,
+            &[],
+            Next::Send(Request::StreamingList {
+                timeout_seconds: 300,
+            }),
+        );
+    }
+
+    #[test]
+    fn back_off_doubles_to_thirty_seconds_and_resets_after_two_healthy_minutes() {
+        let t0 = Instant::now();
+        let mut b = Backoff::new();
+        let mut now = t0;
+        let mut seen = Vec::new();
+        for _ in 0..9 {
+            seen.push(b.fail(now, 0).as_millis());
+            now += Duration::from_secs(1);
+        }
+        assert_eq!(
+            seen,
+            [800, 1600, 3200, 6400, 12800, 25600, 30000, 30000, 30000]
+        );
+        now += BACKOFF_RESET;
+        assert_eq!(b.fail(now, 0), BACKOFF_INITIAL);
+    }
+
+    #[test]
+    fn jitter_spreads_delays_over_up_to_twice_the_step() {
+        let t0 = Instant::now();
+        let table = [(0u64, 800u128), (1 << 63, 1200), (3 << 62, 1400)];
+        for (rand, want) in table {
+            let mut b = Backoff::new();
+            assert_eq!(b.fail(t0, rand).as_millis(), want, "rand {rand:#x}");
+        }
+        assert!(Backoff::new().fail(t0, u64::MAX) <= 2 * BACKOFF_INITIAL);
+    }
+
+    #[test]
+    fn watch_timeouts_stay_within_five_to_ten_minutes() {
+        for rand in [0, 1, 300, 301, 600, u64::MAX, 12345678901] {
+            let t = watch_timeout(rand);
+            assert!(
+                (WATCH_TIMEOUT_MIN..=WATCH_TIMEOUT_MAX).contains(&t),
+                "{rand}: {t}"
+            );
+        }
+        assert_eq!(watch_timeout(300), 600);
+        assert_eq!(watch_timeout(301), 300);
+    }
+
+    #[test]
+    fn resource_versions_compare_as_numbers_when_they_are_numbers() {
+        let table = [
+            ("10", "9", true),
+            ("9", "10", false),
+            ("10", "10", false),
+            ("abc", "abd", true),
+            ("abc", "abc", false),
+        ];
+        for (a, b, want) in table {
+            assert_eq!(is_newer(a, b), want, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn stale_inputs_for_a_request_no_longer_in_flight_are_ignored() {
+        let mut t = Table::new(Reflector::new().without_streaming_list());
+        t.row(0.0, 0, Input::Tick, &[], list(PAGE_SIZE, None));
+        // An event from a stream the driver should have dropped.
+        t.row(
+            0.1,
+            0,
+            ev(WatchEvent::Added(pod("a", "ua", "3"))),
+            &[],
+            Next::Continue,
+        );
+        t.row(
+            0.2,
+            0,
+            Input::Failed(Failure::Transport),
+            &[],
+            Next::Wait(t.at(1.0)),
+        );
+        t.row(
+            0.3,
+            0,
+            page(vec![pod("a", "ua", "3")], "10", None),
+            &[],
+            Next::Wait(t.at(1.0)),
+        );
+        t.row(
+            0.4,
+            0,
+            Input::Failed(Failure::Transport),
+            &[],
+            Next::Wait(t.at(1.0)),
+        );
+        t.row(0.5, 0, Input::Ended, &[], Next::Wait(t.at(1.0)));
+        assert!(t.r.store().is_empty());
+    }
+
+    #[test]
+    fn objects_are_keyed_by_namespace_and_name() {
+        let p = pod("a", "u", "1");
+        let k = ObjectKey::of(&p).unwrap();
+        assert_eq!(k.to_string(), "default/a");
+        let n = k8s_openapi::api::core::v1::Node {
+            metadata: ObjectMeta {
+                name: Some("pi".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(ObjectKey::of(&n).unwrap().to_string(), "pi");
+        assert!(ObjectKey::of(&Pod::default()).is_none());
+    }
+}

@@ -1,0 +1,288 @@
+//! Pure: which pod statuses still have to reach the API server, and the
+//! request bodies that carry them.
+//!
+//! Like kubelet's status manager, every status the agent computes gets a
+//! local version (increasing); the queue keeps only the latest per pod, so
+//! an offline node holds one status per pod however long the link is down,
+//! and flushes them when it comes back. A status older than (or equal to)
+//! one already sent is never sent, and a status equal to the one the API
+//! server has is not sent again. The queue is bounded: past its capacity
+//! the oldest pending entry is dropped (its pod will be reported again at
+//! its next change).
+//!
+//! The PATCH body is a strategic merge patch of `status` with the pod's UID
+//! as a precondition (`metadata.uid`), as kubelet sends it, so a status
+//! never lands on a new pod that reuses the name. The final DELETE of a
+//! terminated pod is `gracePeriodSeconds: 0` with a UID precondition.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodStatus;
+use serde_json::json;
+
+use super::reflector::ObjectKey;
+
+/// The content type of [`status_patch`].
+pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
+
+/// The body of `PATCH .../pods/<name>/status`: the whole status as a
+/// strategic merge patch (conditions merge by type, in this order), with
+/// the UID precondition.
+pub fn status_patch(uid: &str, status: &PodStatus) -> Vec<u8> {
+    let mut patch = json!({
+        "metadata": { "uid": uid },
+        "status": status,
+    });
+    if let Some(conds) = &status.conditions {
+        let order: Vec<_> = conds.iter().map(|c| json!({ "type": c.type_ })).collect();
+        patch["status"]["$setElementOrder/conditions"] = json!(order);
+    }
+    serde_json::to_vec(&patch).expect("a PodStatus always serializes")
+}
+
+/// The body of the final `DELETE .../pods/<name>` once the pod's
+/// containers are gone: no further grace, only this incarnation.
+pub fn final_delete_options(uid: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "kind": "DeleteOptions",
+        "apiVersion": "v1",
+        "gracePeriodSeconds": 0,
+        "preconditions": { "uid": uid },
+    }))
+    .expect("static JSON")
+}
+
+/// One status to send.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pending {
+    pub uid: String,
+    pub key: ObjectKey,
+    pub status: PodStatus,
+    pub version: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct PodEntry {
+    key: Option<ObjectKey>,
+    pending: Option<(PodStatus, u64)>,
+    /// The last version the API server accepted, and that status.
+    sent: Option<(PodStatus, u64)>,
+}
+
+/// The latest status per pod, not yet sent.
+#[derive(Clone, Debug)]
+pub struct StatusQueue {
+    pods: BTreeMap<String, PodEntry>,
+    capacity: usize,
+}
+
+impl StatusQueue {
+    /// A queue for at most `capacity` pods (e.g. `maxPods` plus the static
+    /// pods' mirrors).
+    pub fn new(capacity: usize) -> Self {
+        StatusQueue {
+            pods: BTreeMap::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Records `status` (computed at local `version`) for pod `uid`; it
+    /// replaces any pending one. Ignored when not newer than what is
+    /// pending or sent, or equal to what the API server has.
+    pub fn set(&mut self, uid: &str, key: ObjectKey, status: PodStatus, version: u64) {
+        if !self.pods.contains_key(uid) && self.pods.len() >= self.capacity {
+            self.evict_oldest();
+        }
+        let e = self.pods.entry(uid.to_string()).or_default();
+        let newest = e
+            .pending
+            .as_ref()
+            .map(|p| p.1)
+            .max(e.sent.as_ref().map(|s| s.1));
+        if newest.is_some_and(|v| version <= v) {
+            return;
+        }
+        e.key = Some(key);
+        if e.sent.as_ref().is_some_and(|(s, _)| *s == status) {
+            e.pending = None;
+            return;
+        }
+        e.pending = Some((status, version));
+    }
+
+    fn evict_oldest(&mut self) {
+        let oldest = self
+            .pods
+            .iter()
+            .min_by_key(|(_, e)| e.pending.as_ref().map(|p| p.1).unwrap_or(0))
+            .map(|(uid, _)| uid.clone());
+        if let Some(uid) = oldest {
+            log::warn!("pod status queue full: dropping the status of pod {uid}");
+            self.pods.remove(&uid);
+        }
+    }
+
+    /// The next status to send (the pod with the oldest pending version).
+    pub fn next(&self) -> Option<Pending> {
+        self.pods
+            .iter()
+            .filter_map(|(uid, e)| {
+                let (status, version) = e.pending.as_ref()?;
+                Some(Pending {
+                    uid: uid.clone(),
+                    key: e.key.clone()?,
+                    status: status.clone(),
+                    version: *version,
+                })
+            })
+            .min_by_key(|p| p.version)
+    }
+
+    /// How many statuses wait.
+    pub fn len(&self) -> usize {
+        self.pods.values().filter(|e| e.pending.is_some()).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The API server accepted `version` of pod `uid`: it leaves the queue
+    /// unless a newer one arrived meanwhile.
+    pub fn sent(&mut self, uid: &str, version: u64) {
+        let Some(e) = self.pods.get_mut(uid) else {
+            return;
+        };
+        if let Some((status, v)) = &e.pending {
+            if *v == version {
+                e.sent = Some((status.clone(), *v));
+                e.pending = None;
+            }
+        }
+    }
+
+    /// The pod is gone (deleted, or the API server refused the UID
+    /// precondition): forget it.
+    pub fn forget(&mut self, uid: &str) {
+        self.pods.remove(uid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::PodCondition;
+
+    use super::*;
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey {
+            namespace: Some("default".into()),
+            name: name.into(),
+        }
+    }
+
+    fn status(phase: &str) -> PodStatus {
+        PodStatus {
+            phase: Some(phase.into()),
+            ..Default::default()
+        }
+    }
+
+    fn phase(p: &Pending) -> String {
+        p.status.phase.clone().unwrap()
+    }
+
+    #[test]
+    fn only_the_latest_status_per_pod_is_kept() {
+        let mut q = StatusQueue::new(10);
+        q.set("u1", key("a"), status("Pending"), 1);
+        q.set("u1", key("a"), status("Running"), 2);
+        q.set("u2", key("b"), status("Pending"), 3);
+        assert_eq!(q.len(), 2);
+        let p = q.next().unwrap();
+        assert_eq!(
+            (p.uid.as_str(), phase(&p).as_str(), p.version),
+            ("u1", "Running", 2)
+        );
+    }
+
+    #[test]
+    fn a_status_older_than_one_sent_is_never_sent() {
+        let mut q = StatusQueue::new(10);
+        q.set("u1", key("a"), status("Running"), 5);
+        q.sent("u1", 5);
+        assert!(q.next().is_none());
+        q.set("u1", key("a"), status("Pending"), 4);
+        assert!(q.next().is_none(), "version 4 is older than the sent 5");
+        q.set("u1", key("a"), status("Running"), 6);
+        assert!(q.next().is_none(), "equal to what the API server has");
+        q.set("u1", key("a"), status("Succeeded"), 7);
+        assert_eq!(phase(&q.next().unwrap()), "Succeeded");
+    }
+
+    #[test]
+    fn a_newer_status_set_while_sending_stays_queued() {
+        let mut q = StatusQueue::new(10);
+        q.set("u1", key("a"), status("Pending"), 1);
+        let p = q.next().unwrap();
+        q.set("u1", key("a"), status("Running"), 2);
+        q.sent("u1", p.version);
+        let next = q.next().unwrap();
+        assert_eq!((phase(&next).as_str(), next.version), ("Running", 2));
+    }
+
+    #[test]
+    fn a_failed_send_keeps_the_status_for_the_next_flush() {
+        let mut q = StatusQueue::new(10);
+        q.set("u1", key("a"), status("Running"), 1);
+        let _ = q.next().unwrap();
+        // No sent(): the request failed.
+        assert_eq!(q.next().unwrap().version, 1);
+    }
+
+    #[test]
+    fn the_queue_is_bounded() {
+        let mut q = StatusQueue::new(2);
+        q.set("u1", key("a"), status("Running"), 1);
+        q.set("u2", key("b"), status("Running"), 2);
+        q.set("u3", key("c"), status("Running"), 3);
+        assert_eq!(q.len(), 2);
+        let uids: Vec<_> = std::iter::from_fn(|| {
+            let p = q.next()?;
+            q.sent(&p.uid, p.version);
+            Some(p.uid)
+        })
+        .collect();
+        assert_eq!(uids, ["u2", "u3"]);
+        q.forget("u2");
+        q.forget("u3");
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn the_patch_carries_the_uid_precondition_and_the_condition_order() {
+        let mut s = status("Running");
+        s.conditions = Some(vec![
+            PodCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            },
+            PodCondition {
+                type_: "PodScheduled".into(),
+                status: "True".into(),
+                ..Default::default()
+            },
+        ]);
+        let v: serde_json::Value = serde_json::from_slice(&status_patch("u1", &s)).unwrap();
+        assert_eq!(v["metadata"]["uid"], "u1");
+        assert_eq!(v["status"]["phase"], "Running");
+        assert_eq!(
+            v["status"]["$setElementOrder/conditions"],
+            json!([{"type": "Ready"}, {"type": "PodScheduled"}])
+        );
+        let d: serde_json::Value = serde_json::from_slice(&final_delete_options("u1")).unwrap();
+        assert_eq!(d["gracePeriodSeconds"], 0);
+        assert_eq!(d["preconditions"]["uid"], "u1");
+    }
+}

@@ -1,0 +1,755 @@
+//! The connection to the API server: hyper over rustls on our executor.
+//!
+//! One [`Client`] per API server. With HTTP/2 (ALPN `h2`, what
+//! kube-apiserver offers) ONE connection carries every request and every
+//! watch. HTTP/2 keep-alive PINGs run every 10 s, idle or not, and a PING
+//! unanswered for 20 s closes the connection, so a dead uplink (a NAT that
+//! forgot us, a blackholed route) is noticed within about 30 s instead of
+//! the kernel's TCP timeouts; every stream on it then fails at once, and the
+//! next request makes ONE new TLS handshake that all waiting requests share
+//! (a lock serialises dials). Failed dials back off (1 s doubling to 30 s,
+//! jittered); a request made during the window fails fast.
+//!
+//! When ALPN does not give `h2` (a proxy in between), HTTP/1.1 is used: one
+//! connection per concurrent request or watch, and up to a few idle
+//! connections are kept for reuse.
+//!
+//! Every request has a deadline covering the whole exchange, body included
+//! (a [`BodyStream`] carries its deadline: a watch's is its
+//! `timeoutSeconds` plus slack). Buffered bodies have a size limit (an
+//! error names it), so a proxy's endless reply cannot exhaust memory.
+//!
+//! Authentication is the TLS client certificate and/or a bearer token; a
+//! `tokenFile` is re-read at most once a minute, as client-go does. The
+//! token is marked sensitive in the header map and never logged.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_rustls::TlsConnector;
+use http::{header, HeaderValue, Method, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::{http1, http2};
+use smol::Async;
+
+use super::kubeconfig::{Kubeconfig, Material, Server};
+use super::tls::{self, TlsError, TlsSetup};
+use crate::rt::{self, Io, LocalExec, SmolTimer};
+
+type ReqBody = Full<Bytes>;
+
+/// The default limit of a buffered body (a LIST page, an object).
+pub const BODY_LIMIT: usize = 16 << 20;
+/// The most read of an error reply's body.
+pub const ERROR_BODY_LIMIT: usize = 64 << 10;
+/// A token file is re-read after this long.
+const TOKEN_REREAD: Duration = Duration::from_secs(60);
+const DIAL_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
+const DIAL_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// Tunables; [`Options::default`] is what picolet uses.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// HTTP/2 PING interval (also while idle).
+    pub keep_alive_interval: Duration,
+    /// A PING unanswered for this long closes the connection.
+    pub keep_alive_timeout: Duration,
+    /// TCP connect plus TLS handshake.
+    pub connect_timeout: Duration,
+    /// `User-Agent` of every request.
+    pub user_agent: String,
+    /// Idle HTTP/1.1 connections kept for reuse.
+    pub http1_idle: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            keep_alive_interval: Duration::from_secs(10),
+            keep_alive_timeout: Duration::from_secs(20),
+            connect_timeout: Duration::from_secs(10),
+            user_agent: format!(
+                "picolet/{} ({}/{})",
+                env!("CARGO_PKG_VERSION"),
+                std::env::consts::OS,
+                go_arch(std::env::consts::ARCH)
+            ),
+            http1_idle: 4,
+        }
+    }
+}
+
+/// Go's name of an architecture, as Kubernetes user agents carry it.
+fn go_arch(rust: &str) -> &str {
+    match rust {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "arm" => "arm",
+        "riscv64" => "riscv64",
+        other => other,
+    }
+}
+
+/// Errors of the transport (not the API server's error answers, which are
+/// responses with a status).
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("resolving {server}: {source}")]
+    Resolve { server: String, source: io::Error },
+    #[error("connecting to {server}: {source}")]
+    Connect { server: String, source: io::Error },
+    #[error("TLS handshake with {server}: {source}")]
+    Tls { server: String, source: io::Error },
+    #[error("HTTP handshake with {server}: {source}")]
+    Handshake {
+        server: String,
+        source: hyper::Error,
+    },
+    #[error("API server {server} unreachable; next attempt in {wait:?}")]
+    BackingOff { server: String, wait: Duration },
+    #[error("{what}: {source}")]
+    Http { what: String, source: hyper::Error },
+    #[error("{what}: reading the body: {source}")]
+    Body { what: String, source: hyper::Error },
+    #[error("{what}: no complete answer within {after:?}")]
+    Timeout { what: String, after: Duration },
+    #[error("{what}: body larger than {limit} bytes")]
+    TooLarge { what: String, limit: usize },
+    #[error("{what}: invalid request: {message}")]
+    Invalid { what: String, message: String },
+    #[error("{0}")]
+    Credentials(String),
+}
+
+/// The protocol ALPN chose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Http2,
+    Http11,
+}
+
+/// Counters, for logs and the bench.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// TLS connections established.
+    pub connects: u64,
+    /// Requests sent (a watch is one).
+    pub requests: u64,
+    /// Body bytes received.
+    pub bytes_received: u64,
+}
+
+/// A request body.
+#[derive(Clone, Debug)]
+pub struct Body {
+    pub content_type: &'static str,
+    pub bytes: Vec<u8>,
+}
+
+/// A buffered answer.
+#[derive(Clone, Debug)]
+pub struct Response {
+    pub status: StatusCode,
+    pub body: Vec<u8>,
+}
+
+enum Sender {
+    H2(http2::SendRequest<ReqBody>),
+    H1(http1::SendRequest<ReqBody>),
+}
+
+struct Conn {
+    h2: Option<http2::SendRequest<ReqBody>>,
+    h1_idle: Vec<http1::SendRequest<ReqBody>>,
+    protocol: Option<Protocol>,
+    next_attempt: Option<Instant>,
+    backoff: Duration,
+}
+
+struct Token {
+    material: Material,
+    cached: RefCell<Option<(HeaderValue, Instant)>>,
+}
+
+struct Inner {
+    server: Server,
+    kubeconfig: PathBuf,
+    tls: TlsSetup,
+    token: Option<Token>,
+    options: Options,
+    user_agent: HeaderValue,
+    conn: RefCell<Conn>,
+    dial_lock: smol::lock::Mutex<()>,
+    stats: Cell<Stats>,
+    resolving: Rc<Cell<bool>>,
+}
+
+/// A client for one API server; cheap to clone (shared state).
+#[derive(Clone)]
+pub struct Client {
+    inner: Rc<Inner>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("server", &self.inner.server.to_string())
+            .field("stats", &self.inner.stats.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client for the kubeconfig's server; reads its certificate files
+    /// now (a failure names the field). Nothing is dialled yet.
+    pub fn new(k: &Kubeconfig, options: Options) -> Result<Self, TlsError> {
+        let tls = tls::setup(k)?;
+        Ok(Self::with_tls(k, tls, options))
+    }
+
+    /// A client with a prepared TLS setup.
+    pub fn with_tls(k: &Kubeconfig, tls: TlsSetup, options: Options) -> Self {
+        let user_agent = HeaderValue::from_str(&options.user_agent)
+            .unwrap_or_else(|_| HeaderValue::from_static("picolet"));
+        Client {
+            inner: Rc::new(Inner {
+                server: k.server.clone(),
+                kubeconfig: k.path.clone(),
+                tls,
+                token: k.token.clone().map(|material| Token {
+                    material,
+                    cached: RefCell::new(None),
+                }),
+                options,
+                user_agent,
+                conn: RefCell::new(Conn {
+                    h2: None,
+                    h1_idle: Vec::new(),
+                    protocol: None,
+                    next_attempt: None,
+                    backoff: DIAL_BACKOFF_INITIAL,
+                }),
+                dial_lock: smol::lock::Mutex::new(()),
+                stats: Cell::new(Stats::default()),
+                resolving: Rc::new(Cell::new(false)),
+            }),
+        }
+    }
+
+    /// The server, for messages.
+    pub fn server(&self) -> &Server {
+        &self.inner.server
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.inner.stats.get()
+    }
+
+    /// The protocol of the last connection (None before the first).
+    pub fn protocol(&self) -> Option<Protocol> {
+        self.inner.conn.borrow().protocol
+    }
+
+    /// Sends a request and reads its whole body (at most `limit` bytes),
+    /// all within `deadline`. Any status is a `Response`; only transport
+    /// failures are errors.
+    pub async fn request(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<Body>,
+        limit: usize,
+        deadline: Duration,
+    ) -> Result<Response, TransportError> {
+        let what = format!("{method} {path_and_query}");
+        let exchange = async {
+            let (status, incoming, h1) = self.send(method, path_and_query, body, &what).await?;
+            let body = collect(incoming, limit, &what, &self.inner.stats).await?;
+            if let Some(s) = h1 {
+                self.give_back(s);
+            }
+            Ok(Response { status, body })
+        };
+        // Boxed: a TLS dial and an HTTP exchange make a large future.
+        match rt::timeout(deadline, Box::pin(exchange)).await {
+            Some(r) => r,
+            None => Err(TransportError::Timeout {
+                what,
+                after: deadline,
+            }),
+        }
+    }
+
+    /// Sends a GET whose body is read as it comes (a watch). The deadline
+    /// covers the headers and every later read.
+    pub async fn stream(
+        &self,
+        path_and_query: &str,
+        deadline: Duration,
+    ) -> Result<BodyStream, TransportError> {
+        let what = format!("GET {path_and_query}");
+        let until = Instant::now() + deadline;
+        let sent = rt::timeout(
+            deadline,
+            Box::pin(self.send(Method::GET, path_and_query, None, &what)),
+        )
+        .await;
+        match sent {
+            Some(Ok((status, body, h1))) => Ok(BodyStream {
+                status,
+                body,
+                deadline: until,
+                after: deadline,
+                what,
+                stats: self.clone(),
+                _h1: h1,
+            }),
+            Some(Err(e)) => Err(e),
+            None => Err(TransportError::Timeout {
+                what,
+                after: deadline,
+            }),
+        }
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<Body>,
+        what: &str,
+    ) -> Result<(StatusCode, Incoming, Option<http1::SendRequest<ReqBody>>), TransportError> {
+        let sender = Box::pin(self.sender()).await?;
+        let is_h2 = matches!(sender, Sender::H2(_));
+        let req = self.build(method, path_and_query, body, is_h2, what)?;
+        self.count(|s| s.requests += 1);
+        let http = |source| TransportError::Http {
+            what: what.to_string(),
+            source,
+        };
+        match sender {
+            Sender::H2(mut s) => {
+                let r = s.send_request(req).await;
+                if r.is_err() && s.is_closed() {
+                    let mut c = self.inner.conn.borrow_mut();
+                    if c.h2.as_ref().is_some_and(|cur| cur.is_closed()) {
+                        c.h2 = None;
+                    }
+                }
+                let resp = r.map_err(http)?;
+                let (parts, body) = resp.into_parts();
+                Ok((parts.status, body, None))
+            }
+            Sender::H1(mut s) => {
+                s.ready().await.map_err(http)?;
+                let resp = s.send_request(req).await.map_err(http)?;
+                let (parts, body) = resp.into_parts();
+                Ok((parts.status, body, Some(s)))
+            }
+        }
+    }
+
+    fn build(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<Body>,
+        h2: bool,
+        what: &str,
+    ) -> Result<http::Request<ReqBody>, TransportError> {
+        let invalid = |message: String| TransportError::Invalid {
+            what: what.to_string(),
+            message,
+        };
+        let server = &self.inner.server;
+        let uri = if h2 {
+            format!("{}{}{path_and_query}", server.origin(), server.base_path)
+        } else {
+            format!("{}{path_and_query}", server.base_path)
+        };
+        let mut b = http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::ACCEPT, "application/json")
+            .header(header::USER_AGENT, self.inner.user_agent.clone());
+        if !h2 {
+            b = b.header(header::HOST, server.authority());
+        }
+        if let Some(t) = &self.inner.token {
+            b = b.header(header::AUTHORIZATION, self.bearer(t)?);
+        }
+        let bytes = match body {
+            Some(body) => {
+                b = b.header(header::CONTENT_TYPE, body.content_type);
+                Bytes::from(body.bytes)
+            }
+            None => Bytes::new(),
+        };
+        b.body(Full::new(bytes)).map_err(|e| invalid(e.to_string()))
+    }
+
+    /// The `Authorization` header, re-reading a token file once a minute.
+    fn bearer(&self, t: &Token) -> Result<HeaderValue, TransportError> {
+        let now = Instant::now();
+        if let Some((v, at)) = &*t.cached.borrow() {
+            if matches!(t.material.source, super::kubeconfig::Source::Data(_))
+                || now.saturating_duration_since(*at) < TOKEN_REREAD
+            {
+                return Ok(v.clone());
+            }
+        }
+        let read = t.material.read(&self.inner.kubeconfig).and_then(|bytes| {
+            let token = String::from_utf8_lossy(&bytes).trim().to_string();
+            let mut v = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                super::kubeconfig::KubeconfigError::Field {
+                    path: self.inner.kubeconfig.clone(),
+                    field: t.material.field.clone(),
+                    message: "the token is not a valid header value".into(),
+                }
+            })?;
+            v.set_sensitive(true);
+            Ok(v)
+        });
+        let mut cached = t.cached.borrow_mut();
+        match read {
+            Ok(v) => {
+                *cached = Some((v.clone(), now));
+                Ok(v)
+            }
+            Err(e) => match &mut *cached {
+                // Keep the last good token; try the file again later.
+                Some((v, at)) => {
+                    log::warn!("{e}; using the token read before");
+                    *at = now;
+                    Ok(v.clone())
+                }
+                None => Err(TransportError::Credentials(e.to_string())),
+            },
+        }
+    }
+
+    fn count(&self, f: impl FnOnce(&mut Stats)) {
+        let mut s = self.inner.stats.get();
+        f(&mut s);
+        self.inner.stats.set(s);
+    }
+
+    /// A connection able to take a request now, if there is one.
+    fn ready_sender(&self) -> Option<Sender> {
+        let mut c = self.inner.conn.borrow_mut();
+        if let Some(s) = &c.h2 {
+            if !s.is_closed() {
+                return Some(Sender::H2(s.clone()));
+            }
+            c.h2 = None;
+            log::info!(
+                "connection to API server {} closed; reconnecting",
+                self.inner.server
+            );
+        }
+        while let Some(s) = c.h1_idle.pop() {
+            if s.is_ready() {
+                return Some(Sender::H1(s));
+            }
+        }
+        None
+    }
+
+    async fn sender(&self) -> Result<Sender, TransportError> {
+        if let Some(s) = self.ready_sender() {
+            return Ok(s);
+        }
+        // One dial at a time: requests waiting here share its connection.
+        let _dialing = self.inner.dial_lock.lock().await;
+        if let Some(s) = self.ready_sender() {
+            return Ok(s);
+        }
+        if let Some(at) = self.inner.conn.borrow().next_attempt {
+            let now = Instant::now();
+            if now < at {
+                return Err(TransportError::BackingOff {
+                    server: self.inner.server.to_string(),
+                    wait: at - now,
+                });
+            }
+        }
+        let dialed =
+            match rt::timeout(self.inner.options.connect_timeout, Box::pin(self.dial())).await {
+                Some(r) => r,
+                None => Err(TransportError::Connect {
+                    server: self.inner.server.to_string(),
+                    source: io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "connect and TLS handshake timed out",
+                    ),
+                }),
+            };
+        let mut c = self.inner.conn.borrow_mut();
+        match dialed {
+            Ok(s) => {
+                c.next_attempt = None;
+                c.backoff = DIAL_BACKOFF_INITIAL;
+                c.protocol = Some(match &s {
+                    Sender::H2(h2) => {
+                        c.h2 = Some(h2.clone());
+                        Protocol::Http2
+                    }
+                    Sender::H1(_) => Protocol::Http11,
+                });
+                drop(c);
+                self.count(|s| s.connects += 1);
+                Ok(s)
+            }
+            Err(e) => {
+                let wait = c.backoff + c.backoff.mul_f64(fastrand::f64());
+                c.next_attempt = Some(Instant::now() + wait);
+                c.backoff = (c.backoff * 2).min(DIAL_BACKOFF_MAX);
+                Err(e)
+            }
+        }
+    }
+
+    async fn dial(&self) -> Result<Sender, TransportError> {
+        let server = &self.inner.server;
+        let name = || server.to_string();
+        let addrs = self.resolve().await?;
+        let mut last = None;
+        let mut tcp = None;
+        for addr in addrs {
+            match Async::<TcpStream>::connect(addr).await {
+                Ok(s) => {
+                    tcp = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let tcp = tcp.ok_or_else(|| TransportError::Connect {
+            server: name(),
+            source: last.unwrap_or_else(|| io::Error::other("no address")),
+        })?;
+        tune(&tcp);
+        let tls = TlsConnector::from(self.inner.tls.config.clone())
+            .connect(self.inner.tls.server_name.clone(), tcp)
+            .await
+            .map_err(|source| TransportError::Tls {
+                server: name(),
+                source,
+            })?;
+        let h2 = tls.get_ref().1.alpn_protocol() == Some(tls::ALPN_H2);
+        let handshake = |source| TransportError::Handshake {
+            server: name(),
+            source,
+        };
+        if h2 {
+            let o = &self.inner.options;
+            let mut b = http2::Builder::new(LocalExec);
+            b.timer(SmolTimer)
+                .keep_alive_interval(o.keep_alive_interval)
+                .keep_alive_timeout(o.keep_alive_timeout)
+                .keep_alive_while_idle(true)
+                .max_frame_size(16 * 1024)
+                .initial_stream_window_size(256 * 1024)
+                .initial_connection_window_size(1024 * 1024);
+            let (sender, conn) = b.handshake(Io(tls)).await.map_err(handshake)?;
+            let server = name();
+            rt::spawn(async move {
+                if let Err(e) = conn.await {
+                    log::info!("connection to API server {server} ended: {e}");
+                }
+            })
+            .detach();
+            log::debug!("connected to API server {} (HTTP/2)", self.inner.server);
+            Ok(Sender::H2(sender))
+        } else {
+            let (sender, conn) = http1::handshake::<_, ReqBody>(Io(tls))
+                .await
+                .map_err(handshake)?;
+            rt::spawn(async move {
+                if let Err(e) = conn.await {
+                    log::debug!("HTTP/1.1 connection to the API server ended: {e}");
+                }
+            })
+            .detach();
+            log::debug!("connected to API server {} (HTTP/1.1)", self.inner.server);
+            Ok(Sender::H1(sender))
+        }
+    }
+
+    /// The server's addresses. A host name is resolved on a short-lived
+    /// thread (getaddrinfo blocks), one at a time.
+    async fn resolve(&self) -> Result<Vec<SocketAddr>, TransportError> {
+        let server = &self.inner.server;
+        if let Ok(ip) = server.host.parse::<IpAddr>() {
+            return Ok(vec![SocketAddr::new(ip, server.port)]);
+        }
+        let err = |source| TransportError::Resolve {
+            server: server.to_string(),
+            source,
+        };
+        if self.inner.resolving.get() {
+            return Err(err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "the previous lookup has not returned yet",
+            )));
+        }
+        let (tx, rx) = smol::channel::bounded(1);
+        let host = (server.host.clone(), server.port);
+        let busy = self.inner.resolving.clone();
+        busy.set(true);
+        let spawned = std::thread::Builder::new()
+            .name("picolet-dns".into())
+            .spawn(move || {
+                let r = host.to_socket_addrs().map(Vec::from_iter);
+                let _ = tx.send_blocking(r);
+            });
+        if let Err(e) = spawned {
+            busy.set(false);
+            return Err(err(e));
+        }
+        let r = rx.recv().await;
+        busy.set(false);
+        match r {
+            Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
+            Ok(Ok(_)) => Err(err(io::Error::new(io::ErrorKind::NotFound, "no address"))),
+            Ok(Err(e)) => Err(err(e)),
+            Err(_) => Err(err(io::Error::other("resolver thread ended"))),
+        }
+    }
+
+    /// Puts an HTTP/1.1 connection back in the pool once it is ready.
+    fn give_back(&self, mut s: http1::SendRequest<ReqBody>) {
+        let this = self.clone();
+        rt::spawn(async move {
+            if s.ready().await.is_ok() {
+                let mut c = this.inner.conn.borrow_mut();
+                if c.h1_idle.len() < this.inner.options.http1_idle {
+                    c.h1_idle.push(s);
+                }
+            }
+        })
+        .detach();
+    }
+}
+
+/// TCP options: no Nagle delay (small requests), and kernel keep-alives so
+/// an HTTP/1.1 connection (which has no PINGs) also notices a dead peer.
+fn tune(tcp: &Async<TcpStream>) {
+    use rustix::net::sockopt;
+    let fd = tcp.get_ref();
+    let _ = sockopt::set_tcp_nodelay(fd, true);
+    let _ = sockopt::set_socket_keepalive(fd, true);
+    let _ = sockopt::set_tcp_keepidle(fd, Duration::from_secs(15));
+    let _ = sockopt::set_tcp_keepintvl(fd, Duration::from_secs(5));
+    let _ = sockopt::set_tcp_keepcnt(fd, 3);
+}
+
+async fn collect(
+    mut body: Incoming,
+    limit: usize,
+    what: &str,
+    stats: &Cell<Stats>,
+) -> Result<Vec<u8>, TransportError> {
+    use http_body::Body as _;
+    let too_large = || TransportError::TooLarge {
+        what: what.to_string(),
+        limit,
+    };
+    if body.size_hint().lower() > limit as u64 {
+        return Err(too_large());
+    }
+    let mut buf = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|source| TransportError::Body {
+            what: what.to_string(),
+            source,
+        })?;
+        if let Ok(data) = frame.into_data() {
+            let mut s = stats.get();
+            s.bytes_received += data.len() as u64;
+            stats.set(s);
+            if buf.len() + data.len() > limit {
+                return Err(too_large());
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf)
+}
+
+/// A streamed answer (a watch): its status and its body as it comes.
+pub struct BodyStream {
+    pub status: StatusCode,
+    body: Incoming,
+    deadline: Instant,
+    after: Duration,
+    what: String,
+    stats: Client,
+    /// An HTTP/1.1 connection is the stream's own; dropped with it.
+    _h1: Option<http1::SendRequest<ReqBody>>,
+}
+
+impl fmt::Debug for BodyStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BodyStream")
+            .field("status", &self.status)
+            .field("what", &self.what)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BodyStream {
+    /// The next chunk; `None` at the end of the body. Past the deadline the
+    /// stream fails with [`TransportError::Timeout`].
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, TransportError> {
+        loop {
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            let frame = match rt::timeout(left, self.body.frame()).await {
+                None => {
+                    return Err(TransportError::Timeout {
+                        what: self.what.clone(),
+                        after: self.after,
+                    })
+                }
+                Some(None) => return Ok(None),
+                Some(Some(f)) => f.map_err(|source| TransportError::Body {
+                    what: self.what.clone(),
+                    source,
+                })?,
+            };
+            match frame.into_data() {
+                Ok(data) if !data.is_empty() => {
+                    self.stats.count(|s| s.bytes_received += data.len() as u64);
+                    return Ok(Some(data));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The rest of the body, at most `limit` bytes (an error reply).
+    pub async fn collect(mut self, limit: usize) -> Result<Vec<u8>, TransportError> {
+        let mut buf = Vec::new();
+        while let Some(data) = self.chunk().await? {
+            if buf.len() + data.len() > limit {
+                return Err(TransportError::TooLarge {
+                    what: self.what.clone(),
+                    limit,
+                });
+            }
+            buf.extend_from_slice(&data);
+        }
+        Ok(buf)
+    }
+}
+
+#[cfg(test)]
+#[path = "transport_tests.rs"]
+mod tests;

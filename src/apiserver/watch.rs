@@ -1,0 +1,375 @@
+//! Pure: decoding what the API server sends for LIST and WATCH.
+//!
+//! A watch reply is a stream of JSON objects, one per line:
+//! `{"type":"ADDED|MODIFIED|DELETED|BOOKMARK|ERROR","object":{...}}`. The
+//! [`Decoder`] takes the body's chunks as they come (a line may span
+//! several chunks, a chunk may hold several lines), bounds the length of a
+//! line, and yields typed [`WatchEvent`]s. A malformed line and a stream
+//! that ends in the middle of a line are typed errors, never a panic and
+//! never "no objects": the caller retries from the last resourceVersion it
+//! saw. A LIST reply is one JSON object, decoded by [`decode_list`], which
+//! refuses a list without a resourceVersion (that is not an answer the API
+//! server gives, so it cannot be a sync point).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::WatchEvent as RawEvent;
+use k8s_openapi::serde::de::DeserializeOwned;
+use k8s_openapi::ListableResource;
+
+use super::request::ApiError;
+
+/// The default bound of one watch line. etcd stores objects up to 1.5 MiB;
+/// their JSON with the event envelope fits well within this.
+pub const MAX_LINE: usize = 4 << 20;
+/// The annotation of the bookmark ending a streaming list's initial events.
+pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// Errors decoding a watch stream or a list.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("watch event longer than {limit} bytes")]
+    LineTooLong { limit: usize },
+    #[error("malformed watch event ({source}): {snippet}")]
+    MalformedEvent {
+        source: serde_json::Error,
+        snippet: String,
+    },
+    #[error("watch stream ended in the middle of an event ({pending} bytes pending)")]
+    Truncated { pending: usize },
+    #[error("malformed list ({source}): {snippet}")]
+    MalformedList {
+        source: serde_json::Error,
+        snippet: String,
+    },
+    #[error("list without metadata.resourceVersion")]
+    ListWithoutResourceVersion,
+}
+
+/// A bookmark: everything up to `resource_version` has been sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bookmark {
+    pub resource_version: String,
+    /// Annotated `k8s.io/initial-events-end: "true"`: a streaming list's
+    /// initial events are complete.
+    pub initial_events_end: bool,
+}
+
+/// One watch event.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WatchEvent<K> {
+    Added(K),
+    Modified(K),
+    /// The object's last state before deletion.
+    Deleted(K),
+    Bookmark(Bookmark),
+    /// The server ended the watch with an error (`410` = Gone: relist).
+    Error(ApiError),
+}
+
+/// One page of a LIST reply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListPage<K> {
+    pub items: Vec<K>,
+    /// `metadata.resourceVersion`: the list's snapshot.
+    pub resource_version: String,
+    /// `metadata.continue`: more pages follow (None on the last).
+    pub continue_token: Option<String>,
+}
+
+/// Splits a byte stream into lines and decodes each as a watch event.
+#[derive(Debug)]
+pub struct Decoder {
+    buf: Vec<u8>,
+    /// Bytes of `buf` already searched for a newline.
+    scanned: usize,
+    limit: usize,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Decoder::new(MAX_LINE)
+    }
+}
+
+impl Decoder {
+    /// A decoder refusing lines longer than `limit` bytes.
+    pub fn new(limit: usize) -> Self {
+        Decoder {
+            buf: Vec::new(),
+            scanned: 0,
+            limit,
+        }
+    }
+
+    /// Adds the next chunk of the body.
+    pub fn push(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// The next complete event, if a whole line is buffered. After an error
+    /// the stream is unusable: the caller drops it and watches again.
+    pub fn next_event<K: DeserializeOwned>(
+        &mut self,
+    ) -> Option<Result<WatchEvent<K>, DecodeError>> {
+        loop {
+            let nl = match self.buf[self.scanned..].iter().position(|b| *b == b'\n') {
+                Some(i) => self.scanned + i,
+                None => {
+                    self.scanned = self.buf.len();
+                    if self.buf.len() > self.limit {
+                        return Some(Err(DecodeError::LineTooLong { limit: self.limit }));
+                    }
+                    return None;
+                }
+            };
+            if nl > self.limit {
+                return Some(Err(DecodeError::LineTooLong { limit: self.limit }));
+            }
+            let line: Vec<u8> = self.buf.drain(..=nl).collect();
+            self.scanned = 0;
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return Some(decode_event(&line));
+        }
+    }
+
+    /// The stream ended: an error if part of a line is left over.
+    pub fn finish(&self) -> Result<(), DecodeError> {
+        if self.buf.iter().all(u8::is_ascii_whitespace) {
+            Ok(())
+        } else {
+            Err(DecodeError::Truncated {
+                pending: self.buf.len(),
+            })
+        }
+    }
+}
+
+/// Decodes one watch line.
+pub fn decode_event<K: DeserializeOwned>(line: &[u8]) -> Result<WatchEvent<K>, DecodeError> {
+    let raw: RawEvent<K> =
+        serde_json::from_slice(line).map_err(|source| DecodeError::MalformedEvent {
+            source,
+            snippet: snippet(line),
+        })?;
+    Ok(match raw {
+        RawEvent::Added(o) => WatchEvent::Added(o),
+        RawEvent::Modified(o) => WatchEvent::Modified(o),
+        RawEvent::Deleted(o) => WatchEvent::Deleted(o),
+        RawEvent::Bookmark {
+            annotations,
+            resource_version,
+        } => WatchEvent::Bookmark(Bookmark {
+            resource_version,
+            initial_events_end: annotations
+                .get(INITIAL_EVENTS_END)
+                .is_some_and(|v| v == "true"),
+        }),
+        RawEvent::ErrorStatus(s) => WatchEvent::Error(ApiError::from_status(&s)),
+        RawEvent::ErrorOther(o) => WatchEvent::Error(ApiError {
+            code: 500,
+            reason: "InternalError".into(),
+            message: snippet(&serde_json::to_vec(&o.0).unwrap_or_default()),
+        }),
+    })
+}
+
+/// Decodes a LIST reply body.
+pub fn decode_list<K>(body: &[u8]) -> Result<ListPage<K>, DecodeError>
+where
+    K: DeserializeOwned + ListableResource,
+{
+    let list: k8s_openapi::List<K> =
+        serde_json::from_slice(body).map_err(|source| DecodeError::MalformedList {
+            source,
+            snippet: snippet(body),
+        })?;
+    let resource_version = list
+        .metadata
+        .resource_version
+        .filter(|rv| !rv.is_empty())
+        .ok_or(DecodeError::ListWithoutResourceVersion)?;
+    Ok(ListPage {
+        items: list.items,
+        resource_version,
+        continue_token: list.metadata.continue_.filter(|c| !c.is_empty()),
+    })
+}
+
+/// The start of a line, for a message.
+fn snippet(bytes: &[u8]) -> String {
+    const N: usize = 120;
+    let s = String::from_utf8_lossy(&bytes[..bytes.len().min(N)]);
+    let mut s = s.trim().replace('\n', " ");
+    if bytes.len() > N {
+        s.push_str("...");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+
+    use super::*;
+
+    fn pod_line(ty: &str, name: &str, rv: &str) -> String {
+        format!(
+            "{{\"type\":\"{ty}\",\"object\":{{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\
+             \"metadata\":{{\"name\":\"{name}\",\"namespace\":\"default\",\"uid\":\"u-{name}\",\
+             \"resourceVersion\":\"{rv}\"}},\"spec\":{{\"containers\":[]}}}}}}\n"
+        )
+    }
+
+    fn all(d: &mut Decoder) -> Vec<Result<WatchEvent<Pod>, DecodeError>> {
+        std::iter::from_fn(|| d.next_event::<Pod>()).collect()
+    }
+
+    fn name(e: &WatchEvent<Pod>) -> String {
+        match e {
+            WatchEvent::Added(p) | WatchEvent::Modified(p) | WatchEvent::Deleted(p) => {
+                p.metadata.name.clone().unwrap()
+            }
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn events_split_across_chunks_are_reassembled() {
+        let stream = pod_line("ADDED", "a", "1") + &pod_line("MODIFIED", "b", "2");
+        for cut in [1, 7, 50, stream.len() / 2, stream.len() - 1] {
+            let mut d = Decoder::default();
+            let mut got = Vec::new();
+            for chunk in stream.as_bytes().chunks(cut) {
+                d.push(chunk);
+                got.extend(all(&mut d).into_iter().map(|e| name(&e.unwrap())));
+            }
+            assert_eq!(got, vec!["a", "b"], "chunk size {cut}");
+            d.finish().unwrap();
+        }
+    }
+
+    #[test]
+    fn every_event_type_is_decoded() {
+        let mut d = Decoder::default();
+        d.push(pod_line("ADDED", "a", "1").as_bytes());
+        d.push(pod_line("MODIFIED", "a", "2").as_bytes());
+        d.push(pod_line("DELETED", "a", "3").as_bytes());
+        d.push(b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"4\",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}}}}\n");
+        d.push(b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"5\"}}}\n");
+        d.push(b"\n{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"too old resource version: 1 (9)\",\"reason\":\"Expired\",\"code\":410}}\n");
+        let got: Vec<_> = all(&mut d).into_iter().map(Result::unwrap).collect();
+        assert!(
+            matches!(&got[0], WatchEvent::Added(p) if p.metadata.resource_version.as_deref() == Some("1"))
+        );
+        assert!(matches!(&got[1], WatchEvent::Modified(_)));
+        assert!(matches!(&got[2], WatchEvent::Deleted(_)));
+        assert_eq!(
+            got[3],
+            WatchEvent::Bookmark(Bookmark {
+                resource_version: "4".into(),
+                initial_events_end: true
+            })
+        );
+        assert_eq!(
+            got[4],
+            WatchEvent::Bookmark(Bookmark {
+                resource_version: "5".into(),
+                initial_events_end: false
+            })
+        );
+        match &got[5] {
+            WatchEvent::Error(e) => {
+                assert_eq!(e.code, 410);
+                assert!(e.is_gone());
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(got.len(), 6);
+    }
+
+    #[test]
+    fn a_malformed_line_is_an_error_and_never_a_panic() {
+        let table: &[&[u8]] = &[
+            b"{not json}\n",
+            b"{\"type\":\"ADDED\"}\n",
+            b"{\"type\":\"EXPLODED\",\"object\":{}}\n",
+            b"{\"type\":\"ADDED\",\"object\":{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":{}}}\n",
+            b"<html><title>502 Bad Gateway</title></html>\n",
+            b"\xff\xfe\n",
+        ];
+        for line in table {
+            let mut d = Decoder::default();
+            d.push(line);
+            let r = d.next_event::<Pod>().unwrap();
+            assert!(
+                matches!(r, Err(DecodeError::MalformedEvent { .. })),
+                "{line:?}: {r:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stream_cut_mid_event_is_truncated_not_empty() {
+        let line = pod_line("ADDED", "a", "1");
+        let mut d = Decoder::default();
+        d.push(&line.as_bytes()[..line.len() - 5]);
+        assert!(d.next_event::<Pod>().is_none());
+        let e = d.finish().unwrap_err();
+        assert!(matches!(e, DecodeError::Truncated { .. }), "{e}");
+        let mut d = Decoder::default();
+        d.push(b"  \n\n");
+        assert!(d.next_event::<Pod>().is_none());
+        d.finish().unwrap();
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_refused() {
+        let mut d = Decoder::new(64);
+        d.push(&[b'x'; 65]);
+        assert!(matches!(
+            d.next_event::<Pod>(),
+            Some(Err(DecodeError::LineTooLong { limit: 64 }))
+        ));
+        let mut d = Decoder::new(64);
+        let mut long = vec![b' '; 100];
+        long.push(b'\n');
+        d.push(&long);
+        assert!(matches!(
+            d.next_event::<Pod>(),
+            Some(Err(DecodeError::LineTooLong { .. }))
+        ));
+    }
+
+    #[test]
+    fn a_list_page_gives_items_version_and_continue_token() {
+        let body = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"77","continue":"tok"},"items":[{"metadata":{"name":"a","namespace":"default","uid":"u"}}]}"#;
+        let page = decode_list::<Pod>(body).unwrap();
+        assert_eq!(page.items.len(), 1);
+        assert_eq!(page.resource_version, "77");
+        assert_eq!(page.continue_token.as_deref(), Some("tok"));
+        let body = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"78","continue":""},"items":[]}"#;
+        let page = decode_list::<Pod>(body).unwrap();
+        assert!(page.items.is_empty());
+        assert_eq!(page.continue_token, None);
+    }
+
+    #[test]
+    fn an_empty_or_versionless_list_reply_is_an_error_not_an_empty_set() {
+        let table: &[&[u8]] = &[
+            b"",
+            b"{}",
+            br#"{"items":[]}"#,
+            br#"{"metadata":{"resourceVersion":""},"items":[]}"#,
+            br#"{"metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":"a"}}"#,
+            b"<html>gateway timeout</html>",
+        ];
+        for body in table {
+            assert!(
+                decode_list::<Pod>(body).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+}
