@@ -86,6 +86,12 @@ fn run(args: cli::RunArgs) -> Result<()> {
         env!("CARGO_PKG_VERSION")
     );
     let agent = Agent::new(agent_cfg);
+    #[cfg(feature = "apiserver")]
+    let _joined = picolet::apiserver::join::join(&cfg, &node_name, &agent)?;
+    #[cfg(not(feature = "apiserver"))]
+    if cfg.kubeconfig.is_some() {
+        anyhow::bail!("--kubeconfig: this picolet was built without the apiserver feature");
+    }
     picolet::rt::block_on(async {
         let signals =
             async_signal::Signals::new([async_signal::Signal::Term, async_signal::Signal::Int]);

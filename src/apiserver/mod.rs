@@ -25,6 +25,11 @@
 //!   written atomically and only on change, checksummed per entry.
 //! - [`informer`]: the I/O loop of one resource: runs the reflector over
 //!   the transport, writes changes to the cache, hands out events.
+//! - [`pods`]: the pod source (pods bound to this node, from the cache at
+//!   once, authoritative once synced); [`status_sync`]: the agent's status
+//!   sink (status patches, mirror pods, the final DELETE);
+//!   [`heartbeat`]: Node registration, status and Lease; [`join`]: starts
+//!   them from `--kubeconfig`.
 //! - [`node`], [`lease`], [`status_manager`], [`mirror`]: pure builders of
 //!   what the node writes: its Node object and conditions, its heartbeat
 //!   Lease, pod status patches and the queue keeping the latest status per
@@ -47,14 +52,18 @@
 //! time and randomness come in as arguments.
 
 pub mod cache;
+pub mod heartbeat;
 pub mod informer;
+pub mod join;
 pub mod kubeconfig;
 pub mod lease;
 pub mod mirror;
 pub mod node;
+pub mod pods;
 pub mod reflector;
 pub mod request;
 pub mod status_manager;
+pub mod status_sync;
 pub mod tls;
 pub mod transport;
 pub mod watch;

@@ -29,12 +29,15 @@ pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json"
 /// strategic merge patch (conditions merge by type, in this order), with
 /// the UID precondition.
 pub fn status_patch(uid: &str, status: &PodStatus) -> Vec<u8> {
+    // `to_json_value`, not `json!`: one serializer per k8s type in the
+    // binary (see `crate::pod::to_json_value`).
+    let status = crate::pod::to_json_value(status).expect("a PodStatus always serializes");
     let mut patch = json!({
         "metadata": { "uid": uid },
         "status": status,
     });
-    if let Some(conds) = &status.conditions {
-        let order: Vec<_> = conds.iter().map(|c| json!({ "type": c.type_ })).collect();
+    if let Some(conds) = patch["status"]["conditions"].as_array() {
+        let order: Vec<_> = conds.iter().map(|c| json!({ "type": c["type"] })).collect();
         patch["status"]["$setElementOrder/conditions"] = json!(order);
     }
     serde_json::to_vec(&patch).expect("a PodStatus always serializes")
@@ -136,6 +139,35 @@ impl StatusQueue {
                 })
             })
             .min_by_key(|p| p.version)
+    }
+
+    /// Every status waiting, oldest version first.
+    pub fn pending(&self) -> Vec<Pending> {
+        let mut all: Vec<Pending> = self
+            .pods
+            .iter()
+            .filter_map(|(uid, e)| {
+                let (status, version) = e.pending.as_ref()?;
+                Some(Pending {
+                    uid: uid.clone(),
+                    key: e.key.clone()?,
+                    status: status.clone(),
+                    version: *version,
+                })
+            })
+            .collect();
+        all.sort_by_key(|p| p.version);
+        all
+    }
+
+    /// The API object of pod `uid` changed (a mirror pod was recreated):
+    /// its latest status is owed again.
+    pub fn resend(&mut self, uid: &str) {
+        if let Some(e) = self.pods.get_mut(uid) {
+            if e.pending.is_none() {
+                e.pending = e.sent.take();
+            }
+        }
     }
 
     /// How many statuses wait.

@@ -86,8 +86,9 @@ impl Default for Options {
     }
 }
 
-/// Go's name of an architecture, as Kubernetes user agents carry it.
-fn go_arch(rust: &str) -> &str {
+/// Go's name of an architecture (GOARCH), as Kubernetes user agents and
+/// the `kubernetes.io/arch` label carry it.
+pub fn go_arch(rust: &str) -> &str {
     match rust {
         "x86_64" => "amd64",
         "aarch64" => "arm64",

@@ -1,0 +1,449 @@
+//! The node's presence in the cluster: its Node object and its Lease.
+//!
+//! - Registration: create the Node (labels, `--register-with-taints`, a
+//!   first status), or, when it exists, merge our labels into it. Retried
+//!   with back-off until it works; the pods run meanwhile.
+//! - Status: computed every `nodeStatusUpdateFrequency`, posted when it
+//!   changed or every `nodeStatusReportFrequency` ([`node::should_post`]).
+//!   Ready follows the container runtime: a failed CRI `Version` call makes
+//!   the node NotReady with kubelet's "container runtime is down".
+//! - Lease: `kube-node-lease/<node>` renewed every quarter of
+//!   `nodeLeaseDurationSeconds`, retried sooner after a failure.
+//!
+//! Every request is one the Node authorizer and NodeRestriction allow a
+//! `system:node:<name>` credential. This module must not know the agent;
+//! it reads the machine ([`crate::node::info`]) and the runtime's version.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use http::{Method, StatusCode};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, NodeStatus, Taint};
+use k8s_openapi::jiff::Timestamp;
+
+use super::lease;
+use super::node::{self, NodeFacts, Readiness, Resources};
+use super::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
+use super::transport::{go_arch, Body, Client};
+use crate::config::{EvictionThreshold, KubeletConfig};
+use crate::cri::{api, Runtime};
+use crate::rt;
+
+const JSON: &str = "application/json";
+const MERGE_PATCH: &str = "application/merge-patch+json";
+const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
+const BODY_LIMIT: usize = 1 << 20;
+/// Registration retries: 100 ms doubling to 7 s, as kubelet's.
+const REGISTER_RETRY_MAX: Duration = Duration::from_secs(7);
+
+/// The kubelet version the node reports: the Kubernetes semantics picolet
+/// follows, with picolet's own version as build metadata.
+pub fn kubelet_version() -> String {
+    format!("v1.36.0+picolet-{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// What the heartbeat needs from the configuration.
+#[derive(Clone, Debug)]
+pub struct HeartbeatConfig {
+    pub node_name: String,
+    pub register_node: bool,
+    pub node_ips: Vec<IpAddr>,
+    pub node_labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub max_pods: u32,
+    pub port: u16,
+    pub update_frequency: Duration,
+    pub report_frequency: Duration,
+    pub lease_duration_seconds: i32,
+    pub root_dir: std::path::PathBuf,
+    reserved: crate::config::ReservedResources,
+    system_reserved: crate::config::ReservedResources,
+    hard_memory: Option<EvictionThreshold>,
+    hard_nodefs: Option<EvictionThreshold>,
+}
+
+impl HeartbeatConfig {
+    pub fn new(cfg: &KubeletConfig, node_name: &str) -> Self {
+        HeartbeatConfig {
+            node_name: node_name.to_string(),
+            register_node: cfg.register_node,
+            node_ips: cfg.node_ip.clone(),
+            node_labels: cfg.node_labels.clone(),
+            taints: cfg.register_with_taints.clone(),
+            max_pods: cfg.max_pods,
+            port: cfg.port,
+            update_frequency: cfg.node_status_update_frequency,
+            report_frequency: cfg.node_status_report_frequency,
+            lease_duration_seconds: cfg.node_lease_duration_seconds.min(i32::MAX as u32) as i32,
+            root_dir: cfg.root_dir.clone(),
+            reserved: cfg.kube_reserved,
+            system_reserved: cfg.system_reserved,
+            hard_memory: cfg.eviction_hard.get("memory.available").cloned(),
+            hard_nodefs: cfg.eviction_hard.get("nodefs.available").cloned(),
+        }
+    }
+}
+
+/// kubelet's allocatable: capacity minus `kubeReserved`, `systemReserved`
+/// and the hard eviction thresholds of memory and the node filesystem.
+fn reserved(c: &HeartbeatConfig, capacity: Resources) -> Resources {
+    let threshold = |t: Option<&EvictionThreshold>, of: u64| match t {
+        Some(EvictionThreshold::Quantity(q)) => *q,
+        Some(EvictionThreshold::Percentage(p)) => (of as f64 * p / 100.0) as u64,
+        None => 0,
+    };
+    let sum = |f: fn(&crate::config::ReservedResources) -> Option<u64>| {
+        f(&c.reserved)
+            .unwrap_or(0)
+            .saturating_add(f(&c.system_reserved).unwrap_or(0))
+    };
+    Resources {
+        cpu_millis: sum(|r| r.cpu_millis),
+        memory_bytes: sum(|r| r.memory_bytes)
+            .saturating_add(threshold(c.hard_memory.as_ref(), capacity.memory_bytes)),
+        ephemeral_storage_bytes: sum(|r| r.ephemeral_storage_bytes).saturating_add(threshold(
+            c.hard_nodefs.as_ref(),
+            capacity.ephemeral_storage_bytes,
+        )),
+        pods: 0,
+    }
+}
+
+/// The Node and the Lease of this node, kept current.
+pub struct Heartbeat {
+    client: Client,
+    cfg: HeartbeatConfig,
+    runtime: Runtime,
+    /// Filled in once the Node exists: status sync and Lease need it.
+    node_uid: Rc<RefCell<Option<String>>>,
+}
+
+impl Heartbeat {
+    pub fn new(
+        client: Client,
+        cfg: HeartbeatConfig,
+        runtime: Runtime,
+        node_uid: Rc<RefCell<Option<String>>>,
+    ) -> Self {
+        Heartbeat {
+            client,
+            cfg,
+            runtime,
+            node_uid,
+        }
+    }
+
+    /// The facts of the node now: the machine, the runtime, the config.
+    async fn facts(&self) -> NodeFacts {
+        let m = crate::node::info::read(&self.cfg.root_dir);
+        let version = self
+            .runtime
+            .version(api::VersionRequest {
+                version: "v1".into(),
+            })
+            .await;
+        let (runtime_version, ready) = match version {
+            Ok(v) => (
+                format!("{}://{}", v.runtime_name, v.runtime_version),
+                Readiness::Ready,
+            ),
+            Err(e) => (
+                String::new(),
+                Readiness::NotReady(vec![format!("container runtime is down: {e}")]),
+            ),
+        };
+        let capacity = Resources {
+            cpu_millis: m.cpus * 1000,
+            memory_bytes: m.memory_bytes,
+            ephemeral_storage_bytes: m.root_fs_bytes,
+            pods: u64::from(self.cfg.max_pods),
+        };
+        let internal_ips = if self.cfg.node_ips.is_empty() {
+            crate::node::info::primary_ipv4().into_iter().collect()
+        } else {
+            self.cfg.node_ips.iter().map(|ip| ip.to_string()).collect()
+        };
+        NodeFacts {
+            name: self.cfg.node_name.clone(),
+            hostname: self.cfg.node_name.clone(),
+            internal_ips,
+            capacity,
+            reserved: reserved(&self.cfg, capacity),
+            operating_system: "linux".into(),
+            architecture: go_arch(std::env::consts::ARCH).into(),
+            kernel_version: m.kernel_version,
+            os_image: m.os_image,
+            container_runtime_version: runtime_version,
+            kubelet_version: kubelet_version(),
+            machine_id: m.machine_id,
+            system_uuid: m.system_uuid,
+            boot_id: m.boot_id,
+            labels: self.cfg.node_labels.clone(),
+            taints: self.cfg.taints.clone(),
+            kubelet_port: i32::from(self.cfg.port),
+            ready,
+            memory_pressure: false,
+            disk_pressure: false,
+            pid_pressure: false,
+        }
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(Vec<u8>, &'static str)>,
+    ) -> Result<(StatusCode, Vec<u8>), String> {
+        let body = body.map(|(bytes, content_type)| Body {
+            content_type,
+            bytes,
+        });
+        self.client
+            .request(method, path, body, BODY_LIMIT, REQUEST_DEADLINE)
+            .await
+            .map(|r| (r.status, r.body))
+            .map_err(|e| e.to_string())
+    }
+
+    /// Registers the Node (retrying until it works) and returns it.
+    async fn register(&self) -> Node {
+        let path = object_path::<Node>(None, &self.cfg.node_name);
+        let mut delay = Duration::from_millis(100);
+        let mut logged: Option<String> = None;
+        loop {
+            match self.try_register(&path).await {
+                Ok(node) => {
+                    log::info!("node {} registered with the API server", self.cfg.node_name);
+                    return node;
+                }
+                Err(e) => {
+                    if logged.as_deref() != Some(e.as_str()) {
+                        log::warn!("registering node {}: {e}; will retry", self.cfg.node_name);
+                        logged = Some(e);
+                    }
+                    rt::sleep(delay).await;
+                    delay = (delay * 2).min(REGISTER_RETRY_MAX);
+                }
+            }
+        }
+    }
+
+    async fn try_register(&self, path: &str) -> Result<Node, String> {
+        let (code, body) = self.send(Method::GET, path, None).await?;
+        let decode = |body: &[u8]| {
+            serde_json::from_slice::<Node>(body).map_err(|e| format!("decoding the Node: {e}"))
+        };
+        match code {
+            StatusCode::OK => {
+                // It exists: make its labels ours (kubelet reconciles them).
+                let labels = node::labels(&self.facts().await);
+                let existing = decode(&body)?;
+                let current = existing.metadata.labels.clone().unwrap_or_default();
+                if labels.iter().all(|(k, v)| current.get(k) == Some(v)) {
+                    return Ok(existing);
+                }
+                let patch = serde_json::json!({ "metadata": { "labels": labels } });
+                let (code, body) = self
+                    .send(Method::PATCH, path, Some((patch.to_string().into_bytes(), MERGE_PATCH)))
+                    .await?;
+                match code {
+                    c if c.is_success() => decode(&body),
+                    c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
+                }
+            }
+            StatusCode::NOT_FOUND if self.cfg.register_node => {
+                let facts = self.facts().await;
+                let node = node::node(&facts, wall_clock());
+                let bytes = serde_json::to_vec(&node).map_err(|e| e.to_string())?;
+                let (code, body) = self
+                    .send(Method::POST, &collection_path::<Node>(None), Some((bytes, JSON)))
+                    .await?;
+                match code {
+                    c if c.is_success() => decode(&body),
+                    StatusCode::CONFLICT => Err("created meanwhile; reading it".into()),
+                    c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
+                }
+            }
+            StatusCode::NOT_FOUND => Err("the Node does not exist and registerNode is false".into()),
+            c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
+        }
+    }
+
+    /// Registers the node, then keeps its status and Lease current.
+    pub async fn run(self: Rc<Self>) {
+        let node = self.register().await;
+        *self.node_uid.borrow_mut() = node.metadata.uid.clone();
+        let me = self.clone();
+        let _lease = rt::spawn(async move { me.lease_loop().await });
+        let mut last_posted: Option<NodeStatus> = node.status;
+        let mut posted_at = Instant::now();
+        let path = format!("{}/status", object_path::<Node>(None, &self.cfg.node_name));
+        let mut logged: Option<String> = None;
+        loop {
+            let facts = self.facts().await;
+            let status = node::status(&facts, last_posted.as_ref(), wall_clock());
+            if node::should_post(
+                &status,
+                last_posted.as_ref(),
+                posted_at.elapsed(),
+                self.cfg.report_frequency,
+            ) {
+                let body = status_patch(&status);
+                match self
+                    .send(Method::PATCH, &path, Some((body, STRATEGIC_MERGE_PATCH)))
+                    .await
+                {
+                    Ok((c, _)) if c.is_success() => {
+                        if logged.take().is_some() {
+                            log::info!("node status posted again");
+                        }
+                        if changed_readiness(last_posted.as_ref(), &status) {
+                            log::info!("node {} is {}", self.cfg.node_name, ready_word(&status));
+                        }
+                        last_posted = Some(status);
+                        posted_at = Instant::now();
+                    }
+                    Ok((c, body)) => {
+                        let e = ApiError::from_reply(c.as_u16(), &body).to_string();
+                        if logged.as_deref() != Some(e.as_str()) {
+                            log::warn!("posting node status: {e}; will retry");
+                            logged = Some(e);
+                        }
+                    }
+                    Err(e) => {
+                        if logged.as_deref() != Some(e.as_str()) {
+                            log::warn!("posting node status: {e}; will retry");
+                            logged = Some(e);
+                        }
+                    }
+                }
+            }
+            rt::sleep(self.cfg.update_frequency).await;
+        }
+    }
+
+    async fn lease_loop(self: Rc<Self>) {
+        let name = &self.cfg.node_name;
+        let duration = self.cfg.lease_duration_seconds;
+        let path = object_path::<Lease>(Some(lease::NAMESPACE), name);
+        let mut current: Option<Lease> = None;
+        let mut failures = 0u32;
+        let mut logged: Option<String> = None;
+        loop {
+            match self.renew(&path, current.take(), duration).await {
+                Ok(l) => {
+                    current = Some(l);
+                    failures = 0;
+                    if logged.take().is_some() {
+                        log::info!("node lease renewed again");
+                    }
+                    rt::sleep(lease::renew_interval(duration)).await;
+                }
+                Err(e) => {
+                    failures += 1;
+                    if logged.as_deref() != Some(e.as_str()) {
+                        log::warn!("renewing the node lease: {e}; will retry");
+                        logged = Some(e);
+                    }
+                    rt::sleep(lease::retry_delay(failures, duration)).await;
+                }
+            }
+        }
+    }
+
+    /// One renewal: update the Lease we know (optimistic concurrency), or
+    /// read it, or create it.
+    async fn renew(&self, path: &str, known: Option<Lease>, duration: i32) -> Result<Lease, String> {
+        let uid = self.node_uid.borrow().clone();
+        let name = &self.cfg.node_name;
+        let decode = |b: &[u8]| serde_json::from_slice::<Lease>(b).map_err(|e| e.to_string());
+        let known = match known {
+            Some(l) => l,
+            None => {
+                let (code, body) = self.send(Method::GET, path, None).await?;
+                match code {
+                    StatusCode::OK => decode(&body)?,
+                    StatusCode::NOT_FOUND => {
+                        let l = lease::lease(name, uid.as_deref(), duration, wall_clock());
+                        let bytes = serde_json::to_vec(&l).map_err(|e| e.to_string())?;
+                        let coll = collection_path::<Lease>(Some(lease::NAMESPACE));
+                        let (code, body) = self.send(Method::POST, &coll, Some((bytes, JSON))).await?;
+                        return match code {
+                            c if c.is_success() => decode(&body),
+                            c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
+                        };
+                    }
+                    c => return Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
+                }
+            }
+        };
+        let l = lease::renewed(&known, name, uid.as_deref(), duration, wall_clock());
+        let bytes = serde_json::to_vec(&l).map_err(|e| e.to_string())?;
+        let (code, body) = self.send(Method::PUT, path, Some((bytes, JSON))).await?;
+        match code {
+            c if c.is_success() => decode(&body),
+            c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
+        }
+    }
+}
+
+/// `PATCH nodes/<name>/status`: the status as a strategic merge patch
+/// (conditions and addresses merge by their keys).
+fn status_patch(status: &NodeStatus) -> Vec<u8> {
+    let status = crate::pod::to_json_value(status).unwrap_or_default();
+    serde_json::to_vec(&serde_json::json!({ "status": status })).unwrap_or_default()
+}
+
+fn ready_word(s: &NodeStatus) -> &'static str {
+    let ready = s
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    if ready {
+        "Ready"
+    } else {
+        "NotReady"
+    }
+}
+
+fn changed_readiness(before: Option<&NodeStatus>, after: &NodeStatus) -> bool {
+    before.is_none_or(|b| ready_word(b) != ready_word(after))
+}
+
+/// The wall clock as API time (the epoch if the clock is before it).
+fn wall_clock() -> Timestamp {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp::new(d.as_secs() as i64, d.subsec_nanos() as i32).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocatable_holds_back_the_reservations_and_hard_eviction_thresholds() {
+        let mut k = KubeletConfig::default();
+        k.system_reserved.memory_bytes = Some(100 << 20);
+        k.kube_reserved.cpu_millis = Some(250);
+        k.eviction_hard.insert("memory.available".into(), EvictionThreshold::Quantity(50 << 20));
+        k.eviction_hard.insert("nodefs.available".into(), EvictionThreshold::Percentage(10.0));
+        let c = HeartbeatConfig::new(&k, "pi-1");
+        let cap = Resources {
+            cpu_millis: 4000,
+            memory_bytes: 1 << 30,
+            ephemeral_storage_bytes: 1000,
+            pods: 110,
+        };
+        let r = reserved(&c, cap);
+        assert_eq!(r.cpu_millis, 250);
+        assert_eq!(r.memory_bytes, 150 << 20);
+        assert_eq!(r.ephemeral_storage_bytes, 100);
+    }
+}

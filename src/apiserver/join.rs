@@ -1,0 +1,88 @@
+//! Joining the cluster: from `--kubeconfig` to the running pieces.
+//!
+//! [`join`] reads the kubeconfig (errors name the file and the field),
+//! builds the one [`Client`] every request and watch shares, and starts:
+//! - the pod source ([`ApiPodSource`]) through the agent's source seam,
+//!   so its readiness is tracked on its own;
+//! - the status sync ([`StatusSync`]) as the agent's status sink;
+//! - the heartbeat ([`Heartbeat`]): Node registration, status and Lease.
+//!
+//! Nothing here waits for the API server: every piece retries on its own,
+//! and the node runs its cached and static pods meanwhile.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use super::heartbeat::{Heartbeat, HeartbeatConfig};
+use super::kubeconfig::{self, KubeconfigError};
+use super::node::{validate_node_labels, NodeLabelError};
+use super::pods::{ApiPodSource, MirrorPods};
+use super::status_sync::StatusSync;
+use super::tls::TlsError;
+use super::transport::{Client, Options};
+use crate::agent::Agent;
+use crate::config::KubeletConfig;
+use crate::rt;
+
+/// Why picolet cannot join the cluster as configured.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    #[error(transparent)]
+    Kubeconfig(#[from] KubeconfigError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    NodeLabels(#[from] NodeLabelError),
+}
+
+/// The tasks of a joined node (dropping them stops them) and its status
+/// sync, for metrics.
+pub struct Joined {
+    pub tasks: Vec<smol::Task<()>>,
+    pub status: Rc<StatusSync>,
+}
+
+/// Starts the API-server side of `agent` with `cfg.kubeconfig`. Call it
+/// before [`Agent::run`], so that the API source is tracked from the start.
+pub fn join(
+    cfg: &KubeletConfig,
+    node_name: &str,
+    agent: &Rc<Agent>,
+) -> Result<Option<Joined>, JoinError> {
+    let Some(path) = &cfg.kubeconfig else {
+        return Ok(None);
+    };
+    validate_node_labels(&cfg.node_labels)?;
+    let kc = kubeconfig::load(path, cfg.allow_insecure_kubeconfig)?;
+    log::info!(
+        "joining the cluster at {} as node {node_name} (kubeconfig {})",
+        kc.server.origin(),
+        path.display()
+    );
+    let client = Client::new(&kc, Options::default())?;
+    let node_uid = Rc::new(RefCell::new(None));
+    let mirrors = MirrorPods::default();
+    // One status per pod: maxPods of them, plus room for static pods.
+    let capacity = cfg.max_pods as usize + 32;
+    let status = StatusSync::new(
+        client.clone(),
+        node_name,
+        node_uid.clone(),
+        mirrors.clone(),
+        capacity,
+    );
+    agent.set_status_sink(status.clone());
+    let source = ApiPodSource::new(client.clone(), node_name, &cfg.root_dir, mirrors);
+    let heartbeat = Rc::new(Heartbeat::new(
+        client,
+        HeartbeatConfig::new(cfg, node_name),
+        agent.runtime().clone(),
+        node_uid,
+    ));
+    let tasks = vec![
+        agent.spawn_source(source),
+        rt::spawn(status.clone().run()),
+        rt::spawn(heartbeat.run()),
+    ];
+    Ok(Some(Joined { tasks, status }))
+}

@@ -1,0 +1,189 @@
+//! The API-server pod source: the pods bound to this node, from a
+//! list/watch of `spec.nodeName=<node>` in every namespace, kept in the
+//! crash-safe cache, handed to the agent through the [`Source`] seam.
+//!
+//! The rules that keep a board safe on a bad uplink:
+//! - the first set is the cache's, at once: after a reboot with the link
+//!   down every cached pod runs, and running containers are adopted;
+//! - the set is *authoritative* only once the reflector has synced with
+//!   the API server (a relist, or a resumed watch's first bookmark). Until
+//!   then the agent removes nothing of this source's pods, so an error, a
+//!   timeout or an empty reply is never read as "no pods";
+//! - only what the agent runs is compared: status, resourceVersion and
+//!   managedFields are dropped, so the node's own status patches (which come
+//!   back as MODIFIED events) never look like a changed pod;
+//! - mirror pods (the API's copies of static pods) are not run: they are
+//!   published in a [`MirrorPods`] view for the mirror-pod sync.
+//!
+//! This module must not know the agent's internals; it only implements
+//! [`Source`].
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::rc::Rc;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::cache::Cache;
+use super::informer::Informer;
+use super::mirror;
+use super::reflector::{Event, ObjectKey};
+use super::request::{collection_path, Selectors};
+use super::transport::Client;
+use crate::pod::labels::CONFIG_SOURCE_ANNOTATION;
+use crate::source::{PodSource, Source, SourceUpdate};
+
+/// The mirror pods on this node as the API server last said, shared with
+/// the mirror-pod and status sync.
+pub type MirrorPods = Rc<RefCell<BTreeMap<ObjectKey, Pod>>>;
+
+/// The pods bound to this node, from the API server.
+pub struct ApiPodSource {
+    informer: Informer<Pod>,
+    mirrors: MirrorPods,
+    /// The last set handed to the agent (`None` before the first).
+    last: Option<(Vec<Pod>, bool)>,
+}
+
+/// The cache directory of the pods (under `--root-dir`).
+pub fn cache_dir(root_dir: &Path) -> std::path::PathBuf {
+    root_dir.join("apiserver").join("pods")
+}
+
+impl ApiPodSource {
+    /// A source for the pods of `node_name`, with its cache under
+    /// `root_dir`. A cache that cannot be opened is logged, and the source
+    /// runs without one (it relists when it can).
+    pub fn new(client: Client, node_name: &str, root_dir: &Path, mirrors: MirrorPods) -> Self {
+        let dir = cache_dir(root_dir);
+        let cache = match Cache::open(&dir, 0o600) {
+            Ok((cache, loaded)) => {
+                if loaded.discarded > 0 {
+                    log::warn!(
+                        "pod cache {}: {} corrupt entries discarded; they are fetched again",
+                        dir.display(),
+                        loaded.discarded
+                    );
+                }
+                log::info!(
+                    "pod cache {}: {} pods{}",
+                    dir.display(),
+                    loaded.entries.len(),
+                    loaded
+                        .resource_version
+                        .as_deref()
+                        .map(|rv| format!(" at resourceVersion {rv}"))
+                        .unwrap_or_default()
+                );
+                Some((cache, loaded))
+            }
+            Err(e) => {
+                log::error!("pod cache: {e}; running without it until the API server answers");
+                None
+            }
+        };
+        let informer = Informer::new(
+            client,
+            collection_path::<Pod>(None),
+            Selectors::fields(format!("spec.nodeName={node_name}")),
+            cache,
+        );
+        ApiPodSource {
+            informer,
+            mirrors,
+            last: None,
+        }
+    }
+
+    /// The set the agent runs now, and whether it is authoritative.
+    fn current(&self) -> (Vec<Pod>, bool) {
+        let mut mirrors = BTreeMap::new();
+        let mut pods = Vec::new();
+        for (key, pod) in self.informer.store() {
+            if mirror::is_mirror(pod) {
+                mirrors.insert(key.clone(), pod.clone());
+            } else {
+                pods.push(desired(pod));
+            }
+        }
+        *self.mirrors.borrow_mut() = mirrors;
+        (pods, self.informer.reflector().is_synced())
+    }
+}
+
+/// What the agent runs of an API pod: the object without its status and
+/// the bookkeeping the API server changes on every write, marked with its
+/// source.
+pub fn desired(pod: &Pod) -> Pod {
+    let mut p = pod.clone();
+    p.status = None;
+    p.metadata.resource_version = None;
+    p.metadata.managed_fields = None;
+    p.metadata.generation = None;
+    p.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(
+            CONFIG_SOURCE_ANNOTATION.to_string(),
+            PodSource::Api.as_str().to_string(),
+        );
+    p
+}
+
+impl Source for ApiPodSource {
+    fn kind(&self) -> PodSource {
+        PodSource::Api
+    }
+
+    async fn next(&mut self) -> SourceUpdate {
+        loop {
+            if self.last.is_some() {
+                let events = self.informer.next().await;
+                if events.iter().any(|e| matches!(e, Event::Synced)) {
+                    log::info!(
+                        "pods of this node are in sync with the API server ({} pods)",
+                        self.informer.store().len()
+                    );
+                }
+            }
+            let now = self.current();
+            if self.last.as_ref() != Some(&now) {
+                self.last = Some(now.clone());
+                let (pods, authoritative) = now;
+                return SourceUpdate {
+                    source: PodSource::Api,
+                    pods,
+                    authoritative,
+                };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_desired_pod_ignores_what_the_api_server_changes_on_every_write() {
+        let a: Pod = serde_yaml_ng::from_str(
+            "metadata: {name: web, namespace: default, uid: u1, resourceVersion: '10', generation: 1}\nspec: {nodeName: pi-1, containers: [{name: c, image: i}]}\nstatus: {phase: Pending}\n",
+        )
+        .unwrap();
+        let mut b = a.clone();
+        b.metadata.resource_version = Some("11".into());
+        b.status.as_mut().unwrap().phase = Some("Running".into());
+        assert_eq!(desired(&a), desired(&b));
+        assert_eq!(desired(&a).status, None);
+        assert_eq!(
+            desired(&a).metadata.annotations.unwrap()[CONFIG_SOURCE_ANNOTATION],
+            "api"
+        );
+        let mut c = a.clone();
+        c.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        assert_ne!(desired(&a), desired(&c), "a deletion is a change");
+    }
+}

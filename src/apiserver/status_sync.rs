@@ -1,0 +1,407 @@
+//! What the node tells the API server about its pods: status patches, the
+//! mirror pods of its static pods, and the final DELETE of a pod whose
+//! deletion was asked.
+//!
+//! [`StatusSync`] is the agent's [`StatusSink`]: the agent hands it each
+//! pod's status after a sync, synchronously and cheaply; it keeps only the
+//! latest per pod ([`StatusQueue`]) and one task ([`StatusSync::run`]) does
+//! the requests. While the link is down nothing is lost and memory does not
+//! grow: the queue holds one status per pod, and the task retries until the
+//! API server answers, newest state first served as the oldest waiting.
+//!
+//! - API pods: `PATCH pods/<name>/status` with the pod's UID as a
+//!   precondition; a `404` or `409` means the pod is gone or replaced, and
+//!   its status is dropped.
+//! - Static pods: their status goes to their mirror pod (created here,
+//!   see [`mirror::plan`]), under the mirror's UID.
+//! - A pod terminated after `kubectl delete` (its `deletionTimestamp` set):
+//!   `DELETE` with grace period 0 and a UID precondition, so the pod never
+//!   hangs in Terminating.
+//!
+//! This module must not know the agent's internals: it sees pods only
+//! through [`StatusSink`].
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use smol::channel::{Receiver, Sender};
+
+use super::mirror::{self, MirrorAction};
+use super::pods::MirrorPods;
+use super::reflector::ObjectKey;
+use super::request::{object_path, REQUEST_DEADLINE};
+use super::status_manager::{final_delete_options, status_patch, StatusQueue, STRATEGIC_MERGE_PATCH};
+use super::transport::{Body, Client, ERROR_BODY_LIMIT};
+use crate::agent::StatusSink;
+use crate::pod::labels::CONFIG_SOURCE_ANNOTATION;
+use crate::rt;
+
+/// How often the task looks again when nothing woke it (retries after a
+/// failure, a mirror pod deleted by someone).
+const RESYNC: Duration = Duration::from_secs(10);
+/// After a failed request, the pause before the next round.
+const RETRY: Duration = Duration::from_secs(2);
+
+const JSON: &str = "application/json";
+
+/// The status, mirror-pod and final-delete sync of one node.
+pub struct StatusSync {
+    client: Client,
+    node_name: String,
+    /// The Node's UID, once registered (mirror pods are owned by it).
+    node_uid: Rc<RefCell<Option<String>>>,
+    queue: RefCell<StatusQueue>,
+    version: Cell<u64>,
+    /// The static pods the agent runs, by UID.
+    statics: RefCell<BTreeMap<String, Pod>>,
+    /// The mirror pods in the API, as the pod source last saw them.
+    mirrors: MirrorPods,
+    /// Final DELETEs owed: pod UID -> key.
+    deletes: RefCell<BTreeMap<String, ObjectKey>>,
+    /// The mirror UID each static pod's status was last sent to.
+    sent_to: RefCell<BTreeMap<String, String>>,
+    wake_tx: Sender<()>,
+    wake_rx: Receiver<()>,
+    /// The error of the last failed request, logged once per change.
+    last_error: RefCell<Option<String>>,
+}
+
+fn source_of(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CONFIG_SOURCE_ANNOTATION))
+        .map(String::as_str)
+}
+
+fn key_of(pod: &Pod) -> ObjectKey {
+    ObjectKey {
+        namespace: pod.metadata.namespace.clone(),
+        name: pod.metadata.name.clone().unwrap_or_default(),
+    }
+}
+
+impl StatusSync {
+    /// A sync for `node_name`; `node_uid` is filled in by the Node's
+    /// registration; `mirrors` by the pod source; `capacity` bounds the
+    /// queue (`maxPods` plus the static pods).
+    pub fn new(
+        client: Client,
+        node_name: &str,
+        node_uid: Rc<RefCell<Option<String>>>,
+        mirrors: MirrorPods,
+        capacity: usize,
+    ) -> Rc<StatusSync> {
+        let (wake_tx, wake_rx) = smol::channel::bounded(1);
+        Rc::new(StatusSync {
+            client,
+            node_name: node_name.to_string(),
+            node_uid,
+            queue: RefCell::new(StatusQueue::new(capacity)),
+            version: Cell::new(0),
+            statics: RefCell::new(BTreeMap::new()),
+            mirrors,
+            deletes: RefCell::new(BTreeMap::new()),
+            sent_to: RefCell::new(BTreeMap::new()),
+            wake_tx,
+            wake_rx,
+            last_error: RefCell::new(None),
+        })
+    }
+
+    /// Statuses waiting to be sent (`picolet_status_queue_length`).
+    pub fn queue_len(&self) -> usize {
+        self.queue.borrow().len()
+    }
+
+    /// Something changed: the task runs a round soon.
+    pub fn wake(&self) {
+        let _ = self.wake_tx.try_send(());
+    }
+
+    /// Sends what is owed, forever: one round at every wake-up, and at
+    /// least every [`RESYNC`].
+    pub async fn run(self: Rc<Self>) {
+        loop {
+            let ok = self.round().await;
+            let pause = if ok { RESYNC } else { RETRY };
+            let _ = rt::timeout(pause, self.wake_rx.recv()).await;
+            // A burst of syncs is one round.
+            rt::sleep(Duration::from_millis(50)).await;
+            while self.wake_rx.try_recv().is_ok() {}
+        }
+    }
+
+    /// One round; false if a request failed for a reason worth retrying.
+    async fn round(&self) -> bool {
+        // The last status first, then the final DELETE it precedes.
+        let mut ok = self.send_statuses().await;
+        ok &= self.final_deletes().await;
+        ok &= self.sync_mirrors().await;
+        if ok && self.last_error.borrow_mut().take().is_some() {
+            log::info!("pod status sync with the API server works again");
+        }
+        ok
+    }
+
+    fn failed(&self, what: &str, e: impl std::fmt::Display) {
+        let text = format!("{what}: {e}");
+        let mut last = self.last_error.borrow_mut();
+        if last.as_deref() != Some(text.as_str()) {
+            log::warn!("{text}; will retry");
+            *last = Some(text);
+        }
+    }
+
+    async fn sync_mirrors(&self) -> bool {
+        let Some(node_uid) = self.node_uid.borrow().clone() else {
+            return true; // not registered yet: nothing can own a mirror
+        };
+        let actions = {
+            let statics = self.statics.borrow();
+            let mirrors = self.mirrors.borrow();
+            let statics: Vec<&Pod> = statics.values().collect();
+            let api: Vec<&Pod> = mirrors.values().collect();
+            mirror::plan(&statics, &api, &self.node_name, &node_uid)
+        };
+        let mut ok = true;
+        for action in actions {
+            match action {
+                MirrorAction::Create(pod) => {
+                    let key = key_of(&pod);
+                    let path = super::request::collection_path::<Pod>(key.namespace.as_deref());
+                    let body = match serde_json::to_vec(&*pod) {
+                        Ok(b) => b,
+                        Err(e) => {
+                            log::error!("encoding mirror pod {key}: {e}");
+                            continue;
+                        }
+                    };
+                    match self.send(Method::POST, &path, body, JSON).await {
+                        Ok((code, reply)) if code.is_success() => {
+                            log::info!("created mirror pod {key}");
+                            if let Ok(created) = serde_json::from_slice::<Pod>(&reply) {
+                                self.mirrors.borrow_mut().insert(key, created);
+                            }
+                        }
+                        Ok((StatusCode::CONFLICT, _)) => {} // exists: the watch will say
+                        Ok((code, reply)) => {
+                            self.failed(
+                                &format!("creating mirror pod {key}"),
+                                api_error(code, &reply),
+                            );
+                            ok = false;
+                        }
+                        Err(e) => {
+                            self.failed(&format!("creating mirror pod {key}"), e);
+                            return false;
+                        }
+                    }
+                }
+                MirrorAction::Delete {
+                    namespace,
+                    name,
+                    uid,
+                } => {
+                    let key = ObjectKey {
+                        namespace: Some(namespace),
+                        name,
+                    };
+                    match self.delete(&key, &uid).await {
+                        Ok(()) => {
+                            log::info!("deleted mirror pod {key}");
+                            self.mirrors.borrow_mut().remove(&key);
+                        }
+                        Err(retry) => {
+                            if retry {
+                                return false;
+                            }
+                            ok = false;
+                        }
+                    }
+                }
+            }
+        }
+        ok
+    }
+
+    async fn final_deletes(&self) -> bool {
+        let owed: Vec<(String, ObjectKey)> = self
+            .deletes
+            .borrow()
+            .iter()
+            .map(|(u, k)| (u.clone(), k.clone()))
+            .collect();
+        for (uid, key) in owed {
+            match self.delete(&key, &uid).await {
+                Ok(()) => {
+                    log::info!("pod {key} deleted from the API server");
+                    self.deletes.borrow_mut().remove(&uid);
+                    self.queue.borrow_mut().forget(&uid);
+                }
+                Err(true) => return false,
+                Err(false) => {
+                    self.deletes.borrow_mut().remove(&uid);
+                }
+            }
+        }
+        true
+    }
+
+    /// DELETE with grace period 0 and a UID precondition. `Ok` also when
+    /// the object is already gone or replaced; `Err(true)`: retry later;
+    /// `Err(false)`: refused for good (logged).
+    async fn delete(&self, key: &ObjectKey, uid: &str) -> Result<(), bool> {
+        let path = object_path::<Pod>(key.namespace.as_deref(), &key.name);
+        match self
+            .send(Method::DELETE, &path, final_delete_options(uid), JSON)
+            .await
+        {
+            Ok((code, _)) if code.is_success() => Ok(()),
+            Ok((StatusCode::NOT_FOUND | StatusCode::CONFLICT, _)) => Ok(()),
+            Ok((code, reply)) if code.is_server_error() || code == StatusCode::TOO_MANY_REQUESTS => {
+                self.failed(&format!("deleting pod {key}"), api_error(code, &reply));
+                Err(true)
+            }
+            Ok((code, reply)) => {
+                log::error!("deleting pod {key}: {}", api_error(code, &reply));
+                Err(false)
+            }
+            Err(e) => {
+                self.failed(&format!("deleting pod {key}"), e);
+                Err(true)
+            }
+        }
+    }
+
+    async fn send_statuses(&self) -> bool {
+        let pending = self.queue.borrow().pending();
+        for p in pending {
+            let is_static = self.statics.borrow().contains_key(&p.uid);
+            let api_uid = if is_static {
+                let mirror_uid = self
+                    .mirrors
+                    .borrow()
+                    .get(&p.key)
+                    .and_then(|m| m.metadata.uid.clone());
+                match mirror_uid {
+                    Some(u) => u,
+                    None => continue, // no mirror yet: sent once it exists
+                }
+            } else {
+                p.uid.clone()
+            };
+            let path = format!(
+                "{}/status",
+                object_path::<Pod>(p.key.namespace.as_deref(), &p.key.name)
+            );
+            let body = status_patch(&api_uid, &p.status);
+            match self
+                .send(Method::PATCH, &path, body, STRATEGIC_MERGE_PATCH)
+                .await
+            {
+                Ok((code, _)) if code.is_success() => {
+                    self.queue.borrow_mut().sent(&p.uid, p.version);
+                    if is_static {
+                        self.sent_to.borrow_mut().insert(p.uid.clone(), api_uid);
+                    }
+                }
+                Ok((StatusCode::NOT_FOUND | StatusCode::CONFLICT, _)) if !is_static => {
+                    log::debug!("pod {} is gone from the API server; dropping its status", p.key);
+                    self.queue.borrow_mut().forget(&p.uid);
+                }
+                Ok((StatusCode::NOT_FOUND | StatusCode::CONFLICT, _)) => {} // mirror replaced
+                Ok((code, reply)) => {
+                    self.failed(
+                        &format!("status of pod {}", p.key),
+                        api_error(code, &reply),
+                    );
+                    return false;
+                }
+                Err(e) => {
+                    self.failed(&format!("status of pod {}", p.key), e);
+                    return false;
+                }
+            }
+        }
+        // A static pod whose mirror was recreated gets its status again.
+        let mirrors = self.mirrors.borrow();
+        let mut queue = self.queue.borrow_mut();
+        for (uid, pod) in self.statics.borrow().iter() {
+            let current = mirrors.get(&key_of(pod)).and_then(|m| m.metadata.uid.as_deref());
+            let sent = self.sent_to.borrow().get(uid).cloned();
+            if let (Some(current), Some(sent)) = (current, sent) {
+                if current != sent {
+                    queue.resend(uid);
+                }
+            }
+        }
+        true
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Vec<u8>,
+        content_type: &'static str,
+    ) -> Result<(StatusCode, Vec<u8>), super::transport::TransportError> {
+        let body = Body {
+            content_type,
+            bytes: body,
+        };
+        let r = self
+            .client
+            .request(method, path, Some(body), ERROR_BODY_LIMIT.max(1 << 20), REQUEST_DEADLINE)
+            .await?;
+        Ok((r.status, r.body))
+    }
+}
+
+fn api_error(code: StatusCode, body: &[u8]) -> super::request::ApiError {
+    super::request::ApiError::from_reply(code.as_u16(), body)
+}
+
+impl StatusSink for StatusSync {
+    fn status(&self, pod: &Pod, status: &PodStatus) {
+        let uid = crate::pod::uid(pod).to_string();
+        if source_of(pod) == Some("file") {
+            let mut statics = self.statics.borrow_mut();
+            if statics.get(&uid) != Some(pod) {
+                statics.insert(uid.clone(), pod.clone());
+                self.wake();
+            }
+        }
+        let v = self.version.get() + 1;
+        self.version.set(v);
+        let mut queue = self.queue.borrow_mut();
+        queue.set(&uid, key_of(pod), status.clone(), v);
+        if !queue.is_empty() {
+            self.wake();
+        }
+    }
+
+    fn terminated(&self, pod: &Pod, status: &PodStatus) {
+        let uid = crate::pod::uid(pod).to_string();
+        match source_of(pod) {
+            Some("file") => {
+                // Its mirror goes with it.
+                self.statics.borrow_mut().remove(&uid);
+                self.sent_to.borrow_mut().remove(&uid);
+                self.queue.borrow_mut().forget(&uid);
+            }
+            _ if pod.metadata.deletion_timestamp.is_some() => {
+                self.status(pod, status);
+                self.deletes.borrow_mut().insert(uid, key_of(pod));
+            }
+            // Gone from the API already (deleted with no grace, or the
+            // node was unbound): nobody to tell.
+            _ => self.queue.borrow_mut().forget(&uid),
+        }
+        self.wake();
+    }
+}
