@@ -372,8 +372,9 @@ fn the_proxy_forwards_refuses_blackholes_and_resets_api_traffic() {
 #[test]
 fn a_watch_from_before_an_etcd_compaction_gets_410_gone_after_an_apiserver_restart() {
     let cp = ControlPlane::start();
-    let old_rv = cp.kubectl_ok(&["get", "ns", "-o", "jsonpath={.metadata.resourceVersion}"]);
-    let old_rv = old_rv.trim();
+    let list: serde_json::Value =
+        serde_json::from_str(&cp.kubectl_ok(&["get", "--raw", "/api/v1/namespaces"])).unwrap();
+    let old_rv = list["metadata"]["resourceVersion"].as_str().unwrap();
     cp.kubectl_ok(&["create", "configmap", "bump", "-n", "default"]);
     let compacted = cp.compact_etcd();
     assert!(compacted > old_rv.parse::<i64>().unwrap());
@@ -393,4 +394,25 @@ fn a_watch_from_before_an_etcd_compaction_gets_410_gone_after_an_apiserver_resta
         text.contains("\"code\":410") || text.contains("too old resource version"),
         "a watch from {old_rv} after compaction at {compacted}:\n{text}"
     );
+}
+
+#[test]
+fn the_controller_manager_creates_service_accounts_and_the_scheduler_is_healthy() {
+    // start() waits for the scheduler's /healthz and for the controller
+    // manager to create `default/default`.
+    let cp = ControlPlane::builder()
+        .with_controller_manager()
+        .with_scheduler()
+        .start();
+    eprintln!(
+        "control plane with controller manager and scheduler ready in {:.1?}",
+        cp.startup_time()
+    );
+    cp.ensure_namespace("smoke");
+    wait_until("the default ServiceAccount of a new namespace", LONG, || {
+        cp.kubectl(&["get", "serviceaccount", "default", "-n", "smoke"])
+            .status
+            .success()
+            .then_some(())
+    });
 }

@@ -571,7 +571,7 @@ impl ControlPlane {
                 format!("--initial-advertise-peer-urls={peer_url}"),
                 format!("--initial-cluster=picolet-test={peer_url}"),
                 "--unsafe-no-fsync".to_string(),
-                "--log-level=warn".to_string(),
+                "--log-level=error".to_string(),
             ];
             let mut proc = self.spawn("etcd", &args);
             let start = Instant::now();
@@ -735,9 +735,12 @@ impl ControlPlane {
         self.procs().controller_manager = Some(proc);
         // Its service account controller creating `default` proves it runs.
         self.wait_component("kube-controller-manager", || {
-            self.kubectl(&["get", "serviceaccount", "default", "-n", "default"])
-                .status
-                .success()
+            let out = self.kubectl(&["get", "serviceaccount", "default", "-n", "default"]);
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(String::from_utf8_lossy(&out.stderr).into_owned())
+            }
         });
     }
 
@@ -752,23 +755,33 @@ impl ControlPlane {
         let proc = self.spawn("kube-scheduler", &args);
         self.procs().scheduler = Some(proc);
         // Its own serving cert is self-signed: probe /healthz unverified.
-        let probe = self.path.join("kubeconfigs/insecure-probe.kubeconfig");
+        // (A client certificate only keeps kubectl from prompting for a
+        // user; /healthz is open to anyone.)
+        let probe = self.path.join("kubeconfigs/scheduler-probe.kubeconfig");
+        let admin = self.pki.admin();
         fs::write(
             &probe,
             format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: probe\n  cluster:\n    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\nusers:\n- name: anonymous\n  user: {{}}\ncontexts:\n- name: probe\n  context: {{cluster: probe, user: anonymous}}\ncurrent-context: probe\n"
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: probe\n  cluster:\n    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\nusers:\n- name: admin\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: probe\n  context: {{cluster: probe, user: admin}}\ncurrent-context: probe\n",
+                admin.cert.display(),
+                admin.key.display()
             ),
         )
         .expect("writing the scheduler probe kubeconfig");
         self.wait_component("kube-scheduler", || {
             let out = self.kubectl_as(&probe, &["get", "--raw=/healthz", "--request-timeout=5s"]);
-            out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok"
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            if out.status.success() && stdout.trim() == "ok" {
+                Ok(())
+            } else {
+                Err(format!("/healthz: {stdout}{}", String::from_utf8_lossy(&out.stderr)))
+            }
         });
     }
 
-    /// Polls `ready` until true; panics with the logs if the component
-    /// exits or the time runs out.
-    fn wait_component(&self, component: &str, mut ready: impl FnMut() -> bool) {
+    /// Polls `ready` until Ok; panics with its last error and the logs if
+    /// the component exits or the time runs out.
+    fn wait_component(&self, component: &str, mut ready: impl FnMut() -> Result<(), String>) {
         let start = Instant::now();
         loop {
             {
@@ -782,12 +795,13 @@ impl ControlPlane {
                     panic!("{component} exited ({s})\n{}", self.logs_tail(60));
                 }
             }
-            if ready() {
-                return;
-            }
+            let err = match ready() {
+                Ok(()) => return,
+                Err(e) => e,
+            };
             if start.elapsed() > CONTROLLERS_READY_TIMEOUT {
                 panic!(
-                    "{component} not ready within {CONTROLLERS_READY_TIMEOUT:?}\n{}",
+                    "{component} not ready within {CONTROLLERS_READY_TIMEOUT:?}: {err}\n{}",
                     self.logs_tail(60)
                 );
             }
