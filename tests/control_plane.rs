@@ -278,7 +278,15 @@ fn a_node_credential_can_create_its_own_node_and_is_forbidden_from_listing_secre
         Credentials::TokenFile,
     ] {
         let file = cp.node_kubeconfig_with(node, creds, &cp.apiserver_url());
-        let out = cp.kubectl_as(&file, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]);
+        let out = cp.kubectl_as(
+            &file,
+            &[
+                "auth",
+                "whoami",
+                "-o",
+                "jsonpath={.status.userInfo.username}",
+            ],
+        );
         assert!(out.status.success(), "{creds:?}: {}", stderr(&out));
         assert_eq!(stdout(&out), format!("system:node:{node}"), "{creds:?}");
     }
@@ -289,7 +297,11 @@ fn a_node_credential_can_create_its_own_node_and_is_forbidden_from_listing_secre
     let manifest = cp.dir().join("own-node.yaml");
     std::fs::write(&manifest, node_yaml(node)).unwrap();
     let out = cp.kubectl_as(&kc, &["create", "-f", manifest.to_str().unwrap()]);
-    assert!(out.status.success(), "creating its own Node: {}", stderr(&out));
+    assert!(
+        out.status.success(),
+        "creating its own Node: {}",
+        stderr(&out)
+    );
     let name = cp.kubectl_ok(&["get", "node", node, "-o", "name"]);
     assert_eq!(name.trim(), format!("node/{node}"));
 
@@ -362,7 +374,12 @@ fn the_proxy_forwards_refuses_blackholes_and_resets_api_traffic() {
         watch.try_wait().unwrap()
     });
     let mut err = String::new();
-    watch.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    watch
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     assert!(
         !status.success() || err.contains("reset"),
         "the watch ended cleanly: {status} {err}"
@@ -409,10 +426,14 @@ fn the_controller_manager_creates_service_accounts_and_the_scheduler_is_healthy(
         cp.startup_time()
     );
     cp.ensure_namespace("smoke");
-    wait_until("the default ServiceAccount of a new namespace", LONG, || {
-        cp.kubectl(&["get", "serviceaccount", "default", "-n", "smoke"])
-            .status
-            .success()
-            .then_some(())
-    });
+    wait_until(
+        "the default ServiceAccount of a new namespace",
+        LONG,
+        || {
+            cp.kubectl(&["get", "serviceaccount", "default", "-n", "smoke"])
+                .status
+                .success()
+                .then_some(())
+        },
+    );
 }

@@ -368,7 +368,12 @@ impl Conn {
     /// Makes both sockets close with a RST, and both pumps stop.
     fn abort(&self) {
         let _ = rustix::net::sockopt::set_socket_linger(&self.client, Some(Duration::ZERO));
-        if let Some(s) = self.server.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(s) = self
+            .server
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
             let _ = rustix::net::sockopt::set_socket_linger(s, Some(Duration::ZERO));
         }
         self.killed.store(true, Ordering::SeqCst);

@@ -472,8 +472,13 @@ impl ControlPlane {
 
     /// etcd's current revision.
     pub fn etcd_revision(&self) -> i64 {
-        let (status, body) = http(self.etcd_addr(), "POST", "/v3/kv/range", r#"{"key":"AA=="}"#)
-            .unwrap_or_else(|e| panic!("etcd range request: {e}"));
+        let (status, body) = http(
+            self.etcd_addr(),
+            "POST",
+            "/v3/kv/range",
+            r#"{"key":"AA=="}"#,
+        )
+        .unwrap_or_else(|e| panic!("etcd range request: {e}"));
         assert_eq!(status, 200, "etcd range request answered {status}: {body}");
         let v: serde_json::Value = serde_json::from_str(&body)
             .unwrap_or_else(|e| panic!("etcd range reply is not JSON ({e}): {body}"));
@@ -493,7 +498,10 @@ impl ControlPlane {
         let body = format!(r#"{{"revision":"{rev}","physical":true}}"#);
         let (status, reply) = http(self.etcd_addr(), "POST", "/v3/kv/compaction", &body)
             .unwrap_or_else(|e| panic!("etcd compaction request: {e}"));
-        assert_eq!(status, 200, "etcd compaction at {rev} answered {status}: {reply}");
+        assert_eq!(
+            status, 200,
+            "etcd compaction at {rev} answered {status}: {reply}"
+        );
         rev
     }
 
@@ -540,7 +548,11 @@ impl ControlPlane {
             .append(true)
             .open(&log_path)
             .unwrap_or_else(|e| panic!("opening {}: {e}", log_path.display()));
-        let _ = writeln!(&log, "=== harness: starting {component} {} ===", args.join(" "));
+        let _ = writeln!(
+            &log,
+            "=== harness: starting {component} {} ===",
+            args.join(" ")
+        );
         let bin = assets::binary(component);
         let child = Command::new(&bin)
             .args(args)
@@ -612,7 +624,10 @@ impl ControlPlane {
         let f = |p: &Path| p.display().to_string();
         let mut args = vec![
             "--bind-address=127.0.0.1".to_string(),
-            format!("--secure-port={}", self.apiserver_port.load(Ordering::SeqCst)),
+            format!(
+                "--secure-port={}",
+                self.apiserver_port.load(Ordering::SeqCst)
+            ),
             format!("--etcd-servers={}", self.etcd_url()),
             format!("--client-ca-file={}", f(&p.ca().cert)),
             format!("--tls-cert-file={}", f(&p.apiserver().cert)),
@@ -774,7 +789,10 @@ impl ControlPlane {
             if out.status.success() && stdout.trim() == "ok" {
                 Ok(())
             } else {
-                Err(format!("/healthz: {stdout}{}", String::from_utf8_lossy(&out.stderr)))
+                Err(format!(
+                    "/healthz: {stdout}{}",
+                    String::from_utf8_lossy(&out.stderr)
+                ))
             }
         });
     }
@@ -919,11 +937,8 @@ impl Drop for ControlPlane {
             );
         }
         let keep = std::env::var_os("PICOLET_TEST_KEEP").is_some() && !thread::panicking();
-        if let Some((mut child, mut stdin)) = self
-            .reaper
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
+        if let Some((mut child, mut stdin)) =
+            self.reaper.lock().unwrap_or_else(|e| e.into_inner()).take()
         {
             // Any line tells the reaper that we cleaned up ourselves.
             let _ = stdin.write_all(b"done\n");

@@ -74,7 +74,9 @@ pub fn cache_root() -> PathBuf {
 fn locate(name: &str) -> Result<PathBuf, String> {
     locate_in(
         name,
-        std::env::var_os("KUBE_ASSETS").map(PathBuf::from).as_deref(),
+        std::env::var_os("KUBE_ASSETS")
+            .map(PathBuf::from)
+            .as_deref(),
         &shared_dir(),
         std::env::var("KUBE_ASSETS_DOWNLOAD").as_deref() == Ok("1"),
     )
@@ -89,15 +91,13 @@ pub fn locate_in(
     shared: &Path,
     download: bool,
 ) -> Result<PathBuf, String> {
-    assert!(BINARIES.contains(&name), "unknown control plane binary {name}");
+    assert!(
+        BINARIES.contains(&name),
+        "unknown control plane binary {name}"
+    );
     if let Some(dir) = kube_assets {
-        return from_folder(dir, name).map_err(|e| {
-            format!(
-                "KUBE_ASSETS={}: {e}\n{}",
-                dir.display(),
-                what_to_set(name)
-            )
-        });
+        return from_folder(dir, name)
+            .map_err(|e| format!("KUBE_ASSETS={}: {e}\n{}", dir.display(), what_to_set(name)));
     }
     let shared_err = match from_folder(shared, name) {
         Ok(p) => return Ok(p),
