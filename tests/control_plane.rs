@@ -316,6 +316,17 @@ fn a_node_credential_can_create_its_own_node_and_is_forbidden_from_listing_secre
     let out = cp.kubectl_as(&kc, &["create", "-f", other.to_str().unwrap()]);
     assert!(!out.status.success(), "a node created another Node");
     assert!(stderr(&out).contains("forbidden"), "{}", stderr(&out));
+
+    // The audit log tells what the node asked, and what it got.
+    let user = format!("system:node:{node}");
+    let seen = |verb: &str, path: &str, code: u16| {
+        cp.requests_by(&user)
+            .iter()
+            .any(|r| r.verb == verb && r.uri.starts_with(path) && r.code == Some(code))
+    };
+    wait_until("the node's requests in the audit log", LONG, || {
+        (seen("create", "/api/v1/nodes", 201) && seen("list", "/api/v1/secrets", 403)).then_some(())
+    });
 }
 
 #[test]

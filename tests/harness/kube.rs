@@ -59,6 +59,33 @@ const PORT_ATTEMPTS: usize = 5;
 /// The service CIDR; its first address is the `kubernetes` Service's.
 pub const SERVICE_CLUSTER_IP_RANGE: &str = "10.96.0.0/16";
 
+/// Audit what nodes ask (cheap: nothing else is logged).
+const AUDIT_POLICY: &str = "\
+# Written by tests/harness/kube.rs
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  userGroups: [\"system:nodes\"]
+- level: None
+";
+
+/// One request seen in the audit log; [`ControlPlane::requests_by`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditedRequest {
+    /// Kubernetes' verb: `get`, `list`, `watch`, `create`, `patch`, ...
+    pub verb: String,
+    /// Path and query, e.g. `/api/v1/pods?fieldSelector=...&watch=true`.
+    pub uri: String,
+    /// The HTTP status, once the server answered.
+    pub code: Option<u16>,
+    /// The last audit stage seen: `ResponseStarted` (a watch still open) or
+    /// `ResponseComplete`, or `Panic`.
+    pub stage: String,
+    pub user_agent: String,
+}
+
 /// How a kubeconfig carries its credentials.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Credentials {
@@ -244,6 +271,7 @@ impl ControlPlane {
             startup_time: Duration::ZERO,
         };
         cp.write_token_file();
+        fs::write(cp.audit_policy_file(), AUDIT_POLICY).expect("writing the audit policy");
         let admin = cp.pki.admin();
         cp.start_etcd();
         cp.start_apiserver_on_free_port();
@@ -505,6 +533,58 @@ impl ControlPlane {
         rev
     }
 
+    // --- what nodes asked ---------------------------------------------------------
+
+    /// The API server's audit log (JSON lines): every request made with a
+    /// node credential (group `system:nodes`), at level Metadata.
+    pub fn audit_log_path(&self) -> PathBuf {
+        self.path.join("logs/audit.log")
+    }
+
+    /// The requests `user` (e.g. `system:node:board-1`) made so far, in
+    /// order, one per request (a watch's start and end are merged; `code`
+    /// is the last one seen). Only node users are audited. For the bench
+    /// and for tests that must tell a watch resume from a relist.
+    pub fn requests_by(&self, user: &str) -> Vec<AuditedRequest> {
+        let text = fs::read_to_string(self.audit_log_path()).unwrap_or_default();
+        let mut order: Vec<String> = Vec::new();
+        let mut by_id: HashMap<String, AuditedRequest> = HashMap::new();
+        for line in text.lines() {
+            let Ok(ev) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue; // a line being written right now
+            };
+            if ev["user"]["username"] != user {
+                continue;
+            }
+            let id = ev["auditID"].as_str().unwrap_or_default().to_string();
+            let code = ev["responseStatus"]["code"].as_u64().map(|c| c as u16);
+            let stage = ev["stage"].as_str().unwrap_or_default().to_string();
+            match by_id.get_mut(&id) {
+                Some(r) => {
+                    r.code = code.or(r.code);
+                    r.stage = stage;
+                }
+                None => {
+                    order.push(id.clone());
+                    by_id.insert(
+                        id,
+                        AuditedRequest {
+                            verb: ev["verb"].as_str().unwrap_or_default().to_string(),
+                            uri: ev["requestURI"].as_str().unwrap_or_default().to_string(),
+                            code,
+                            stage,
+                            user_agent: ev["userAgent"].as_str().unwrap_or_default().to_string(),
+                        },
+                    );
+                }
+            }
+        }
+        order
+            .into_iter()
+            .filter_map(|id| by_id.remove(&id))
+            .collect()
+    }
+
     // --- logs --------------------------------------------------------------------
 
     /// The log file of a component: `etcd`, `kube-apiserver`,
@@ -653,6 +733,10 @@ impl ControlPlane {
             format!("--token-auth-file={}", f(&self.token_file())),
             "--allow-privileged=true".to_string(),
             "--profiling=false".to_string(),
+            format!("--audit-policy-file={}", f(&self.audit_policy_file())),
+            format!("--audit-log-path={}", f(&self.audit_log_path())),
+            "--audit-log-mode=blocking".to_string(),
+            "--audit-log-format=json".to_string(),
         ];
         args.extend(self.opts.apiserver_args.iter().cloned());
         args
@@ -832,6 +916,10 @@ impl ControlPlane {
         let log = fs::read_to_string(self.log_path(component)).unwrap_or_default();
         let last_run = log.rsplit("=== harness: starting").next().unwrap_or("");
         last_run.contains("address already in use")
+    }
+
+    fn audit_policy_file(&self) -> PathBuf {
+        self.path.join("pki/audit-policy.yaml")
     }
 
     fn token_file(&self) -> PathBuf {
