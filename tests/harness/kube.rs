@@ -21,14 +21,23 @@
 //! writes. Environment knobs: `KUBE_ASSETS`, `KUBE_ASSETS_DOWNLOAD`,
 //! `KUBE_ASSETS_CACHE` (see [`assets`]); `PICOLET_TEST_KEEP=1` keeps the
 //! temp dir of a passing test.
+//!
+//! Files: [`assets`] (finding and unpacking the binaries), [`pki`]
+//! (openssl), [`kubeconfig`] (the credential forms), [`audit`] (what nodes
+//! asked), `components` (each component's flags and readiness), `process`
+//! (process groups, the reaper, free ports).
 
 pub mod assets;
+pub mod audit;
+mod components;
+pub mod kubeconfig;
 pub mod pki;
+mod process;
 
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
@@ -39,7 +48,11 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use self::pki::{base64, CertPair, Pki};
+pub use self::audit::AuditedRequest;
+use self::kubeconfig::random_token;
+pub use self::kubeconfig::Credentials;
+use self::pki::Pki;
+use self::process::{http, spawn_reaper, Proc};
 
 /// How long etcd gets to answer `/health`.
 const ETCD_READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -58,48 +71,6 @@ const PORT_ATTEMPTS: usize = 5;
 
 /// The service CIDR; its first address is the `kubernetes` Service's.
 pub const SERVICE_CLUSTER_IP_RANGE: &str = "10.96.0.0/16";
-
-/// Audit what nodes ask (cheap: nothing else is logged).
-const AUDIT_POLICY: &str = "\
-# Written by tests/harness/kube.rs
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-- level: Metadata
-  userGroups: [\"system:nodes\"]
-- level: None
-";
-
-/// One request seen in the audit log; [`ControlPlane::requests_by`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AuditedRequest {
-    /// Kubernetes' verb: `get`, `list`, `watch`, `create`, `patch`, ...
-    pub verb: String,
-    /// Path and query, e.g. `/api/v1/pods?fieldSelector=...&watch=true`.
-    pub uri: String,
-    /// The HTTP status, once the server answered.
-    pub code: Option<u16>,
-    /// The last audit stage seen: `ResponseStarted` (a watch still open) or
-    /// `ResponseComplete`, or `Panic`.
-    pub stage: String,
-    pub user_agent: String,
-}
-
-/// How a kubeconfig carries its credentials.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Credentials {
-    /// `certificate-authority`, `client-certificate` and `client-key` as
-    /// file paths.
-    Files,
-    /// The same as `-data` fields (base64 PEM), no files referenced.
-    Inline,
-    /// A bearer `token` (from the API server's static token file), with
-    /// `certificate-authority-data`.
-    Token,
-    /// A `tokenFile`, with `certificate-authority` as a path.
-    TokenFile,
-}
 
 /// Options of a control plane; [`ControlPlane::builder`].
 #[derive(Clone, Debug, Default)]
@@ -178,41 +149,6 @@ struct Procs {
     scheduler: Option<Proc>,
 }
 
-/// A component's process, leader of its own process group.
-struct Proc {
-    child: Child,
-}
-
-impl Proc {
-    fn signal_group(&self, sig: rustix::process::Signal) {
-        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
-            let _ = rustix::process::kill_process_group(pid, sig);
-        }
-    }
-
-    /// SIGKILL to the whole group, and reap.
-    fn kill(mut self) {
-        self.signal_group(rustix::process::Signal::KILL);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// SIGTERM, up to `grace` to exit, then SIGKILL.
-    fn stop(mut self, grace: Duration) {
-        self.signal_group(rustix::process::Signal::TERM);
-        if super::wait_child(&mut self.child, grace).is_none() {
-            self.kill();
-        } else {
-            // The group may hold children of the component; leave none.
-            self.signal_group(rustix::process::Signal::KILL);
-        }
-    }
-
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().ok().flatten()
-    }
-}
-
 impl ControlPlane {
     pub fn builder() -> ControlPlaneBuilder {
         ControlPlaneBuilder::default()
@@ -271,11 +207,12 @@ impl ControlPlane {
             startup_time: Duration::ZERO,
         };
         cp.write_token_file();
-        fs::write(cp.audit_policy_file(), AUDIT_POLICY).expect("writing the audit policy");
+        fs::write(cp.audit_policy_file(), audit::AUDIT_POLICY).expect("writing the audit policy");
         let admin = cp.pki.admin();
         cp.start_etcd();
         cp.start_apiserver_on_free_port();
-        cp.write_kubeconfig(
+        kubeconfig::write(
+            &cp.ca_cert(),
             &cp.admin_kubeconfig(),
             &cp.apiserver_url(),
             "kubernetes-admin",
@@ -363,11 +300,27 @@ impl ControlPlane {
         match creds {
             Credentials::Files | Credentials::Inline => {
                 let pair = self.pki.node(name);
-                self.write_kubeconfig(&file, server, &user, creds, Some(&pair), None);
+                kubeconfig::write(
+                    &self.ca_cert(),
+                    &file,
+                    server,
+                    &user,
+                    creds,
+                    Some(&pair),
+                    None,
+                );
             }
             Credentials::Token | Credentials::TokenFile => {
                 let token = self.node_token(name);
-                self.write_kubeconfig(&file, server, &user, creds, None, Some(&token));
+                kubeconfig::write(
+                    &self.ca_cert(),
+                    &file,
+                    server,
+                    &user,
+                    creds,
+                    None,
+                    Some(&token),
+                );
             }
         }
         file
@@ -546,43 +499,10 @@ impl ControlPlane {
     /// is the last one seen). Only node users are audited. For the bench
     /// and for tests that must tell a watch resume from a relist.
     pub fn requests_by(&self, user: &str) -> Vec<AuditedRequest> {
-        let text = fs::read_to_string(self.audit_log_path()).unwrap_or_default();
-        let mut order: Vec<String> = Vec::new();
-        let mut by_id: HashMap<String, AuditedRequest> = HashMap::new();
-        for line in text.lines() {
-            let Ok(ev) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue; // a line being written right now
-            };
-            if ev["user"]["username"] != user {
-                continue;
-            }
-            let id = ev["auditID"].as_str().unwrap_or_default().to_string();
-            let code = ev["responseStatus"]["code"].as_u64().map(|c| c as u16);
-            let stage = ev["stage"].as_str().unwrap_or_default().to_string();
-            match by_id.get_mut(&id) {
-                Some(r) => {
-                    r.code = code.or(r.code);
-                    r.stage = stage;
-                }
-                None => {
-                    order.push(id.clone());
-                    by_id.insert(
-                        id,
-                        AuditedRequest {
-                            verb: ev["verb"].as_str().unwrap_or_default().to_string(),
-                            uri: ev["requestURI"].as_str().unwrap_or_default().to_string(),
-                            code,
-                            stage,
-                            user_agent: ev["userAgent"].as_str().unwrap_or_default().to_string(),
-                        },
-                    );
-                }
-            }
-        }
-        order
-            .into_iter()
-            .filter_map(|id| by_id.remove(&id))
-            .collect()
+        audit::requests_by(
+            &fs::read_to_string(self.audit_log_path()).unwrap_or_default(),
+            user,
+        )
     }
 
     // --- logs --------------------------------------------------------------------
@@ -645,279 +565,6 @@ impl ControlPlane {
         Proc { child }
     }
 
-    /// Starts etcd on free ports, retrying when a port was taken meanwhile.
-    fn start_etcd(&self) {
-        let data = self.path.join("etcd/data");
-        for attempt in 1..=PORT_ATTEMPTS {
-            let (client, peer) = (free_port(), free_port());
-            self.etcd_client_port.store(client, Ordering::SeqCst);
-            self.etcd_peer_port.store(peer, Ordering::SeqCst);
-            let client_url = format!("http://127.0.0.1:{client}");
-            let peer_url = format!("http://127.0.0.1:{peer}");
-            let args = [
-                "--name=picolet-test".to_string(),
-                format!("--data-dir={}", data.display()),
-                format!("--listen-client-urls={client_url}"),
-                format!("--advertise-client-urls={client_url}"),
-                format!("--listen-peer-urls={peer_url}"),
-                format!("--initial-advertise-peer-urls={peer_url}"),
-                format!("--initial-cluster=picolet-test={peer_url}"),
-                "--unsafe-no-fsync".to_string(),
-                "--log-level=error".to_string(),
-            ];
-            let mut proc = self.spawn("etcd", &args);
-            let start = Instant::now();
-            let exited = loop {
-                if let Some(status) = proc.exited() {
-                    break Some(status);
-                }
-                if let Ok((200, body)) = http(self.etcd_addr(), "GET", "/health", "") {
-                    if body.contains("true") {
-                        break None;
-                    }
-                }
-                if start.elapsed() > ETCD_READY_TIMEOUT {
-                    proc.kill();
-                    panic!(
-                        "etcd not healthy at {client_url} within {ETCD_READY_TIMEOUT:?}\n{}",
-                        self.logs_tail(40)
-                    );
-                }
-                thread::sleep(Duration::from_millis(50));
-            };
-            match exited {
-                None => {
-                    self.procs().etcd = Some(proc);
-                    return;
-                }
-                Some(status) if self.port_taken("etcd") && attempt < PORT_ATTEMPTS => {
-                    eprintln!("control plane: etcd ({status}) lost a port race; retrying");
-                    let _ = fs::remove_dir_all(&data);
-                }
-                Some(status) => panic!("etcd exited ({status})\n{}", self.logs_tail(40)),
-            }
-        }
-    }
-
-    fn apiserver_args(&self) -> Vec<String> {
-        let p = &self.pki;
-        let f = |p: &Path| p.display().to_string();
-        let mut args = vec![
-            "--bind-address=127.0.0.1".to_string(),
-            format!(
-                "--secure-port={}",
-                self.apiserver_port.load(Ordering::SeqCst)
-            ),
-            format!("--etcd-servers={}", self.etcd_url()),
-            format!("--client-ca-file={}", f(&p.ca().cert)),
-            format!("--tls-cert-file={}", f(&p.apiserver().cert)),
-            format!("--tls-private-key-file={}", f(&p.apiserver().key)),
-            "--authorization-mode=Node,RBAC".to_string(),
-            "--enable-admission-plugins=NodeRestriction".to_string(),
-            format!("--service-account-key-file={}", f(&p.service_account_pub())),
-            format!(
-                "--service-account-signing-key-file={}",
-                f(&p.service_account_key())
-            ),
-            "--service-account-issuer=https://kubernetes.default.svc".to_string(),
-            format!("--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"),
-            format!(
-                "--kubelet-client-certificate={}",
-                f(&p.apiserver_kubelet_client().cert)
-            ),
-            format!(
-                "--kubelet-client-key={}",
-                f(&p.apiserver_kubelet_client().key)
-            ),
-            "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname".to_string(),
-            format!("--token-auth-file={}", f(&self.token_file())),
-            "--allow-privileged=true".to_string(),
-            "--profiling=false".to_string(),
-            format!("--audit-policy-file={}", f(&self.audit_policy_file())),
-            format!("--audit-log-path={}", f(&self.audit_log_path())),
-            "--audit-log-mode=blocking".to_string(),
-            "--audit-log-format=json".to_string(),
-        ];
-        args.extend(self.opts.apiserver_args.iter().cloned());
-        args
-    }
-
-    fn spawn_apiserver(&self) -> Proc {
-        self.spawn("kube-apiserver", &self.apiserver_args())
-    }
-
-    /// Picks a free port and starts kube-apiserver on it, retrying when the
-    /// port was taken meanwhile. Does not wait for readiness.
-    fn start_apiserver_on_free_port(&self) {
-        for attempt in 1..=PORT_ATTEMPTS {
-            self.apiserver_port.store(free_port(), Ordering::SeqCst);
-            let mut proc = self.spawn_apiserver();
-            // It binds its port before it can be ready; wait for either.
-            let start = Instant::now();
-            let exited = loop {
-                if let Some(s) = proc.exited() {
-                    break Some(s);
-                }
-                if TcpStream::connect(self.apiserver_addr()).is_ok() {
-                    break None;
-                }
-                if start.elapsed() > APISERVER_READY_TIMEOUT {
-                    proc.kill();
-                    panic!(
-                        "kube-apiserver did not listen on {} within {APISERVER_READY_TIMEOUT:?}\n{}",
-                        self.apiserver_addr(),
-                        self.logs_tail(60)
-                    );
-                }
-                thread::sleep(Duration::from_millis(50));
-            };
-            match exited {
-                None => {
-                    self.procs().apiserver = Some(proc);
-                    return;
-                }
-                Some(s) if self.port_taken("kube-apiserver") && attempt < PORT_ATTEMPTS => {
-                    eprintln!("control plane: kube-apiserver ({s}) lost a port race; retrying");
-                }
-                Some(s) => panic!("kube-apiserver exited ({s})\n{}", self.logs_tail(60)),
-            }
-        }
-    }
-
-    /// Waits until `GET /readyz` as the admin answers `ok`; panics with the
-    /// logs if the API server exits or the time runs out.
-    fn wait_apiserver_ready(&self) {
-        let start = Instant::now();
-        loop {
-            if let Some(p) = self.procs().apiserver.as_mut() {
-                if let Some(s) = p.exited() {
-                    panic!("kube-apiserver exited ({s})\n{}", self.logs_tail(60));
-                }
-            }
-            let out = self.kubectl(&["get", "--raw=/readyz", "--request-timeout=10s"]);
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            if out.status.success() && stdout.trim() == "ok" {
-                return;
-            }
-            if start.elapsed() > APISERVER_READY_TIMEOUT {
-                let last = format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
-                panic!(
-                    "kube-apiserver not ready within {APISERVER_READY_TIMEOUT:?}; /readyz: {last}\n{}",
-                    self.logs_tail(60)
-                );
-            }
-            thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    fn start_controller_manager(&self) {
-        let p = &self.pki;
-        let f = |p: &Path| p.display().to_string();
-        let mut args = vec![
-            format!("--kubeconfig={}", f(&self.admin_kubeconfig())),
-            format!(
-                "--service-account-private-key-file={}",
-                f(&p.service_account_key())
-            ),
-            format!("--root-ca-file={}", f(&p.ca().cert)),
-            format!("--cluster-signing-cert-file={}", f(&p.ca().cert)),
-            format!("--cluster-signing-key-file={}", f(&p.ca().key)),
-            "--use-service-account-credentials=true".to_string(),
-            "--leader-elect=false".to_string(),
-            "--controllers=*,bootstrapsigner,tokencleaner".to_string(),
-            "--bind-address=127.0.0.1".to_string(),
-            format!("--secure-port={}", free_port()),
-            format!("--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}"),
-        ];
-        args.extend(self.opts.controller_manager_args.iter().cloned());
-        let proc = self.spawn("kube-controller-manager", &args);
-        self.procs().controller_manager = Some(proc);
-        // Its service account controller creating `default` proves it runs.
-        self.wait_component("kube-controller-manager", || {
-            let out = self.kubectl(&["get", "serviceaccount", "default", "-n", "default"]);
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(String::from_utf8_lossy(&out.stderr).into_owned())
-            }
-        });
-    }
-
-    fn start_scheduler(&self) {
-        let port = free_port();
-        let args = vec![
-            format!("--kubeconfig={}", self.admin_kubeconfig().display()),
-            "--leader-elect=false".to_string(),
-            "--bind-address=127.0.0.1".to_string(),
-            format!("--secure-port={port}"),
-        ];
-        let proc = self.spawn("kube-scheduler", &args);
-        self.procs().scheduler = Some(proc);
-        // Its own serving cert is self-signed: probe /healthz unverified.
-        // (A client certificate only keeps kubectl from prompting for a
-        // user; /healthz is open to anyone.)
-        let probe = self.path.join("kubeconfigs/scheduler-probe.kubeconfig");
-        let admin = self.pki.admin();
-        fs::write(
-            &probe,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: probe\n  cluster:\n    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\nusers:\n- name: admin\n  user:\n    client-certificate: {}\n    client-key: {}\ncontexts:\n- name: probe\n  context: {{cluster: probe, user: admin}}\ncurrent-context: probe\n",
-                admin.cert.display(),
-                admin.key.display()
-            ),
-        )
-        .expect("writing the scheduler probe kubeconfig");
-        self.wait_component("kube-scheduler", || {
-            let out = self.kubectl_as(&probe, &["get", "--raw=/healthz", "--request-timeout=5s"]);
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            if out.status.success() && stdout.trim() == "ok" {
-                Ok(())
-            } else {
-                Err(format!(
-                    "/healthz: {stdout}{}",
-                    String::from_utf8_lossy(&out.stderr)
-                ))
-            }
-        });
-    }
-
-    /// Polls `ready` until Ok; panics with its last error and the logs if
-    /// the component exits or the time runs out.
-    fn wait_component(&self, component: &str, mut ready: impl FnMut() -> Result<(), String>) {
-        let start = Instant::now();
-        loop {
-            {
-                let mut procs = self.procs();
-                let p = match component {
-                    "kube-scheduler" => procs.scheduler.as_mut(),
-                    _ => procs.controller_manager.as_mut(),
-                };
-                if let Some(s) = p.and_then(|p| p.exited()) {
-                    drop(procs);
-                    panic!("{component} exited ({s})\n{}", self.logs_tail(60));
-                }
-            }
-            let err = match ready() {
-                Ok(()) => return,
-                Err(e) => e,
-            };
-            if start.elapsed() > CONTROLLERS_READY_TIMEOUT {
-                panic!(
-                    "{component} not ready within {CONTROLLERS_READY_TIMEOUT:?}: {err}\n{}",
-                    self.logs_tail(60)
-                );
-            }
-            thread::sleep(Duration::from_millis(250));
-        }
-    }
-
-    /// True if the component's last run failed on a port in use.
-    fn port_taken(&self, component: &str) -> bool {
-        let log = fs::read_to_string(self.log_path(component)).unwrap_or_default();
-        let last_run = log.rsplit("=== harness: starting").next().unwrap_or("");
-        last_run.contains("address already in use")
-    }
-
     fn audit_policy_file(&self) -> PathBuf {
         self.path.join("pki/audit-policy.yaml")
     }
@@ -936,70 +583,6 @@ impl ControlPlane {
             ));
         }
         fs::write(self.token_file(), csv).expect("writing the static token file");
-    }
-
-    fn write_kubeconfig(
-        &self,
-        file: &Path,
-        server: &str,
-        user: &str,
-        creds: Credentials,
-        cert: Option<&CertPair>,
-        token: Option<&str>,
-    ) {
-        let ca = self.ca_cert();
-        let data = |p: &Path| {
-            base64(&fs::read(p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display())))
-        };
-        let (ca_line, user_lines) = match creds {
-            Credentials::Files => {
-                let c = cert.expect("a client certificate");
-                (
-                    format!("certificate-authority: {}", ca.display()),
-                    format!(
-                        "    client-certificate: {}\n    client-key: {}\n",
-                        c.cert.display(),
-                        c.key.display()
-                    ),
-                )
-            }
-            Credentials::Inline => {
-                let c = cert.expect("a client certificate");
-                (
-                    format!("certificate-authority-data: {}", data(&ca)),
-                    format!(
-                        "    client-certificate-data: {}\n    client-key-data: {}\n",
-                        data(&c.cert),
-                        data(&c.key)
-                    ),
-                )
-            }
-            Credentials::Token => (
-                format!("certificate-authority-data: {}", data(&ca)),
-                format!("    token: {}\n", token.expect("a token")),
-            ),
-            Credentials::TokenFile => {
-                let token_file = file.with_extension("token");
-                fs::write(&token_file, token.expect("a token")).expect("writing the token file");
-                (
-                    format!("certificate-authority: {}", ca.display()),
-                    format!("    tokenFile: {}\n", token_file.display()),
-                )
-            }
-        };
-        let yaml = format!(
-            "# Written by tests/harness/kube.rs\n\
-             apiVersion: v1\n\
-             kind: Config\n\
-             clusters:\n\
-             - name: picolet-test\n  cluster:\n    server: {server}\n    {ca_line}\n\
-             users:\n\
-             - name: {user}\n  user:\n{user_lines}\
-             contexts:\n\
-             - name: picolet-test\n  context:\n    cluster: picolet-test\n    user: {user}\n\
-             current-context: picolet-test\n"
-        );
-        fs::write(file, yaml).unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
     }
 }
 
@@ -1041,69 +624,6 @@ impl Drop for ControlPlane {
     }
 }
 
-/// Starts the reaper: `sh` reading a line from a pipe whose other end only
-/// this process holds. End of file (this process died without dropping the
-/// control plane) makes it SIGKILL every process whose command line names
-/// `dir` and remove `dir`; a line (a clean drop) makes it exit.
-fn spawn_reaper(dir: &Path) -> (Child, ChildStdin) {
-    const SCRIPT: &str = r#"
-read line
-[ -n "$line" ] && exit 0
-d=$PICOLET_KUBE_DIR
-case "$d" in /?*/picolet-kube.?*) ;; *) exit 0 ;; esac
-for p in /proc/[0-9]*; do
-    [ "$p" = "/proc/$$" ] && continue
-    grep -aqF -- "$d/" "$p/cmdline" 2>/dev/null && kill -9 "${p#/proc/}" 2>/dev/null
-done
-rm -rf -- "$d"
-"#;
-    let mut child = Command::new("sh")
-        .args(["-c", SCRIPT])
-        .env("PICOLET_KUBE_DIR", dir)
-        // Its own group: a Ctrl-C to the test run must not kill it first.
-        .process_group(0)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawning the control plane reaper (sh)");
-    let stdin = child.stdin.take().expect("reaper stdin");
-    (child, stdin)
-}
-
-/// A port that was free a moment ago (bound to :0, then released).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("finding a free port")
-}
-
-fn random_token() -> String {
-    let mut b = [0u8; 16];
-    fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .expect("reading /dev/urandom");
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn already_exists(out: &Output) -> bool {
     String::from_utf8_lossy(&out.stderr).contains("AlreadyExists")
-}
-
-/// A plain HTTP/1.1 request with `Connection: close` (etcd's gateway).
-fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Result<(u16, String), String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-        .map_err(|e| format!("connect {addr}: {e}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok();
-    s.set_write_timeout(Some(Duration::from_secs(30))).ok();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .map_err(|e| format!("write: {e}"))?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).map_err(|e| format!("read: {e}"))?;
-    super::parse_http_response(&raw)
 }
