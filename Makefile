@@ -16,7 +16,8 @@ TEST_THREADS ?= 2
 
 # Debian packages the build and the integration tests need.
 DEB_PACKAGES := containerd runc containernetworking-plugins busybox-static \
-                protobuf-compiler gcc libc6-dev iproute2
+                protobuf-compiler gcc libc6-dev iproute2 \
+                xz-utils openssl curl ca-certificates
 
 .PHONY: all build test test-full test-host deps images clean clean-images demo bench
 

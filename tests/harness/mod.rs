@@ -31,6 +31,9 @@
 //! * `PICOLET_BIN`: run this picolet binary instead of the one cargo built.
 #![allow(dead_code)]
 
+pub mod faultproxy;
+pub mod kube;
+
 use std::fs::{self, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
