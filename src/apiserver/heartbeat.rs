@@ -248,7 +248,11 @@ impl Heartbeat {
                 }
                 let patch = serde_json::json!({ "metadata": { "labels": labels } });
                 let (code, body) = self
-                    .send(Method::PATCH, path, Some((patch.to_string().into_bytes(), MERGE_PATCH)))
+                    .send(
+                        Method::PATCH,
+                        path,
+                        Some((patch.to_string().into_bytes(), MERGE_PATCH)),
+                    )
                     .await?;
                 match code {
                     c if c.is_success() => decode(&body),
@@ -260,7 +264,11 @@ impl Heartbeat {
                 let node = node::node(&facts, wall_clock());
                 let bytes = serde_json::to_vec(&node).map_err(|e| e.to_string())?;
                 let (code, body) = self
-                    .send(Method::POST, &collection_path::<Node>(None), Some((bytes, JSON)))
+                    .send(
+                        Method::POST,
+                        &collection_path::<Node>(None),
+                        Some((bytes, JSON)),
+                    )
                     .await?;
                 match code {
                     c if c.is_success() => decode(&body),
@@ -268,7 +276,9 @@ impl Heartbeat {
                     c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
                 }
             }
-            StatusCode::NOT_FOUND => Err("the Node does not exist and registerNode is false".into()),
+            StatusCode::NOT_FOUND => {
+                Err("the Node does not exist and registerNode is false".into())
+            }
             c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
         }
     }
@@ -357,7 +367,12 @@ impl Heartbeat {
 
     /// One renewal: update the Lease we know (optimistic concurrency), or
     /// read it, or create it.
-    async fn renew(&self, path: &str, known: Option<Lease>, duration: i32) -> Result<Lease, String> {
+    async fn renew(
+        &self,
+        path: &str,
+        known: Option<Lease>,
+        duration: i32,
+    ) -> Result<Lease, String> {
         let uid = self.node_uid.borrow().clone();
         let name = &self.cfg.node_name;
         let decode = |b: &[u8]| serde_json::from_slice::<Lease>(b).map_err(|e| e.to_string());
@@ -371,7 +386,8 @@ impl Heartbeat {
                         let l = lease::lease(name, uid.as_deref(), duration, wall_clock());
                         let bytes = serde_json::to_vec(&l).map_err(|e| e.to_string())?;
                         let coll = collection_path::<Lease>(Some(lease::NAMESPACE));
-                        let (code, body) = self.send(Method::POST, &coll, Some((bytes, JSON))).await?;
+                        let (code, body) =
+                            self.send(Method::POST, &coll, Some((bytes, JSON))).await?;
                         return match code {
                             c if c.is_success() => decode(&body),
                             c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
@@ -432,8 +448,14 @@ mod tests {
         let mut k = KubeletConfig::default();
         k.system_reserved.memory_bytes = Some(100 << 20);
         k.kube_reserved.cpu_millis = Some(250);
-        k.eviction_hard.insert("memory.available".into(), EvictionThreshold::Quantity(50 << 20));
-        k.eviction_hard.insert("nodefs.available".into(), EvictionThreshold::Percentage(10.0));
+        k.eviction_hard.insert(
+            "memory.available".into(),
+            EvictionThreshold::Quantity(50 << 20),
+        );
+        k.eviction_hard.insert(
+            "nodefs.available".into(),
+            EvictionThreshold::Percentage(10.0),
+        );
         let c = HeartbeatConfig::new(&k, "pi-1");
         let cap = Resources {
             cpu_millis: 4000,

@@ -34,7 +34,9 @@ use super::mirror::{self, MirrorAction};
 use super::pods::MirrorPods;
 use super::reflector::ObjectKey;
 use super::request::{object_path, REQUEST_DEADLINE};
-use super::status_manager::{final_delete_options, status_patch, StatusQueue, STRATEGIC_MERGE_PATCH};
+use super::status_manager::{
+    final_delete_options, status_patch, StatusQueue, STRATEGIC_MERGE_PATCH,
+};
 use super::transport::{Body, Client, ERROR_BODY_LIMIT};
 use crate::agent::StatusSink;
 use crate::pod::labels::CONFIG_SOURCE_ANNOTATION;
@@ -263,7 +265,9 @@ impl StatusSync {
         {
             Ok((code, _)) if code.is_success() => Ok(()),
             Ok((StatusCode::NOT_FOUND | StatusCode::CONFLICT, _)) => Ok(()),
-            Ok((code, reply)) if code.is_server_error() || code == StatusCode::TOO_MANY_REQUESTS => {
+            Ok((code, reply))
+                if code.is_server_error() || code == StatusCode::TOO_MANY_REQUESTS =>
+            {
                 self.failed(&format!("deleting pod {key}"), api_error(code, &reply));
                 Err(true)
             }
@@ -311,15 +315,15 @@ impl StatusSync {
                     }
                 }
                 Ok((StatusCode::NOT_FOUND | StatusCode::CONFLICT, _)) if !is_static => {
-                    log::debug!("pod {} is gone from the API server; dropping its status", p.key);
+                    log::debug!(
+                        "pod {} is gone from the API server; dropping its status",
+                        p.key
+                    );
                     self.queue.borrow_mut().forget(&p.uid);
                 }
                 Ok((StatusCode::NOT_FOUND | StatusCode::CONFLICT, _)) => {} // mirror replaced
                 Ok((code, reply)) => {
-                    self.failed(
-                        &format!("status of pod {}", p.key),
-                        api_error(code, &reply),
-                    );
+                    self.failed(&format!("status of pod {}", p.key), api_error(code, &reply));
                     return false;
                 }
                 Err(e) => {
@@ -332,7 +336,9 @@ impl StatusSync {
         let mirrors = self.mirrors.borrow();
         let mut queue = self.queue.borrow_mut();
         for (uid, pod) in self.statics.borrow().iter() {
-            let current = mirrors.get(&key_of(pod)).and_then(|m| m.metadata.uid.as_deref());
+            let current = mirrors
+                .get(&key_of(pod))
+                .and_then(|m| m.metadata.uid.as_deref());
             let sent = self.sent_to.borrow().get(uid).cloned();
             if let (Some(current), Some(sent)) = (current, sent) {
                 if current != sent {
@@ -356,7 +362,13 @@ impl StatusSync {
         };
         let r = self
             .client
-            .request(method, path, Some(body), ERROR_BODY_LIMIT.max(1 << 20), REQUEST_DEADLINE)
+            .request(
+                method,
+                path,
+                Some(body),
+                ERROR_BODY_LIMIT.max(1 << 20),
+                REQUEST_DEADLINE,
+            )
             .await?;
         Ok((r.status, r.body))
     }

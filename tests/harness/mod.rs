@@ -953,6 +953,8 @@ pub struct Picolet {
     child: Option<Child>,
     hostname: String,
     cgroup_root: String,
+    /// Flags after the harness's own (e.g. `--kubeconfig`).
+    extra_args: Vec<String>,
 }
 
 impl Picolet {
@@ -965,6 +967,17 @@ impl Picolet {
     /// of the KubeletConfiguration that the default does not set) to the
     /// config file.
     pub fn start_with(containerd: &Containerd, extra_config: &str) -> Picolet {
+        Picolet::start_with_args(containerd, extra_config, |_| Vec::new())
+    }
+
+    /// Like [`Picolet::start_with`], with more flags on the command line,
+    /// made by `args` from the instance (its node name is known by then:
+    /// `--kubeconfig` with that node's credential, say).
+    pub fn start_with_args(
+        containerd: &Containerd,
+        extra_config: &str,
+        args: impl FnOnce(&Picolet) -> Vec<String>,
+    ) -> Picolet {
         let dir = tempfile::Builder::new()
             .prefix("picolet-test.")
             .tempdir()
@@ -979,6 +992,7 @@ impl Picolet {
             child: None,
             hostname,
             cgroup_root,
+            extra_args: Vec::new(),
         };
         for sub in ["manifests", "logs", "root", "staging"] {
             fs::create_dir_all(p.dir().join(sub)).expect("picolet dirs");
@@ -1009,6 +1023,7 @@ impl Picolet {
             extra = extra_config,
         );
         write_file(&p.config_path(), &config);
+        p.extra_args = args(&p);
         p.spawn();
         p
     }
@@ -1171,6 +1186,7 @@ impl Picolet {
             .arg(&self.hostname)
             .arg("--admin-socket")
             .arg(self.admin_socket())
+            .args(&self.extra_args)
             .env("RUST_BACKTRACE", "1")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log fd"))

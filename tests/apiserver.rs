@@ -1,0 +1,222 @@
+//! picolet as a node of a real cluster: a private etcd and kube-apiserver
+//! (Node,RBAC authorization, NodeRestriction) from tests/harness/kube.rs,
+//! real containerd, and picolet joined with a `system:node:<name>`
+//! credential. Nothing is mocked.
+//!
+//! Run: `flock /tmp/picolet-itest.lock cargo test --test apiserver --
+//! --test-threads=2`.
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::kube::ControlPlane;
+use harness::{wait_until, Containerd, Picolet};
+use serde_json::Value;
+
+const LONG: Duration = Duration::from_secs(90);
+
+fn join(cp: &ControlPlane, c: &Containerd, extra_config: &str) -> Picolet {
+    Picolet::start_with_args(c, extra_config, |p| {
+        let kubeconfig = cp.node_kubeconfig(p.hostname());
+        vec![
+            "--kubeconfig".to_string(),
+            kubeconfig.display().to_string(),
+            "--node-labels".to_string(),
+            "example.com/site=test".to_string(),
+        ]
+    })
+}
+
+/// `kubectl get <what> -o json`, or None when it does not exist.
+fn get(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", "json"]);
+    let out = cp.kubectl(&all);
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+fn condition(obj: &Value, kind: &str) -> Option<String> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .and_then(|c| c["status"].as_str())
+        .map(str::to_string)
+}
+
+fn api_pod_yaml(name: &str, node: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  nodeName: {node}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: main\n    image: docker.io/library/busybox:latest\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"100000\"]\n    readinessProbe:\n      exec: {{command: [\"true\"]}}\n      periodSeconds: 1\n"
+    )
+}
+
+fn running_container_ids(c: &Containerd, pod_name: &str) -> Vec<String> {
+    let out = c.ctr_ok(&[
+        "containers",
+        "ls",
+        "-q",
+        &format!("labels.\"io.kubernetes.pod.name\"=={pod_name}"),
+    ]);
+    let mut ids: Vec<String> = out.lines().map(str::to_string).collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn a_joined_node_becomes_ready_runs_api_pods_reports_them_and_mirrors_static_pods() {
+    let cp = ControlPlane::start();
+    let c = Containerd::start();
+    let p = join(&cp, &c, "");
+    let node = p.hostname().to_string();
+
+    // The Node: registered, Ready, with the machine's facts and our labels.
+    let n = wait_until("the node is Ready in the API", LONG, || {
+        let n = get(&cp, &["node", &node])?;
+        (condition(&n, "Ready").as_deref() == Some("True")).then_some(n)
+    });
+    assert_eq!(
+        n["metadata"]["labels"]["kubernetes.io/hostname"],
+        node.as_str()
+    );
+    assert_eq!(n["metadata"]["labels"]["kubernetes.io/os"], "linux");
+    assert_eq!(n["metadata"]["labels"]["example.com/site"], "test");
+    assert!(n["status"]["capacity"]["cpu"].is_string(), "{n}");
+    assert!(n["status"]["nodeInfo"]["containerRuntimeVersion"]
+        .as_str()
+        .unwrap()
+        .starts_with("containerd://"));
+    for kind in ["MemoryPressure", "DiskPressure", "PIDPressure"] {
+        assert_eq!(condition(&n, kind).as_deref(), Some("False"), "{kind}");
+    }
+    wait_until("the node's Lease is renewed", LONG, || {
+        let l = get(&cp, &["lease", "-n", "kube-node-lease", &node])?;
+        (l["spec"]["holderIdentity"] == node.as_str()).then_some(())
+    });
+
+    // A pod bound to the node runs and reports Running and Ready.
+    cp.apply(&api_pod_yaml("api-web", &node));
+    let pod = wait_until("the API pod is Running and Ready in the API", LONG, || {
+        let pod = get(&cp, &["pod", "api-web", "-n", "default"])?;
+        (pod["status"]["phase"] == "Running" && condition(&pod, "Ready").as_deref() == Some("True"))
+            .then_some(pod)
+    });
+    assert_eq!(pod["status"]["qosClass"], "BestEffort");
+    assert!(pod["status"]["podIP"].is_string(), "{pod}");
+    assert!(pod["status"]["hostIP"].is_string(), "{pod}");
+    assert!(pod["status"]["startTime"].is_string(), "{pod}");
+    assert_eq!(pod["status"]["containerStatuses"][0]["ready"], true);
+
+    // A static pod appears as a mirror pod owned by the Node.
+    p.write_manifest(
+        "mirrored",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: mirrored\n  namespace: default\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: main\n    image: busybox\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"100000\"]\n",
+    );
+    let mirror_name = format!("mirrored-{node}");
+    let mirror = wait_until(
+        "the static pod's mirror is Running in the API",
+        LONG,
+        || {
+            let m = get(&cp, &["pod", &mirror_name, "-n", "default"])?;
+            (m["status"]["phase"] == "Running").then_some(m)
+        },
+    );
+    assert!(mirror["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_string());
+    assert_eq!(mirror["metadata"]["ownerReferences"][0]["kind"], "Node");
+
+    // Someone deletes the mirror: it comes back; the static pod keeps running.
+    let static_ids = running_container_ids(&c, &mirror_name);
+    let old_uid = mirror["metadata"]["uid"].as_str().unwrap().to_string();
+    cp.kubectl_ok(&[
+        "delete",
+        "pod",
+        &mirror_name,
+        "-n",
+        "default",
+        "--wait=false",
+    ]);
+    wait_until("the mirror pod is recreated", LONG, || {
+        let m = get(&cp, &["pod", &mirror_name, "-n", "default"])?;
+        (m["metadata"]["uid"] != old_uid.as_str() && m["metadata"]["deletionTimestamp"].is_null())
+            .then_some(())
+    });
+    assert_eq!(running_container_ids(&c, &mirror_name), static_ids);
+
+    // Deleted in the API: stopped within its grace period, then gone for good.
+    cp.kubectl_ok(&["delete", "pod", "api-web", "-n", "default", "--wait=false"]);
+    wait_until("the deleted pod is gone from the API", LONG, || {
+        get(&cp, &["pod", "api-web", "-n", "default"])
+            .is_none()
+            .then_some(())
+    });
+    wait_until("its containers are gone", LONG, || {
+        running_container_ids(&c, "api-web")
+            .is_empty()
+            .then_some(())
+    });
+
+    // The static pod's manifest goes: its mirror goes too.
+    p.remove_manifest("mirrored");
+    wait_until("the mirror pod is deleted", LONG, || {
+        get(&cp, &["pod", &mirror_name, "-n", "default"])
+            .is_none()
+            .then_some(())
+    });
+}
+
+#[test]
+fn a_node_rebooted_with_the_api_server_down_runs_its_cached_pods_and_adopts_their_containers() {
+    let cp = ControlPlane::start();
+    let c = Containerd::start();
+    let mut p = join(&cp, &c, "");
+    let node = p.hostname().to_string();
+    cp.apply(&api_pod_yaml("cached", &node));
+    wait_until("the pod runs", LONG, || {
+        let pod = get(&cp, &["pod", "cached", "-n", "default"])?;
+        (pod["status"]["phase"] == "Running").then_some(())
+    });
+    let before = running_container_ids(&c, "cached");
+    assert_eq!(before.len(), 1);
+
+    // The uplink is gone and picolet restarts (a reboot, as far as it knows).
+    cp.stop_apiserver();
+    p.restart();
+    wait_until(
+        "picolet reports the cached pod from its cache",
+        LONG,
+        || {
+            let pods = p.pods();
+            pods["items"]
+                .as_array()?
+                .iter()
+                .any(|i| i["metadata"]["name"] == "cached" && i["status"]["phase"] == "Running")
+                .then_some(())
+        },
+    );
+    // Five more readiness probes later (time has passed, the pod was
+    // synced and probed), still the same container.
+    let probes = |p: &Picolet| {
+        p.metric("prober_probe_total{probe_type=\"Readiness\",result=\"successful\"}")
+    };
+    let start = probes(&p).unwrap_or(0.0);
+    wait_until("five more readiness probes", LONG, || {
+        (probes(&p).unwrap_or(0.0) >= start + 5.0).then_some(())
+    });
+    assert_eq!(
+        running_container_ids(&c, "cached"),
+        before,
+        "adopted, not restarted"
+    );
+
+    // The link comes back: the pod is still the same, and still reported.
+    cp.start_apiserver();
+    wait_until("the status reaches the API again", LONG, || {
+        let pod = get(&cp, &["pod", "cached", "-n", "default"])?;
+        (condition(&pod, "Ready").as_deref() == Some("True")).then_some(())
+    });
+    assert_eq!(running_container_ids(&c, "cached"), before);
+}
