@@ -60,7 +60,9 @@ fn running_container_ids(c: &Containerd, pod_name: &str) -> Vec<String> {
         "containers",
         "ls",
         "-q",
-        &format!("labels.\"io.kubernetes.pod.name\"=={pod_name}"),
+        &format!(
+            "labels.\"io.kubernetes.pod.name\"=={pod_name},labels.\"io.kubernetes.container.name\"==main"
+        ),
     ]);
     let mut ids: Vec<String> = out.lines().map(str::to_string).collect();
     ids.sort();

@@ -95,9 +95,10 @@ pub fn mirror_of(static_pod: &Pod, node_name: &str, node_uid: &str) -> Pod {
 /// current mirror pod, and no mirror pod outlives its static pod.
 ///
 /// A mirror pod is replaced when its hash differs from the static pod's, or
-/// when it is being deleted (someone ran `kubectl delete`): kubelet deletes
-/// it for good and creates it anew. Pods in `api` that are not mirror pods
-/// are never touched.
+/// when it is being deleted (someone ran `kubectl delete`): as kubelet does,
+/// it is deleted for good (grace period 0, UID precondition) and created
+/// anew once the API server has let it go. Pods in `api` that are not
+/// mirror pods are never touched.
 pub fn plan(statics: &[&Pod], api: &[&Pod], node_name: &str, node_uid: &str) -> Vec<MirrorAction> {
     let mirrors: BTreeMap<(String, String), &Pod> = api
         .iter()
@@ -109,25 +110,20 @@ pub fn plan(statics: &[&Pod], api: &[&Pod], node_name: &str, node_uid: &str) -> 
     for s in statics {
         let k = key(s);
         let want = mirror_of(s, node_name, node_uid);
-        let current = mirrors.get(&k);
-        let up_to_date = current.is_some_and(|m| {
-            m.metadata.deletion_timestamp.is_none()
-                && annotation(m, MIRROR_ANNOTATION) == annotation(&want, MIRROR_ANNOTATION)
-        });
-        if let Some(m) = current.filter(|_| !up_to_date) {
-            if m.metadata.deletion_timestamp.is_none() {
-                actions.push(delete(m));
+        match mirrors.get(&k) {
+            None => actions.push(MirrorAction::Create(Box::new(want))),
+            Some(m)
+                if m.metadata.deletion_timestamp.is_none()
+                    && annotation(m, MIRROR_ANNOTATION) == annotation(&want, MIRROR_ANNOTATION) => {
             }
-        }
-        if !up_to_date && current.is_none_or(|m| m.metadata.deletion_timestamp.is_none()) {
-            // A mirror in Terminating is waited out: it is recreated once
-            // the API has removed it.
-            actions.push(MirrorAction::Create(Box::new(want)));
+            // Stale, or being deleted: delete it for good now; the next
+            // round, with the API's word that it is gone, creates it anew.
+            Some(m) => actions.push(delete(m)),
         }
         wanted.insert(k);
     }
     for (k, m) in &mirrors {
-        if !wanted.contains(k) && m.metadata.deletion_timestamp.is_none() {
+        if !wanted.contains(k) {
             actions.push(delete(m));
         }
     }
@@ -219,16 +215,16 @@ mod tests {
             ),
             ("current mirror: nothing", vec![&s1], vec![&fresh], vec![]),
             (
-                "edited manifest: replace",
+                "edited manifest: delete, then create next round",
                 vec![&s1],
                 vec![&stale],
-                vec!["delete a-pi-1 m1", "create a-pi-1"],
+                vec!["delete a-pi-1 m1"],
             ),
             (
-                "mirror being deleted: wait for it",
+                "mirror being deleted: delete it for good",
                 vec![&s1],
                 vec![&going],
-                vec![],
+                vec!["delete a-pi-1 m1"],
             ),
             (
                 "static pod gone: delete its mirror",

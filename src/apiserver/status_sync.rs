@@ -217,6 +217,7 @@ impl StatusSync {
                         Ok(()) => {
                             log::info!("deleted mirror pod {key}");
                             self.mirrors.borrow_mut().remove(&key);
+                            self.wake(); // recreate it, if its static pod runs
                         }
                         Err(retry) => {
                             if retry {
