@@ -26,8 +26,8 @@ use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 use super::{all_containers, now_unix_nanos, Agent};
 use crate::pleg::State;
 use crate::pod::plan::KillReason;
+use crate::probe as prober;
 use crate::probe::{Change, ContainerView, Outcome, Params, ProbeType, Step, Worker};
-use crate::prober;
 
 /// kubelet never gives a container less than this after its preStop hook.
 const MIN_GRACE_AFTER_PRESTOP: i64 = 2;
