@@ -1,18 +1,22 @@
 //! The admin socket's client, used by `picolet get pods`: one GET over the
 //! unix socket, through `crate::net`'s HTTP/1.1 client.
 //!
-//! The CLI is a short-lived process, so [`get`] blocks: it runs the request
-//! on this thread's executor (`rt::block_on`) and must not be called from a
-//! task of a running agent. The whole exchange is bounded in time
-//! ([`CONNECTION_TIMEOUT`], like the server) and in size ([`MAX_RESPONSE`]).
+//! The CLI is a short-lived process, so [`get`] blocks: the exchange
+//! spawns nothing, so it runs under a bare `smol::block_on`, without the
+//! agent's executor (and must not be called from a task of a running
+//! agent). It is bounded in time ([`CONNECTION_TIMEOUT`], like the server)
+//! and in size ([`MAX_RESPONSE`]).
 
 use std::io;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header;
+use http::{header, HeaderValue};
 use http_body_util::Empty;
+use smol::io::{AsyncRead, AsyncWrite};
 use smol::Async;
 
 use super::server::CONNECTION_TIMEOUT;
@@ -25,7 +29,7 @@ pub const MAX_RESPONSE: usize = 64 << 20;
 
 /// `GET uri` on the admin socket at `path`: the status code and the body.
 pub fn get(path: &Path, uri: &str) -> Result<(u16, Vec<u8>), AdminError> {
-    rt::block_on(async {
+    smol::block_on(async {
         match rt::timeout(CONNECTION_TIMEOUT, exchange(path, uri)).await {
             Some(r) => r,
             None => Err(AdminError::Io {
@@ -40,29 +44,30 @@ pub fn get(path: &Path, uri: &str) -> Result<(u16, Vec<u8>), AdminError> {
 }
 
 async fn exchange(path: &Path, uri: &str) -> Result<(u16, Vec<u8>), AdminError> {
-    let stream =
-        Async::<UnixStream>::connect(path)
-            .await
-            .map_err(|source| AdminError::Connect {
-                path: path.to_path_buf(),
-                source,
-            })?;
-    let req = http::Request::get(uri)
-        .header(header::HOST, "localhost")
-        .header(header::USER_AGENT, "picolet")
-        .header(header::ACCEPT, "application/json, */*")
-        .header(header::CONNECTION, "close")
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| AdminError::Protocol {
-            path: path.to_path_buf(),
-            what: format!("cannot request {uri:?}: {e}"),
-        })?;
-    // One byte over the limit tells "too large" from "exactly the limit".
-    let resp = http1::send(Box::new(stream), req, MAX_RESPONSE + 1)
-        .await
-        .map_err(|source| AdminError::Request {
+    // A local connect does not block: it succeeds or fails at once.
+    let stream = UnixStream::connect(path)
+        .and_then(Async::new)
+        .map_err(|source| AdminError::Connect {
             path: path.to_path_buf(),
             source,
+        })?;
+    let mut req = http::Request::new(Empty::<Bytes>::new());
+    *req.uri_mut() = uri.parse().map_err(|e| AdminError::Protocol {
+        path: path.to_path_buf(),
+        what: format!("cannot request {uri:?}: {e}"),
+    })?;
+    let h = req.headers_mut();
+    h.insert(header::HOST, HeaderValue::from_static("localhost"));
+    h.insert(header::USER_AGENT, HeaderValue::from_static("picolet"));
+    let accept = HeaderValue::from_static("application/json, */*");
+    h.insert(header::ACCEPT, accept);
+    h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    // One byte over the limit tells "too large" from "exactly the limit".
+    let resp = http1::send(Box::new(Plain(stream)), req, MAX_RESPONSE + 1)
+        .await
+        .map_err(|error| AdminError::Request {
+            path: path.to_path_buf(),
+            error,
         })?;
     if resp.body.len() > MAX_RESPONSE {
         return Err(AdminError::Protocol {
@@ -71,6 +76,39 @@ async fn exchange(path: &Path, uri: &str) -> Result<(u16, Vec<u8>), AdminError> 
         });
     }
     Ok((resp.status, resp.body))
+}
+
+/// The socket as the HTTP client's stream, with plain reads and writes
+/// only: one short request gains nothing from vectored I/O, and leaving it
+/// out keeps `Async`'s vectored code out of the binary.
+struct Plain(Async<UnixStream>);
+
+impl AsyncRead for Plain {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Plain {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_close(cx)
+    }
 }
 
 #[cfg(test)]

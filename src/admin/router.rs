@@ -9,9 +9,12 @@
 //! some route matches, but not with this method, is 405 with an `Allow`
 //! header listing the methods that would work.
 //!
-//! Handlers see the request head only (method, URI, headers), not the
-//! body, and answer synchronously from state they hold: nothing here
-//! awaits, so a route can never hold a connection open by itself.
+//! Most answers are data, not code: a fixed text, a JSON document, rendered
+//! text. [`Handler`] says which, so registering the common routes costs no
+//! closure of its own (each boxed closure is a vtable in the binary);
+//! [`Handler::Custom`] sees the request head for everything else. Handlers
+//! answer synchronously from state they hold and never see the body: a
+//! route cannot hold a connection open by itself.
 
 use std::rc::Rc;
 
@@ -23,36 +26,51 @@ use http_body_util::Full;
 /// A response body: the whole answer in memory.
 pub type Body = Full<Bytes>;
 
-/// Answers one request from its head.
-pub type Handler = Rc<dyn Fn(&Parts) -> Response<Body>>;
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Pattern {
-    Exact(String),
-    /// Everything under this prefix (which ends with `/`).
-    Prefix(String),
+/// What answers a route.
+#[derive(Clone)]
+pub enum Handler {
+    /// A fixed `text/plain` answer.
+    Text(&'static str),
+    /// The value as `application/json` (500 if it cannot be encoded).
+    Json(Rc<dyn Fn() -> serde_json::Value>),
+    /// The rendered text, with this `Content-Type`.
+    Render(Rc<dyn Fn() -> String>, &'static str),
+    /// Anything else: the request head in, the response out.
+    Custom(Rc<dyn Fn(&Parts) -> Response<Body>>),
 }
 
-impl Pattern {
-    fn parse(pattern: &str) -> Pattern {
-        match pattern.strip_suffix('*') {
-            Some(prefix) if prefix.ends_with('/') => Pattern::Prefix(prefix.to_string()),
-            _ => Pattern::Exact(pattern.to_string()),
+impl Handler {
+    fn answer(&self, req: &Parts) -> Response<Body> {
+        match self {
+            Handler::Text(body) => text(StatusCode::OK, body),
+            Handler::Json(value) => match serde_json::to_vec(&value()) {
+                Ok(body) => typed(body, "application/json"),
+                Err(e) => {
+                    log::error!("{}: encoding the answer: {e}", req.uri.path());
+                    text(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "encoding the answer failed\n",
+                    )
+                }
+            },
+            Handler::Render(render, content_type) => typed(render(), content_type),
+            Handler::Custom(f) => f(req),
         }
     }
+}
 
-    fn matches(&self, path: &str) -> bool {
-        match self {
-            Pattern::Exact(p) => p == path,
-            Pattern::Prefix(p) => path.starts_with(p.as_str()),
-        }
+/// Whether `pattern` (see the module docs) matches `path`.
+fn matches(pattern: &str, path: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) if prefix.ends_with('/') => path.starts_with(prefix),
+        _ => pattern == path,
     }
 }
 
 #[derive(Clone)]
 struct Route {
     method: Method,
-    pattern: Pattern,
+    pattern: &'static str,
     handler: Handler,
 }
 
@@ -69,26 +87,17 @@ impl Router {
     }
 
     /// Adds a route for `method` on `pattern` (see the module docs).
-    pub fn route(
-        mut self,
-        method: Method,
-        pattern: &str,
-        handler: impl Fn(&Parts) -> Response<Body> + 'static,
-    ) -> Router {
+    pub fn route(mut self, method: Method, pattern: &'static str, handler: Handler) -> Router {
         self.routes.push(Route {
             method,
-            pattern: Pattern::parse(pattern),
-            handler: Rc::new(handler),
+            pattern,
+            handler,
         });
         self
     }
 
     /// Adds a `GET` route.
-    pub fn get(
-        self,
-        pattern: &str,
-        handler: impl Fn(&Parts) -> Response<Body> + 'static,
-    ) -> Router {
+    pub fn get(self, pattern: &'static str, handler: Handler) -> Router {
         self.route(Method::GET, pattern, handler)
     }
 
@@ -96,20 +105,23 @@ impl Router {
     /// else 405 (the path is known) or 404.
     pub fn handle(&self, req: &Parts) -> Response<Body> {
         let path = req.uri.path();
-        let mut allowed: Vec<&str> = Vec::new();
-        for r in self.routes.iter().filter(|r| r.pattern.matches(path)) {
+        let mut allow = String::new();
+        for r in self.routes.iter().filter(|r| matches(r.pattern, path)) {
             if r.method == req.method {
-                return (r.handler)(req);
+                return r.handler.answer(req);
             }
-            if !allowed.contains(&r.method.as_str()) {
-                allowed.push(r.method.as_str());
+            if !allow.split(", ").any(|m| m == r.method.as_str()) {
+                if !allow.is_empty() {
+                    allow.push_str(", ");
+                }
+                allow.push_str(r.method.as_str());
             }
         }
-        if allowed.is_empty() {
+        if allow.is_empty() {
             return text(StatusCode::NOT_FOUND, "not found\n");
         }
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
-        if let Ok(allow) = HeaderValue::from_str(&allowed.join(", ")) {
+        if let Ok(allow) = HeaderValue::from_str(&allow) {
             r.headers_mut().insert(header::ALLOW, allow);
         }
         r
@@ -159,13 +171,26 @@ mod tests {
 
     fn router() -> Router {
         Router::new()
-            .get("/healthz", |_| text(StatusCode::OK, "ok"))
-            .route(Method::POST, "/healthz", |_| {
-                text(StatusCode::ACCEPTED, "posted")
-            })
-            .get("/logs/*", |req| {
-                typed(req.uri.path().to_string(), "text/plain")
-            })
+            .get("/healthz", Handler::Text("ok"))
+            .route(
+                Method::POST,
+                "/healthz",
+                Handler::Custom(Rc::new(|_| text(StatusCode::ACCEPTED, "posted"))),
+            )
+            .get(
+                "/logs/*",
+                Handler::Custom(Rc::new(|req| {
+                    typed(req.uri.path().to_string(), "text/plain")
+                })),
+            )
+            .get(
+                "/pods",
+                Handler::Json(Rc::new(|| serde_json::json!({"kind": "PodList"}))),
+            )
+            .get(
+                "/metrics",
+                Handler::Render(Rc::new(|| "up 1\n".into()), "text/plain; version=0.0.4"),
+            )
     }
 
     #[test]
@@ -178,6 +203,15 @@ mod tests {
         let r = router().handle(&head(Method::GET, "/logs/ns/pod"));
         assert_eq!(r.headers()[header::CONTENT_TYPE], "text/plain");
         assert_eq!(body(r), "/logs/ns/pod");
+        let r = router().handle(&head(Method::GET, "/pods"));
+        assert_eq!(r.headers()[header::CONTENT_TYPE], "application/json");
+        assert_eq!(body(r), r#"{"kind":"PodList"}"#);
+        let r = router().handle(&head(Method::GET, "/metrics"));
+        assert_eq!(
+            r.headers()[header::CONTENT_TYPE],
+            "text/plain; version=0.0.4"
+        );
+        assert_eq!(body(r), "up 1\n");
     }
 
     #[test]

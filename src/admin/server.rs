@@ -23,11 +23,11 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
 
-use http::{Request, StatusCode};
+use http::Request;
 use hyper::body::Incoming;
 use smol::Async;
 
-use super::router::{text, typed, Router};
+use super::router::{Handler, Router};
 use super::AdminError;
 use crate::rt;
 
@@ -66,25 +66,16 @@ impl Handlers {
     /// The admin routes: `GET /healthz`, `GET /pods`, and `GET /metrics`
     /// when there is a renderer.
     pub fn router(self) -> Router {
-        let pods = self.pods;
-        let mut router = Router::new()
-            .get("/healthz", |_| text(StatusCode::OK, "ok"))
-            .get("/pods", move |_| match serde_json::to_vec(&pods()) {
-                Ok(body) => typed(body, "application/json"),
-                Err(e) => {
-                    log::error!("admin socket: encoding the pod list: {e}");
-                    text(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "encoding the pod list failed\n",
-                    )
-                }
-            });
-        if let Some(metrics) = self.metrics {
-            router = router.get("/metrics", move |_| {
-                typed(metrics(), "text/plain; version=0.0.4; charset=utf-8")
-            });
+        let router = Router::new()
+            .get("/healthz", Handler::Text("ok"))
+            .get("/pods", Handler::Json(self.pods));
+        match self.metrics {
+            Some(m) => router.get(
+                "/metrics",
+                Handler::Render(m, "text/plain; version=0.0.4; charset=utf-8"),
+            ),
+            None => router,
         }
-        router
     }
 }
 

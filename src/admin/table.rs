@@ -16,56 +16,34 @@ pub fn human_duration(seconds: i64) -> String {
     if seconds < -1 {
         return "<invalid>".into();
     }
-    if seconds < 0 {
-        return "0s".into();
+    let s = seconds.max(0);
+    let (m, h) = (s / 60, s / 3600);
+    let (d, y) = (h / 24, h / 24 / 365);
+    // The leading unit, then the next smaller one unless it is zero.
+    let (a, unit_a, b, unit_b) = if s < 60 * 2 {
+        (s, 's', 0, 's')
+    } else if m < 10 {
+        (m, 'm', s % 60, 's')
+    } else if m < 60 * 3 {
+        (m, 'm', 0, 's')
+    } else if h < 8 {
+        (h, 'h', m % 60, 'm')
+    } else if h < 48 {
+        (h, 'h', 0, 'm')
+    } else if h < 24 * 8 {
+        (d, 'd', h % 24, 'h')
+    } else if h < 24 * 365 * 2 {
+        (d, 'd', 0, 'h')
+    } else if h < 24 * 365 * 8 {
+        (y, 'y', d % 365, 'd')
+    } else {
+        (y, 'y', 0, 'd')
+    };
+    if b == 0 {
+        format!("{a}{unit_a}")
+    } else {
+        format!("{a}{unit_a}{b}{unit_b}")
     }
-    if seconds < 60 * 2 {
-        return format!("{seconds}s");
-    }
-    let minutes = seconds / 60;
-    if minutes < 10 {
-        let s = seconds % 60;
-        return if s == 0 {
-            format!("{minutes}m")
-        } else {
-            format!("{minutes}m{s}s")
-        };
-    }
-    if minutes < 60 * 3 {
-        return format!("{minutes}m");
-    }
-    let hours = seconds / 3600;
-    if hours < 8 {
-        let m = minutes % 60;
-        return if m == 0 {
-            format!("{hours}h")
-        } else {
-            format!("{hours}h{m}m")
-        };
-    }
-    if hours < 48 {
-        return format!("{hours}h");
-    }
-    if hours < 24 * 8 {
-        let h = hours % 24;
-        return if h == 0 {
-            format!("{}d", hours / 24)
-        } else {
-            format!("{}d{h}h", hours / 24)
-        };
-    }
-    if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
-    }
-    if hours < 24 * 365 * 8 {
-        let dy = hours / 24 % 365;
-        return if dy == 0 {
-            format!("{}y", hours / 24 / 365)
-        } else {
-            format!("{}y{dy}d", hours / 24 / 365)
-        };
-    }
-    format!("{}y", hours / 24 / 365)
 }
 
 fn since(

@@ -16,7 +16,8 @@ use smol::Async;
 use super::url::join_host_port;
 use crate::rt;
 
-/// A failed dial: Go's `dial tcp ADDR: ERR`.
+/// A failed dial: Go's `dial tcp ADDR: ERR`. Only printed, so it is not a
+/// `std::error::Error` (no vtable for a chain nobody walks).
 #[derive(Debug)]
 pub struct DialError {
     /// `host:port`, IPv6 in brackets.
@@ -27,12 +28,6 @@ pub struct DialError {
 impl fmt::Display for DialError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "dial tcp {}: {}", self.addr, self.source)
-    }
-}
-
-impl std::error::Error for DialError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
     }
 }
 

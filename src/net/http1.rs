@@ -7,11 +7,14 @@
 //! of the body is read, so a hostile or broken peer cannot make the agent
 //! buffer without bound. One request per connection: callers send
 //! `Connection: close`, and the connection is dropped when [`send`]
-//! returns.
+//! returns. Nothing is spawned: the connection is driven inside the
+//! caller's future, so the client works on any executor.
 //!
 //! Policy stays with the caller: which headers to send, whether to follow
 //! a redirect, what a status code means, and the overall deadline (wrap the
 //! whole exchange in `rt::timeout`).
+
+use std::fmt;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -21,22 +24,43 @@ use super::dial::{dial, DialError};
 use super::tls::{self, TlsError, Verify};
 use super::url::{Scheme, Url};
 use super::BoxStream;
-use crate::rt::{self, Io};
+use crate::rt::Io;
 
 /// Why a request got no answer. Messages are the text Go puts after
-/// `Get "URL": `.
-#[derive(Debug, thiserror::Error)]
+/// `Get "URL": `, so the dial and TLS errors are printed, not chained as
+/// `source` (which would also cost an error vtable each). `Debug` prints
+/// the same text: the derived one would pull hyper's error internals into
+/// the binary for nothing.
+#[derive(thiserror::Error)]
 pub enum Http1Error {
     #[error("{0}")]
-    Dial(#[from] DialError),
+    Dial(DialError),
     #[error("{0}")]
-    Tls(#[from] TlsError),
+    Tls(TlsError),
     #[error("invalid header {0:?}")]
     Header(String),
     #[error("{0}")]
     Http(#[from] hyper::Error),
     #[error("reading body: {0}")]
     Body(hyper::Error),
+}
+
+impl fmt::Debug for Http1Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl From<DialError> for Http1Error {
+    fn from(e: DialError) -> Self {
+        Http1Error::Dial(e)
+    }
+}
+
+impl From<TlsError> for Http1Error {
+    fn from(e: TlsError) -> Self {
+        Http1Error::Tls(e)
+    }
 }
 
 /// An answer: the status, the headers and the start of the body.
@@ -83,39 +107,45 @@ pub async fn send(
 ) -> Result<Response, Http1Error> {
     let (mut sender, conn) =
         hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(Io(stream)).await?;
-    // Dropping the task (a caller's timeout, the return below) closes the
-    // connection.
-    let _conn = rt::spawn(async move {
-        if let Err(e) = conn.await {
-            log::trace!("HTTP/1.1 connection: {e}");
-        }
-    });
-    let resp = sender.send_request(req).await?;
-    let status = resp.status().as_u16();
-    let (parts, mut body) = resp.into_parts();
-    let mut buf = Vec::new();
-    while buf.len() < max_body {
-        match body.frame().await {
-            None => break,
-            Some(Err(e)) => return Err(Http1Error::Body(e)),
-            Some(Ok(frame)) => {
-                if let Ok(data) = frame.into_data() {
-                    let room = max_body - buf.len();
-                    buf.extend_from_slice(&data[..data.len().min(room)]);
+    let exchange = async move {
+        let resp = sender.send_request(req).await?;
+        let status = resp.status().as_u16();
+        let (parts, mut body) = resp.into_parts();
+        let mut buf = Vec::new();
+        while buf.len() < max_body {
+            match body.frame().await {
+                None => break,
+                Some(Err(e)) => return Err(Http1Error::Body(e)),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        let room = max_body - buf.len();
+                        buf.extend_from_slice(&data[..data.len().min(room)]);
+                    }
                 }
             }
         }
-    }
-    Ok(Response {
-        status,
-        headers: parts.headers,
-        body: buf,
-    })
+        Ok(Response {
+            status,
+            headers: parts.headers,
+            body: buf,
+        })
+    };
+    // The connection moves bytes only while it is polled: it runs beside
+    // the exchange, in this future, and is dropped (the socket closed) when
+    // the exchange ends or the caller gives up. No task, no executor.
+    let conn = async {
+        if let Err(e) = conn.await {
+            log::trace!("HTTP/1.1 connection: {e}");
+        }
+        std::future::pending().await
+    };
+    smol::future::or(exchange, conn).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rt;
     use smol::io::{AsyncReadExt, AsyncWriteExt};
     use smol::Async;
     use std::os::unix::net::UnixStream;

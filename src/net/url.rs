@@ -58,17 +58,18 @@ pub struct Url {
 /// port only when it is not the scheme's default.
 impl fmt::Display for Url {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let port = if self.port == self.scheme.default_port() {
-            String::new()
+        f.write_str(self.scheme.as_str())?;
+        f.write_str("://")?;
+        if self.port == self.scheme.default_port() {
+            if self.host.contains(':') && !self.host.starts_with('[') {
+                write!(f, "[{}]", self.host)?;
+            } else {
+                f.write_str(&self.host)?;
+            }
         } else {
-            format!(":{}", self.port)
-        };
-        let host = if self.host.contains(':') && !self.host.starts_with('[') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        write!(f, "{}://{host}{port}{}", self.scheme.as_str(), self.path)
+            f.write_str(&self.authority())?;
+        }
+        f.write_str(&self.path)
     }
 }
 
@@ -177,7 +178,10 @@ pub fn encode_path(path: &str) -> String {
         {
             out.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+            out.push('%');
+            out.push(HEX[usize::from(b >> 4)] as char);
+            out.push(HEX[usize::from(b & 15)] as char);
         }
     }
     out
