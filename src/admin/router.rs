@@ -26,6 +26,9 @@ use http_body_util::Full;
 /// A response body: the whole answer in memory.
 pub type Body = Full<Bytes>;
 
+/// Answers a request from its head ([`Handler::Custom`]).
+pub type HandlerFn = Rc<dyn Fn(&Parts) -> Response<Body>>;
+
 /// What answers a route.
 #[derive(Clone)]
 pub enum Handler {
@@ -36,7 +39,7 @@ pub enum Handler {
     /// The rendered text, with this `Content-Type`.
     Render(Rc<dyn Fn() -> String>, &'static str),
     /// Anything else: the request head in, the response out.
-    Custom(Rc<dyn Fn(&Parts) -> Response<Body>>),
+    Custom(HandlerFn),
 }
 
 impl Handler {
