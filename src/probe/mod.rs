@@ -7,8 +7,8 @@
 //! - [`handler`]: a v1 `Probe` or `LifecycleHandler` turned into a
 //!   [`Handler`] (pure: defaults, named ports, the pod IP).
 //! - the runners, which talk to the container: [`http`] (httpGet, also for
-//!   hooks), [`tcp`] (tcpSocket), [`grpc`] (the gRPC health protocol) and
-//!   [`exec`] (CRI `ExecSync`); [`run_handler`] picks one and also runs a
+//!   hooks), [`tcp`] (tcpSocket), [`mod@grpc`] (the gRPC health protocol) and
+//!   [`mod@exec`] (CRI `ExecSync`); [`run_handler`] picks one and also runs a
 //!   `sleep` hook.
 //!
 //! The agent owns the loop: it spawns one task per probe, asks the
