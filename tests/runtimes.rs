@@ -8,9 +8,10 @@
 //! (the container log directory) by each container CRI-O creates, #7's
 //! short names by every `image: busybox`, #9 by the pull-error test of
 //! static_pods.rs, #11 by its manifest-removal test. What remains is here:
-//! #4, #7's image identity, #8 and #10. Not pinned: #5 and #6 (Stop* on an
-//! unknown ID, a reserved container name) show only after a lost reply or a
-//! race, which a test on a real runtime cannot cause on purpose.
+//! #4, #7's image identity, #8 and #10, and one difference the notes lack:
+//! CRI-O's minimum memory limit. Not pinned: #5 and #6 (Stop* on an unknown
+//! ID, a reserved container name) show only after a lost reply or a race,
+//! which a test on a real runtime cannot cause on purpose.
 
 mod harness;
 
@@ -152,5 +153,62 @@ fn exit_codes_reasons_and_image_ids_are_the_runtimes_own() {
         let last = &cs["lastState"]["terminated"];
         assert_eq!(last["exitCode"], code, "{name}: {cs}");
         assert_eq!(last["reason"], "Error", "{name}: {cs}");
+    }
+}
+
+/// CRI-O refuses a memory limit below its `container_min_memory`
+/// (crio.conf(5): 12 MiB unless configured), for a container at
+/// CreateContainer (kubelet: `CreateContainerError`) and for the pod's own
+/// limit (every container limited) at RunPodSandbox (kubelet: the
+/// containers stay `ContainerCreating`, the message says why); containerd
+/// has no minimum. A small board's 8Mi pod needs CRI-O configured lower.
+#[test]
+fn a_memory_limit_under_crios_minimum_is_refused_there_and_runs_on_containerd() {
+    let rt = ContainerRuntime::start();
+    let p = Picolet::start(&rt);
+    let sleeper = |name: &str, limit: &str| {
+        format!("  - name: {name}\n    image: busybox\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"100000\"]\n{limit}")
+    };
+    let limit = "    resources:\n      limits: {memory: 8Mi}\n";
+    let pod = |name: &str, containers: &str| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers:\n{containers}")
+    };
+    // Every container limited: the pod is limited to 8Mi too.
+    p.write_manifest("small", &pod("small", &sleeper("main", limit)));
+    // One unlimited container: the pod has no limit, one container has.
+    p.write_manifest(
+        "mixed",
+        &pod("mixed", &(sleeper("main", limit) + &sleeper("helper", ""))),
+    );
+    let state = |pod: &str, container: &str| -> Option<(String, String)> {
+        let cs = container_status(&p.find_pod(pod)?, container);
+        if cs["state"]["running"].is_object() {
+            return Some(("Running".into(), String::new()));
+        }
+        let w = &cs["state"]["waiting"];
+        Some((w["reason"].as_str()?.into(), w["message"].as_str()?.into()))
+    };
+    let want = match rt.kind() {
+        RuntimeKind::Crio => [
+            ("small", "main", "ContainerCreating"),
+            ("mixed", "main", "CreateContainerError"),
+            ("mixed", "helper", "Running"),
+        ],
+        RuntimeKind::Containerd => [
+            ("small", "main", "Running"),
+            ("mixed", "main", "Running"),
+            ("mixed", "helper", "Running"),
+        ],
+    };
+    for (pod, container, reason) in want {
+        let (_, message) = wait_until(&format!("{pod}/{container} {reason}"), LONG, || {
+            state(pod, container).filter(|(r, m)| r == reason && (r == "Running" || !m.is_empty()))
+        });
+        if reason != "Running" {
+            assert!(
+                message.contains("too low"),
+                "{pod}/{container}: CRI-O's message says why: {message}"
+            );
+        }
     }
 }

@@ -42,6 +42,9 @@ pub const CRIO_VERSION: &str = "v1.37.0";
 const CONMON: &str = "/usr/bin/conmon";
 /// Upper bound for one `skopeo` or `crio status` invocation.
 const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
+/// The OCI runtime CRI-O is given: runc behind a wrapper that clamps
+/// `process.oomScoreAdj` (the script says why).
+const RUNC_WRAPPER: &str = include_str!("runc-clamp-oom.sh");
 
 /// The CRI-O executables.
 pub struct Binaries {
@@ -214,9 +217,9 @@ pub fn write_config(dir: &Path, driver: &str) {
         &dir.join("policy.json"),
         "{\"default\": [{\"type\": \"insecureAcceptAnything\"}]}\n",
     );
-    let wrapper = dir.join("runc-wrapper");
-    write_file(&wrapper, &runc_wrapper(&find_runc()));
-    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).expect("chmod runc-wrapper");
+    let wrapper = dir.join("runc-clamp-oom.sh");
+    write_file(&wrapper, RUNC_WRAPPER);
+    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).expect("chmod runc wrapper");
     let config = format!(
         r#"# Written by tests/harness for one test; see tests/harness/crio.rs.
 [crio]
@@ -243,11 +246,13 @@ container_attach_socket_dir = "{attach}"
 namespaces_dir = "{ns}"
 
 # No CAP_SYS_RESOURCE here: the wrapper keeps runc from lowering
-# oom_score_adj (CRI-O has no restrict_oom_score_adj).
+# oom_score_adj (CRI-O has no restrict_oom_score_adj). conmon runs it with
+# monitor_env, CRI-O with its own environment: both name the real runc.
 [crio.runtime.runtimes.runc]
 runtime_path = "{wrapper}"
-runtime_root = "{runc}"
+runtime_root = "{runc_root}"
 monitor_path = "{conmon}"
+monitor_env = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "RUNC={runc}"]
 
 [crio.image]
 pause_image = "{pause}"
@@ -272,7 +277,8 @@ enable_nri = false
         attach = p("attach"),
         ns = p("ns"),
         wrapper = wrapper.display(),
-        runc = p("runc"),
+        runc_root = p("runc"),
+        runc = find_runc().display(),
         conmon = CONMON,
         pause = PAUSE_IMAGE,
         policy = p("policy.json"),
@@ -294,7 +300,8 @@ pub fn command(dir: &Path) -> Command {
         .arg(dir.join("crio.conf"))
         .arg("--config-dir")
         .arg(dir.join("conf.d"))
-        .env("TMPDIR", dir.join("tmp"));
+        .env("TMPDIR", dir.join("tmp"))
+        .env("RUNC", find_runc());
     cmd
 }
 
@@ -398,34 +405,4 @@ fn find_runc() -> PathBuf {
         .map(|d| d.join("runc"))
         .find(|p| assets::is_executable(p))
         .unwrap_or_else(|| panic!("runc not found in PATH (install it: `make deps`)"))
-}
-
-/// The runtime CRI-O runs: runc, after raising `process.oomScoreAdj` in the
-/// bundle's config.json to no lower than the wrapper's own. Without
-/// CAP_SYS_RESOURCE runc cannot lower its oom_score_adj and fails to start
-/// a sandbox ("failed to update /proc/self/oom_score_adj: Permission
-/// denied"); containerd's answer is `restrict_oom_score_adj`, CRI-O has none.
-fn runc_wrapper(runc: &Path) -> String {
-    format!(
-        r#"#!/bin/sh
-# Written by tests/harness/crio.rs: runc with process.oomScoreAdj clamped.
-set -eu
-bundle=
-prev=
-for arg in "$@"; do
-    case "$prev" in --bundle|-b) bundle=$arg ;; esac
-    case "$arg" in --bundle=*) bundle=${{arg#--bundle=}} ;; esac
-    prev=$arg
-done
-if [ -n "$bundle" ] && [ -f "$bundle/config.json" ]; then
-    want=$(sed -n 's/.*"oomScoreAdj": *\(-\{{0,1\}}[0-9]\{{1,\}}\).*/\1/p' "$bundle/config.json")
-    own=$(cat /proc/self/oom_score_adj)
-    if [ -n "$want" ] && [ "$want" -lt "$own" ]; then
-        sed -i "s/\"oomScoreAdj\": *-\{{0,1\}}[0-9]\{{1,\}}/\"oomScoreAdj\":$own/" "$bundle/config.json"
-    fi
-fi
-exec {runc} "$@"
-"#,
-        runc = runc.display()
-    )
 }
