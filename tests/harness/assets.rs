@@ -60,7 +60,7 @@ pub fn from_folder(dir: &Path, name: &str, cache: &Path) -> Result<PathBuf, Stri
     if is_executable(&out) {
         return Ok(out);
     }
-    let _lock = DirLock::take(&out_dir)?;
+    let _lock = super::DirLock::take(&out_dir)?;
     if is_executable(&out) {
         return Ok(out); // unpacked by another process while we waited
     }
@@ -176,25 +176,5 @@ pub fn sha256(path: &Path) -> Result<String, String> {
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         )),
-    }
-}
-
-/// An exclusive `flock` on `<dir>/.lock` (the folder is created), released
-/// when dropped or when the process dies.
-pub struct DirLock(#[allow(dead_code)] fs::File);
-
-impl DirLock {
-    pub fn take(dir: &Path) -> Result<DirLock, String> {
-        fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        let path = dir.join(".lock");
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| format!("opening {}: {e}", path.display()))?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
-            .map_err(|e| format!("locking {}: {e}", path.display()))?;
-        Ok(DirLock(file))
     }
 }

@@ -143,7 +143,7 @@ fn download_bundle() -> Result<Binaries, String> {
     if assets::is_executable(&done.crio) && assets::is_executable(&done.pinns) {
         return Ok(done);
     }
-    let _lock = assets::DirLock::take(&dir)?;
+    let _lock = super::DirLock::take(&dir)?;
     if assets::is_executable(&done.crio) && assets::is_executable(&done.pinns) {
         return Ok(done);
     }

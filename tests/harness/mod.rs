@@ -209,6 +209,27 @@ fn write_file(path: &Path, contents: &str) {
     fs::write(path, contents).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
 }
 
+/// An exclusive `flock` on `<dir>/.lock` (the folder is created), released
+/// when dropped or when the process dies: one process at a time in a
+/// shared folder (the assets cache, the network slots).
+pub struct DirLock(#[allow(dead_code)] fs::File);
+
+impl DirLock {
+    pub fn take(dir: &Path) -> Result<DirLock, String> {
+        fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let path = dir.join(".lock");
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("opening {}: {e}", path.display()))?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| format!("locking {}: {e}", path.display()))?;
+        Ok(DirLock(file))
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Test images
 // ---------------------------------------------------------------------------
@@ -305,6 +326,7 @@ impl Picolet {
         let hostname = format!("picolet-test-{pid}-{n}");
         let cgroup_root = format!("/picolet-test-{pid}-{n}");
         runtime.adopt_cgroup_root(&cgroup_root);
+        runtime.adopt_picolet_dir(dir.path());
         let mut p = Picolet {
             dir,
             child: None,

@@ -16,6 +16,7 @@
 //! not skip it fails with the reason.
 
 use std::fs::{self, OpenOptions};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -26,7 +27,7 @@ use tempfile::TempDir;
 
 use super::{
     containerd, crio, ensure_image, ensure_images, next_instance, run_quiet, signal, tail,
-    terminate, write_file, BASE_IMAGES, GRACE,
+    terminate, write_file, DirLock, BASE_IMAGES, GRACE,
 };
 
 /// How long a runtime gets to answer on its socket after being spawned.
@@ -151,9 +152,10 @@ pub fn snapshotter() -> &'static str {
 // Network slots: a unique bridge name and /24 per harness, across processes
 // ---------------------------------------------------------------------------
 
-/// A network slot. A claimed slot N: bridge `pcl<N>`, subnet `10.244.N.0/24`. Claimed by
-/// atomically creating `SLOT_DIR/<N>`; a slot whose owner process is gone is
-/// swept (its leftovers cleaned) and reused.
+/// A claimed network slot N: bridge `pcl<N>`, subnet `10.244.N.0/24`.
+/// Claimed by creating `SLOT_DIR/<N>` (holding the owner's pid and temp dir,
+/// and the cgroup roots made for it); the slots of owners that are gone are
+/// swept (their leftovers cleaned) and freed at every claim.
 struct NetSlot {
     n: usize,
 }
@@ -161,34 +163,45 @@ struct NetSlot {
 impl NetSlot {
     fn claim(dir: &Path) -> NetSlot {
         fs::create_dir_all(SLOT_DIR).unwrap_or_else(|e| panic!("creating {SLOT_DIR}: {e}"));
+        // One claim at a time, across processes: a slot swept as dead must
+        // not be claimed afresh meanwhile and then swept again.
+        let _lock = DirLock::take(Path::new(SLOT_DIR)).unwrap_or_else(|e| panic!("{e}"));
+        Self::reclaim_dead();
         let me = std::process::id();
         let start = (me as usize * 7 + next_instance() * 13) % SLOTS;
-        // Round 0 takes only free slots; round 1 also reclaims the slots of
-        // dead owners (a test process that was SIGKILLed), sweeping what they
-        // left behind first.
-        for round in 0..2 {
-            for i in 0..SLOTS {
-                let n = (start + i) % SLOTS + 1;
-                let path = Path::new(SLOT_DIR).join(n.to_string());
-                if round == 1 {
-                    Self::reclaim_if_dead(n, &path);
+        for i in 0..SLOTS {
+            let n = (start + i) % SLOTS + 1;
+            let path = Path::new(SLOT_DIR).join(n.to_string());
+            match fs::create_dir(&path) {
+                Ok(()) => {
+                    write_file(&path.join("owner"), &format!("{me}\n{}\n", dir.display()));
+                    // A bridge of that name can only be a leftover.
+                    run_quiet(
+                        Command::new("ip").args(["link", "del", &format!("pcl{n}")]),
+                        Duration::from_secs(10),
+                    );
+                    return NetSlot { n };
                 }
-                match fs::create_dir(&path) {
-                    Ok(()) => {
-                        write_file(&path.join("owner"), &format!("{me}\n{}\n", dir.display()));
-                        // A bridge of that name can only be a leftover.
-                        run_quiet(
-                            Command::new("ip").args(["link", "del", &format!("pcl{n}")]),
-                            Duration::from_secs(10),
-                        );
-                        return NetSlot { n };
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                    Err(e) => panic!("claiming {}: {e}", path.display()),
-                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => panic!("claiming {}: {e}", path.display()),
             }
         }
         panic!("no free network slot in {SLOT_DIR} (all {SLOTS} taken by live test processes)");
+    }
+
+    /// Frees the slots of test processes that died without dropping their
+    /// runtime (SIGKILL, an abort), sweeping what they left behind: a
+    /// runtime's containers outlive it (shims, conmons), and would run on
+    /// until the next claim of the same slot otherwise.
+    fn reclaim_dead() {
+        let Ok(entries) = fs::read_dir(SLOT_DIR) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if let Ok(n) = e.file_name().to_string_lossy().parse::<usize>() {
+                Self::reclaim_if_dead(n, &e.path());
+            }
+        }
     }
 
     /// Frees slot `n` if the process that claimed it is gone.
@@ -202,11 +215,33 @@ impl NetSlot {
         if Path::new(&format!("/proc/{pid}")).exists() {
             return;
         }
+        let listed = |file: &str| -> Vec<String> {
+            let text = fs::read_to_string(path.join(file)).unwrap_or_default();
+            text.lines()
+                .filter(|l| l.starts_with('/') && l.len() > 5)
+                .map(str::to_string)
+                .collect()
+        };
+        // The picolets first, so that none restarts a pod meanwhile.
+        for dir in listed("picolets") {
+            kill_processes_naming(&dir);
+            let _ = fs::remove_dir_all(dir);
+        }
         if let Some(old) = lines.next().filter(|d| d.starts_with('/') && d.len() > 5) {
-            sweep(Path::new(old), &format!("pcl{n}"), &[]);
+            sweep(Path::new(old), &format!("pcl{n}"), &listed("cgroups"));
             let _ = fs::remove_dir_all(old);
         }
         let _ = fs::remove_dir_all(path);
+    }
+
+    /// Notes, in `file` of the slot, a line for [`NetSlot::reclaim_if_dead`]
+    /// to clean up should the owner die without doing it: a cgroup root
+    /// (`cgroups`) or the temp dir of a picolet (`picolets`).
+    fn record(&self, file: &str, line: &str) {
+        let path = Path::new(SLOT_DIR).join(self.n.to_string()).join(file);
+        if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
+            let _ = writeln!(f, "{line}");
+        }
     }
 
     fn bridge(&self) -> String {
@@ -259,24 +294,7 @@ fn sweep(dir: &Path, bridge: &str, cgroup_roots: &[String]) {
 
     // 2. Processes started for this dir: the daemon itself and its shims
     //    or conmons (their command lines carry paths in dir).
-    let me = std::process::id();
-    if let Ok(procs) = fs::read_dir("/proc") {
-        for p in procs.flatten() {
-            let Ok(pid) = p.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            if pid == me {
-                continue;
-            }
-            let Ok(cmdline) = fs::read(p.path().join("cmdline")) else {
-                continue;
-            };
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if cmdline.contains(&dir_s) {
-                signal(pid, "KILL");
-            }
-        }
-    }
+    kill_processes_naming(&dir_s);
 
     // 3. Mounts under dir (rootfs overlays, netns bind mounts, shm), deepest
     //    first; lazily if busy.
@@ -306,6 +324,31 @@ fn sweep(dir: &Path, bridge: &str, cgroup_roots: &[String]) {
     // 5. Cgroups made under the pods' cgroup roots, in every hierarchy.
     for root in cgroup_roots {
         remove_cgroup_tree(root);
+    }
+}
+
+/// SIGKILLs every process (but this one) whose command line contains `s`.
+fn kill_processes_naming(s: &str) {
+    let me = std::process::id();
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return;
+    };
+    for p in procs.flatten() {
+        let Ok(pid) = p.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(cmdline) = fs::read(p.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmdline)
+            .replace('\0', " ")
+            .contains(s)
+        {
+            signal(pid, "KILL");
+        }
     }
 }
 
@@ -682,10 +725,19 @@ impl ContainerRuntime {
     /// removed from every hierarchy when this runtime is dropped, after
     /// all containers are gone. [`super::Picolet`] registers its cgroupRoot.
     pub fn adopt_cgroup_root(&self, root: &str) {
+        self.slot.record("cgroups", root);
         self.cgroup_roots
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(root.to_string());
+    }
+
+    /// Notes the temp dir of a [`super::Picolet`] started against us: if
+    /// this test process dies without dropping it, the next claim of a
+    /// network slot kills that picolet (found by its command line) with the
+    /// runtime's leftovers.
+    pub fn adopt_picolet_dir(&self, dir: &Path) {
+        self.slot.record("picolets", &dir.display().to_string());
     }
 
     fn spawn(&mut self) {
