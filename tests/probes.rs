@@ -1,6 +1,7 @@
-//! Probes and lifecycle hooks on a real containerd.
+//! Probes and lifecycle hooks on a real container runtime (containerd or
+//! CRI-O, as `PICOLET_TEST_RUNTIME` says).
 //!
-//! Each test runs picolet against a private containerd with busybox
+//! Each test runs picolet against a private runtime with busybox
 //! containers whose health the test controls from the host (files in a
 //! hostPath directory) or by timing inside the container, and checks what
 //! picolet reports: Ready conditions, restart counts, last states, and the

@@ -551,7 +551,8 @@ impl ContainerRuntime {
             .tempdir()
             .expect("temp dir for the container runtime");
         let snapshotter = snapshotter();
-        // Before anything is made: a missing crio fails with what to set.
+        // Before a slot is claimed or a daemon started: a missing crio
+        // fails here, saying what to set.
         match kind {
             RuntimeKind::Containerd => containerd::write_config(dir.path(), snapshotter),
             RuntimeKind::Crio => crio::write_config(dir.path(), crio::storage_driver(snapshotter)),
