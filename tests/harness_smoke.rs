@@ -4,8 +4,9 @@
 //! (containerd or CRI-O, `PICOLET_TEST_RUNTIME`) comes up healthy with both
 //! test images, that our pause image behaves as a sandbox's PID 1 must,
 //! that restarts keep state, that the admin-socket HTTP client copes with
-//! both body framings, and that a test image which cannot be built is an
-//! error naming what to install.
+//! both body framings, that a test image which cannot be built is an error
+//! naming what to install, and that CRI-O's binaries, when missing, are an
+//! error naming what to set.
 //! When one of these fails, every picolet integration test would fail with
 //! it; fix the harness (or the machine: `make deps`) first.
 
@@ -458,4 +459,24 @@ fn a_test_image_that_cannot_be_built_fails_naming_what_to_install() {
     let (ok, err) = build_images_with(&[], &["no-such-image"]);
     assert!(!ok, "built an unknown image: {err}");
     assert!(err.contains("grpc-health"), "names the known images: {err}");
+}
+
+#[test]
+fn crio_binaries_that_cannot_be_found_fail_naming_what_to_set() {
+    let nowhere = std::path::Path::new("/nonexistent/cri-o");
+    let Err(err) = harness::crio::locate(None, nowhere, false) else {
+        panic!("found crio in {}", nowhere.display());
+    };
+    for want in [
+        "CRIO_ASSETS",
+        "../shared/cri-o",
+        "CRIO_ASSETS_DOWNLOAD=1",
+        "no such folder",
+    ] {
+        assert!(err.contains(want), "names {want:?}: {err}");
+    }
+    let Err(err) = harness::crio::locate(Some(nowhere), nowhere, false) else {
+        panic!("found crio in {}", nowhere.display());
+    };
+    assert!(err.starts_with("CRIO_ASSETS=/nonexistent/cri-o"), "{err}");
 }
