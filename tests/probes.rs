@@ -12,17 +12,10 @@ mod harness;
 use std::path::Path;
 use std::time::Duration;
 
-use harness::{wait_until, Containerd, Picolet};
+use harness::{container_status, wait_until, Containerd, Picolet};
 use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(120);
-
-fn container_status(pod: &Value, name: &str) -> Value {
-    pod["status"]["containerStatuses"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["name"] == name).cloned())
-        .unwrap_or(Value::Null)
-}
 
 fn condition(pod: &Value, kind: &str) -> Option<String> {
     pod["status"]["conditions"]

@@ -17,17 +17,9 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::{wait_until, ContainerRuntime, Picolet, RuntimeKind};
-use serde_json::Value;
+use harness::{container_status, wait_until, ContainerRuntime, Picolet, RuntimeKind};
 
 const LONG: Duration = Duration::from_secs(120);
-
-fn container_status(pod: &Value, name: &str) -> Value {
-    pod["status"]["containerStatuses"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["name"] == name).cloned())
-        .unwrap_or(Value::Null)
-}
 
 /// #4: CRI-O runs `runc create` inside CreateContainer, so a missing
 /// executable fails there (kubelet: `CreateContainerError`, no container);

@@ -576,6 +576,15 @@ impl Drop for Picolet {
     }
 }
 
+/// The status of container `name` in a pod from [`Picolet::find_pod`]
+/// (`status.containerStatuses[]`), or null.
+pub fn container_status(pod: &serde_json::Value, name: &str) -> serde_json::Value {
+    pod["status"]["containerStatuses"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name).cloned())
+        .unwrap_or(serde_json::Value::Null)
+}
+
 /// The picolet binary under test: `$PICOLET_BIN` if set (`make bench` uses
 /// the static musl build that boards ship), else the one cargo built.
 pub fn picolet_bin() -> PathBuf {
