@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
 # `make demo`: picolet's main job, for real, on this machine.
 #
-# Starts a private containerd (its own root, state, socket and CNI bridge
-# under $DEMO_DIR, so the host's containerd, if any, is untouched), imports
-# the locally built busybox and pause images (no registry needed), runs the
-# release picolet against it with the static pods in examples/manifests,
-# and shows them running with `picolet get pods`. Leaves everything running
-# until Ctrl-C (or exits after showing the pods when DEMO_WAIT=0), then
-# stops the pods' containers and cleans up. Exits non-zero when the pods do
-# not come up, with the tail of picolet's log.
+# Starts a private containerd, or CRI-O with DEMO_RUNTIME=crio (its own
+# root, state, socket and CNI bridge under $DEMO_DIR, so the host's runtime,
+# if any, is untouched), imports the locally built busybox and pause images
+# (no registry needed), runs the release picolet against it with the static
+# pods in examples/manifests, and shows them running with `picolet get
+# pods`. Leaves everything running until Ctrl-C (or exits after showing the
+# pods when DEMO_WAIT=0), then stops the pods' containers and cleans up.
+# Exits non-zero when the pods do not come up, with the tail of picolet's
+# log.
+#
+# picolet finds the runtime by `containerRuntimeEndpoint` alone; the demo's
+# config below points it at the private socket. A node's own CRI-O is at
+# `containerRuntimeEndpoint: unix:///var/run/crio/crio.sock`, with CRI-O's
+# `cgroup_manager = "cgroupfs"` (picolet's cgroup driver; see the README).
 #
 # Env: DEMO_DIR (default /tmp/picolet-demo), DEMO_WAIT=0|1, DEMO_IMAGES (the
 # directory of busybox.tar and pause.tar; default target/test-images),
-# NO_COLOR (no bold even on a terminal; there is none when stdout is not).
+# DEMO_RUNTIME=containerd|crio, CRIO_ASSETS (a folder with crio and pinns,
+# plain or .xz; default ../shared/cri-o beside the repo), NO_COLOR (no bold
+# even on a terminal; there is none when stdout is not).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 DEMO_DIR=${DEMO_DIR:-/tmp/picolet-demo}
 DEMO_WAIT=${DEMO_WAIT:-1}
+DEMO_RUNTIME=${DEMO_RUNTIME:-containerd}
 bin="$repo/target/release/picolet"
 images="${DEMO_IMAGES:-$repo/target/test-images}"
-sock="$DEMO_DIR/containerd.sock"
+sock="$DEMO_DIR/$DEMO_RUNTIME.sock"
 admin="$DEMO_DIR/picolet.sock"
 bridge=pcldemo0
 subnet=10.88.77
@@ -34,15 +43,25 @@ fi
 log() { printf '%sdemo:%s %s\n' "$bold" "$plain" "$*"; }
 die() { log "$*" >&2; exit 1; }
 
+case $DEMO_RUNTIME in
+  containerd|crio) ;;
+  *) die "DEMO_RUNTIME=$DEMO_RUNTIME: expected containerd or crio" ;;
+esac
 [[ -x $bin ]] || die "$bin is missing: run 'make demo' (or 'make build')"
 for t in pause busybox; do
   [[ -f $images/$t.tar ]] || die "$images/$t.tar is missing: run 'make demo' (or 'make images IMAGES=\"busybox pause\"')"
 done
 
 cleanup() {
-  log "stopping picolet, the demo pods and containerd"
+  log "stopping picolet, the demo pods and $DEMO_RUNTIME"
   [[ -n ${picolet_pid:-} ]] && kill "$picolet_pid" 2>/dev/null && wait "$picolet_pid" 2>/dev/null || true
-  if [[ -S $sock ]]; then
+  if [[ $DEMO_RUNTIME == crio ]]; then
+    # CRI-O leaves containers running when it stops: kill them in its runc root.
+    for c in $(runc --root "$DEMO_DIR/runc" list -q 2>/dev/null); do
+      runc --root "$DEMO_DIR/runc" kill "$c" KILL >/dev/null 2>&1 || true
+      runc --root "$DEMO_DIR/runc" delete --force "$c" >/dev/null 2>&1 || true
+    done
+  elif [[ -S $sock ]]; then
     for t in $(ctr --address "$sock" -n k8s.io tasks ls -q 2>/dev/null); do
       ctr --address "$sock" -n k8s.io tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true
     done
@@ -54,7 +73,7 @@ cleanup() {
       ctr --address "$sock" -n k8s.io containers rm "$c" >/dev/null 2>&1 || true
     done
   fi
-  [[ -n ${containerd_pid:-} ]] && kill "$containerd_pid" 2>/dev/null && wait "$containerd_pid" 2>/dev/null || true
+  [[ -n ${runtime_pid:-} ]] && kill "$runtime_pid" 2>/dev/null && wait "$runtime_pid" 2>/dev/null || true
   grep " $DEMO_DIR/" /proc/mounts | awk '{print $2}' | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
   ip link del "$bridge" 2>/dev/null || true
   for d in /sys/fs/cgroup/*/picolet-demo /sys/fs/cgroup/picolet-demo; do
@@ -76,7 +95,21 @@ else
 fi
 rm -rf "$DEMO_DIR/ovl"
 
-cat > "$DEMO_DIR/containerd.toml" <<TOML
+cat > "$DEMO_DIR/cni/10-demo.conflist" <<JSON
+{
+  "cniVersion": "0.4.0",
+  "name": "picolet-demo",
+  "plugins": [
+    {"type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": false,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$subnet.0/24"}]],
+              "dataDir": "$DEMO_DIR/cni-ipam"}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+JSON
+
+start_containerd() {
+  cat > "$DEMO_DIR/containerd.toml" <<TOML
 # Private containerd for the picolet demo.
 version = 2
 root = "$DEMO_DIR/root"
@@ -109,29 +142,100 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       conf_dir = "$DEMO_DIR/cni"
 TOML
 
-cat > "$DEMO_DIR/cni/10-demo.conflist" <<JSON
-{
-  "cniVersion": "0.4.0",
-  "name": "picolet-demo",
-  "plugins": [
-    {"type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": false,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$subnet.0/24"}]],
-              "dataDir": "$DEMO_DIR/cni-ipam"}},
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
+  log "starting a private containerd ($snapshotter snapshotter) at $sock"
+  containerd --config "$DEMO_DIR/containerd.toml" >"$DEMO_DIR/containerd.log" 2>&1 &
+  runtime_pid=$!
+  for _ in $(seq 100); do ctr --address "$sock" version >/dev/null 2>&1 && break; sleep 0.1; done
+  ctr --address "$sock" version >/dev/null
+
+  log "importing the locally built busybox and pause images"
+  for t in pause busybox; do
+    ctr --address "$sock" -n k8s.io images import "$images/$t.tar" >/dev/null
+  done
 }
-JSON
 
-log "starting a private containerd ($snapshotter snapshotter) at $sock"
-containerd --config "$DEMO_DIR/containerd.toml" >"$DEMO_DIR/containerd.log" 2>&1 &
-containerd_pid=$!
-for _ in $(seq 100); do ctr --address "$sock" version >/dev/null 2>&1 && break; sleep 0.1; done
-ctr --address "$sock" version >/dev/null
+# crio or pinns from $CRIO_ASSETS: the executable, or NAME.xz unpacked into
+# $DEMO_DIR/bin after checking it against SHA256SUMS when that lists it.
+# Sets $found.
+crio_binary() {
+  local dir=${CRIO_ASSETS:-$repo/../shared/cri-o} name=$1
+  found=$dir/$name
+  [[ -x $found ]] && return
+  [[ -f $dir/$name.xz ]] || die "no $name (or $name.xz) in $dir: set CRIO_ASSETS to a folder with crio and pinns"
+  if grep -q " \*\?$name.xz\$" "$dir/SHA256SUMS" 2>/dev/null; then
+    (cd "$dir" && grep " \*\?$name.xz\$" SHA256SUMS | sha256sum --check --quiet) ||
+      die "$dir/$name.xz does not match $dir/SHA256SUMS"
+  fi
+  found=$DEMO_DIR/bin/$name
+  xz -dc "$dir/$name.xz" >"$found"
+  chmod 755 "$found"
+}
 
-log "importing the locally built busybox and pause images"
-for t in pause busybox; do
-  ctr --address "$sock" -n k8s.io images import "$images/$t.tar" >/dev/null
-done
+start_crio() {
+  local crio pinns storage=overlay
+  [[ $snapshotter == overlayfs ]] || storage=vfs
+  mkdir -p "$DEMO_DIR"/{bin,crio-logs,tmp,crio.conf.d}
+  crio_binary crio; crio=$found
+  crio_binary pinns; pinns=$found
+  cp "$repo/tests/harness/runc-clamp-oom.sh" "$DEMO_DIR/bin/"
+  echo '{"default": [{"type": "insecureAcceptAnything"}]}' >"$DEMO_DIR/policy.json"
+  cat > "$DEMO_DIR/crio.conf" <<TOML
+# Private CRI-O for the picolet demo.
+[crio]
+root = "$DEMO_DIR/root"
+runroot = "$DEMO_DIR/state"
+storage_driver = "$storage"
+log_dir = "$DEMO_DIR/crio-logs"
+version_file = "$DEMO_DIR/state/version"
+version_file_persist = "$DEMO_DIR/root/version"
+clean_shutdown_file = "$DEMO_DIR/root/clean.shutdown"
+[crio.api]
+listen = "$sock"
+stream_address = "127.0.0.1"
+stream_port = "0"
+[crio.runtime]
+default_runtime = "runc"
+# picolet's cgroup driver.
+cgroup_manager = "cgroupfs"
+conmon_cgroup = "pod"
+pinns_path = "$pinns"
+container_exits_dir = "$DEMO_DIR/state/exits"
+container_attach_socket_dir = "$DEMO_DIR/state/attach"
+namespaces_dir = "$DEMO_DIR/state/ns"
+[crio.runtime.runtimes.runc]
+# runc, unable to lower oom_score_adj without CAP_SYS_RESOURCE otherwise.
+runtime_path = "$DEMO_DIR/bin/runc-clamp-oom.sh"
+runtime_root = "$DEMO_DIR/runc"
+monitor_path = "/usr/bin/conmon"
+# CRI-O refuses a memory limit below this (default 12MiB); the example
+# counter, sized for a 256 MiB board, asks for 8Mi.
+container_min_memory = "4MiB"
+[crio.image]
+pause_image = "registry.k8s.io/pause:3.9"
+signature_policy = "$DEMO_DIR/policy.json"
+[crio.network]
+network_dir = "$DEMO_DIR/cni"
+plugin_dirs = ["/usr/lib/cni"]
+[crio.metrics]
+enable_metrics = false
+[crio.nri]
+enable_nri = false
+TOML
+
+  log "importing the locally built busybox and pause images"
+  local store="containers-storage:[$storage@$DEMO_DIR/root+$DEMO_DIR/state]"
+  skopeo --policy "$DEMO_DIR/policy.json" copy --quiet "oci-archive:$images/pause.tar" "${store}registry.k8s.io/pause:3.9"
+  skopeo --policy "$DEMO_DIR/policy.json" copy --quiet "oci-archive:$images/busybox.tar" "${store}docker.io/library/busybox:latest"
+
+  log "starting a private CRI-O ($($crio --version | head -n 1 | cut -d' ' -f3), $storage storage) at $sock"
+  TMPDIR=$DEMO_DIR/tmp "$crio" --config "$DEMO_DIR/crio.conf" --config-dir "$DEMO_DIR/crio.conf.d" \
+    >"$DEMO_DIR/crio.log" 2>&1 &
+  runtime_pid=$!
+  for _ in $(seq 100); do "$crio" status --socket "$sock" info >/dev/null 2>&1 && break; sleep 0.1; done
+  "$crio" status --socket "$sock" info >/dev/null 2>&1 || die "CRI-O does not answer; see $DEMO_DIR/crio.log"
+}
+
+start_$DEMO_RUNTIME
 
 cp "$repo"/examples/manifests/*.yaml "$DEMO_DIR/manifests/"
 cat > "$DEMO_DIR/config.yaml" <<YAML

@@ -1,6 +1,7 @@
-//! Probes and lifecycle hooks on a real containerd.
+//! Probes and lifecycle hooks on a real container runtime (containerd or
+//! CRI-O, as `PICOLET_TEST_RUNTIME` says).
 //!
-//! Each test runs picolet against a private containerd with busybox
+//! Each test runs picolet against a private runtime with busybox
 //! containers whose health the test controls from the host (files in a
 //! hostPath directory) or by timing inside the container, and checks what
 //! picolet reports: Ready conditions, restart counts, last states, and the
@@ -11,17 +12,10 @@ mod harness;
 use std::path::Path;
 use std::time::Duration;
 
-use harness::{wait_until, Containerd, Picolet};
+use harness::{container_status, wait_until, Containerd, Picolet};
 use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(120);
-
-fn container_status(pod: &Value, name: &str) -> Value {
-    pod["status"]["containerStatuses"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["name"] == name).cloned())
-        .unwrap_or(Value::Null)
-}
 
 fn condition(pod: &Value, kind: &str) -> Option<String> {
     pod["status"]["conditions"]

@@ -1,8 +1,9 @@
-//! Static pods on a real containerd: the spine of picolet, end to end.
+//! Static pods on a real container runtime (containerd or CRI-O, as
+//! `PICOLET_TEST_RUNTIME` says): the spine of picolet, end to end.
 //!
-//! Every test starts a private containerd (tests/harness) and the picolet
+//! Every test starts a private runtime (tests/harness) and the picolet
 //! binary, writes manifests into the static pod directory, and checks what
-//! picolet reports on its admin socket against what containerd and the
+//! picolet reports on its admin socket against what the runtime and the
 //! kernel really hold (CRI listings, log files, cgroup files). Waits are
 //! generous polls; no test asserts on timing.
 
@@ -498,7 +499,7 @@ fn a_restarted_picolet_adopts_running_containers_and_removes_orphans() {
 }
 
 #[test]
-fn a_containerd_restart_does_not_restart_containers_and_picolet_reconnects() {
+fn a_runtime_restart_does_not_restart_containers_and_picolet_reconnects() {
     let mut c = Containerd::start();
     let p = Picolet::start(&c);
     p.write_manifest("steady", &sleeper("steady"));

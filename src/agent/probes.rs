@@ -28,8 +28,8 @@ use crate::cri::RuntimeService;
 use crate::pleg::State;
 use crate::pod::plan::KillReason;
 use crate::pod::{accessors, facts};
+use crate::probe as prober;
 use crate::probe::{Change, ContainerView, Outcome, Params, ProbeType, Step, Worker};
-use crate::prober;
 
 /// kubelet never gives a container less than this after its preStop hook.
 const MIN_GRACE_AFTER_PRESTOP: i64 = 2;

@@ -135,7 +135,15 @@ impl<R: RuntimeService> Agent<R> {
                         let key = Backoff::key(uid, &name);
                         self.backoff.borrow_mut().next(&key, Instant::now());
                         if let Some(prev) = observed.latest(&name) {
-                            let ran = (prev.finished_at - prev.started_at).max(0) as u64;
+                            // A container that never started did not run: on
+                            // containerd a failed StartContainer leaves it
+                            // exited with started_at 0 (CRI-O fails the
+                            // CreateContainer instead; runtimes.md #4).
+                            let ran = if prev.started_at > 0 {
+                                (prev.finished_at - prev.started_at).max(0) as u64
+                            } else {
+                                0
+                            };
                             self.backoff
                                 .borrow_mut()
                                 .observe_run(&key, Duration::from_nanos(ran));

@@ -1,0 +1,66 @@
+//! The admin socket: a tiny HTTP/1.1 API on a unix socket, its client, and
+//! the `kubectl get pods`-style table the CLI prints.
+//!
+//! picolet reports to no API server yet, so operators ask the agent
+//! directly: `picolet get pods` connects to the socket (default
+//! `/run/picolet/picolet.sock`, `--admin-socket`) and reads `GET /pods`.
+//!
+//! - [`server`]: binds the socket `0600` and serves it with connection
+//!   limits and timeouts; [`Handlers`] are the admin routes (`/healthz`,
+//!   `/pods`, `/metrics`) that the agent registers.
+//! - [`router`]: method + path → handler, 404 and 405; the node API is meant
+//!   to reuse it.
+//! - [`client`]: the CLI side, on `crate::net`'s HTTP/1.1 client.
+//! - [`table`]: `kubectl get pods` columns and ages (pure).
+//!
+//! This module must NOT know the agent's internals: it sees pods only as
+//! the v1 `PodList` a [`Handlers`] callback returns, and metrics as text.
+
+pub mod client;
+pub mod router;
+pub mod server;
+pub mod table;
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+pub use client::get;
+pub use router::Router;
+pub use server::{
+    bind, serve, serve_listener, serve_router, Handlers, MetricsFn, PodsFn, CONNECTION_TIMEOUT,
+    HEADER_TIMEOUT, MAX_CONNECTIONS,
+};
+pub use table::{human_duration, pod_row, pods_table};
+
+/// The admin socket's and its client's errors. `Debug` prints the message,
+/// like `Display`: a derived one costs half a KiB of binary and says less.
+#[derive(thiserror::Error)]
+pub enum AdminError {
+    #[error("is picolet running? cannot connect to {}: {source}", path.display())]
+    Connect { path: PathBuf, source: io::Error },
+    #[error("admin socket {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    /// The request failed (printed in full, not chained as a source).
+    #[error("admin socket {}: {error}", path.display())]
+    Request {
+        path: PathBuf,
+        error: crate::net::http1::Http1Error,
+    },
+    #[error("admin socket {}: malformed HTTP response: {what}", path.display())]
+    Protocol { path: PathBuf, what: String },
+    #[error("{} exists and is not a socket; refusing to replace it", path.display())]
+    NotASocket { path: PathBuf },
+    #[error("{} is in use: another picolet is serving it", path.display())]
+    InUse { path: PathBuf },
+    #[error("creating admin socket {}: {source}", path.display())]
+    Bind { path: PathBuf, source: io::Error },
+    #[error("accepting on admin socket {}: {source}", path.display())]
+    Accept { path: PathBuf, source: io::Error },
+}
+
+impl fmt::Debug for AdminError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}

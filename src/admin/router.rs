@@ -1,0 +1,236 @@
+//! A small HTTP router: method and path to a handler, with the 404 and 405
+//! answers in one place. The admin socket uses it today; the node API (the
+//! kubelet's `:10250` endpoints) is meant to register its routes on the
+//! same type.
+//!
+//! A pattern is an exact path (`/healthz`) or a prefix ending in `/*`
+//! (`/containerLogs/*` matches `/containerLogs/ns/pod/c`). Routes are tried
+//! in the order they were added. A path no route matches is 404; a path
+//! some route matches, but not with this method, is 405 with an `Allow`
+//! header listing the methods that would work.
+//!
+//! Most answers are data, not code: a fixed text, a JSON document, rendered
+//! text. [`Handler`] says which, so registering the common routes costs no
+//! closure of its own (each boxed closure is a vtable in the binary);
+//! [`Handler::Custom`] sees the request head for everything else. Handlers
+//! answer synchronously from state they hold and never see the body: a
+//! route cannot hold a connection open by itself.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{header, HeaderValue, Method, Response, StatusCode};
+use http_body_util::Full;
+
+/// A response body: the whole answer in memory.
+pub type Body = Full<Bytes>;
+
+/// Answers a request from its head ([`Handler::Custom`]).
+pub type HandlerFn = Rc<dyn Fn(&Parts) -> Response<Body>>;
+
+/// What answers a route.
+#[derive(Clone)]
+pub enum Handler {
+    /// A fixed `text/plain` answer.
+    Text(&'static str),
+    /// The value as `application/json` (500 if it cannot be encoded).
+    Json(Rc<dyn Fn() -> serde_json::Value>),
+    /// The rendered text, with this `Content-Type`.
+    Render(Rc<dyn Fn() -> String>, &'static str),
+    /// Anything else: the request head in, the response out.
+    Custom(HandlerFn),
+}
+
+impl Handler {
+    fn answer(&self, req: &Parts) -> Response<Body> {
+        match self {
+            Handler::Text(body) => text(StatusCode::OK, body),
+            Handler::Json(value) => match serde_json::to_vec(&value()) {
+                Ok(body) => typed(body, "application/json"),
+                Err(e) => {
+                    log::error!("{}: encoding the answer: {e}", req.uri.path());
+                    text(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "encoding the answer failed\n",
+                    )
+                }
+            },
+            Handler::Render(render, content_type) => typed(render(), content_type),
+            Handler::Custom(f) => f(req),
+        }
+    }
+}
+
+/// Whether `pattern` (see the module docs) matches `path`.
+fn matches(pattern: &str, path: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) if prefix.ends_with('/') => path.starts_with(prefix),
+        _ => pattern == path,
+    }
+}
+
+#[derive(Clone)]
+struct Route {
+    method: Method,
+    pattern: &'static str,
+    handler: Handler,
+}
+
+/// Routes, tried in order.
+#[derive(Clone, Default)]
+pub struct Router {
+    routes: Vec<Route>,
+}
+
+impl Router {
+    /// A router with no routes: everything is 404.
+    pub fn new() -> Router {
+        Router::default()
+    }
+
+    /// Adds a route for `method` on `pattern` (see the module docs).
+    pub fn route(mut self, method: Method, pattern: &'static str, handler: Handler) -> Router {
+        self.routes.push(Route {
+            method,
+            pattern,
+            handler,
+        });
+        self
+    }
+
+    /// Adds a `GET` route.
+    pub fn get(self, pattern: &'static str, handler: Handler) -> Router {
+        self.route(Method::GET, pattern, handler)
+    }
+
+    /// Answers a request: the first route matching its method and path,
+    /// else 405 (the path is known) or 404.
+    pub fn handle(&self, req: &Parts) -> Response<Body> {
+        let path = req.uri.path();
+        let mut allow = String::new();
+        for r in self.routes.iter().filter(|r| matches(r.pattern, path)) {
+            if r.method == req.method {
+                return r.handler.answer(req);
+            }
+            if !allow.split(", ").any(|m| m == r.method.as_str()) {
+                if !allow.is_empty() {
+                    allow.push_str(", ");
+                }
+                allow.push_str(r.method.as_str());
+            }
+        }
+        if allow.is_empty() {
+            return text(StatusCode::NOT_FOUND, "not found\n");
+        }
+        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+        if let Ok(allow) = HeaderValue::from_str(&allow) {
+            r.headers_mut().insert(header::ALLOW, allow);
+        }
+        r
+    }
+}
+
+/// A `text/plain` answer.
+pub fn text(status: StatusCode, body: &'static str) -> Response<Body> {
+    let mut r = typed(
+        Bytes::from_static(body.as_bytes()),
+        "text/plain; charset=utf-8",
+    );
+    *r.status_mut() = status;
+    r
+}
+
+/// A 200 answer with this body and `Content-Type`.
+pub fn typed(body: impl Into<Bytes>, content_type: &'static str) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::Request;
+    use http_body_util::BodyExt;
+
+    fn head(method: Method, uri: &str) -> Parts {
+        Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0
+    }
+
+    fn body(r: Response<Body>) -> String {
+        let bytes = crate::rt::block_on(r.into_body().collect())
+            .unwrap()
+            .to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    fn router() -> Router {
+        Router::new()
+            .get("/healthz", Handler::Text("ok"))
+            .route(
+                Method::POST,
+                "/healthz",
+                Handler::Custom(Rc::new(|_| text(StatusCode::ACCEPTED, "posted"))),
+            )
+            .get(
+                "/logs/*",
+                Handler::Custom(Rc::new(|req| {
+                    typed(req.uri.path().to_string(), "text/plain")
+                })),
+            )
+            .get(
+                "/pods",
+                Handler::Json(Rc::new(|| serde_json::json!({"kind": "PodList"}))),
+            )
+            .get(
+                "/metrics",
+                Handler::Render(Rc::new(|| "up 1\n".into()), "text/plain; version=0.0.4"),
+            )
+    }
+
+    #[test]
+    fn a_request_goes_to_the_route_of_its_method_and_path() {
+        let r = router().handle(&head(Method::GET, "/healthz?verbose=1"));
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(body(r), "ok");
+        let r = router().handle(&head(Method::POST, "/healthz"));
+        assert_eq!(r.status(), StatusCode::ACCEPTED);
+        let r = router().handle(&head(Method::GET, "/logs/ns/pod"));
+        assert_eq!(r.headers()[header::CONTENT_TYPE], "text/plain");
+        assert_eq!(body(r), "/logs/ns/pod");
+        let r = router().handle(&head(Method::GET, "/pods"));
+        assert_eq!(r.headers()[header::CONTENT_TYPE], "application/json");
+        assert_eq!(body(r), r#"{"kind":"PodList"}"#);
+        let r = router().handle(&head(Method::GET, "/metrics"));
+        assert_eq!(
+            r.headers()[header::CONTENT_TYPE],
+            "text/plain; version=0.0.4"
+        );
+        assert_eq!(body(r), "up 1\n");
+    }
+
+    #[test]
+    fn an_unknown_path_is_404_and_a_wrong_method_is_405_with_allow() {
+        let r = router().handle(&head(Method::GET, "/nope"));
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+        let r = router().handle(&head(Method::GET, "/logs"));
+        assert_eq!(
+            r.status(),
+            StatusCode::NOT_FOUND,
+            "a prefix needs its slash"
+        );
+        let r = router().handle(&head(Method::DELETE, "/healthz"));
+        assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(r.headers()[header::ALLOW], "GET, POST");
+        let r = Router::new().handle(&head(Method::GET, "/"));
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    }
+}

@@ -1,0 +1,521 @@
+//! The `picolet get pods` table: kubectl's `printPod` columns (NAME,
+//! READY, STATUS, RESTARTS, AGE; `-o wide` adds IP and NODE) and its
+//! `HumanDuration` ages, computed from a v1 `PodList`.
+//!
+//! Pure: the current time comes in as an argument. It reads only the pod
+//! objects the admin socket serves, never the agent's state.
+
+use std::fmt::Write as _;
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+
+/// kubectl's `HumanDuration` (k8s.io/apimachinery/pkg/util/duration) for a
+/// number of seconds: `45s`, `3m20s`, `15m`, `5h30m`, `20h`, `3d4h`, `120d`,
+/// `2y30d`, `9y`.
+pub fn human_duration(seconds: i64) -> String {
+    if seconds < -1 {
+        return "<invalid>".into();
+    }
+    let s = seconds.max(0);
+    let (m, h) = (s / 60, s / 3600);
+    let (d, y) = (h / 24, h / 24 / 365);
+    // The leading unit, then the next smaller one unless it is zero.
+    let (a, unit_a, b, unit_b) = if s < 60 * 2 {
+        (s, 's', 0, 's')
+    } else if m < 10 {
+        (m, 'm', s % 60, 's')
+    } else if m < 60 * 3 {
+        (m, 'm', 0, 's')
+    } else if h < 8 {
+        (h, 'h', m % 60, 'm')
+    } else if h < 48 {
+        (h, 'h', 0, 'm')
+    } else if h < 24 * 8 {
+        (d, 'd', h % 24, 'h')
+    } else if h < 24 * 365 * 2 {
+        (d, 'd', 0, 'h')
+    } else if h < 24 * 365 * 8 {
+        (y, 'y', d % 365, 'd')
+    } else {
+        (y, 'y', 0, 'd')
+    };
+    if b == 0 {
+        format!("{a}{unit_a}")
+    } else {
+        format!("{a}{unit_a}{b}{unit_b}")
+    }
+}
+
+fn since(
+    t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    now_unix: i64,
+) -> String {
+    match t {
+        Some(t) => human_duration(now_unix - t.0.as_second()),
+        None => "<unknown>".into(),
+    }
+}
+
+/// One pod's READY, STATUS and RESTARTS cells, by kubectl's `printPod`.
+pub fn pod_row(pod: &Pod, now_unix: i64) -> (String, String, String) {
+    let spec = pod.spec.as_ref();
+    let status = pod.status.clone().unwrap_or_default();
+    let inits = spec
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or(&[]);
+    let is_sidecar = |name: &str| {
+        inits
+            .iter()
+            .any(|c| c.name == name && c.restart_policy.as_deref() == Some("Always"))
+    };
+    let mut total = spec.map(|s| s.containers.len()).unwrap_or(0)
+        + inits.iter().filter(|c| is_sidecar(&c.name)).count();
+    let mut ready = 0;
+    let mut restarts = 0i64;
+    let mut sidecar_restarts = 0i64;
+    let mut last_restart: Option<i64> = None;
+    let mut last_sidecar_restart: Option<i64> = None;
+    let finished = |c: &ContainerStatus| -> Option<i64> {
+        c.last_state
+            .as_ref()?
+            .terminated
+            .as_ref()?
+            .finished_at
+            .as_ref()
+            .map(|t| t.0.as_second())
+    };
+
+    let phase = status.phase.clone().unwrap_or_default();
+    let mut reason = status
+        .reason
+        .clone()
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| phase.clone());
+    if status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "PodScheduled" && c.reason.as_deref() == Some("SchedulingGated"))
+    {
+        reason = "SchedulingGated".into();
+    }
+
+    let mut initializing = false;
+    for (i, c) in status.init_container_statuses.iter().flatten().enumerate() {
+        restarts += i64::from(c.restart_count);
+        if let Some(f) = finished(c) {
+            last_restart = last_restart.max(Some(f));
+        }
+        let sidecar = is_sidecar(&c.name);
+        if sidecar {
+            sidecar_restarts += i64::from(c.restart_count);
+            if let Some(f) = finished(c) {
+                last_sidecar_restart = last_sidecar_restart.max(Some(f));
+            }
+        }
+        let state = c.state.clone().unwrap_or_default();
+        match (&state.terminated, &state.waiting) {
+            (Some(t), _) if t.exit_code == 0 => continue,
+            _ if sidecar && c.started == Some(true) => {
+                ready += usize::from(c.ready);
+                continue;
+            }
+            (Some(t), _) => {
+                reason = match (
+                    t.reason.as_deref().filter(|r| !r.is_empty()),
+                    t.signal.filter(|s| *s != 0),
+                ) {
+                    (Some(r), _) => format!("Init:{r}"),
+                    (None, Some(sig)) => format!("Init:Signal:{sig}"),
+                    (None, None) => format!("Init:ExitCode:{}", t.exit_code),
+                };
+            }
+            (None, Some(w))
+                if w.reason
+                    .as_deref()
+                    .is_some_and(|r| !r.is_empty() && r != "PodInitializing") =>
+            {
+                reason = format!("Init:{}", w.reason.as_deref().unwrap_or_default());
+            }
+            _ => reason = format!("Init:{i}/{}", inits.len()),
+        }
+        initializing = true;
+        break;
+    }
+
+    let initialized = status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Initialized" && c.status == "True");
+    if !initializing || initialized {
+        restarts = sidecar_restarts;
+        last_restart = last_sidecar_restart;
+        let mut has_running = false;
+        for c in status.container_statuses.iter().flatten().rev() {
+            restarts += i64::from(c.restart_count);
+            if let Some(f) = finished(c) {
+                last_restart = last_restart.max(Some(f));
+            }
+            let state = c.state.clone().unwrap_or_default();
+            if let Some(r) = state
+                .waiting
+                .as_ref()
+                .and_then(|w| w.reason.clone())
+                .filter(|r| !r.is_empty())
+            {
+                reason = r;
+            } else if let Some(t) = &state.terminated {
+                reason = match (
+                    t.reason.as_deref().filter(|r| !r.is_empty()),
+                    t.signal.filter(|s| *s != 0),
+                ) {
+                    (Some(r), _) => r.to_string(),
+                    (None, Some(sig)) => format!("Signal:{sig}"),
+                    (None, None) => format!("ExitCode:{}", t.exit_code),
+                };
+            } else if c.ready && state.running.is_some() {
+                has_running = true;
+                ready += 1;
+            }
+        }
+        if reason == "Completed" && has_running {
+            let pod_ready = status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            reason = if pod_ready { "Running" } else { "NotReady" }.into();
+        }
+    }
+
+    if pod.metadata.deletion_timestamp.is_some() {
+        if status.reason.as_deref() == Some("NodeLost") {
+            reason = "Unknown".into();
+        } else if phase != "Succeeded" && phase != "Failed" {
+            reason = "Terminating".into();
+        }
+    }
+
+    total = total.max(ready);
+    let restarts = match last_restart {
+        Some(at) if restarts != 0 => format!("{restarts} ({} ago)", human_duration(now_unix - at)),
+        _ => restarts.to_string(),
+    };
+    (format!("{ready}/{total}"), reason, restarts)
+}
+
+/// Renders a v1 `PodList` (JSON, as `GET /pods` returns it) like
+/// `kubectl get pods` (`-o wide` adds IP and NODE). Items that are not pods
+/// are skipped; an empty list renders as `No resources found.`.
+pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool) -> String {
+    let mut pods: Vec<Pod> = list
+        .get("items")
+        .and_then(|i| i.as_array())
+        .into_iter()
+        .flatten()
+        // Re-parse the item's text rather than `serde_json::from_value`: same
+        // result, but it reuses the JSON-text `Pod` deserializer that the
+        // manifest source needs anyway instead of instantiating a second one
+        // over `Value` (that one cost ~275 KiB of the stripped release binary).
+        .filter_map(|item| serde_json::from_str(&item.to_string()).ok())
+        .collect();
+    if pods.is_empty() {
+        return "No resources found.\n".into();
+    }
+    pods.sort_by(|a, b| {
+        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+    });
+    let mut rows: Vec<Vec<String>> = Vec::with_capacity(pods.len() + 1);
+    let mut header: Vec<String> = ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+        .map(String::from)
+        .to_vec();
+    if wide {
+        header.extend(["IP", "NODE"].map(String::from));
+    }
+    rows.push(header);
+    for pod in &pods {
+        let (ready, status, restarts) = pod_row(pod, now_unix);
+        let mut row = vec![
+            pod.metadata.name.clone().unwrap_or_default(),
+            ready,
+            status,
+            restarts,
+            since(pod.metadata.creation_timestamp.as_ref(), now_unix),
+        ];
+        if wide {
+            let none = || "<none>".to_string();
+            let ip = pod
+                .status
+                .as_ref()
+                .and_then(|s| {
+                    s.pod_ips
+                        .as_ref()
+                        .and_then(|ips| ips.first())
+                        .map(|ip| ip.ip.clone())
+                        .or_else(|| s.pod_ip.clone())
+                })
+                .filter(|ip| !ip.is_empty())
+                .unwrap_or_else(none);
+            let node = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(none);
+            row.extend([ip, node]);
+        }
+        rows.push(row);
+    }
+    // kubectl's tabwriter: columns padded to the widest cell plus 3 spaces.
+    let columns = rows[0].len();
+    let widths: Vec<usize> = (0..columns)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in &rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == columns {
+                out.push_str(cell);
+            } else {
+                let _ = write!(out, "{cell:<width$}", width = widths[i] + 3);
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const NOW: i64 = 1_700_000_000;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn running(name: &str, ready: bool, restarts: i32) -> serde_json::Value {
+        json!({"name": name, "image": "i", "imageID": "", "ready": ready, "restartCount": restarts,
+               "state": {"running": {"startedAt": "2023-11-14T22:00:00Z"}}})
+    }
+
+    fn waiting(name: &str, reason: &str, restarts: i32) -> serde_json::Value {
+        json!({"name": name, "image": "i", "imageID": "", "ready": false, "restartCount": restarts,
+               "state": {"waiting": {"reason": reason}}})
+    }
+
+    fn terminated(name: &str, code: i32, reason: &str) -> serde_json::Value {
+        json!({"name": name, "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+               "state": {"terminated": {"exitCode": code, "reason": reason}}})
+    }
+
+    fn two_container_pod(phase: &str, statuses: Vec<serde_json::Value>) -> Pod {
+        pod(json!({
+            "metadata": {"name": "web", "namespace": "default", "creationTimestamp": "2023-11-14T22:00:00Z"},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}]},
+            "status": {"phase": phase, "containerStatuses": statuses,
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+    }
+
+    fn init_pod(inits: Vec<serde_json::Value>, app: Vec<serde_json::Value>) -> Pod {
+        pod(json!({
+            "metadata": {"name": "db"},
+            "spec": {"initContainers": [{"name": "i1"}, {"name": "i2"}], "containers": [{"name": "a"}]},
+            "status": {"phase": "Pending", "initContainerStatuses": inits, "containerStatuses": app}
+        }))
+    }
+
+    #[test]
+    fn the_status_column_is_running_with_ready_counts() {
+        let p = two_container_pod(
+            "Running",
+            vec![running("a", true, 0), running("b", false, 0)],
+        );
+        assert_eq!(
+            pod_row(&p, NOW),
+            ("1/2".into(), "Running".into(), "0".into())
+        );
+    }
+
+    #[test]
+    fn the_status_column_shows_a_waiting_reason_and_restarts() {
+        let p = two_container_pod(
+            "Running",
+            vec![waiting("a", "CrashLoopBackOff", 5), running("b", true, 1)],
+        );
+        let (ready, status, restarts) = pod_row(&p, NOW);
+        assert_eq!(
+            (ready.as_str(), status.as_str(), restarts.as_str()),
+            ("1/2", "CrashLoopBackOff", "6")
+        );
+        let p = two_container_pod(
+            "Pending",
+            vec![
+                waiting("a", "ErrImagePull", 0),
+                waiting("b", "ContainerCreating", 0),
+            ],
+        );
+        assert_eq!(pod_row(&p, NOW).1, "ErrImagePull");
+        let p = two_container_pod(
+            "Pending",
+            vec![
+                waiting("a", "ContainerCreating", 0),
+                waiting("b", "ContainerCreating", 0),
+            ],
+        );
+        assert_eq!(pod_row(&p, NOW).1, "ContainerCreating");
+    }
+
+    #[test]
+    fn the_restarts_column_says_how_long_ago_the_last_restart_was() {
+        let mut a = running("a", true, 2);
+        a["lastState"] =
+            json!({"terminated": {"exitCode": 1, "finishedAt": "2023-11-14T22:08:20Z"}});
+        let p = two_container_pod("Running", vec![a, running("b", true, 0)]);
+        // 22:13:20 - 22:08:20 = 5m
+        assert_eq!(pod_row(&p, NOW).2, "2 (5m ago)");
+    }
+
+    #[test]
+    fn the_status_column_shows_completed_and_error_for_finished_pods() {
+        let p = two_container_pod(
+            "Succeeded",
+            vec![
+                terminated("a", 0, "Completed"),
+                terminated("b", 0, "Completed"),
+            ],
+        );
+        assert_eq!(pod_row(&p, NOW).1, "Completed");
+        let p = two_container_pod(
+            "Failed",
+            vec![terminated("a", 0, "Completed"), terminated("b", 1, "Error")],
+        );
+        assert_eq!(pod_row(&p, NOW).1, "Completed"); // kubectl reports the first container's reason
+        let p = two_container_pod(
+            "Failed",
+            vec![terminated("a", 1, "Error"), terminated("b", 0, "Completed")],
+        );
+        assert_eq!(pod_row(&p, NOW).1, "Error");
+        let p = two_container_pod(
+            "Failed",
+            vec![terminated("a", 137, ""), terminated("b", 0, "Completed")],
+        );
+        assert_eq!(pod_row(&p, NOW).1, "ExitCode:137");
+    }
+
+    #[test]
+    fn a_completed_container_next_to_a_running_one_shows_running() {
+        let p = two_container_pod(
+            "Running",
+            vec![terminated("a", 0, "Completed"), running("b", true, 0)],
+        );
+        assert_eq!(pod_row(&p, NOW).1, "Running");
+    }
+
+    #[test]
+    fn the_status_column_counts_init_containers() {
+        let p = init_pod(
+            vec![terminated("i1", 0, "Completed"), running("i2", false, 0)],
+            vec![waiting("a", "PodInitializing", 0)],
+        );
+        assert_eq!(
+            pod_row(&p, NOW),
+            ("0/1".into(), "Init:1/2".into(), "0".into())
+        );
+        let p = init_pod(
+            vec![
+                waiting("i1", "PodInitializing", 0),
+                waiting("i2", "PodInitializing", 0),
+            ],
+            vec![waiting("a", "PodInitializing", 0)],
+        );
+        assert_eq!(pod_row(&p, NOW).1, "Init:0/2");
+        let p = init_pod(
+            vec![
+                waiting("i1", "CrashLoopBackOff", 3),
+                waiting("i2", "PodInitializing", 0),
+            ],
+            vec![waiting("a", "PodInitializing", 0)],
+        );
+        assert_eq!(
+            pod_row(&p, NOW),
+            ("0/1".into(), "Init:CrashLoopBackOff".into(), "3".into())
+        );
+        let p = init_pod(
+            vec![terminated("i1", 2, "Error")],
+            vec![waiting("a", "PodInitializing", 0)],
+        );
+        assert_eq!(pod_row(&p, NOW).1, "Init:Error");
+        let p = init_pod(
+            vec![
+                terminated("i1", 0, "Completed"),
+                terminated("i2", 0, "Completed"),
+            ],
+            vec![waiting("a", "PodInitializing", 0)],
+        );
+        assert_eq!(pod_row(&p, NOW).1, "PodInitializing");
+    }
+
+    #[test]
+    fn a_deleted_pod_shows_terminating_unless_it_finished() {
+        let mut p = two_container_pod(
+            "Running",
+            vec![running("a", true, 0), running("b", true, 0)],
+        );
+        p.metadata.deletion_timestamp = Some(crate::status::time_from_unix(NOW));
+        assert_eq!(pod_row(&p, NOW).1, "Terminating");
+        p.status.as_mut().unwrap().phase = Some("Succeeded".into());
+        p.status.as_mut().unwrap().container_statuses = Some(vec![serde_json::from_value(
+            terminated("a", 0, "Completed"),
+        )
+        .unwrap()]);
+        assert_eq!(pod_row(&p, NOW).1, "Completed");
+    }
+
+    #[test]
+    fn ages_print_like_kubectl() {
+        assert_eq!(human_duration(-5), "<invalid>");
+        assert_eq!(human_duration(-1), "0s");
+        assert_eq!(human_duration(45), "45s");
+        assert_eq!(human_duration(119), "119s");
+        assert_eq!(human_duration(200), "3m20s");
+        assert_eq!(human_duration(300), "5m");
+        assert_eq!(human_duration(15 * 60 + 10), "15m");
+        assert_eq!(human_duration(179 * 60), "179m");
+        assert_eq!(human_duration(3 * 3600), "3h");
+        assert_eq!(human_duration(5 * 3600 + 30 * 60), "5h30m");
+        assert_eq!(human_duration(20 * 3600), "20h");
+        assert_eq!(human_duration(2 * 86_400), "2d");
+        assert_eq!(human_duration(3 * 86_400 + 4 * 3600), "3d4h");
+        assert_eq!(human_duration(120 * 86_400), "120d");
+        assert_eq!(human_duration((2 * 365 + 30) * 86_400), "2y30d");
+        assert_eq!(human_duration(9 * 365 * 86_400), "9y");
+    }
+
+    #[test]
+    fn the_table_aligns_columns_and_adds_ip_and_node_when_wide() {
+        let mut p = two_container_pod(
+            "Running",
+            vec![running("a", true, 0), running("b", true, 0)],
+        );
+        p.status.as_mut().unwrap().pod_ip = Some("10.88.0.5".into());
+        p.spec.as_mut().unwrap().node_name = Some("edge-1".into());
+        let list = json!({"apiVersion": "v1", "kind": "PodList", "items": [p]});
+        assert_eq!(
+            pods_table(&list, NOW, false),
+            "NAME   READY   STATUS    RESTARTS   AGE\nweb    2/2     Running   0          13m\n"
+        );
+        assert_eq!(
+            pods_table(&list, NOW, true),
+            "NAME   READY   STATUS    RESTARTS   AGE   IP          NODE\nweb    2/2     Running   0          13m   10.88.0.5   edge-1\n"
+        );
+        assert_eq!(
+            pods_table(&json!({"items": []}), NOW, false),
+            "No resources found.\n"
+        );
+    }
+}
