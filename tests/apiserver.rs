@@ -55,18 +55,29 @@ fn api_pod_yaml(name: &str, node: &str) -> String {
     )
 }
 
-fn running_container_ids(c: &Containerd, pod_name: &str) -> Vec<String> {
-    let out = c.ctr_ok(&[
-        "containers",
-        "ls",
-        "-q",
-        &format!(
-            "labels.\"io.kubernetes.pod.name\"=={pod_name},labels.\"io.kubernetes.container.name\"==main"
-        ),
-    ]);
-    let mut ids: Vec<String> = out.lines().map(str::to_string).collect();
-    ids.sort();
-    ids
+/// The ID of the pod's `main` container as the API reports it (the
+/// runtime's prefix, `containerd://` or `cri-o://`, dropped).
+fn container_id(cp: &ControlPlane, pod: &str) -> Option<String> {
+    let pod = get(cp, &["pod", pod, "-n", "default"])?;
+    let id = pod["status"]["containerStatuses"][0]["containerID"].as_str()?;
+    Some(id.split_once("://").map_or(id, |(_, id)| id).to_string())
+}
+
+/// The container's state as runc has it (`running`, `stopped`), asked of
+/// runc directly under either runtime's runc root; None when it is gone.
+fn runc_state(c: &Containerd, id: &str) -> Option<String> {
+    [c.runc_root().join("k8s.io"), c.runc_root()]
+        .iter()
+        .find_map(|root| {
+            let out = std::process::Command::new("runc")
+                .arg("--root")
+                .arg(root)
+                .args(["state", id])
+                .output()
+                .ok()?;
+            let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+            v["status"].as_str().map(str::to_string)
+        })
 }
 
 #[test]
@@ -131,7 +142,8 @@ fn a_joined_node_becomes_ready_runs_api_pods_reports_them_and_mirrors_static_pod
     assert_eq!(mirror["metadata"]["ownerReferences"][0]["kind"], "Node");
 
     // Someone deletes the mirror: it comes back; the static pod keeps running.
-    let static_ids = running_container_ids(&c, &mirror_name);
+    let static_id = container_id(&cp, &mirror_name).expect("the mirror reports its container");
+    assert_eq!(runc_state(&c, &static_id).as_deref(), Some("running"));
     let old_uid = mirror["metadata"]["uid"].as_str().unwrap().to_string();
     cp.kubectl_ok(&[
         "delete",
@@ -146,20 +158,26 @@ fn a_joined_node_becomes_ready_runs_api_pods_reports_them_and_mirrors_static_pod
         (m["metadata"]["uid"] != old_uid.as_str() && m["metadata"]["deletionTimestamp"].is_null())
             .then_some(())
     });
-    assert_eq!(running_container_ids(&c, &mirror_name), static_ids);
+    let again = wait_until("the new mirror reports the same container", LONG, || {
+        container_id(&cp, &mirror_name)
+    });
+    assert_eq!(again, static_id, "the static pod was not restarted");
+    assert_eq!(runc_state(&c, &static_id).as_deref(), Some("running"));
 
     // Deleted in the API: stopped within its grace period, then gone for good.
+    let api_id = container_id(&cp, "api-web").expect("the API pod reports its container");
+    assert_eq!(runc_state(&c, &api_id).as_deref(), Some("running"));
     cp.kubectl_ok(&["delete", "pod", "api-web", "-n", "default", "--wait=false"]);
     wait_until("the deleted pod is gone from the API", LONG, || {
         get(&cp, &["pod", "api-web", "-n", "default"])
             .is_none()
             .then_some(())
     });
-    wait_until("its containers are gone", LONG, || {
-        running_container_ids(&c, "api-web")
-            .is_empty()
-            .then_some(())
-    });
+    assert_ne!(
+        runc_state(&c, &api_id).as_deref(),
+        Some("running"),
+        "stopped before the final DELETE"
+    );
 
     // The static pod's manifest goes: its mirror goes too.
     p.remove_manifest("mirrored");
@@ -181,8 +199,8 @@ fn a_node_rebooted_with_the_api_server_down_runs_its_cached_pods_and_adopts_thei
         let pod = get(&cp, &["pod", "cached", "-n", "default"])?;
         (pod["status"]["phase"] == "Running").then_some(())
     });
-    let before = running_container_ids(&c, "cached");
-    assert_eq!(before.len(), 1);
+    let before = container_id(&cp, "cached").expect("the pod reports its container");
+    assert_eq!(runc_state(&c, &before).as_deref(), Some("running"));
 
     // The uplink is gone and picolet restarts (a reboot, as far as it knows).
     cp.stop_apiserver();
@@ -208,10 +226,18 @@ fn a_node_rebooted_with_the_api_server_down_runs_its_cached_pods_and_adopts_thei
     wait_until("five more readiness probes", LONG, || {
         (probes(&p).unwrap_or(0.0) >= start + 5.0).then_some(())
     });
-    assert_eq!(
-        running_container_ids(&c, "cached"),
-        before,
-        "adopted, not restarted"
+    assert_eq!(runc_state(&c, &before).as_deref(), Some("running"));
+    let local = p.pods();
+    let cached = local["items"]
+        .as_array()
+        .and_then(|items| items.iter().find(|i| i["metadata"]["name"] == "cached"))
+        .expect("picolet lists the cached pod");
+    let local_id = cached["status"]["containerStatuses"][0]["containerID"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        local_id.ends_with(&before),
+        "adopted, not restarted: {local_id} vs {before}"
     );
 
     // The link comes back: the pod is still the same, and still reported.
@@ -220,5 +246,9 @@ fn a_node_rebooted_with_the_api_server_down_runs_its_cached_pods_and_adopts_thei
         let pod = get(&cp, &["pod", "cached", "-n", "default"])?;
         (condition(&pod, "Ready").as_deref() == Some("True")).then_some(())
     });
-    assert_eq!(running_container_ids(&c, "cached"), before);
+    assert_eq!(
+        container_id(&cp, "cached").as_deref(),
+        Some(before.as_str())
+    );
+    assert_eq!(runc_state(&c, &before).as_deref(), Some("running"));
 }
