@@ -10,29 +10,36 @@
 //!
 //! * [`pod_qos`] — `pkg/apis/core/v1/helper/qos.ComputePodQOS`: init and app
 //!   containers are considered, only `cpu` and `memory` count, only values
-//!   `> 0` count, and requests/limits are compared **as pod-wide sums**.
+//!   `> 0` count, and requests/limits are compared **as pod-wide sums**; with
+//!   pod-level resources (`spec.resources`, the `PodLevelResources` feature,
+//!   on by default since 1.34) only the pod-level values count.
 //! * [`pod_resources`] — `component-helpers/resource.PodRequests`/`PodLimits`
-//!   as used by `cm.ResourceConfigForPod`: the effective value is
+//!   as used by `cm.ResourceConfigForPod` (the pod cgroup): the effective value is
 //!   `max(sum of app containers + sidecars, max over init containers)` (with
 //!   restartable "sidecar" init containers accumulated as upstream does), a
-//!   limit only exists when *every* container declares it, and
-//!   `spec.overhead` is added.
+//!   limit only exists when *every* container declares it, a pod-level value
+//!   replaces the containers' sum, and `spec.overhead` is added.
+//! * [`sandbox_resources`] — what kubelet sends in
+//!   `LinuxPodSandboxConfig.resources` (`calculateSandboxResources`: the same
+//!   sums without the overhead, limits summed over the containers that
+//!   declare one) and [`overhead_resources`] (`overhead`).
+//! * [`container_cpu`], [`container_memory_limit_bytes`] — a container's
+//!   values for the runtime, falling back to the pod-level limit when the
+//!   container declares none (`getCPULimit`/`getMemoryLimit`).
 //! * [`milli_cpu_to_shares`], [`milli_cpu_to_quota`] — `pkg/kubelet/cm`
-//!   helpers, and [`container_cpu`], a container's CPU values for the
-//!   runtime (`pod::spec` calls it: the CPU arithmetic lives only here); [`shares_to_weight`] — the cgroup v2 conversion used by
+//!   helpers; [`shares_to_weight`] — the cgroup v2 conversion used by
 //!   runc/libcontainer (`CpuSharesToCpuWeight`).
-//! * [`oom_score_adj`] — `pkg/kubelet/qos/policy.go`
-//!   `GetContainerOOMScoreAdjust`.
+//! * [`container_oom_score_adj`] — `pkg/kubelet/qos/policy.go`
+//!   `GetContainerOOMScoreAdjust`, with its node-critical, sidecar and
+//!   pod-level-request rules.
 //!
-//! Defaulting: the API server copies a container's limit into its request
-//! when only the limit is set. Static pods never pass through the API
-//! server, so that defaulting is applied here (per container, per resource).
+//! Defaulting: the API server copies a limit into the request when only the
+//! limit is set, per container and for pod-level resources. Static pods
+//! never pass through the API server, so that defaulting is applied here
+//! (per resource).
 //!
-//! Deliberately not supported (yet): pod-level `spec.resources`
-//! (the `PodLevelResources` feature) is ignored; in-place resize status
-//! (`status.containerStatuses[].resources`) is ignored; the sidecar tweak to
-//! `oom_score_adj` and the "node-critical pod → -997" rule are left to the
-//! caller (pass [`QosClass::Guaranteed`] for critical pods).
+//! Deliberately not supported (yet): in-place resize status
+//! (`status.containerStatuses[].resources`) is ignored.
 //!
 //! Quantities are parsed by [`crate::quantity`]; those that fail to parse
 //! (or are negative) are treated as absent (the config loader is expected to
@@ -40,7 +47,7 @@
 //! handled in millicores and memory in bytes, both rounded *up* like
 //! `Quantity.MilliValue()` and `Quantity.Value()`.
 
-use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -165,7 +172,38 @@ pub fn container_memory_request_bytes(c: &Container) -> u64 {
     container_request(c, Res::Memory).unwrap_or(0)
 }
 
-fn is_sidecar(c: &Container) -> bool {
+/// The pod-level `spec.resources`, when it names `cpu` or `memory`
+/// (`IsPodLevelResourcesSet`).
+fn pod_level(spec: &PodSpec) -> Option<&ResourceRequirements> {
+    let r = spec.resources.as_ref()?;
+    let names = |m: Option<&BTreeMap<String, Quantity>>| {
+        m.is_some_and(|m| m.contains_key(CPU) || m.contains_key(MEMORY))
+    };
+    (names(r.requests.as_ref()) || names(r.limits.as_ref())).then_some(r)
+}
+
+/// The pod-level limit for `res`, if declared.
+fn pod_level_limit(spec: &PodSpec, res: Res) -> Option<u64> {
+    lookup(pod_level(spec)?.limits.as_ref(), res)
+}
+
+/// The pod-level request for `res`, defaulted from the pod-level limit as
+/// the API server does.
+fn pod_level_request(spec: &PodSpec, res: Res) -> Option<u64> {
+    let r = pod_level(spec)?;
+    match r.requests.as_ref().and_then(|m| m.get(res.name())) {
+        Some(q) => res.parse(&q.0),
+        None => lookup(r.limits.as_ref(), res),
+    }
+}
+
+/// Pod-level requests are set (`IsPodLevelRequestsSet`, after defaulting).
+fn pod_level_requests_set(spec: &PodSpec) -> bool {
+    pod_level_request(spec, Res::Cpu).is_some() || pod_level_request(spec, Res::Memory).is_some()
+}
+
+/// A restartable init container (`restartPolicy: Always`): a sidecar.
+pub fn is_sidecar(c: &Container) -> bool {
     c.restart_policy.as_deref() == Some("Always")
 }
 
@@ -173,26 +211,39 @@ fn init_containers(spec: &PodSpec) -> &[Container] {
     spec.init_containers.as_deref().unwrap_or(&[])
 }
 
-/// Computes the pod's QoS class exactly like `qos.ComputePodQOS` (without
-/// pod-level resources; ephemeral containers never count).
+/// Computes the pod's QoS class exactly like `qos.ComputePodQOS`, pod-level
+/// resources included (ephemeral containers never count).
 pub fn pod_qos(spec: &PodSpec) -> QosClass {
     // Sums of values > 0, keyed by resource; `None` = resource never seen.
     let mut requests: [Option<u64>; 2] = [None, None];
     let mut limits: [Option<u64>; 2] = [None, None];
     let mut is_guaranteed = true;
-    for c in spec.containers.iter().chain(init_containers(spec)) {
+    if let Some(r) = pod_level(spec) {
         let mut limits_found = 0;
         for (i, res) in [Res::Cpu, Res::Memory].into_iter().enumerate() {
-            if let Some(v) = container_request(c, res).filter(|v| *v > 0) {
-                requests[i] = Some(requests[i].unwrap_or(0).saturating_add(v));
-            }
-            if let Some(v) = container_limit(c, res).filter(|v| *v > 0) {
-                limits_found += 1;
-                limits[i] = Some(limits[i].unwrap_or(0).saturating_add(v));
-            }
+            requests[i] = pod_level_request(spec, res).filter(|v| *v > 0);
+            limits[i] = lookup(r.limits.as_ref(), res).filter(|v| *v > 0);
+            // ComputePodQOS asks for both keys in the pod-level limits.
+            limits_found += usize::from(r.limits.as_ref().is_some_and(|m| m.contains_key(res.name())));
         }
         if limits_found != 2 {
             is_guaranteed = false;
+        }
+    } else {
+        for c in spec.containers.iter().chain(init_containers(spec)) {
+            let mut limits_found = 0;
+            for (i, res) in [Res::Cpu, Res::Memory].into_iter().enumerate() {
+                if let Some(v) = container_request(c, res).filter(|v| *v > 0) {
+                    requests[i] = Some(requests[i].unwrap_or(0).saturating_add(v));
+                }
+                if let Some(v) = container_limit(c, res).filter(|v| *v > 0) {
+                    limits_found += 1;
+                    limits[i] = Some(limits[i].unwrap_or(0).saturating_add(v));
+                }
+            }
+            if limits_found != 2 {
+                is_guaranteed = false;
+            }
         }
     }
     let count = |m: &[Option<u64>; 2]| m.iter().filter(|v| v.is_some()).count();
@@ -240,9 +291,13 @@ fn aggregate(spec: &PodSpec, value: impl Fn(&Container) -> u64) -> u64 {
     total.max(init_max)
 }
 
-/// Pod limit for `res`: `Some` only when every container (app and init)
-/// declares a non-zero limit, as in `cm.ResourceConfigForPod`.
+/// Pod limit for `res` as `cm.ResourceConfigForPod` applies it: the
+/// pod-level limit when declared; else `Some` only when every container
+/// (app and init) declares a non-zero limit.
 fn pod_limit(spec: &PodSpec, res: Res) -> Option<u64> {
+    if let Some(v) = pod_level_limit(spec, res).filter(|v| *v > 0) {
+        return Some(v);
+    }
     let mut all = spec
         .containers
         .iter()
@@ -255,13 +310,27 @@ fn pod_limit(spec: &PodSpec, res: Res) -> Option<u64> {
     Some(aggregate(spec, |c| container_limit(c, res).unwrap_or(0)))
 }
 
+/// The pod's effective request for `res` without the overhead
+/// (`PodRequests`): the pod-level request when set, else the containers'
+/// aggregate. `None` when nothing names the resource.
+fn pod_request(spec: &PodSpec, res: Res) -> Option<u64> {
+    if let Some(v) = pod_level_request(spec, res) {
+        return Some(v);
+    }
+    let named = spec
+        .containers
+        .iter()
+        .chain(init_containers(spec))
+        .any(|c| container_request(c, res).is_some());
+    named.then(|| aggregate(spec, |c| container_request(c, res).unwrap_or(0)))
+}
+
 /// Pod-wide request and limit totals (see [`PodResources`]), including
 /// `spec.overhead` (added to requests always, to limits only when present).
 pub fn pod_resources(spec: &PodSpec) -> PodResources {
     let overhead = |res: Res| lookup(spec.overhead.as_ref(), res).unwrap_or(0);
-    let request = |res: Res| {
-        aggregate(spec, |c| container_request(c, res).unwrap_or(0)).saturating_add(overhead(res))
-    };
+    let request =
+        |res: Res| pod_request(spec, res).unwrap_or(0).saturating_add(overhead(res));
     let limit = |res: Res| pod_limit(spec, res).map(|v| v.saturating_add(overhead(res)));
     PodResources {
         cpu_request_millis: request(Res::Cpu),
@@ -269,6 +338,75 @@ pub fn pod_resources(spec: &PodSpec) -> PodResources {
         memory_limit_bytes: limit(Res::Memory),
         memory_request_bytes: request(Res::Memory),
     }
+}
+
+/// CPU and memory values for the runtime, before conversion to CRI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RuntimeResources {
+    /// The CPU request in millicores; `None` when nothing requests CPU
+    /// (the shares then come from the limit).
+    pub cpu_request_millis: Option<u64>,
+    /// The CPU limit in millicores (0: none).
+    pub cpu_limit_millis: u64,
+    /// The memory limit in bytes (0: none).
+    pub memory_limit_bytes: u64,
+}
+
+/// What kubelet sends as the sandbox's resources
+/// (`calculateSandboxResources`): the pod's requests (pod-level when set)
+/// and its limits summed over the containers that declare one (pod-level
+/// when set), without the overhead.
+pub fn sandbox_resources(spec: &PodSpec) -> RuntimeResources {
+    let limit = |res: Res| {
+        pod_level_limit(spec, res)
+            .unwrap_or_else(|| aggregate(spec, |c| container_limit(c, res).unwrap_or(0)))
+    };
+    RuntimeResources {
+        cpu_request_millis: pod_request(spec, Res::Cpu),
+        cpu_limit_millis: limit(Res::Cpu),
+        memory_limit_bytes: limit(Res::Memory),
+    }
+}
+
+/// `spec.overhead` as runtime resources (kubelet treats it as requests =
+/// limits); `None` without an overhead.
+pub fn overhead_resources(spec: &PodSpec) -> Option<RuntimeResources> {
+    let o = spec.overhead.as_ref()?;
+    let cpu = lookup(Some(o), Res::Cpu).unwrap_or(0);
+    Some(RuntimeResources {
+        cpu_request_millis: Some(cpu),
+        cpu_limit_millis: cpu,
+        memory_limit_bytes: lookup(Some(o), Res::Memory).unwrap_or(0),
+    })
+}
+
+/// A container's values for the runtime (`generateLinuxContainerResources`):
+/// its own CPU request, and its limits, or the pod-level limits when it
+/// declares none.
+pub fn container_resources(spec: &PodSpec, c: &Container) -> RuntimeResources {
+    let limit = |res: Res| {
+        container_limit(c, res)
+            .filter(|v| *v > 0)
+            .or_else(|| pod_level_limit(spec, res))
+            .unwrap_or(0)
+    };
+    let cpu_request = c
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|m| m.get(CPU))
+        .map(|q| Res::Cpu.parse(&q.0).unwrap_or(0));
+    RuntimeResources {
+        cpu_request_millis: cpu_request,
+        cpu_limit_millis: limit(Res::Cpu),
+        memory_limit_bytes: limit(Res::Memory),
+    }
+}
+
+/// A container's memory limit in bytes for the runtime (its own, else the
+/// pod-level one; 0 when none).
+pub fn container_memory_limit_bytes(spec: &PodSpec, c: &Container) -> u64 {
+    container_resources(spec, c).memory_limit_bytes
 }
 
 /// `cpu.shares` for a CPU request in millicores (kubelet `MilliCPUToShares`):
@@ -322,38 +460,83 @@ pub fn shares_to_weight(shares: u64) -> u64 {
     1 + ((s - 2) * 9999) / 262_142
 }
 
-/// The kubelet's `oom_score_adj` for a container (`GetContainerOOMScoreAdjust`):
-/// Guaranteed −997, BestEffort 1000, Burstable `1000 − 1000·request/capacity`
-/// kept within `[3, 999]` — 3 is upstream's `1000 + guaranteedOOMScoreAdj`,
-/// so a Burstable container is always killed before a Guaranteed one, and 999
-/// keeps it ahead of BestEffort. `memory_request_bytes` is the *container's*
-/// request ([`container_memory_request_bytes`]). An unknown (0) capacity gives 999.
-pub fn oom_score_adj(
-    qos: QosClass,
-    memory_request_bytes: u64,
-    node_memory_capacity_bytes: u64,
-) -> i64 {
-    const GUARANTEED: i64 = -997;
-    const BEST_EFFORT: i64 = 1000;
-    match qos {
-        QosClass::Guaranteed => GUARANTEED,
-        QosClass::BestEffort => BEST_EFFORT,
-        QosClass::Burstable => {
-            if node_memory_capacity_bytes == 0 {
-                return BEST_EFFORT - 1;
-            }
-            let adj = 1000
-                - (1000 * memory_request_bytes as i128 / node_memory_capacity_bytes as i128)
-                    .min(i64::MAX as i128) as i64;
-            if adj < 1000 + GUARANTEED {
-                1000 + GUARANTEED
-            } else if adj == BEST_EFFORT {
-                BEST_EFFORT - 1
-            } else {
-                adj
-            }
-        }
+/// `oom_score_adj` of Guaranteed containers and node-critical pods.
+pub const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
+/// `oom_score_adj` of BestEffort containers.
+pub const BEST_EFFORT_OOM_SCORE_ADJ: i64 = 1000;
+/// The priority class whose pods are killed last (`IsNodeCriticalPod`).
+pub const SYSTEM_NODE_CRITICAL: &str = "system-node-critical";
+
+/// `1000 - 1000 * request / capacity`, in Go's int64 arithmetic
+/// (truncating division).
+fn proportional(request: i128, capacity: i128) -> i64 {
+    (1000 - (1000 * request) / capacity).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+/// The kubelet's `oom_score_adj` for container `c` of a pod
+/// (`GetContainerOOMScoreAdjust`):
+/// - a `system-node-critical` pod, or a Guaranteed one: −997; BestEffort: 1000;
+/// - Burstable: `1000 − 1000·request/capacity`, where with pod-level
+///   requests each container's request gets an equal share of what the
+///   pod requests beyond its containers; a sidecar gets at most the score
+///   of the regular container with the smallest request; the result is
+///   kept within `[3, 999]` (3 is `1000 + guaranteedOOMScoreAdj`, 999 keeps
+///   it ahead of BestEffort).
+///
+/// `node_memory_capacity_bytes` is the machine's memory; 0 (unknown) gives 999.
+pub fn container_oom_score_adj(spec: &PodSpec, c: &Container, node_memory_capacity_bytes: u64) -> i64 {
+    if spec.priority_class_name.as_deref() == Some(SYSTEM_NODE_CRITICAL) {
+        return GUARANTEED_OOM_SCORE_ADJ;
     }
+    match pod_qos(spec) {
+        QosClass::Guaranteed => return GUARANTEED_OOM_SCORE_ADJ,
+        QosClass::BestEffort => return BEST_EFFORT_OOM_SCORE_ADJ,
+        QosClass::Burstable => {}
+    }
+    if node_memory_capacity_bytes == 0 {
+        return BEST_EFFORT_OOM_SCORE_ADJ - 1;
+    }
+    let capacity = node_memory_capacity_bytes as i128;
+    let request = container_memory_request_bytes(c) as i128;
+    let pod_level = pod_level_requests_set(spec);
+    let share = if pod_level {
+        remaining_pod_memory_per_container(spec)
+    } else {
+        0
+    };
+    let mut adj = proportional(request + share, capacity);
+    let sidecar = is_sidecar(c) && init_containers(spec).iter().any(|i| i.name == c.name);
+    if sidecar {
+        let min_regular = spec
+            .containers
+            .iter()
+            .map(|r| container_memory_request_bytes(r) as i128)
+            .min()
+            .unwrap_or(0);
+        adj = adj.min(proportional(min_regular + share, capacity));
+    }
+    if adj < 1000 + GUARANTEED_OOM_SCORE_ADJ {
+        1000 + GUARANTEED_OOM_SCORE_ADJ
+    } else if adj == BEST_EFFORT_OOM_SCORE_ADJ {
+        adj - 1
+    } else {
+        adj
+    }
+}
+
+/// The pod-level memory request not claimed by any container, divided
+/// equally among all (init and app) containers
+/// (`remainingPodMemReqPerContainer`).
+fn remaining_pod_memory_per_container(spec: &PodSpec) -> i128 {
+    let Some(pod) = pod_level_request(spec, Res::Memory).filter(|v| *v > 0) else {
+        return 0;
+    };
+    let n = (spec.containers.len() + init_containers(spec).len()) as i128;
+    if n == 0 {
+        return 0;
+    }
+    let claimed = aggregate(spec, |c| container_request(c, Res::Memory).unwrap_or(0));
+    (pod as i128 - claimed as i128) / n
 }
 
 #[cfg(test)]
@@ -629,15 +812,155 @@ mod tests {
         assert_eq!(shares_to_weight(u64::MAX), 10_000);
     }
 
+    const CAP: u64 = 1000 << 20;
+
+    fn with_pod_level(mut s: PodSpec, requests: &[(&str, &str)], limits: &[(&str, &str)]) -> PodSpec {
+        s.resources = Some(ResourceRequirements {
+            requests: rl(requests),
+            limits: rl(limits),
+            ..Default::default()
+        });
+        s
+    }
+
+    fn named(name: &str, c: Container) -> Container {
+        Container {
+            name: name.into(),
+            ..c
+        }
+    }
+
     #[test]
-    fn oom_score_adj_uses_the_kubelet_policy_for_each_class() {
-        let cap = 1000 << 20;
-        assert_eq!(oom_score_adj(QosClass::Guaranteed, 10, cap), -997);
-        assert_eq!(oom_score_adj(QosClass::BestEffort, 0, cap), 1000);
-        assert_eq!(oom_score_adj(QosClass::Burstable, 100 << 20, cap), 900);
-        assert_eq!(oom_score_adj(QosClass::Burstable, 0, cap), 999);
-        assert_eq!(oom_score_adj(QosClass::Burstable, 998 << 20, cap), 3);
-        assert_eq!(oom_score_adj(QosClass::Burstable, 2000 << 20, cap), 3);
-        assert_eq!(oom_score_adj(QosClass::Burstable, 1, 0), 999);
+    fn oom_score_adj_follows_the_kubelet_table() {
+        let burstable = |mem: &str| ctr(&[("memory", mem)], &[]);
+        let one = |c: Container| spec(vec![c], vec![]);
+        // (case, pod spec, container index in init+app order, want)
+        let sidecar_pod = |sidecar_mem: &str, app_mem: &str| {
+            spec(
+                vec![named("app", burstable(app_mem))],
+                vec![named("log", sidecar(&[("memory", sidecar_mem)], &[]))],
+            )
+        };
+        let mut critical = one(burstable("100Mi"));
+        critical.priority_class_name = Some(SYSTEM_NODE_CRITICAL.into());
+        let pod_level = with_pod_level(
+            spec(
+                vec![named("a", burstable("100Mi")), named("b", Container::default())],
+                vec![],
+            ),
+            &[("memory", "400Mi")],
+            &[],
+        );
+        let cases: Vec<(&str, PodSpec, &str, i64)> = vec![
+            ("guaranteed", one(ctr(FULL, FULL)), "c", -997),
+            ("best effort", one(Container::default()), "", 1000),
+            ("burstable: a tenth of the memory", one(burstable("100Mi")), "c", 900),
+            ("burstable: no memory request", one(ctr(&[("cpu", "1")], &[])), "c", 999),
+            ("burstable: almost all the memory", one(burstable("998Mi")), "c", 3),
+            ("burstable: more than the node", one(burstable("2000Mi")), "c", 3),
+            ("node-critical priority class", critical, "c", -997),
+            ("a sidecar gets at most the score of the smallest regular container", sidecar_pod("10Mi", "100Mi"), "log", 900),
+            ("a sidecar requesting more keeps its own score", sidecar_pod("500Mi", "100Mi"), "log", 500),
+            ("the regular container of a pod with a sidecar", sidecar_pod("10Mi", "100Mi"), "app", 900),
+            ("pod-level requests: a share of the unclaimed memory is added", pod_level.clone(), "a", 750),
+            ("pod-level requests: a container without a request gets the share", pod_level, "b", 850),
+        ];
+        for (case, s, name, want) in cases {
+            let c = s
+                .init_containers
+                .iter()
+                .flatten()
+                .chain(&s.containers)
+                .find(|c| c.name == name)
+                .unwrap_or_else(|| panic!("{case}: no container {name:?}"));
+            assert_eq!(container_oom_score_adj(&s, c, CAP), want, "{case}");
+        }
+        let s = one(burstable("100Mi"));
+        assert_eq!(container_oom_score_adj(&s, &s.containers[0], 0), 999, "unknown capacity");
+    }
+
+    #[test]
+    fn pod_level_resources_decide_the_qos_class() {
+        let plain = || spec(vec![ctr(&[], &[]), ctr(&[("cpu", "100m")], &[])], vec![]);
+        let cases: Vec<(&str, PodSpec, QosClass)> = vec![
+            (
+                "pod limits for cpu and memory default the requests: guaranteed",
+                with_pod_level(plain(), &[], &[("cpu", "1"), ("memory", "200Mi")]),
+                QosClass::Guaranteed,
+            ),
+            (
+                "pod requests below the pod limits: burstable",
+                with_pod_level(plain(), &[("cpu", "500m"), ("memory", "100Mi")], &[("cpu", "1"), ("memory", "200Mi")]),
+                QosClass::Burstable,
+            ),
+            (
+                "a pod limit for memory only: burstable",
+                with_pod_level(plain(), &[], &[("memory", "200Mi")]),
+                QosClass::Burstable,
+            ),
+            (
+                "pod requests only: burstable, whatever the containers say",
+                with_pod_level(spec(vec![ctr(FULL, FULL)], vec![]), &[("memory", "1Gi")], &[]),
+                QosClass::Burstable,
+            ),
+            (
+                "pod-level values of other resources only: the containers decide",
+                with_pod_level(plain(), &[("ephemeral-storage", "1Gi")], &[]),
+                QosClass::Burstable,
+            ),
+            (
+                "no pod-level resources: the containers decide",
+                spec(vec![ctr(FULL, FULL)], vec![]),
+                QosClass::Guaranteed,
+            ),
+        ];
+        for (case, s, want) in cases {
+            assert_eq!(pod_qos(&s), want, "{case}");
+        }
+    }
+
+    #[test]
+    fn pod_level_limits_are_the_pod_cgroup_limits_and_pod_requests_replace_the_sums() {
+        let s = with_pod_level(
+            spec(vec![ctr(&[("cpu", "100m")], &[]), ctr(&[], &[])], vec![]),
+            &[("cpu", "500m")],
+            &[("cpu", "1"), ("memory", "200Mi")],
+        );
+        let r = pod_resources(&s);
+        assert_eq!(r.cpu_request_millis, 500);
+        assert_eq!(r.cpu_limit_millis, Some(1000));
+        assert_eq!(r.memory_limit_bytes, Some(200 << 20));
+        assert_eq!(r.memory_request_bytes, 200 << 20, "defaulted from the pod limit");
+    }
+
+    #[test]
+    fn a_container_without_limits_in_a_pod_with_limits_gets_the_pod_limits() {
+        // The pod: no container resources, spec.resources.limits {cpu: 1, memory: 200Mi}.
+        let s = with_pod_level(spec(vec![ctr(&[], &[])], vec![]), &[], &[("cpu", "1"), ("memory", "200Mi")]);
+        let r = container_resources(&s, &s.containers[0]);
+        let cpu = container_cpu(r.cpu_request_millis, r.cpu_limit_millis);
+        assert_eq!((cpu.shares, cpu.quota_us, cpu.period_us), (1024, 100_000, 100_000));
+        assert_eq!(r.memory_limit_bytes, 209_715_200);
+        // Its own limits win.
+        let s = with_pod_level(spec(vec![ctr(&[], &[("memory", "50Mi")])], vec![]), &[], &[("memory", "200Mi")]);
+        assert_eq!(container_memory_limit_bytes(&s, &s.containers[0]), 50 << 20);
+    }
+
+    #[test]
+    fn sandbox_resources_sum_what_is_declared_without_the_overhead() {
+        let mut s = spec(
+            vec![ctr(&[("cpu", "250m")], &[("cpu", "500m"), ("memory", "100Mi")]), ctr(&[], &[])],
+            vec![sidecar(&[], &[("cpu", "100m")])],
+        );
+        s.overhead = rl(&[("cpu", "50m"), ("memory", "10Mi")]);
+        let r = sandbox_resources(&s);
+        // requests: 250m + the sidecar's 100m (defaulted from its limit)
+        assert_eq!(r.cpu_request_millis, Some(350));
+        assert_eq!(r.cpu_limit_millis, 600);
+        assert_eq!(r.memory_limit_bytes, 100 << 20);
+        let o = overhead_resources(&s).expect("has an overhead");
+        assert_eq!((o.cpu_request_millis, o.cpu_limit_millis, o.memory_limit_bytes), (Some(50), 50, 10 << 20));
+        assert_eq!(sandbox_resources(&spec(vec![ctr(&[], &[])], vec![])), RuntimeResources::default());
+        assert_eq!(overhead_resources(&spec(vec![], vec![])), None);
     }
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::fields::{
+    SwapBehavior,
     CgroupDriver, EvictionThreshold, ReservedResources, EVICTION_SIGNALS, MAX_VERBOSITY,
 };
 use super::{board, duration};
@@ -486,5 +487,59 @@ mod tests {
         assert!(parse_eviction_threshold("-1%").is_err());
         assert_eq!(EvictionThreshold::Percentage(7.5).to_string(), "7.5%");
         assert_eq!(EvictionThreshold::Quantity(42).to_string(), "42");
+    }
+}
+
+/// `--node-labels` (`key=value,...`) or `nodeLabels` (a mapping): label
+/// keys with an optional DNS-subdomain prefix, values of at most 63
+/// characters.
+pub(super) fn node_labels(v: &Value) -> Result<BTreeMap<String, String>, String> {
+    let pairs: Vec<(String, String)> = match v {
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), string(v)?.to_string())))
+            .collect::<Result<_, String>>()?,
+        Value::String(s) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                p.split_once('=')
+                    .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                    .ok_or_else(|| format!("expected key=value pairs, got {p:?}"))
+            })
+            .collect::<Result<_, String>>()?,
+        other => return Err(format!("expected key=value pairs, got {}", show(other))),
+    };
+    let name_ok = |n: &str| {
+        !n.is_empty()
+            && n.len() <= 63
+            && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            && n.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && n.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    let mut out = BTreeMap::new();
+    for (k, v) in pairs {
+        let (prefix, name) = match k.rsplit_once('/') {
+            Some((p, n)) => (Some(p), n),
+            None => (None, k.as_str()),
+        };
+        if !name_ok(name) || prefix.is_some_and(|p| !is_dns1123_subdomain(p)) {
+            return Err(format!("invalid label key {k:?}"));
+        }
+        if !v.is_empty() && !name_ok(&v) {
+            return Err(format!("label {k:?}: invalid value {v:?}"));
+        }
+        out.insert(k, v);
+    }
+    Ok(out)
+}
+
+/// `memorySwap.swapBehavior`: `NoSwap` (or empty) or `LimitedSwap`.
+pub(super) fn swap_behavior(v: &Value) -> Result<SwapBehavior, String> {
+    match string(v)? {
+        "" | "NoSwap" => Ok(SwapBehavior::NoSwap),
+        "LimitedSwap" => Ok(SwapBehavior::LimitedSwap),
+        other => Err(format!("expected NoSwap or LimitedSwap, got {other:?}")),
     }
 }

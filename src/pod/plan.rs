@@ -10,28 +10,43 @@
 //! - no ready sandbox → kill what is left, create a sandbox with the next
 //!   attempt number and start over from the first init container; except a
 //!   `restartPolicy: Never` pod that already ran, which stays finished;
-//! - init containers run one at a time, in order; a failed one is retried
-//!   (with back-off) unless the policy is `Never`, which fails the pod;
-//! - app containers start together once every init container succeeded; an
-//!   exited one restarts per `restartPolicy`, behind the back-off;
+//! - init containers run one at a time, in order (`computeInitContainerActions`);
+//!   a failed one is retried (with back-off) unless the policy is `Never`,
+//!   which fails the pod;
+//! - a sidecar (an init container with `restartPolicy: Always`) is started
+//!   in its turn; the next one starts once it is *started* (its startup
+//!   probe succeeded, or it runs and has none); it keeps running beside the
+//!   app containers and is restarted, behind the back-off, whenever it
+//!   exits, fails its liveness probe or its spec changes;
+//! - app containers start together once every init container succeeded and
+//!   every sidecar started; an exited one restarts per `restartPolicy`,
+//!   behind the back-off;
 //! - a running container whose spec hash changed, or that failed its
-//!   liveness probe, is killed and started again;
-//! - when nothing runs and nothing is due to start, the sandbox is stopped.
+//!   liveness probe, is killed and started again; a hash in picolet's
+//!   earlier form (md5) counts as unchanged when it matches the spec;
+//! - exited init containers are pruned to the newest instance per name
+//!   (`pruneInitContainersBeforeStart`);
+//! - when no app container runs and none is due to start, the sandbox is
+//!   stopped, sidecars included: sidecars never keep a pod alive;
+//! - a pod stops in [`termination_waves`] order: app containers first,
+//!   then the sidecars, last declared first.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::backoff::Backoff;
 use crate::pleg::State;
 use crate::pod::accessors::{app_containers, init_containers, restart_policy};
 use crate::pod::observed::{ObservedContainer, ObservedPod};
+use crate::qos::is_sidecar;
 
 /// One step for the pod worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// Stop every running container (gracefully) and every ready sandbox.
+    /// Stop every running container (gracefully, in [`termination_waves`]
+    /// order) and every ready sandbox.
     KillPod,
     /// Create and start a new sandbox.
     CreateSandbox { attempt: u32 },
@@ -48,6 +63,8 @@ pub enum Action {
         name: String,
         reason: KillReason,
     },
+    /// Remove an exited init container that is not its name's newest.
+    RemoveContainer { id: String, name: String },
     /// A container waits for its crash-loop back-off to expire.
     BackOff { name: String, remaining: Duration },
 }
@@ -68,8 +85,10 @@ pub enum KillReason {
 /// Per-container facts that do not come from the runtime.
 #[derive(Clone, Debug, Default)]
 pub struct Health {
-    /// Containers (by name) whose liveness probe says kill.
+    /// Containers (by name) whose liveness or startup probe says kill.
     pub unhealthy: HashMap<String, KillReason>,
+    /// Startup probe results by container name (absent: no result yet).
+    pub started: HashMap<String, bool>,
 }
 
 /// The worker's inputs besides the pod and what the runtime says.
@@ -82,6 +101,9 @@ pub struct Context<'a> {
     pub now_unix_nanos: i64,
     /// `io.kubernetes.container.hash` of each container spec, by name.
     pub hashes: &'a HashMap<String, String>,
+    /// The same in picolet's earlier hash form, by name, so that containers
+    /// created before an upgrade are adopted, not restarted.
+    pub legacy_hashes: &'a HashMap<String, String>,
 }
 
 fn should_restart(policy: &str, exit_code: i32) -> bool {
@@ -130,6 +152,169 @@ fn restart_or_wait(
 /// The next attempt number for a container name.
 fn next_attempt(observed: &ObservedPod, name: &str) -> u32 {
     observed.latest(name).map(|c| c.attempt + 1).unwrap_or(0)
+}
+
+/// The spec of a running container changed: its hash is neither the
+/// current one nor (for containers created before an upgrade) the legacy one.
+fn spec_changed(c: &ObservedContainer, ctx: &Context) -> bool {
+    let Some(want) = ctx.hashes.get(&c.name) else {
+        return false;
+    };
+    !c.hash.is_empty()
+        && &c.hash != want
+        && ctx.legacy_hashes.get(&c.name) != Some(&c.hash)
+}
+
+/// Why a running container must be killed, if it must: a probe said so,
+/// or its spec changed.
+fn kill_reason(c: &ObservedContainer, ctx: &Context) -> Option<KillReason> {
+    if let Some(r) = ctx.health.unhealthy.get(&c.name) {
+        return Some(r.clone());
+    }
+    spec_changed(c, ctx).then_some(KillReason::SpecChanged)
+}
+
+fn kill(c: &ObservedContainer, reason: KillReason) -> Action {
+    Action::KillContainer {
+        id: c.id.clone(),
+        name: c.name.clone(),
+        reason,
+    }
+}
+
+/// kubelet's `pruneInitContainersBeforeStart`: of each init container,
+/// only the newest exited instance stays.
+fn prune_init_containers(pod: &Pod, observed: &ObservedPod) -> Vec<Action> {
+    let mut out = Vec::new();
+    for ic in init_containers(pod) {
+        // `observed.containers` is newest first per name.
+        let exited = observed
+            .containers
+            .iter()
+            .filter(|c| c.name == ic.name && c.state == State::Exited);
+        for c in exited.skip(1) {
+            out.push(Action::RemoveContainer {
+                id: c.id.clone(),
+                name: c.name.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// What the init containers need (kubelet's `computeInitContainerActions`):
+/// kills and starts pushed to `actions`; returns whether the pod is
+/// initialized (app containers may run), or `None` when the pod failed.
+fn init_container_actions(
+    pod: &Pod,
+    observed: &ObservedPod,
+    sandbox_id: &str,
+    ctx: &Context,
+    actions: &mut Vec<Action>,
+) -> Option<bool> {
+    let uid = pod.metadata.uid.as_deref().unwrap_or("");
+    let policy = restart_policy(pod);
+    let inits = init_containers(pod);
+    // Only containers of the current sandbox count: a new sandbox runs the
+    // init containers again.
+    let in_sandbox = |name: &str| {
+        observed
+            .containers
+            .iter()
+            .find(|c| c.name == name && c.sandbox_id == sandbox_id)
+    };
+    // An app container created or running: initialization happened before
+    // (its init containers may have been removed since).
+    let mut initialized = app_containers(pod).iter().any(|c| {
+        in_sandbox(&c.name).is_some_and(|o| matches!(o.state, State::Created | State::Running))
+    });
+    let mut previously_initialized = initialized;
+    let mut to_start: Vec<usize> = Vec::new();
+    let mut kills: Vec<Action> = Vec::new();
+    for (i, ic) in inits.iter().enumerate().rev() {
+        let sidecar = is_sidecar(ic);
+        let Some(st) = in_sandbox(&ic.name) else {
+            if previously_initialized && sidecar {
+                to_start.push(i);
+            }
+            continue;
+        };
+        if previously_initialized && !sidecar {
+            continue;
+        }
+        match st.state {
+            State::Created => to_start.push(i),
+            State::Running if !sidecar => {} // wait for it to finish
+            State::Running => {
+                if let Some(reason) = kill_reason(st, ctx) {
+                    kills.push(kill(st, reason));
+                    to_start.push(i);
+                } else if started(ic, ctx) {
+                    if i + 1 == inits.len() {
+                        initialized = true;
+                    } else if !previously_initialized {
+                        to_start.push(i + 1);
+                    }
+                }
+            }
+            State::Exited if sidecar => to_start.push(i),
+            State::Exited if st.exit_code != 0 => {
+                if policy == "Never" {
+                    return None;
+                }
+                to_start.push(i);
+            }
+            State::Exited => {
+                if i + 1 == inits.len() {
+                    initialized = true;
+                } else {
+                    to_start.push(i + 1);
+                }
+            }
+            State::Unknown => {
+                if !sidecar && policy == "Never" {
+                    return None;
+                }
+                kills.push(kill(st, KillReason::UnknownState));
+                to_start.push(i);
+            }
+        }
+        previously_initialized = true;
+    }
+    if !previously_initialized && !inits.is_empty() {
+        to_start.push(0);
+    }
+    actions.extend(kills);
+    to_start.sort_unstable();
+    to_start.dedup();
+    for i in to_start {
+        let ic = &inits[i];
+        match in_sandbox(&ic.name) {
+            Some(last) if last.state != State::Running => {
+                restart_or_wait(actions, uid, last, true, ctx);
+            }
+            _ => {
+                let attempt = next_attempt(observed, &ic.name);
+                actions.push(Action::StartContainer {
+                    name: ic.name.clone(),
+                    init: true,
+                    attempt,
+                    restart: attempt > 0,
+                });
+            }
+        }
+        // A regular init container that cannot start yet holds the others.
+        if !is_sidecar(ic) && matches!(actions.last(), Some(Action::BackOff { .. })) {
+            break;
+        }
+    }
+    Some(initialized)
+}
+
+/// A running sidecar counts as started once its startup probe succeeded,
+/// or at once without one.
+fn started(c: &Container, ctx: &Context) -> bool {
+    c.startup_probe.is_none() || ctx.health.started.get(&c.name) == Some(&true)
 }
 
 /// Computes the actions that move the pod towards its spec.
@@ -188,46 +373,19 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
         return actions;
     }
     let sandbox_id = &sandbox.expect("checked above").id;
+    actions.extend(prune_init_containers(pod, observed));
 
-    // 2. Init containers, one at a time. Only containers of the current
-    //    sandbox count: a new sandbox runs them all again.
-    let in_sandbox = |name: &str| {
-        observed
-            .containers
-            .iter()
-            .find(|c| c.name == name && &c.sandbox_id == sandbox_id)
-    };
-    for ic in init_containers(pod) {
-        match in_sandbox(&ic.name) {
-            None => {
-                let attempt = next_attempt(observed, &ic.name);
-                actions.push(Action::StartContainer {
-                    name: ic.name.clone(),
-                    init: true,
-                    attempt,
-                    restart: attempt > 0,
-                });
-                return actions;
-            }
-            Some(c) if c.state == State::Running => return actions,
-            Some(c) if c.state == State::Exited && c.exit_code == 0 => continue,
-            Some(c) => {
-                if c.state == State::Exited && policy == "Never" {
-                    actions.push(Action::KillPod);
-                    return actions;
-                }
-                if c.state == State::Unknown {
-                    actions.push(Action::KillContainer {
-                        id: c.id.clone(),
-                        name: c.name.clone(),
-                        reason: KillReason::UnknownState,
-                    });
-                }
-                restart_or_wait(&mut actions, uid, c, true, ctx);
-                return actions;
-            }
+    // 2. Init containers and sidecars.
+    match init_container_actions(pod, observed, sandbox_id, ctx, &mut actions) {
+        None => {
+            actions.retain(|a| matches!(a, Action::RemoveContainer { .. }));
+            actions.push(Action::KillPod);
+            return actions;
         }
+        Some(false) => return actions,
+        Some(true) => {}
     }
+    let init_actions = actions.len();
 
     // 3. App containers.
     let mut keep = 0usize;
@@ -243,36 +401,22 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
             continue;
         };
         match c.state {
-            State::Running => {
-                let want = ctx.hashes.get(&ac.name);
-                let reason = if let Some(r) = ctx.health.unhealthy.get(&ac.name) {
-                    Some(r.clone())
-                } else if want.is_some_and(|h| !c.hash.is_empty() && h != &c.hash) {
-                    Some(KillReason::SpecChanged)
-                } else {
-                    None
-                };
-                match reason {
-                    None => keep += 1,
-                    Some(reason) => {
-                        actions.push(Action::KillContainer {
-                            id: c.id.clone(),
+            State::Running => match kill_reason(c, ctx) {
+                None => keep += 1,
+                Some(reason) => {
+                    actions.push(kill(c, reason.clone()));
+                    // A container killed for a probe failure obeys the
+                    // restart policy as if it had failed (exit 137).
+                    if reason == KillReason::SpecChanged || should_restart(policy, 137) {
+                        actions.push(Action::StartContainer {
                             name: c.name.clone(),
-                            reason: reason.clone(),
+                            init: false,
+                            attempt: c.attempt + 1,
+                            restart: true,
                         });
-                        // A container killed for a probe failure obeys the
-                        // restart policy as if it had failed (exit 137).
-                        if reason == KillReason::SpecChanged || should_restart(policy, 137) {
-                            actions.push(Action::StartContainer {
-                                name: c.name.clone(),
-                                init: false,
-                                attempt: c.attempt + 1,
-                                restart: true,
-                            });
-                        }
                     }
                 }
-            }
+            },
             State::Exited | State::Created | State::Unknown => {
                 let exit_code = if c.state == State::Exited {
                     c.exit_code
@@ -280,11 +424,7 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
                     -1
                 };
                 if c.state == State::Unknown {
-                    actions.push(Action::KillContainer {
-                        id: c.id.clone(),
-                        name: c.name.clone(),
-                        reason: KillReason::UnknownState,
-                    });
+                    actions.push(kill(c, KillReason::UnknownState));
                 }
                 if should_restart(policy, exit_code) {
                     restart_or_wait(&mut actions, uid, c, false, ctx);
@@ -293,15 +433,49 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
             }
         }
     }
-    let starting = actions
+    let starting = actions[init_actions..]
         .iter()
         .any(|a| matches!(a, Action::StartContainer { .. }));
     if keep == 0 && !starting && !waiting {
-        // Every container is done and none will restart: stop the sandbox.
-        actions.retain(|a| !matches!(a, Action::KillContainer { .. }));
+        // Every app container is done and none will restart: stop the
+        // sandbox; sidecars do not keep a pod alive.
+        actions.retain(|a| matches!(a, Action::RemoveContainer { .. }));
         actions.push(Action::KillPod);
     }
     actions
+}
+
+/// The order in which a pod's running containers stop (kubelet's
+/// termination ordering): first, together, everything that is not a
+/// sidecar (app containers, a running init container, containers the spec
+/// does not name); then each sidecar on its own, last declared first, so a
+/// sidecar outlives the containers it serves and the sidecars after it.
+pub fn termination_waves<'a>(
+    pod: &Pod,
+    running: impl IntoIterator<Item = &'a ObservedContainer>,
+) -> Vec<Vec<&'a ObservedContainer>> {
+    let sidecars: Vec<&str> = init_containers(pod)
+        .iter()
+        .filter(|c| is_sidecar(c))
+        .map(|c| c.name.as_str())
+        .collect();
+    let running: Vec<&ObservedContainer> = running.into_iter().collect();
+    let mut waves = vec![running
+        .iter()
+        .copied()
+        .filter(|c| !sidecars.contains(&c.name.as_str()))
+        .collect::<Vec<_>>()];
+    for name in sidecars.iter().rev() {
+        waves.push(
+            running
+                .iter()
+                .copied()
+                .filter(|c| c.name == *name)
+                .collect(),
+        );
+    }
+    waves.retain(|w| !w.is_empty());
+    waves
 }
 
 #[cfg(test)]
@@ -351,6 +525,7 @@ mod tests {
         health: Health,
         now: Instant,
         hashes: HashMap<String, String>,
+        legacy: HashMap<String, String>,
     }
 
     impl Fixture {
@@ -360,6 +535,7 @@ mod tests {
                 health: Health::default(),
                 now: Instant::now(),
                 hashes: HashMap::new(),
+                legacy: HashMap::new(),
             }
         }
         fn plan(&self, pod: &Pod, observed: &ObservedPod) -> Vec<Action> {
@@ -369,6 +545,7 @@ mod tests {
                 now: self.now,
                 now_unix_nanos: 1_000_000_000,
                 hashes: &self.hashes,
+                legacy_hashes: &self.legacy,
             };
             plan(pod, observed, &ctx)
         }
