@@ -11,9 +11,14 @@
 //! tested case by case without a runtime. Pod accessors and the pod-IP rule
 //! come from [`crate::pod`]; Go durations from [`crate::config::duration`].
 //!
+//! Sidecars (init containers with `restartPolicy: Always`) are reported as
+//! kubelet does: their status is among the init container statuses, with
+//! `started` and `ready` from their probes; they count as initialized once
+//! started, count for `ContainersReady`, and keep the pod Pending only until
+//! an app container was created. A pod refused at admission gets
+//! [`refused_status`]: phase Failed with kubelet's reason and message.
+//!
 //! Deliberate simplifications against kubelet:
-//! - restartable ("sidecar") init containers are treated as ordinary init
-//!   containers, as the planner does;
 //! - readiness gates are not evaluated (picolet has no API server writing
 //!   custom conditions);
 //! - a pod being deleted reports `Ready=False` (reason `PodTerminating`)
@@ -32,6 +37,7 @@ use crate::pleg::State;
 use crate::pod::accessors::{app_containers, init_containers, restart_policy};
 use crate::pod::facts;
 use crate::pod::{ObservedContainer, ObservedPod};
+use crate::qos::is_sidecar;
 
 /// Why a container is not running, as the agent recorded it when a start
 /// failed or a restart is backing off (`ErrImagePull`, `ImagePullBackOff`,
@@ -129,8 +135,9 @@ fn terminated_state(c: &ObservedContainer, runtime: &str) -> ContainerState {
 }
 
 /// Whether an exited container will be started again.
-fn will_restart(policy: &str, init: bool, exit_code: i32) -> bool {
+fn will_restart(policy: &str, init: bool, sidecar: bool, exit_code: i32) -> bool {
     match policy {
+        _ if sidecar => true,
         "Never" => false,
         // An init container that succeeded is done under any policy.
         _ if init => exit_code != 0,
@@ -147,6 +154,7 @@ fn container_status(
     default_reason: &str,
 ) -> ContainerStatus {
     let name = spec.name.as_str();
+    let sidecar = init && is_sidecar(spec);
     let runtime = input.runtime_name;
     let policy = restart_policy(input.pod);
     let mut attempts = input.observed.containers.iter().filter(|c| c.name == name);
@@ -185,7 +193,7 @@ fn container_status(
                 ..Default::default()
             });
             status.last_state = previous_terminated;
-            if init {
+            if init && !sidecar {
                 status.started = Some(true);
                 status.ready = false;
             } else {
@@ -196,8 +204,8 @@ fn container_status(
         }
         State::Exited => {
             status.started = Some(false);
-            status.ready = init && c.exit_code == 0;
-            match waiting.filter(|_| will_restart(policy, init, c.exit_code)) {
+            status.ready = init && !sidecar && c.exit_code == 0;
+            match waiting.filter(|_| will_restart(policy, init, sidecar, c.exit_code)) {
                 Some(w) => {
                     status.state = Some(waiting_state(&w.reason, &w.message));
                     status.last_state = Some(terminated_state(c, runtime));
@@ -235,11 +243,15 @@ fn last_terminated(s: &ContainerStatus) -> Option<&ContainerStateTerminated> {
     s.last_state.as_ref().and_then(|l| l.terminated.as_ref())
 }
 
-/// kubelet's `getPhase`.
-fn phase(policy: &str, init: &[ContainerStatus], app: &[ContainerStatus]) -> &'static str {
+/// kubelet's `getPhase`: `init` and `app` pair each status with its spec.
+fn phase(
+    policy: &str,
+    init: &[(&Container, ContainerStatus)],
+    app: &[ContainerStatus],
+) -> &'static str {
     let mut pending_init = 0;
     let mut failed_init = 0;
-    for s in init {
+    for (_, s) in init.iter().filter(|(c, _)| !is_sidecar(c)) {
         match state_of(s) {
             (_, true, _) => pending_init += 1,
             (Some(t), _, _) => failed_init += usize::from(t.exit_code != 0),
@@ -251,16 +263,42 @@ fn phase(policy: &str, init: &[ContainerStatus], app: &[ContainerStatus]) -> &'s
         }
     }
     let (mut unknown, mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0, 0);
+    let mut pending_sidecars = 0;
+    for (_, s) in init.iter().filter(|(c, _)| is_sidecar(c)) {
+        match state_of(s) {
+            (_, true, _) => {
+                pending_sidecars += usize::from(s.started != Some(true));
+                running += 1;
+            }
+            (Some(_), _, _) => {} // an exited sidecar does not count
+            (None, false, true) => {
+                if last_terminated(s).is_none() {
+                    pending_sidecars += 1;
+                    waiting += 1;
+                }
+            }
+            _ => {
+                pending_sidecars += 1;
+                unknown += 1;
+            }
+        }
+    }
+    let mut app_created = false;
     for s in app {
         match state_of(s) {
-            (_, true, _) => running += 1,
+            (_, true, _) => {
+                running += 1;
+                app_created = true;
+            }
             (Some(t), _, _) => {
                 stopped += 1;
                 succeeded += usize::from(t.exit_code == 0);
+                app_created = true;
             }
             (None, false, true) => {
                 if last_terminated(s).is_some() {
                     stopped += 1;
+                    app_created = true;
                 } else {
                     waiting += 1;
                 }
@@ -271,7 +309,7 @@ fn phase(policy: &str, init: &[ContainerStatus], app: &[ContainerStatus]) -> &'s
     if failed_init > 0 && policy == "Never" {
         return FAILED;
     }
-    if pending_init > 0 || waiting > 0 {
+    if pending_init > 0 || (pending_sidecars > 0 && !app_created) || waiting > 0 {
         return PENDING;
     }
     if running > 0 && unknown == 0 {
@@ -305,7 +343,7 @@ fn go_list(names: &[&str]) -> String {
 
 /// kubelet's `GeneratePodInitializedCondition`.
 fn initialized_condition(
-    init: &[ContainerStatus],
+    init: &[(&Container, ContainerStatus)],
     app: &[ContainerStatus],
     phase: &str,
 ) -> PodCondition {
@@ -325,8 +363,14 @@ fn initialized_condition(
     }
     let incomplete: Vec<&str> = init
         .iter()
-        .filter(|s| !matches!(state_of(s).0, Some(t) if t.exit_code == 0))
-        .map(|s| s.name.as_str())
+        .filter(|(c, s)| {
+            if is_sidecar(c) {
+                s.started != Some(true)
+            } else {
+                !matches!(state_of(s).0, Some(t) if t.exit_code == 0)
+            }
+        })
+        .map(|(_, s)| s.name.as_str())
         .collect();
     if incomplete.is_empty() {
         condition(T, true, None, None)
@@ -339,16 +383,24 @@ fn initialized_condition(
     }
 }
 
-/// kubelet's `GenerateContainersReadyCondition`.
-fn containers_ready_condition(app: &[ContainerStatus], phase: &str) -> PodCondition {
+/// kubelet's `GenerateContainersReadyCondition`: sidecars first, then app
+/// containers.
+fn containers_ready_condition(
+    init: &[(&Container, ContainerStatus)],
+    app: &[ContainerStatus],
+    phase: &str,
+) -> PodCondition {
     const T: &str = "ContainersReady";
     match phase {
         SUCCEEDED => return condition(T, false, Some("PodCompleted"), None),
         FAILED => return condition(T, false, Some("PodFailed"), None),
         _ => {}
     }
-    let unready: Vec<&str> = app
+    let unready: Vec<&str> = init
         .iter()
+        .filter(|(c, _)| is_sidecar(c))
+        .map(|(_, s)| s)
+        .chain(app)
         .filter(|s| !s.ready)
         .map(|s| s.name.as_str())
         .collect();
@@ -360,6 +412,19 @@ fn containers_ready_condition(app: &[ContainerStatus], phase: &str) -> PodCondit
     }
 }
 
+/// The status of a pod refused at admission (kubelet's `rejectPod`):
+/// phase Failed, the refusal's reason, and "Pod was rejected: " before its
+/// message.
+pub fn refused_status(reason: &str, message: &str, qos_class: &str) -> PodStatus {
+    PodStatus {
+        phase: Some(FAILED.to_string()),
+        reason: Some(reason.to_string()),
+        message: Some(format!("Pod was rejected: {message}")),
+        qos_class: (!qos_class.is_empty()).then(|| qos_class.to_string()),
+        ..Default::default()
+    }
+}
+
 /// Computes the pod's status from what the runtime reports.
 pub fn pod_status(input: &StatusInput) -> PodStatus {
     let pod = input.pod;
@@ -368,13 +433,17 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
 
     // Init containers default to PodInitializing (kubectl shows `Init:i/n`);
     // app containers too while an init container has not succeeded.
-    let init_statuses: Vec<ContainerStatus> = inits
+    let init_statuses: Vec<(&Container, ContainerStatus)> = inits
         .iter()
-        .map(|c| container_status(input, c, true, "PodInitializing"))
+        .map(|c| (c, container_status(input, c, true, "PodInitializing")))
         .collect();
-    let init_done = init_statuses
-        .iter()
-        .all(|s| matches!(state_of(s).0, Some(t) if t.exit_code == 0));
+    let init_done = init_statuses.iter().all(|(c, s)| {
+        if is_sidecar(c) {
+            s.started == Some(true)
+        } else {
+            matches!(state_of(s).0, Some(t) if t.exit_code == 0)
+        }
+    });
     let app_default = if init_done {
         "ContainerCreating"
     } else {
@@ -388,7 +457,7 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
     let phase = phase(policy, &init_statuses, &app_statuses);
 
     let sandbox = input.observed.latest_sandbox().filter(|s| s.ready);
-    let containers_ready = containers_ready_condition(&app_statuses, phase);
+    let containers_ready = containers_ready_condition(&init_statuses, &app_statuses, phase);
     let ready = if input.terminating && containers_ready.status == "True" {
         condition(
             "Ready",
@@ -430,7 +499,8 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
             .then(|| pod_ips.into_iter().map(|ip| PodIP { ip }).collect()),
         qos_class: (!input.qos_class.is_empty()).then(|| input.qos_class.to_string()),
         start_time: input.start_time_unix.map(time_from_unix),
-        init_container_statuses: (!inits.is_empty()).then_some(init_statuses),
+        init_container_statuses: (!inits.is_empty())
+            .then(|| init_statuses.into_iter().map(|(_, s)| s).collect()),
         container_statuses: Some(app_statuses),
         observed_generation: pod.metadata.generation,
         ..Default::default()

@@ -63,6 +63,8 @@ impl Node {
             cluster_domain: "cluster.local".into(),
             pod_pids_limit: None,
             admin_socket: root.join("admin.sock"),
+            node_labels: Default::default(),
+            memory_swap_behavior: Default::default(),
         };
         let host = HostFacts {
             host_ip: "192.0.2.10".into(),

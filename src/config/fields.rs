@@ -211,11 +211,6 @@ kubelet_config! {
         /// `nodeLeaseDurationSeconds`. Default 40.
         node_lease_duration_seconds: u32 = 40,
             file("nodeLeaseDurationSeconds") => positive_u32;
-        /// `nodeLabels` / `--node-labels`: labels the node has besides
-        /// `kubernetes.io/{hostname,os,arch}` (admission matches
-        /// `nodeSelector` and node affinity against them).
-        node_labels: BTreeMap<String, String> = BTreeMap::new(),
-            file("nodeLabels") => node_labels;
         /// `memorySwap.swapBehavior`. Default NoSwap.
         memory_swap_behavior: SwapBehavior = SwapBehavior::NoSwap,
             file("memorySwap.swapBehavior") => swap_behavior;
@@ -234,6 +229,12 @@ kubelet_config! {
         /// `--admin-socket`. Default [`DEFAULT_ADMIN_SOCKET`].
         admin_socket: PathBuf = PathBuf::from(DEFAULT_ADMIN_SOCKET),
             flag("adminSocket") => absolute_path;
+        /// `--node-labels`: labels the node has besides
+        /// `kubernetes.io/{hostname,os,arch}` (admission matches
+        /// `nodeSelector` and node affinity against them). A kubelet flag,
+        /// not a KubeletConfiguration field.
+        node_labels: BTreeMap<String, String> = BTreeMap::new(),
+            flag("nodeLabels") => node_labels;
         /// `--board`: the board profile the file layers were put on (its
         /// settings are already in the fields above). `None` without
         /// `--board`.

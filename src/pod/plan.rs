@@ -215,6 +215,9 @@ fn init_container_actions(
     let uid = pod.metadata.uid.as_deref().unwrap_or("");
     let policy = restart_policy(pod);
     let inits = init_containers(pod);
+    if inits.is_empty() {
+        return Some(true);
+    }
     // Only containers of the current sandbox count: a new sandbox runs the
     // init containers again.
     let in_sandbox = |name: &str| {

@@ -176,6 +176,7 @@ mod tests {
                 uid: Some(uid.into()),
                 ..Default::default()
             },
+            spec: Some(Default::default()),
             ..Default::default()
         }
     }

@@ -1,9 +1,11 @@
+use super::*;
+
 #[test]
 fn container_gets_labels_annotations_log_path_and_image() {
     let p = pod(&BASIC.replace(
-        "    terminationMessagePolicy: File",
-        "    terminationMessagePolicy: File\n    ports: [{name: http, containerPort: 80, protocol: TCP}]\n    workingDir: /srv\n    stdin: true\n    tty: true",
-    ));
+            "    terminationMessagePolicy: File",
+            "    terminationMessagePolicy: File\n    ports: [{name: http, containerPort: 80, protocol: TCP}]\n    workingDir: /srv\n    stdin: true\n    tty: true",
+        ));
     let c = first(&p);
     let cfg = container_config(
         &p,
@@ -62,12 +64,12 @@ metadata: {name: p, namespace: n, uid: u}
 spec:
   containers:
   - name: a
-image: x
-command: ["/bin/$(CMD)"]
-args: ["--port=$(PORT)", "$$(PORT)", "$(MISSING)", "cost $5", "$(", "x$$y", "tail$"]
-env:
-- {name: CMD, value: server}
-- {name: PORT, value: "8080"}
+    image: x
+    command: ["/bin/$(CMD)"]
+    args: ["--port=$(PORT)", "$$(PORT)", "$(MISSING)", "cost $5", "$(", "x$$y", "tail$"]
+    env:
+    - {name: CMD, value: server}
+    - {name: PORT, value: "8080"}
 "#);
     let cfg = container_config(&p, first(&p), &params()).unwrap();
     assert_eq!(cfg.command, vec!["/bin/server"]);
@@ -92,13 +94,13 @@ metadata: {name: p, namespace: n, uid: u}
 spec:
   containers:
   - name: a
-image: x
-env:
-- {name: A, value: one}
-- {name: B, value: "$(A)-two-$(C)"}
-- {name: C, value: three}
-- {name: D, value: "$$(A)"}
-- {name: E}
+    image: x
+    env:
+    - {name: A, value: one}
+    - {name: B, value: "$(A)-two-$(C)"}
+    - {name: C, value: three}
+    - {name: D, value: "$$(A)"}
+    - {name: E}
 "#);
     let cfg = container_config(&p, first(&p), &params()).unwrap();
     let got: Vec<(&str, &str)> = cfg
@@ -132,19 +134,19 @@ spec:
   serviceAccountName: sa
   containers:
   - name: a
-image: x
-env:
-- {name: NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
-- {name: NS, valueFrom: {fieldRef: {apiVersion: v1, fieldPath: metadata.namespace}}}
-- {name: UID, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}
-- {name: TIER, valueFrom: {fieldRef: {fieldPath: "metadata.labels['tier']"}}}
-- {name: NOTE, valueFrom: {fieldRef: {fieldPath: "metadata.annotations['note']"}}}
-- {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
-- {name: SA, valueFrom: {fieldRef: {fieldPath: spec.serviceAccountName}}}
-- {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
-- {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
-- {name: POD_IPS, valueFrom: {fieldRef: {fieldPath: status.podIPs}}}
-- {name: URL, value: "http://$(POD_IP):80/$(NAME)"}
+    image: x
+    env:
+    - {name: NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+    - {name: NS, valueFrom: {fieldRef: {apiVersion: v1, fieldPath: metadata.namespace}}}
+    - {name: UID, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}
+    - {name: TIER, valueFrom: {fieldRef: {fieldPath: "metadata.labels['tier']"}}}
+    - {name: NOTE, valueFrom: {fieldRef: {fieldPath: "metadata.annotations['note']"}}}
+    - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
+    - {name: SA, valueFrom: {fieldRef: {fieldPath: spec.serviceAccountName}}}
+    - {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
+    - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+    - {name: POD_IPS, valueFrom: {fieldRef: {fieldPath: status.podIPs}}}
+    - {name: URL, value: "http://$(POD_IP):80/$(NAME)"}
 "#);
     let ips = vec!["10.0.0.7".to_string(), "fd00::7".to_string()];
     let cfg = container_config(
@@ -177,9 +179,9 @@ metadata: {name: p, namespace: n, uid: u}
 spec:
   containers:
   - name: a
-image: x
-env:
-- {name: PHASE, valueFrom: {fieldRef: {fieldPath: status.phase}}}
+    image: x
+    env:
+    - {name: PHASE, valueFrom: {fieldRef: {fieldPath: status.phase}}}
 "#);
     let err = container_config(&p, first(&p), &params()).unwrap_err();
     assert_eq!(err.field, "env \"PHASE\"");
@@ -193,19 +195,19 @@ metadata: {name: p, namespace: n, uid: u}
 spec:
   containers:
   - name: a
-image: x
-resources:
-  requests: {cpu: 250m, memory: 64Mi}
-  limits: {cpu: 1500m, memory: 128Mi}
-env:
-- {name: CPU_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.cpu}}}
-- {name: CPU_LIMIT_M, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: 1m}}}
-- {name: CPU_REQ, valueFrom: {resourceFieldRef: {resource: requests.cpu, divisor: "1"}}}
-- {name: MEM_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.memory}}}
-- {name: MEM_REQ_MI, valueFrom: {resourceFieldRef: {resource: requests.memory, divisor: 1Mi}}}
-- {name: SIDE_MEM, valueFrom: {resourceFieldRef: {containerName: b, resource: limits.memory, divisor: 1Mi}}}
+    image: x
+    resources:
+      requests: {cpu: 250m, memory: 64Mi}
+      limits: {cpu: 1500m, memory: 128Mi}
+    env:
+    - {name: CPU_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.cpu}}}
+    - {name: CPU_LIMIT_M, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: 1m}}}
+    - {name: CPU_REQ, valueFrom: {resourceFieldRef: {resource: requests.cpu, divisor: "1"}}}
+    - {name: MEM_LIMIT, valueFrom: {resourceFieldRef: {resource: limits.memory}}}
+    - {name: MEM_REQ_MI, valueFrom: {resourceFieldRef: {resource: requests.memory, divisor: 1Mi}}}
+    - {name: SIDE_MEM, valueFrom: {resourceFieldRef: {containerName: b, resource: limits.memory, divisor: 1Mi}}}
   - name: b
-image: y
+    image: y
 "#);
     let cp = ContainerParams {
         node_allocatable_cpu_millis: Some(4000),
@@ -222,8 +224,7 @@ image: y
     assert_eq!(e("SIDE_MEM"), "2048");
 
     // Without a limit and without allocatable the value is unknowable.
-    let err =
-        container_config(&p, &p.spec.as_ref().unwrap().containers[0], &params()).unwrap_err();
+    let err = container_config(&p, &p.spec.as_ref().unwrap().containers[0], &params()).unwrap_err();
     assert_eq!(err.field, "env \"SIDE_MEM\"");
 }
 
@@ -234,10 +235,10 @@ metadata: {name: p, namespace: n, uid: u}
 spec:
   containers:
   - name: app
-image: x
-env:
-- {name: OPT, valueFrom: {configMapKeyRef: {name: cm, key: k, optional: true}}}
-- {name: FOO, valueFrom: {configMapKeyRef: {name: cm, key: k}}}
+    image: x
+    env:
+    - {name: OPT, valueFrom: {configMapKeyRef: {name: cm, key: k, optional: true}}}
+    - {name: FOO, valueFrom: {configMapKeyRef: {name: cm, key: k}}}
 "#);
     let err = container_config(&p, first(&p), &params()).unwrap_err();
     assert_eq!(
@@ -249,11 +250,11 @@ metadata: {name: p, namespace: n, uid: u}
 spec:
   containers:
   - name: app
-image: x
-env:
-- {name: OPT, valueFrom: {secretKeyRef: {name: s, key: k, optional: true}}}
-envFrom:
-- configMapRef: {name: maybe, optional: true}
+    image: x
+    env:
+    - {name: OPT, valueFrom: {secretKeyRef: {name: s, key: k, optional: true}}}
+    envFrom:
+    - configMapRef: {name: maybe, optional: true}
 "#);
     let cfg = container_config(&p, first(&p), &params()).unwrap();
     assert!(cfg.envs.is_empty());
@@ -262,9 +263,9 @@ metadata: {name: p, namespace: n, uid: u}
 spec:
   containers:
   - name: app
-image: x
-envFrom:
-- secretRef: {name: creds}
+    image: x
+    envFrom:
+    - secretRef: {name: creds}
 "#);
     let err = container_config(&p, first(&p), &params()).unwrap_err();
     assert_eq!(
@@ -278,22 +279,22 @@ metadata: {name: p, namespace: n, uid: u}
 spec:
   volumes:
   - name: data
-hostPath: {path: /srv/data, type: DirectoryOrCreate}
+    hostPath: {path: /srv/data, type: DirectoryOrCreate}
   - name: scratch
-emptyDir: {}
+    emptyDir: {}
   - name: defaulted
   - name: cfg
-configMap: {name: cm}
+    configMap: {name: cm}
   containers:
   - name: app
-image: x
-terminationMessagePath: /dev/termination-log
-env: [{name: SUB, value: logs}]
-volumeMounts:
-- {name: data, mountPath: /data, readOnly: true}
-- {name: data, mountPath: /data-sub, subPath: a/b, mountPropagation: HostToContainer}
-- {name: scratch, mountPath: /scratch}
-- {name: scratch, mountPath: /logs, subPathExpr: "$(SUB)"}
+    image: x
+    terminationMessagePath: /dev/termination-log
+    env: [{name: SUB, value: logs}]
+    volumeMounts:
+    - {name: data, mountPath: /data, readOnly: true}
+    - {name: data, mountPath: /data-sub, subPath: a/b, mountPropagation: HostToContainer}
+    - {name: scratch, mountPath: /scratch}
+    - {name: scratch, mountPath: /logs, subPathExpr: "$(SUB)"}
 "#;
 
 fn volume_dir(name: &str) -> Option<PathBuf> {
@@ -420,8 +421,8 @@ fn container_mounting_etc_hosts_itself_does_not_get_the_managed_one() {
 
 fn resources_of(yaml_resources: &str) -> api::LinuxContainerResources {
     let p = pod(&format!(
-        "metadata: {{name: p, namespace: n, uid: u}}\nspec:\n  containers:\n  - name: a\n    image: x\n    resources: {yaml_resources}\n"
-    ));
+            "metadata: {{name: p, namespace: n, uid: u}}\nspec:\n  containers:\n  - name: a\n    image: x\n    resources: {yaml_resources}\n"
+        ));
     let cfg = container_config(
         &p,
         first(&p),
@@ -436,9 +437,8 @@ fn resources_of(yaml_resources: &str) -> api::LinuxContainerResources {
 
 #[test]
 fn cpu_and_memory_map_to_shares_quota_and_memory_limit() {
-    let r = resources_of(
-        "{requests: {cpu: 250m, memory: 64Mi}, limits: {cpu: \"0.5\", memory: 1G}}",
-    );
+    let r =
+        resources_of("{requests: {cpu: 250m, memory: 64Mi}, limits: {cpu: \"0.5\", memory: 1G}}");
     assert_eq!(r.cpu_shares, 256);
     assert_eq!(r.cpu_period, 100_000);
     assert_eq!(r.cpu_quota, 50_000);
@@ -495,18 +495,18 @@ fn security_context_merges_pod_and_container_and_maps_capabilities() {
 metadata: {name: p, namespace: n, uid: u}
 spec:
   securityContext:
-runAsUser: 1000
-runAsGroup: 1000
-fsGroup: 2000
-seccompProfile: {type: RuntimeDefault}
+    runAsUser: 1000
+    runAsGroup: 1000
+    fsGroup: 2000
+    seccompProfile: {type: RuntimeDefault}
   containers:
   - name: a
-image: x
-securityContext:
-  runAsGroup: 3000
-  readOnlyRootFilesystem: true
-  allowPrivilegeEscalation: false
-  capabilities: {add: [NET_ADMIN], drop: [ALL]}
+    image: x
+    securityContext:
+      runAsGroup: 3000
+      readOnlyRootFilesystem: true
+      allowPrivilegeEscalation: false
+      capabilities: {add: [NET_ADMIN], drop: [ALL]}
 "#);
     let sc = container_config(&p, first(&p), &params())
         .unwrap()
@@ -538,8 +538,8 @@ metadata: {name: p, namespace: n, uid: u}
 spec:
   containers:
   - name: a
-image: x
-securityContext: {privileged: true}
+    image: x
+    securityContext: {privileged: true}
 "#);
     let sc = container_config(&p, first(&p), &params())
         .unwrap()
@@ -574,7 +574,11 @@ fn container_hash_is_stable_and_changes_when_the_spec_changes() {
     let p = pod(BASIC);
     let c = first(&p).clone();
     let h = container_hash(&c);
-    assert_eq!(h.len(), 32);
+    assert!(
+        (1..=8).contains(&h.len()) && h.chars().all(|ch| matches!(ch, '0'..='9' | 'a'..='f')),
+        "kubelet's form: lowercase hex of a 32-bit FNV-1a, got {h:?}"
+    );
+    assert_eq!(legacy_container_hash(&c).len(), 32);
     assert_eq!(h, container_hash(&pod(BASIC).spec.unwrap().containers[0]));
     let mut c2 = c.clone();
     c2.image = Some("nginx:1.28".into());
@@ -594,4 +598,137 @@ fn expand_matches_kubelet_semantics() {
     assert_eq!(expand("$(A", &lookup), "$(A");
     assert_eq!(expand("$", &lookup), "$");
     assert_eq!(expand("é$(A)ü", &lookup), "éxü");
+}
+
+fn resources_with(yaml: &str, p: &ContainerParams) -> api::LinuxContainerResources {
+    let p_ = pod(yaml);
+    container_config(&p_, first(&p_), p)
+        .unwrap()
+        .linux
+        .unwrap()
+        .resources
+        .unwrap()
+}
+
+#[test]
+fn the_hash_is_fnv32a_of_the_spec_dump_and_the_legacy_form_is_md5() {
+    // FNV-1a test vectors: "" and "a".
+    let empty = Container::default();
+    let json = serde_json::to_vec(&empty).unwrap();
+    let want = json
+        .iter()
+        .fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193));
+    assert_eq!(container_hash(&empty), format!("{want:x}"));
+    assert_eq!(legacy_container_hash(&empty), format!("{:x}", md5::compute(json)));
+}
+
+#[test]
+fn default_masked_and_read_only_paths_are_kubelets_unless_proc_mount_is_unmasked() {
+    let p = pod(BASIC);
+    let sc = container_config(&p, first(&p), &params())
+        .unwrap()
+        .linux
+        .unwrap()
+        .security_context
+        .unwrap();
+    assert_eq!(sc.masked_paths, DEFAULT_MASKED_PATHS);
+    assert!(sc.masked_paths.iter().any(|m| m == "/proc/interrupts"));
+    assert_eq!(sc.readonly_paths, DEFAULT_READONLY_PATHS);
+    let p = pod("metadata: {name: p, namespace: n, uid: u}\nspec:\n  hostUsers: false\n  containers:\n  - {name: a, image: x, securityContext: {procMount: Unmasked}}\n");
+    let sc = container_config(&p, first(&p), &params())
+        .unwrap()
+        .linux
+        .unwrap()
+        .security_context
+        .unwrap();
+    assert!(sc.masked_paths.is_empty() && sc.readonly_paths.is_empty());
+}
+
+#[test]
+fn apparmor_profiles_pass_through_from_the_field_the_annotation_or_the_pod() {
+    use api::security_profile::ProfileType;
+    let cases = [
+        ("spec: {containers: [{name: a, securityContext: {appArmorProfile: {type: Localhost, localhostProfile: edge}}}]}", Some((ProfileType::Localhost, "edge")), "localhost/edge"),
+        ("metadata: {annotations: {container.apparmor.security.beta.kubernetes.io/a: runtime/default}}\nspec: {containers: [{name: a}]}", Some((ProfileType::RuntimeDefault, "")), "runtime/default"),
+        ("spec: {securityContext: {appArmorProfile: {type: Unconfined}}, containers: [{name: a}]}", Some((ProfileType::Unconfined, "")), "unconfined"),
+        ("spec: {containers: [{name: a}]}", None, ""),
+    ];
+    for (yaml, want, old) in cases {
+        let p = pod(yaml);
+        let sc = container_config(&p, first(&p), &params())
+            .unwrap()
+            .linux
+            .unwrap()
+            .security_context
+            .unwrap();
+        let got = sc
+            .apparmor
+            .as_ref()
+            .map(|a| (ProfileType::try_from(a.profile_type).unwrap(), a.localhost_ref.as_str()));
+        assert_eq!(got, want, "{yaml}");
+        #[allow(deprecated)]
+        let deprecated = sc.apparmor_profile.as_str();
+        assert_eq!(deprecated, old, "{yaml}");
+    }
+}
+
+#[test]
+fn every_hugepage_size_of_the_node_is_limited_to_zero_unless_requested() {
+    let sizes = ["1GB".to_string(), "2MB".to_string()];
+    let p = ContainerParams {
+        hugepage_sizes: &sizes,
+        ..params()
+    };
+    let r = resources_with("spec: {containers: [{name: a, image: x}]}", &p);
+    let got: Vec<(&str, u64)> = r.hugepage_limits.iter().map(|h| (h.page_size.as_str(), h.limit)).collect();
+    assert_eq!(got, [("1GB", 0), ("2MB", 0)]);
+    let r = resources_with(
+        "spec: {containers: [{name: a, image: x, resources: {limits: {hugepages-2Mi: 100Mi, memory: 1Gi}}}]}",
+        &p,
+    );
+    let got: Vec<(&str, u64)> = r.hugepage_limits.iter().map(|h| (h.page_size.as_str(), h.limit)).collect();
+    assert_eq!(got, [("1GB", 0), ("2MB", 100 << 20)]);
+    assert_eq!(hugepage_unit_size(2 << 20).as_deref(), Some("2MB"));
+    assert_eq!(hugepage_unit_size(1 << 30).as_deref(), Some("1GB"));
+    assert_eq!(hugepage_unit_size(64 << 10).as_deref(), Some("64KB"));
+    assert_eq!(hugepage_unit_size(3 << 20).as_deref(), Some("3MB"));
+}
+
+#[test]
+fn swap_follows_kubelets_no_swap_and_limited_swap_rules() {
+    const BURSTABLE: &str = "metadata: {name: p, namespace: n, uid: u, annotations: {kubernetes.io/config.source: api}}\nspec: {containers: [{name: a, image: x, resources: {requests: {memory: 100Mi}, limits: {memory: 200Mi}}}]}";
+    const STATIC: &str = "metadata: {name: p, namespace: n, uid: u, annotations: {kubernetes.io/config.source: file}}\nspec: {containers: [{name: a, image: x, resources: {requests: {memory: 100Mi}, limits: {memory: 200Mi}}}]}";
+    let with = |swap: Swap| ContainerParams { swap, ..params() };
+    // cgroup v1: the swap limit is the memory limit.
+    let r = resources_with(BURSTABLE, &with(Swap::CgroupV1));
+    assert_eq!(r.memory_swap_limit_in_bytes, 200 << 20);
+    assert!(r.unified.is_empty());
+    // No swap controller: nothing.
+    let r = resources_with(BURSTABLE, &with(Swap::Unavailable));
+    assert_eq!(r.memory_swap_limit_in_bytes, 0);
+    assert!(r.unified.is_empty());
+    // cgroup v2, NoSwap: memory.swap.max = 0.
+    let v2 = |limited| Swap::CgroupV2 {
+        limited,
+        node_memory_bytes: 1000 << 20,
+        node_swap_bytes: 500 << 20,
+    };
+    let r = resources_with(BURSTABLE, &with(v2(false)));
+    assert_eq!(r.unified.get(CGROUP2_SWAP_MAX).map(String::as_str), Some("0"));
+    // LimitedSwap: the request's share of the swap (100Mi / 1000Mi of 500Mi).
+    let r = resources_with(BURSTABLE, &with(v2(true)));
+    assert_eq!(r.unified[CGROUP2_SWAP_MAX], (50u64 << 20).to_string());
+    // ... but never for a static (critical) pod.
+    let r = resources_with(STATIC, &with(v2(true)));
+    assert_eq!(r.unified[CGROUP2_SWAP_MAX], "0");
+}
+
+#[test]
+fn a_container_without_resources_gets_the_pod_level_limits() {
+    let r = resources_with(
+        "spec:\n  resources: {limits: {cpu: '1', memory: 200Mi}}\n  containers: [{name: a, image: x}]\n",
+        &params(),
+    );
+    assert_eq!((r.cpu_shares, r.cpu_quota, r.cpu_period), (1024, 100_000, 100_000));
+    assert_eq!(r.memory_limit_in_bytes, 209_715_200);
 }

@@ -1,10 +1,25 @@
+//! Unit tests of `pod::spec`: the sandbox (and DNS, hosts) in `sandbox.rs`,
+//! containers (env, mounts, resources, security) in `container.rs`; shared
+//! pods and parameters here.
+
+pub(super) use std::path::{Path, PathBuf};
+
+pub(super) use k8s_openapi::api::core::v1::{Container, Pod};
+
+pub(super) use super::*;
+pub(super) use crate::cri::api;
+pub(super) use crate::pod::labels::*;
+
+mod container;
+mod sandbox;
+
 use super::*;
 
-fn pod(yaml: &str) -> Pod {
+pub(super) fn pod(yaml: &str) -> Pod {
     serde_yaml_ng::from_str(yaml).expect("test pod parses")
 }
 
-const BASIC: &str = r#"
+pub(super) const BASIC: &str = r#"
 apiVersion: v1
 kind: Pod
 metadata:
@@ -17,12 +32,12 @@ spec:
   terminationGracePeriodSeconds: 30
   containers:
   - name: app
-image: nginx:1.27
-terminationMessagePath: /dev/termination-log
-terminationMessagePolicy: File
+    image: nginx:1.27
+    terminationMessagePath: /dev/termination-log
+    terminationMessagePolicy: File
 "#;
 
-fn sandbox_params<'a>(dns: &'a [String], resolv: Option<&'a str>) -> SandboxParams<'a> {
+pub(super) fn sandbox_params<'a>(dns: &'a [String], resolv: Option<&'a str>) -> SandboxParams<'a> {
     SandboxParams {
         attempt: 2,
         cgroup_parent: "/kubepods/burstable/pod1234-abcd",
@@ -30,16 +45,17 @@ fn sandbox_params<'a>(dns: &'a [String], resolv: Option<&'a str>) -> SandboxPara
         cluster_dns: dns,
         cluster_domain: "cluster.local",
         host_resolv_conf: resolv,
+        user_ns: None,
     }
 }
 
-const HOST_RESOLV: &str = "# generated\nnameserver 192.168.1.1\nnameserver 8.8.8.8\nsearch lan. example.com\noptions edns0 ndots:2\n";
+pub(super) const HOST_RESOLV: &str = "# generated\nnameserver 192.168.1.1\nnameserver 8.8.8.8\nsearch lan. example.com\noptions edns0 ndots:2\n";
 
-fn first(pod: &Pod) -> &Container {
+pub(super) fn first(pod: &Pod) -> &Container {
     &pod.spec.as_ref().unwrap().containers[0]
 }
 
-fn params() -> ContainerParams<'static> {
+pub(super) fn params() -> ContainerParams<'static> {
     ContainerParams {
         image: "sha256:deadbeef",
         pod_ip: "10.0.0.5",
@@ -49,7 +65,7 @@ fn params() -> ContainerParams<'static> {
     }
 }
 
-fn env_of(cfg: &api::ContainerConfig, key: &str) -> Option<String> {
+pub(super) fn env_of(cfg: &api::ContainerConfig, key: &str) -> Option<String> {
     cfg.envs
         .iter()
         .find(|kv| kv.key == key)
