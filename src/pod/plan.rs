@@ -797,4 +797,161 @@ mod tests {
             }]
         );
     }
+
+    fn with_sidecar(startup_probe: bool) -> Pod {
+        let probe = if startup_probe {
+            ", startupProbe: {exec: {command: [\"true\"]}}"
+        } else {
+            ""
+        };
+        pod(&format!(
+            "metadata: {{name: p, uid: u1}}\nspec:\n  restartPolicy: OnFailure\n  initContainers:\n  - {{name: log, image: busybox, restartPolicy: Always{probe}}}\n  - {{name: setup, image: busybox}}\n  containers:\n  - {{name: a, image: busybox}}\n"
+        ))
+    }
+
+    fn ready_sandbox(containers: Vec<ObservedContainer>) -> ObservedPod {
+        ObservedPod {
+            sandboxes: vec![sandbox(0, true)],
+            containers,
+        }
+    }
+
+    #[test]
+    fn a_sidecar_starts_first_and_the_next_init_container_once_it_runs() {
+        let f = Fixture::new();
+        let p = with_sidecar(false);
+        assert_eq!(
+            f.plan(&p, &ObservedPod::default()),
+            vec![Action::CreateSandbox { attempt: 0 }, start("log", true, 0)]
+        );
+        let obs = ready_sandbox(vec![container("log", 0, State::Running, 0)]);
+        assert_eq!(f.plan(&p, &obs), vec![start("setup", true, 0)]);
+        let obs = ready_sandbox(vec![
+            container("log", 0, State::Running, 0),
+            container("setup", 0, State::Running, 0),
+        ]);
+        assert!(f.plan(&p, &obs).is_empty(), "the init container runs");
+        let obs = ready_sandbox(vec![
+            container("log", 0, State::Running, 0),
+            container("setup", 0, State::Exited, 0),
+        ]);
+        assert_eq!(f.plan(&p, &obs), vec![start("a", false, 0)]);
+    }
+
+    #[test]
+    fn a_sidecar_with_a_startup_probe_holds_the_next_one_until_it_started() {
+        let mut f = Fixture::new();
+        let p = with_sidecar(true);
+        let obs = ready_sandbox(vec![container("log", 0, State::Running, 0)]);
+        assert!(f.plan(&p, &obs).is_empty(), "no startup result yet");
+        f.health.started.insert("log".into(), false);
+        assert!(f.plan(&p, &obs).is_empty(), "not started yet");
+        f.health.started.insert("log".into(), true);
+        assert_eq!(f.plan(&p, &obs), vec![start("setup", true, 0)]);
+    }
+
+    #[test]
+    fn an_exited_sidecar_restarts_behind_its_back_off_whatever_the_pod_policy() {
+        let mut f = Fixture::new();
+        let p = with_sidecar(false);
+        let obs = ready_sandbox(vec![
+            container("log", 0, State::Exited, 0),
+            container("setup", 0, State::Exited, 0),
+            container("a", 0, State::Running, 0),
+        ]);
+        assert_eq!(f.plan(&p, &obs), vec![start("log", true, 1)]);
+        f.backoff.next(&Backoff::key("u1", "log"), f.now);
+        assert!(matches!(
+            f.plan(&p, &obs).as_slice(),
+            [Action::BackOff { name, .. }] if name == "log"
+        ));
+    }
+
+    #[test]
+    fn a_sidecar_failing_its_liveness_probe_is_killed_and_started_again() {
+        let mut f = Fixture::new();
+        f.health.unhealthy.insert("log".into(), KillReason::Unhealthy);
+        let p = with_sidecar(false);
+        let obs = ready_sandbox(vec![
+            container("log", 0, State::Running, 0),
+            container("setup", 0, State::Exited, 0),
+            container("a", 0, State::Running, 0),
+        ]);
+        assert_eq!(
+            f.plan(&p, &obs),
+            vec![
+                Action::KillContainer {
+                    id: "log-0".into(),
+                    name: "log".into(),
+                    reason: KillReason::Unhealthy
+                },
+                start("log", true, 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn sidecars_do_not_keep_a_finished_pod_alive() {
+        let f = Fixture::new();
+        let p = with_sidecar(false);
+        let obs = ready_sandbox(vec![
+            container("log", 0, State::Running, 0),
+            container("setup", 0, State::Exited, 0),
+            container("a", 0, State::Exited, 0),
+        ]);
+        assert_eq!(f.plan(&p, &obs), vec![Action::KillPod]);
+    }
+
+    #[test]
+    fn the_pod_stops_app_containers_first_then_sidecars_last_declared_first() {
+        let p = pod("metadata: {name: p, uid: u1}\nspec:\n  initContainers:\n  - {name: s1, restartPolicy: Always}\n  - {name: s2, restartPolicy: Always}\n  containers:\n  - {name: a}\n  - {name: b}\n");
+        let running = [
+            container("s1", 0, State::Running, 0),
+            container("a", 0, State::Running, 0),
+            container("s2", 0, State::Running, 0),
+            container("b", 0, State::Running, 0),
+        ];
+        let waves: Vec<Vec<&str>> = termination_waves(&p, &running)
+            .into_iter()
+            .map(|w| w.into_iter().map(|c| c.name.as_str()).collect())
+            .collect();
+        assert_eq!(waves, [vec!["a", "b"], vec!["s2"], vec!["s1"]]);
+    }
+
+    #[test]
+    fn only_the_newest_exited_instance_of_an_init_container_is_kept() {
+        let f = Fixture::new();
+        let p = with_init();
+        let obs = ready_sandbox(vec![
+            container("i1", 2, State::Exited, 1),
+            container("i1", 1, State::Exited, 1),
+            container("i1", 0, State::Exited, 1),
+        ]);
+        assert_eq!(
+            f.plan(&p, &obs),
+            vec![
+                Action::RemoveContainer {
+                    id: "i1-1".into(),
+                    name: "i1".into()
+                },
+                Action::RemoveContainer {
+                    id: "i1-0".into(),
+                    name: "i1".into()
+                },
+                start("i1", true, 3),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_container_created_before_the_hash_changed_form_is_adopted_not_restarted() {
+        let mut f = Fixture::new();
+        f.hashes.insert("a".into(), "1f2e3d4c".into());
+        f.legacy.insert("a".into(), "0123456789abcdef0123456789abcdef".into());
+        let mut a = container("a", 0, State::Running, 0);
+        a.hash = "0123456789abcdef0123456789abcdef".into();
+        let obs = ready_sandbox(vec![a, container("b", 0, State::Running, 0)]);
+        assert!(f.plan(&two_containers("Always"), &obs).is_empty());
+    }
+
 }
