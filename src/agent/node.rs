@@ -59,7 +59,7 @@ impl NodeFacts {
     /// Reads the host's facts (the runtime's come later).
     pub fn detect() -> NodeFacts {
         let (swap_cgroup, swap_total_bytes) = detect_swap();
-        NodeFacts {
+        let facts = NodeFacts {
             apparmor: apparmor_enabled(),
             hugepage_sizes: hugepage_sizes(Path::new("/sys/kernel/mm/hugepages")),
             swap_cgroup,
@@ -68,7 +68,15 @@ impl NodeFacts {
                 .ok()
                 .map(|n| n.get() as u64 * 1000),
             ..Default::default()
-        }
+        };
+        log::info!(
+            "host: AppArmor {}, hugepage sizes [{}], swap controller {:?} ({} bytes of swap)",
+            if facts.apparmor { "enabled" } else { "not enabled" },
+            facts.hugepage_sizes.join(" "),
+            facts.swap_cgroup,
+            facts.swap_total_bytes
+        );
+        facts
     }
 }
 

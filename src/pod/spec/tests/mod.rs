@@ -13,8 +13,6 @@ pub(super) use crate::pod::labels::*;
 mod container;
 mod sandbox;
 
-use super::*;
-
 pub(super) fn pod(yaml: &str) -> Pod {
     serde_yaml_ng::from_str(yaml).expect("test pod parses")
 }
