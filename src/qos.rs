@@ -224,7 +224,11 @@ pub fn pod_qos(spec: &PodSpec) -> QosClass {
             requests[i] = pod_level_request(spec, res).filter(|v| *v > 0);
             limits[i] = lookup(r.limits.as_ref(), res).filter(|v| *v > 0);
             // ComputePodQOS asks for both keys in the pod-level limits.
-            limits_found += usize::from(r.limits.as_ref().is_some_and(|m| m.contains_key(res.name())));
+            limits_found += usize::from(
+                r.limits
+                    .as_ref()
+                    .is_some_and(|m| m.contains_key(res.name())),
+            );
         }
         if limits_found != 2 {
             is_guaranteed = false;
@@ -329,8 +333,11 @@ fn pod_request(spec: &PodSpec, res: Res) -> Option<u64> {
 /// `spec.overhead` (added to requests always, to limits only when present).
 pub fn pod_resources(spec: &PodSpec) -> PodResources {
     let overhead = |res: Res| lookup(spec.overhead.as_ref(), res).unwrap_or(0);
-    let request =
-        |res: Res| pod_request(spec, res).unwrap_or(0).saturating_add(overhead(res));
+    let request = |res: Res| {
+        pod_request(spec, res)
+            .unwrap_or(0)
+            .saturating_add(overhead(res))
+    };
     let limit = |res: Res| pod_limit(spec, res).map(|v| v.saturating_add(overhead(res)));
     PodResources {
         cpu_request_millis: request(Res::Cpu),
@@ -484,7 +491,11 @@ fn proportional(request: i128, capacity: i128) -> i64 {
 ///   it ahead of BestEffort).
 ///
 /// `node_memory_capacity_bytes` is the machine's memory; 0 (unknown) gives 999.
-pub fn container_oom_score_adj(spec: &PodSpec, c: &Container, node_memory_capacity_bytes: u64) -> i64 {
+pub fn container_oom_score_adj(
+    spec: &PodSpec,
+    c: &Container,
+    node_memory_capacity_bytes: u64,
+) -> i64 {
     if spec.priority_class_name.as_deref() == Some(SYSTEM_NODE_CRITICAL) {
         return GUARANTEED_OOM_SCORE_ADJ;
     }
@@ -814,7 +825,11 @@ mod tests {
 
     const CAP: u64 = 1000 << 20;
 
-    fn with_pod_level(mut s: PodSpec, requests: &[(&str, &str)], limits: &[(&str, &str)]) -> PodSpec {
+    fn with_pod_level(
+        mut s: PodSpec,
+        requests: &[(&str, &str)],
+        limits: &[(&str, &str)],
+    ) -> PodSpec {
         s.resources = Some(ResourceRequirements {
             requests: rl(requests),
             limits: rl(limits),
@@ -845,7 +860,10 @@ mod tests {
         critical.priority_class_name = Some(SYSTEM_NODE_CRITICAL.into());
         let pod_level = with_pod_level(
             spec(
-                vec![named("a", burstable("100Mi")), named("b", Container::default())],
+                vec![
+                    named("a", burstable("100Mi")),
+                    named("b", Container::default()),
+                ],
                 vec![],
             ),
             &[("memory", "400Mi")],
@@ -854,16 +872,61 @@ mod tests {
         let cases: Vec<(&str, PodSpec, &str, i64)> = vec![
             ("guaranteed", one(ctr(FULL, FULL)), "c", -997),
             ("best effort", one(Container::default()), "", 1000),
-            ("burstable: a tenth of the memory", one(burstable("100Mi")), "c", 900),
-            ("burstable: no memory request", one(ctr(&[("cpu", "1")], &[])), "c", 999),
-            ("burstable: almost all the memory", one(burstable("998Mi")), "c", 3),
-            ("burstable: more than the node", one(burstable("2000Mi")), "c", 3),
+            (
+                "burstable: a tenth of the memory",
+                one(burstable("100Mi")),
+                "c",
+                900,
+            ),
+            (
+                "burstable: no memory request",
+                one(ctr(&[("cpu", "1")], &[])),
+                "c",
+                999,
+            ),
+            (
+                "burstable: almost all the memory",
+                one(burstable("998Mi")),
+                "c",
+                3,
+            ),
+            (
+                "burstable: more than the node",
+                one(burstable("2000Mi")),
+                "c",
+                3,
+            ),
             ("node-critical priority class", critical, "c", -997),
-            ("a sidecar gets at most the score of the smallest regular container", sidecar_pod("10Mi", "100Mi"), "log", 900),
-            ("a sidecar requesting more keeps its own score", sidecar_pod("500Mi", "100Mi"), "log", 500),
-            ("the regular container of a pod with a sidecar", sidecar_pod("10Mi", "100Mi"), "app", 900),
-            ("pod-level requests: a share of the unclaimed memory is added", pod_level.clone(), "a", 750),
-            ("pod-level requests: a container without a request gets the share", pod_level, "b", 850),
+            (
+                "a sidecar gets at most the score of the smallest regular container",
+                sidecar_pod("10Mi", "100Mi"),
+                "log",
+                900,
+            ),
+            (
+                "a sidecar requesting more keeps its own score",
+                sidecar_pod("500Mi", "100Mi"),
+                "log",
+                500,
+            ),
+            (
+                "the regular container of a pod with a sidecar",
+                sidecar_pod("10Mi", "100Mi"),
+                "app",
+                900,
+            ),
+            (
+                "pod-level requests: a share of the unclaimed memory is added",
+                pod_level.clone(),
+                "a",
+                750,
+            ),
+            (
+                "pod-level requests: a container without a request gets the share",
+                pod_level,
+                "b",
+                850,
+            ),
         ];
         for (case, s, name, want) in cases {
             let c = s
@@ -876,7 +939,11 @@ mod tests {
             assert_eq!(container_oom_score_adj(&s, c, CAP), want, "{case}");
         }
         let s = one(burstable("100Mi"));
-        assert_eq!(container_oom_score_adj(&s, &s.containers[0], 0), 999, "unknown capacity");
+        assert_eq!(
+            container_oom_score_adj(&s, &s.containers[0], 0),
+            999,
+            "unknown capacity"
+        );
     }
 
     #[test]
@@ -890,7 +957,11 @@ mod tests {
             ),
             (
                 "pod requests below the pod limits: burstable",
-                with_pod_level(plain(), &[("cpu", "500m"), ("memory", "100Mi")], &[("cpu", "1"), ("memory", "200Mi")]),
+                with_pod_level(
+                    plain(),
+                    &[("cpu", "500m"), ("memory", "100Mi")],
+                    &[("cpu", "1"), ("memory", "200Mi")],
+                ),
                 QosClass::Burstable,
             ),
             (
@@ -900,7 +971,11 @@ mod tests {
             ),
             (
                 "pod requests only: burstable, whatever the containers say",
-                with_pod_level(spec(vec![ctr(FULL, FULL)], vec![]), &[("memory", "1Gi")], &[]),
+                with_pod_level(
+                    spec(vec![ctr(FULL, FULL)], vec![]),
+                    &[("memory", "1Gi")],
+                    &[],
+                ),
                 QosClass::Burstable,
             ),
             (
@@ -930,26 +1005,44 @@ mod tests {
         assert_eq!(r.cpu_request_millis, 500);
         assert_eq!(r.cpu_limit_millis, Some(1000));
         assert_eq!(r.memory_limit_bytes, Some(200 << 20));
-        assert_eq!(r.memory_request_bytes, 200 << 20, "defaulted from the pod limit");
+        assert_eq!(
+            r.memory_request_bytes,
+            200 << 20,
+            "defaulted from the pod limit"
+        );
     }
 
     #[test]
     fn a_container_without_limits_in_a_pod_with_limits_gets_the_pod_limits() {
         // The pod: no container resources, spec.resources.limits {cpu: 1, memory: 200Mi}.
-        let s = with_pod_level(spec(vec![ctr(&[], &[])], vec![]), &[], &[("cpu", "1"), ("memory", "200Mi")]);
+        let s = with_pod_level(
+            spec(vec![ctr(&[], &[])], vec![]),
+            &[],
+            &[("cpu", "1"), ("memory", "200Mi")],
+        );
         let r = container_resources(&s, &s.containers[0]);
         let cpu = container_cpu(r.cpu_request_millis, r.cpu_limit_millis);
-        assert_eq!((cpu.shares, cpu.quota_us, cpu.period_us), (1024, 100_000, 100_000));
+        assert_eq!(
+            (cpu.shares, cpu.quota_us, cpu.period_us),
+            (1024, 100_000, 100_000)
+        );
         assert_eq!(r.memory_limit_bytes, 209_715_200);
         // Its own limits win.
-        let s = with_pod_level(spec(vec![ctr(&[], &[("memory", "50Mi")])], vec![]), &[], &[("memory", "200Mi")]);
+        let s = with_pod_level(
+            spec(vec![ctr(&[], &[("memory", "50Mi")])], vec![]),
+            &[],
+            &[("memory", "200Mi")],
+        );
         assert_eq!(container_memory_limit_bytes(&s, &s.containers[0]), 50 << 20);
     }
 
     #[test]
     fn sandbox_resources_sum_what_is_declared_without_the_overhead() {
         let mut s = spec(
-            vec![ctr(&[("cpu", "250m")], &[("cpu", "500m"), ("memory", "100Mi")]), ctr(&[], &[])],
+            vec![
+                ctr(&[("cpu", "250m")], &[("cpu", "500m"), ("memory", "100Mi")]),
+                ctr(&[], &[]),
+            ],
             vec![sidecar(&[], &[("cpu", "100m")])],
         );
         s.overhead = rl(&[("cpu", "50m"), ("memory", "10Mi")]);
@@ -959,8 +1052,18 @@ mod tests {
         assert_eq!(r.cpu_limit_millis, 600);
         assert_eq!(r.memory_limit_bytes, 100 << 20);
         let o = overhead_resources(&s).expect("has an overhead");
-        assert_eq!((o.cpu_request_millis, o.cpu_limit_millis, o.memory_limit_bytes), (Some(50), 50, 10 << 20));
-        assert_eq!(sandbox_resources(&spec(vec![ctr(&[], &[])], vec![])), RuntimeResources::default());
+        assert_eq!(
+            (
+                o.cpu_request_millis,
+                o.cpu_limit_millis,
+                o.memory_limit_bytes
+            ),
+            (Some(50), 50, 10 << 20)
+        );
+        assert_eq!(
+            sandbox_resources(&spec(vec![ctr(&[], &[])], vec![])),
+            RuntimeResources::default()
+        );
         assert_eq!(overhead_resources(&spec(vec![], vec![])), None);
     }
 }

@@ -1155,5 +1155,4 @@ mod tests {
             Some("Pod was rejected: Cannot enforce AppArmor: AppArmor is not enabled on the host")
         );
     }
-
 }

@@ -92,6 +92,10 @@ spec:
     image: busybox
     imagePullPolicy: IfNotPresent
     restartPolicy: Always
+    startupProbe:
+      exec: {{command: ["test", "-f", "/data/shipper-up"]}}
+      periodSeconds: 1
+      failureThreshold: 30
     command: ["sh", "-c", "if [ ! -f /data/failed-once ]; then touch /data/failed-once; exit 3; fi; touch /data/shipper-up; trap 'echo log-shipper >> /out/order; exit 0' TERM; while true; do sleep 1; done"]
     volumeMounts: [{{name: data, mountPath: /data}}, {{name: out, mountPath: /out}}]
   containers:
@@ -108,9 +112,9 @@ spec:
     );
     p.write_manifest("sidecar", &manifest);
 
-    // Native sidecar: the app container is created once the sidecar runs;
-    // the sidecar's first exit restarts it (restartCount 1) without
-    // touching the app container.
+    // Native sidecar: the sidecar's first exit restarts it (restartCount 1);
+    // the app container is created once the sidecar started (its startup
+    // probe passed).
     let pod = wait_until("the sidecar restarted once and the app runs", LONG, || {
         let v = p.find_pod("sidecar")?;
         let s = status_of(&v, "initContainerStatuses", "log-shipper")?;
@@ -134,14 +138,15 @@ spec:
     assert_eq!(sidecar["ready"], true);
     assert_eq!(sidecar["lastState"]["terminated"]["exitCode"], 3);
     let app = status_of(&pod, "containerStatuses", "app").unwrap();
-    assert_eq!(app["restartCount"], 0, "the app container was never restarted");
-    // Started in order: the sidecar's first run began before the app's.
-    let first_sidecar_start = sidecar["lastState"]["terminated"]["startedAt"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    assert_eq!(
+        app["restartCount"], 0,
+        "the app container was never restarted"
+    );
+    // Started in order: the app container waited for the sidecar's startup
+    // probe, which passes only in its second run.
+    let sidecar_start = sidecar["state"]["running"]["startedAt"].as_str().unwrap();
     let app_start = app["state"]["running"]["startedAt"].as_str().unwrap();
-    assert!(first_sidecar_start.as_str() <= app_start, "{pod}");
+    assert!(sidecar_start <= app_start, "{pod}");
 
     // oom_score_adj: the sidecar matches or falls below the app container
     // (both BestEffort here: 1000).
@@ -218,7 +223,10 @@ spec:
         .and_then(|x| x.annotations.get("io.kubernetes.container.hash").cloned())
         .unwrap_or_default();
     assert!(
-        (1..=8).contains(&hash.len()) && hash.chars().all(|ch| ch.is_ascii_hexdigit() && !ch.is_ascii_uppercase()),
+        (1..=8).contains(&hash.len())
+            && hash
+                .chars()
+                .all(|ch| ch.is_ascii_hexdigit() && !ch.is_ascii_uppercase()),
         "hash {hash:?}"
     );
 
@@ -236,7 +244,12 @@ spec:
             "memory.limit_in_bytes",
         )
     };
-    assert_eq!(read(&dir.join(file)).trim(), "209715200", "{}", dir.display());
+    assert_eq!(
+        read(&dir.join(file)).trim(),
+        "209715200",
+        "{}",
+        dir.display()
+    );
 }
 
 /// Checks that picolet refused `name` with `reason`, says so in its log,

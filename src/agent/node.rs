@@ -71,7 +71,11 @@ impl NodeFacts {
         };
         log::info!(
             "host: AppArmor {}, hugepage sizes [{}], swap controller {:?} ({} bytes of swap)",
-            if facts.apparmor { "enabled" } else { "not enabled" },
+            if facts.apparmor {
+                "enabled"
+            } else {
+                "not enabled"
+            },
             facts.hugepage_sizes.join(" "),
             facts.swap_cgroup,
             facts.swap_total_bytes
@@ -100,7 +104,11 @@ fn hugepage_sizes(dir: &Path) -> Vec<String> {
     names
         .iter()
         .filter_map(|n| {
-            let kb: u64 = n.strip_prefix("hugepages-")?.strip_suffix("kB")?.parse().ok()?;
+            let kb: u64 = n
+                .strip_prefix("hugepages-")?
+                .strip_suffix("kB")?
+                .parse()
+                .ok()?;
             hugepage_unit_size(kb * 1024)
         })
         .collect()
@@ -124,8 +132,10 @@ fn detect_swap() -> (SwapCgroup, u64) {
         let own = fs::read_to_string("/proc/self/cgroup")
             .ok()
             .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("0::").map(|p| p.trim_start_matches('/').to_string()))
+                s.lines().find_map(|l| {
+                    l.strip_prefix("0::")
+                        .map(|p| p.trim_start_matches('/').to_string())
+                })
             })
             .unwrap_or_default();
         if root.join(own).join("memory.swap.max").exists() {
@@ -271,7 +281,12 @@ mod tests {
     #[test]
     fn hugepage_directories_become_kubelets_page_size_names() {
         let dir = tempfile::tempdir().expect("temp dir");
-        for n in ["hugepages-2048kB", "hugepages-1048576kB", "hugepages-64kB", "other"] {
+        for n in [
+            "hugepages-2048kB",
+            "hugepages-1048576kB",
+            "hugepages-64kB",
+            "other",
+        ] {
             fs::create_dir(dir.path().join(n)).expect("mkdir");
         }
         assert_eq!(hugepage_sizes(dir.path()), ["1GB", "2MB", "64KB"]);

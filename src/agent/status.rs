@@ -81,7 +81,11 @@ impl<R: RuntimeService> Agent<R> {
             .map(|(p, why)| {
                 let mut p = (**p).clone();
                 let qos = facts::qos(&p);
-                p.status = Some(status::refused_status(&why.reason, &why.message, qos.as_str()));
+                p.status = Some(status::refused_status(
+                    &why.reason,
+                    &why.message,
+                    qos.as_str(),
+                ));
                 crate::pod::to_json_value(&p).unwrap_or(serde_json::Value::Null)
             })
             .collect();

@@ -33,7 +33,9 @@ pub fn is_critical(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|a| a.get(super::labels::CONFIG_SOURCE_ANNOTATION));
     source.is_none_or(|s| s != "api")
-        || spec(pod).priority.is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
+        || spec(pod)
+            .priority
+            .is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
 }
 
 /// The grace period when neither the pod nor its deletion names one.

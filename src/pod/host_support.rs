@@ -126,6 +126,9 @@ mod tests {
     fn the_apparmor_refusal_carries_kubelets_message() {
         let p = pod("spec: {containers: [{name: c, securityContext: {appArmorProfile: {type: RuntimeDefault}}}]}");
         let r = admit(&p, &NOTHING).unwrap_err();
-        assert_eq!(r.message, "Cannot enforce AppArmor: AppArmor is not enabled on the host");
+        assert_eq!(
+            r.message,
+            "Cannot enforce AppArmor: AppArmor is not enabled on the host"
+        );
     }
 }

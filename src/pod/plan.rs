@@ -160,9 +160,7 @@ fn spec_changed(c: &ObservedContainer, ctx: &Context) -> bool {
     let Some(want) = ctx.hashes.get(&c.name) else {
         return false;
     };
-    !c.hash.is_empty()
-        && &c.hash != want
-        && ctx.legacy_hashes.get(&c.name) != Some(&c.hash)
+    !c.hash.is_empty() && &c.hash != want && ctx.legacy_hashes.get(&c.name) != Some(&c.hash)
 }
 
 /// Why a running container must be killed, if it must: a probe said so,
@@ -870,7 +868,9 @@ mod tests {
     #[test]
     fn a_sidecar_failing_its_liveness_probe_is_killed_and_started_again() {
         let mut f = Fixture::new();
-        f.health.unhealthy.insert("log".into(), KillReason::Unhealthy);
+        f.health
+            .unhealthy
+            .insert("log".into(), KillReason::Unhealthy);
         let p = with_sidecar(false);
         let obs = ready_sandbox(vec![
             container("log", 0, State::Running, 0),
@@ -947,11 +947,11 @@ mod tests {
     fn a_container_created_before_the_hash_changed_form_is_adopted_not_restarted() {
         let mut f = Fixture::new();
         f.hashes.insert("a".into(), "1f2e3d4c".into());
-        f.legacy.insert("a".into(), "0123456789abcdef0123456789abcdef".into());
+        f.legacy
+            .insert("a".into(), "0123456789abcdef0123456789abcdef".into());
         let mut a = container("a", 0, State::Running, 0);
         a.hash = "0123456789abcdef0123456789abcdef".into();
         let obs = ready_sandbox(vec![a, container("b", 0, State::Running, 0)]);
         assert!(f.plan(&two_containers("Always"), &obs).is_empty());
     }
-
 }

@@ -353,7 +353,11 @@ mod tests {
             .collect();
         assert_eq!(
             reasons,
-            [("a", "NodeAffinity"), ("b", "UserNamespacesNotSupported"), ("d", "OutOfcpu")]
+            [
+                ("a", "NodeAffinity"),
+                ("b", "UserNamespacesNotSupported"),
+                ("d", "OutOfcpu")
+            ]
         );
     }
 

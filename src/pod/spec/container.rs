@@ -292,7 +292,6 @@ pub fn container_config(
     })
 }
 
-
 /// `hugepages-<size>` limits of the container as (kubelet page-size
 /// spelling, bytes).
 fn requested_hugepages(c: &Container) -> Vec<(String, u64)> {
@@ -314,7 +313,7 @@ fn requested_hugepages(c: &Container) -> Vec<(String, u64)> {
 pub fn hugepage_unit_size(mut size: u64) -> Option<String> {
     const UNITS: [&str; 6] = ["B", "KB", "MB", "GB", "TB", "PB"];
     let mut i = 0;
-    while size != 0 && size % 1024 == 0 && i < UNITS.len() - 1 {
+    while size != 0 && size.is_multiple_of(1024) && i < UNITS.len() - 1 {
         size /= 1024;
         i += 1;
     }
@@ -379,7 +378,12 @@ fn container_resources(
     c: &Container,
     p: &ContainerParams,
 ) -> Result<api::LinuxContainerResources, SpecError> {
-    for (kind, res) in [("requests", "cpu"), ("limits", "cpu"), ("limits", "memory"), ("requests", "memory")] {
+    for (kind, res) in [
+        ("requests", "cpu"),
+        ("limits", "cpu"),
+        ("limits", "memory"),
+        ("requests", "memory"),
+    ] {
         if let Some(v) = quantity_of(c, kind, res) {
             parse_resource(&v.0).ok_or_else(|| {
                 SpecError::new(

@@ -4,12 +4,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, ObjectFieldSelector, Pod, ResourceFieldSelector};
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, ObjectFieldSelector, Pod, ResourceFieldSelector,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::container::ContainerParams;
 use super::{millis, parse_resource, units, SpecError};
-use crate::pod::accessors::{self, name as pod_name, namespace as pod_namespace, spec, uid as pod_uid};
+use crate::pod::accessors::{
+    self, name as pod_name, namespace as pod_namespace, spec, uid as pod_uid,
+};
 use crate::quantity::Quantity as Qty;
 
 /// kubelet's `expansion.Expand`: `$(NAME)` is replaced by `lookup(NAME)`,
@@ -253,7 +257,11 @@ fn field_ref_value(
     })
 }
 
-pub(super) fn quantity_of<'c>(c: &'c Container, kind: &str, resource: &str) -> Option<&'c Quantity> {
+pub(super) fn quantity_of<'c>(
+    c: &'c Container,
+    kind: &str,
+    resource: &str,
+) -> Option<&'c Quantity> {
     let r = c.resources.as_ref()?;
     let m = if kind == "limits" {
         r.limits.as_ref()?

@@ -39,17 +39,17 @@ mod dns;
 mod env;
 mod sandbox;
 mod security;
-mod volumes;
 #[cfg(test)]
 mod tests;
+mod volumes;
 
 pub use container::{
     container_config, container_hash, container_labels, hugepage_unit_size, legacy_container_hash,
     ContainerParams, Swap, CGROUP2_SWAP_MAX,
 };
 pub use dns::{
-    dns_config, host_network_hosts_file, hosts_file, MAX_DNS_NAMESERVERS, MAX_DNS_SEARCH_LIST_CHARS,
-    MAX_DNS_SEARCH_PATHS,
+    dns_config, host_network_hosts_file, hosts_file, MAX_DNS_NAMESERVERS,
+    MAX_DNS_SEARCH_LIST_CHARS, MAX_DNS_SEARCH_PATHS,
 };
 pub use env::expand;
 pub use sandbox::{
@@ -64,7 +64,6 @@ pub use volumes::{empty_dir_volumes, host_path_volumes};
 
 /// Where kubelet mounts the managed hosts file.
 pub const ETC_HOSTS_PATH: &str = "/etc/hosts";
-
 
 // ---------------------------------------------------------------------------
 // Errors
@@ -84,7 +83,11 @@ pub struct SpecError {
 }
 
 impl SpecError {
-    pub(super) fn new(container: &str, field: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub(super) fn new(
+        container: &str,
+        field: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
         SpecError {
             container: container.to_string(),
             field: field.into(),

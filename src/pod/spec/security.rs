@@ -5,7 +5,9 @@
 
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::{AppArmorProfile as ApiAppArmorProfile, Container, Pod, SELinuxOptions, SeccompProfile};
+use k8s_openapi::api::core::v1::{
+    AppArmorProfile as ApiAppArmorProfile, Container, Pod, SELinuxOptions, SeccompProfile,
+};
 
 use super::container::ContainerParams;
 use super::sandbox::namespace_options;
@@ -122,7 +124,11 @@ fn apparmor_security_profile(
             format!("localhost/{name}"),
         ),
         Some(AppArmorProfile::Invalid(why)) => {
-            return Err(SpecError::new(&c.name, "securityContext.appArmorProfile", why))
+            return Err(SpecError::new(
+                &c.name,
+                "securityContext.appArmorProfile",
+                why,
+            ))
         }
     })
 }

@@ -58,7 +58,6 @@ pub fn host_path_volumes(pod: &Pod) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
-
 pub(super) fn container_mounts(
     pod: &Pod,
     c: &Container,

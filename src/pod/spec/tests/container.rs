@@ -615,11 +615,14 @@ fn the_hash_is_fnv32a_of_the_spec_dump_and_the_legacy_form_is_md5() {
     // FNV-1a test vectors: "" and "a".
     let empty = Container::default();
     let json = serde_json::to_vec(&empty).unwrap();
-    let want = json
-        .iter()
-        .fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193));
+    let want = json.iter().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+    });
     assert_eq!(container_hash(&empty), format!("{want:x}"));
-    assert_eq!(legacy_container_hash(&empty), format!("{:x}", md5::compute(json)));
+    assert_eq!(
+        legacy_container_hash(&empty),
+        format!("{:x}", md5::compute(json))
+    );
 }
 
 #[test]
@@ -661,10 +664,12 @@ fn apparmor_profiles_pass_through_from_the_field_the_annotation_or_the_pod() {
             .unwrap()
             .security_context
             .unwrap();
-        let got = sc
-            .apparmor
-            .as_ref()
-            .map(|a| (ProfileType::try_from(a.profile_type).unwrap(), a.localhost_ref.as_str()));
+        let got = sc.apparmor.as_ref().map(|a| {
+            (
+                ProfileType::try_from(a.profile_type).unwrap(),
+                a.localhost_ref.as_str(),
+            )
+        });
         assert_eq!(got, want, "{yaml}");
         #[allow(deprecated)]
         let deprecated = sc.apparmor_profile.as_str();
@@ -680,13 +685,21 @@ fn every_hugepage_size_of_the_node_is_limited_to_zero_unless_requested() {
         ..params()
     };
     let r = resources_with("spec: {containers: [{name: a, image: x}]}", &p);
-    let got: Vec<(&str, u64)> = r.hugepage_limits.iter().map(|h| (h.page_size.as_str(), h.limit)).collect();
+    let got: Vec<(&str, u64)> = r
+        .hugepage_limits
+        .iter()
+        .map(|h| (h.page_size.as_str(), h.limit))
+        .collect();
     assert_eq!(got, [("1GB", 0), ("2MB", 0)]);
     let r = resources_with(
         "spec: {containers: [{name: a, image: x, resources: {limits: {hugepages-2Mi: 100Mi, memory: 1Gi}}}]}",
         &p,
     );
-    let got: Vec<(&str, u64)> = r.hugepage_limits.iter().map(|h| (h.page_size.as_str(), h.limit)).collect();
+    let got: Vec<(&str, u64)> = r
+        .hugepage_limits
+        .iter()
+        .map(|h| (h.page_size.as_str(), h.limit))
+        .collect();
     assert_eq!(got, [("1GB", 0), ("2MB", 100 << 20)]);
     assert_eq!(hugepage_unit_size(2 << 20).as_deref(), Some("2MB"));
     assert_eq!(hugepage_unit_size(1 << 30).as_deref(), Some("1GB"));
@@ -714,7 +727,10 @@ fn swap_follows_kubelets_no_swap_and_limited_swap_rules() {
         node_swap_bytes: 500 << 20,
     };
     let r = resources_with(BURSTABLE, &with(v2(false)));
-    assert_eq!(r.unified.get(CGROUP2_SWAP_MAX).map(String::as_str), Some("0"));
+    assert_eq!(
+        r.unified.get(CGROUP2_SWAP_MAX).map(String::as_str),
+        Some("0")
+    );
     // LimitedSwap: the request's share of the swap (100Mi / 1000Mi of 500Mi).
     let r = resources_with(BURSTABLE, &with(v2(true)));
     assert_eq!(r.unified[CGROUP2_SWAP_MAX], (50u64 << 20).to_string());
@@ -729,6 +745,9 @@ fn a_container_without_resources_gets_the_pod_level_limits() {
         "spec:\n  resources: {limits: {cpu: '1', memory: 200Mi}}\n  containers: [{name: a, image: x}]\n",
         &params(),
     );
-    assert_eq!((r.cpu_shares, r.cpu_quota, r.cpu_period), (1024, 100_000, 100_000));
+    assert_eq!(
+        (r.cpu_shares, r.cpu_quota, r.cpu_period),
+        (1024, 100_000, 100_000)
+    );
     assert_eq!(r.memory_limit_in_bytes, 209_715_200);
 }

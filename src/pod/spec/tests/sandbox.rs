@@ -16,11 +16,7 @@ spec:
     let (cfg, warnings) = sandbox_config(&p, &sandbox_params(&[], None));
     assert_eq!(cfg.port_mappings.len(), 2, "{:?}", cfg.port_mappings);
     let all = warnings.join("\n");
-    for needle in [
-        "Sideways",
-        "\"http\" is defined more than once",
-        "QUIC",
-    ] {
+    for needle in ["Sideways", "\"http\" is defined more than once", "QUIC"] {
         assert!(all.contains(needle), "{needle} in {all}");
     }
     let (_, none) = sandbox_config(&pod(BASIC), &sandbox_params(&[], None));
@@ -349,18 +345,36 @@ spec:
   containers:
   - {name: app, image: x}
 "#);
-    let linux = sandbox_config(&p, &sandbox_params(&[], None)).0.linux.unwrap();
+    let linux = sandbox_config(&p, &sandbox_params(&[], None))
+        .0
+        .linux
+        .unwrap();
     let r = linux.resources.unwrap();
     // The pod-level request defaults from its limit: shares from 1 CPU.
-    assert_eq!((r.cpu_shares, r.cpu_quota, r.cpu_period), (1024, 100_000, 100_000));
+    assert_eq!(
+        (r.cpu_shares, r.cpu_quota, r.cpu_period),
+        (1024, 100_000, 100_000)
+    );
     assert_eq!(r.memory_limit_in_bytes, 209_715_200);
     let o = linux.overhead.unwrap();
-    assert_eq!((o.cpu_shares, o.cpu_quota, o.memory_limit_in_bytes), (256, 25_000, 64 << 20));
+    assert_eq!(
+        (o.cpu_shares, o.cpu_quota, o.memory_limit_in_bytes),
+        (256, 25_000, 64 << 20)
+    );
     // A pod without an overhead sends an empty one, and BestEffort totals.
-    let linux = sandbox_config(&pod(BASIC), &sandbox_params(&[], None)).0.linux.unwrap();
-    assert_eq!(linux.overhead, Some(api::LinuxContainerResources::default()));
+    let linux = sandbox_config(&pod(BASIC), &sandbox_params(&[], None))
+        .0
+        .linux
+        .unwrap();
+    assert_eq!(
+        linux.overhead,
+        Some(api::LinuxContainerResources::default())
+    );
     let r = linux.resources.unwrap();
-    assert_eq!((r.cpu_shares, r.cpu_quota, r.memory_limit_in_bytes), (2, 0, 0));
+    assert_eq!(
+        (r.cpu_shares, r.cpu_quota, r.memory_limit_in_bytes),
+        (2, 0, 0)
+    );
 }
 
 #[test]
