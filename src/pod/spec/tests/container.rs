@@ -1,3 +1,6 @@
+//! Container tests: labels, annotations and hash, env and the downward
+//! API, mounts, resources (pod-level, hugepages, swap), security context.
+
 use super::*;
 
 #[test]

@@ -1,3 +1,6 @@
+//! Sandbox tests: metadata, hostname, DNS, hosts file, ports, namespaces,
+//! resources and overhead, user namespaces.
+
 use super::*;
 
 #[test]
