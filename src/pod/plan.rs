@@ -335,20 +335,23 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
             }
             return actions;
         }
-        let to_start: Vec<(String, bool)> = match init_containers(pod).first() {
-            Some(first) => vec![(first.name.clone(), true)],
-            None => app_containers(pod)
-                .iter()
-                .filter(|c| {
-                    // With OnFailure, a container that already succeeded stays done.
-                    !(policy == "OnFailure"
-                        && observed
-                            .latest(&c.name)
-                            .map(|o| o.state == State::Exited && o.exit_code == 0)
-                            .unwrap_or(false))
-                })
-                .map(|c| (c.name.clone(), false))
-                .collect(),
+        let apps: Vec<(String, bool)> = app_containers(pod)
+            .iter()
+            .filter(|c| {
+                // With OnFailure, a container that already succeeded stays done.
+                !(policy == "OnFailure"
+                    && observed
+                        .latest(&c.name)
+                        .map(|o| o.state == State::Exited && o.exit_code == 0)
+                        .unwrap_or(false))
+            })
+            .map(|c| (c.name.clone(), false))
+            .collect();
+        // A pod with nothing left to run gets no new sandbox, whatever its
+        // init containers (kubelet's computePodActions).
+        let to_start = match init_containers(pod).first() {
+            Some(first) if !apps.is_empty() => vec![(first.name.clone(), true)],
+            _ => apps,
         };
         if to_start.is_empty() {
             if observed.is_active() {

@@ -419,6 +419,16 @@ fn sidecars_do_not_keep_a_finished_pod_alive() {
         container("a", 0, State::Exited, 0),
     ]);
     assert_eq!(f.plan(&p, &obs), vec![Action::KillPod]);
+    // Stopped, it stays finished: no new sandbox runs the sidecar again.
+    let done = ObservedPod {
+        sandboxes: vec![sandbox(0, false)],
+        containers: vec![
+            container("log", 0, State::Exited, 137),
+            container("setup", 0, State::Exited, 0),
+            container("a", 0, State::Exited, 0),
+        ],
+    };
+    assert!(f.plan(&p, &done).is_empty());
 }
 
 #[test]
