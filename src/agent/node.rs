@@ -50,9 +50,9 @@ pub(super) struct NodeFacts {
     pub supplemental_groups_policy: bool,
     /// The runtime's default handler reports user-namespace support.
     pub user_namespaces: bool,
-    /// The user-namespace block of each pod given one (block n maps host
-    /// IDs from `(n + 1) * 65536`).
-    pub user_ns_blocks: BTreeMap<String, u32>,
+    /// The user-namespace block of each pod given one, by pod UID (block
+    /// n maps host IDs from `(n + 1) * 65536`).
+    pub user_ns_blocks: Vec<(String, u32)>,
 }
 
 impl NodeFacts {
@@ -64,9 +64,12 @@ impl NodeFacts {
             hugepage_sizes: hugepage_sizes(Path::new("/sys/kernel/mm/hugepages")),
             swap_cgroup,
             swap_total_bytes,
-            cpu_millis: std::thread::available_parallelism()
+            // The CPUs we may run on (std's available_parallelism also
+            // reads cgroup quotas, at a few KiB of binary).
+            cpu_millis: rustix::thread::sched_getaffinity(None)
                 .ok()
-                .map(|n| n.get() as u64 * 1000),
+                .map(|set| u64::from(set.count()) * 1000)
+                .filter(|m| *m > 0),
             ..Default::default()
         };
         log::info!(
@@ -253,12 +256,14 @@ impl<R: RuntimeService> Agent<R> {
         if !node.user_namespaces {
             return None;
         }
-        let block = match node.user_ns_blocks.get(uid(pod)) {
-            Some(b) => *b,
+        let blocks = &mut node.user_ns_blocks;
+        let block = match blocks.iter().find(|(u, _)| u == uid(pod)) {
+            Some((_, b)) => *b,
             None => {
-                let used: Vec<u32> = node.user_ns_blocks.values().copied().collect();
-                let free = (0..).find(|b| !used.contains(b)).unwrap_or(0);
-                node.user_ns_blocks.insert(uid(pod).to_string(), free);
+                let free = (0..)
+                    .find(|b| !blocks.iter().any(|(_, used)| used == b))
+                    .unwrap_or(0);
+                blocks.push((uid(pod).to_string(), free));
                 free
             }
         };
@@ -270,7 +275,10 @@ impl<R: RuntimeService> Agent<R> {
 
     /// Frees a terminated pod's user-namespace block.
     pub(super) fn release_user_ns(&self, pod_uid: &str) {
-        self.node.borrow_mut().user_ns_blocks.remove(pod_uid);
+        self.node
+            .borrow_mut()
+            .user_ns_blocks
+            .retain(|(u, _)| u != pod_uid);
     }
 }
 

@@ -201,12 +201,7 @@ impl<R: RuntimeService> Agent<R> {
                         "removing exited init container {name} ({id}) of pod {}",
                         full_name(&pod)
                     );
-                    let req = api::RemoveContainerRequest { container_id: id };
-                    if let Err(e) = self.runtime.remove_container(req).await {
-                        if !e.is_not_found() {
-                            log::warn!("removing container {name}: {e}");
-                        }
-                    }
+                    self.remove_container(id).await;
                 }
                 Action::BackOff { name, remaining } => {
                     let delay = self

@@ -230,13 +230,14 @@ fn init_container_actions(
         in_sandbox(&c.name).is_some_and(|o| matches!(o.state, State::Created | State::Running))
     });
     let mut previously_initialized = initialized;
-    let mut to_start: Vec<usize> = Vec::new();
+    // Which init containers to start, by index (marks, not a sorted list).
+    let mut to_start = vec![false; inits.len()];
     let mut kills: Vec<Action> = Vec::new();
     for (i, ic) in inits.iter().enumerate().rev() {
         let sidecar = is_sidecar(ic);
         let Some(st) = in_sandbox(&ic.name) else {
             if previously_initialized && sidecar {
-                to_start.push(i);
+                to_start[i] = true;
             }
             continue;
         };
@@ -244,32 +245,32 @@ fn init_container_actions(
             continue;
         }
         match st.state {
-            State::Created => to_start.push(i),
+            State::Created => to_start[i] = true,
             State::Running if !sidecar => {} // wait for it to finish
             State::Running => {
                 if let Some(reason) = kill_reason(st, ctx) {
                     kills.push(kill(st, reason));
-                    to_start.push(i);
+                    to_start[i] = true;
                 } else if started(ic, ctx) {
                     if i + 1 == inits.len() {
                         initialized = true;
                     } else if !previously_initialized {
-                        to_start.push(i + 1);
+                        to_start[i + 1] = true;
                     }
                 }
             }
-            State::Exited if sidecar => to_start.push(i),
+            State::Exited if sidecar => to_start[i] = true,
             State::Exited if st.exit_code != 0 => {
                 if policy == "Never" {
                     return None;
                 }
-                to_start.push(i);
+                to_start[i] = true;
             }
             State::Exited => {
                 if i + 1 == inits.len() {
                     initialized = true;
                 } else {
-                    to_start.push(i + 1);
+                    to_start[i + 1] = true;
                 }
             }
             State::Unknown => {
@@ -277,19 +278,16 @@ fn init_container_actions(
                     return None;
                 }
                 kills.push(kill(st, KillReason::UnknownState));
-                to_start.push(i);
+                to_start[i] = true;
             }
         }
         previously_initialized = true;
     }
     if !previously_initialized && !inits.is_empty() {
-        to_start.push(0);
+        to_start[0] = true;
     }
     actions.extend(kills);
-    to_start.sort_unstable();
-    to_start.dedup();
-    for i in to_start {
-        let ic = &inits[i];
+    for (ic, _) in inits.iter().zip(&to_start).filter(|(_, s)| **s) {
         match in_sandbox(&ic.name) {
             Some(last) if last.state != State::Running => {
                 restart_or_wait(actions, uid, last, true, ctx);
