@@ -17,6 +17,8 @@
 //! - `logs.rs`: container log rotation;
 //! - `gc.rs`: the GC task ([`crate::gc::collect`], log dirs, cgroups);
 //! - `status.rs`: pod status assembly for the admin socket;
+//! - `node.rs`: the node's labels, allocatable and what the host and the
+//!   runtime support (for admission and container configs);
 //! - `probes.rs`: probe tasks and lifecycle hooks.
 //!
 //! The agent calls the runtime through [`RuntimeService`]: the binary uses
@@ -48,6 +50,7 @@ mod gc;
 mod host_files;
 mod images;
 mod logs;
+mod node;
 mod observe;
 mod probes;
 mod sources;
@@ -127,6 +130,11 @@ impl PodEntry {
                 .iter()
                 .filter_map(|(n, c)| c.unhealthy.clone().map(|r| (n.clone(), r)))
                 .collect(),
+            started: self
+                .containers
+                .iter()
+                .filter_map(|(n, c)| c.started.map(|s| (n.clone(), s)))
+                .collect(),
         }
     }
 
@@ -145,6 +153,8 @@ pub struct Agent<R: RuntimeService = Runtime> {
     runtime: R,
     cgroups: Option<PodCgroups>,
     host: host_files::HostFacts,
+    /// The node's labels' inputs and what the host and runtime support.
+    node: RefCell<node::NodeFacts>,
     pods: RefCell<BTreeMap<String, PodEntry>>,
     sources: RefCell<sources::Sources>,
     backoff: RefCell<Backoff>,
@@ -178,7 +188,9 @@ impl Agent<Runtime> {
                     None
                 }
             };
-        Agent::with_runtime(cfg, runtime, cgroups, host_files::HostFacts::detect())
+        let agent = Agent::with_runtime(cfg, runtime, cgroups, host_files::HostFacts::detect());
+        agent.node.replace(node::NodeFacts::detect());
+        agent
     }
 
     /// The CRI client.
@@ -198,6 +210,7 @@ impl<R: RuntimeService> Agent<R> {
         Rc::new(Agent {
             sources: RefCell::new(sources::Sources::new(cfg.sources())),
             host,
+            node: RefCell::new(node::NodeFacts::default()),
             runtime,
             cgroups,
             pods: RefCell::new(BTreeMap::new()),
@@ -219,6 +232,7 @@ impl<R: RuntimeService> Agent<R> {
             }
         }
         self.connect_runtime().await;
+        self.read_runtime_features().await;
 
         let mut tasks = self.spawn_configured_sources();
         let me = self.clone();

@@ -27,6 +27,7 @@ use super::values::{
     parse_runtime_endpoint, percent, pids_limit, positive_duration, positive_u32, read_only_port,
     reserved, runtime_endpoint, static_pod_path, verbosity,
 };
+use super::values::{node_labels, swap_behavior};
 
 /// picolet's default `staticPodPath`. Kubelet's default is empty (no static
 /// pods), but static pods are picolet's main pod source, so an unset field
@@ -210,6 +211,9 @@ kubelet_config! {
         /// `nodeLeaseDurationSeconds`. Default 40.
         node_lease_duration_seconds: u32 = 40,
             file("nodeLeaseDurationSeconds") => positive_u32;
+        /// `memorySwap.swapBehavior`. Default NoSwap.
+        memory_swap_behavior: SwapBehavior = SwapBehavior::NoSwap,
+            file("memorySwap.swapBehavior") => swap_behavior;
         /// `logging.verbosity` / `-v`, 0..=10. Default 0.
         verbosity: u8 = 0,
             file("logging.verbosity") => verbosity;
@@ -225,6 +229,12 @@ kubelet_config! {
         /// `--admin-socket`. Default [`DEFAULT_ADMIN_SOCKET`].
         admin_socket: PathBuf = PathBuf::from(DEFAULT_ADMIN_SOCKET),
             flag("adminSocket") => absolute_path;
+        /// `--node-labels`: labels the node has besides
+        /// `kubernetes.io/{hostname,os,arch}` (admission matches
+        /// `nodeSelector` and node affinity against them). A kubelet flag,
+        /// not a KubeletConfiguration field.
+        node_labels: BTreeMap<String, String> = BTreeMap::new(),
+            flag("nodeLabels") => node_labels;
         /// `--board`: the board profile the file layers were put on (its
         /// settings are already in the fields above). `None` without
         /// `--board`.
@@ -252,6 +262,17 @@ pub(super) const CHECKED_ONLY: &[(&str, Check)] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CgroupDriver {
     Cgroupfs,
+}
+
+/// `memorySwap.swapBehavior`: may containers use the node's swap?
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SwapBehavior {
+    /// No container swaps (kubelet's default).
+    #[default]
+    NoSwap,
+    /// Burstable containers of non-critical pods get a share of the swap
+    /// in proportion to their memory request (cgroup v2 only).
+    LimitedSwap,
 }
 
 /// One `evictionHard` threshold: an absolute amount or a percentage of

@@ -147,6 +147,7 @@ pub const FLAGS: &[Flag] = &[
     row("cluster-domain",               Str,        "clusterDomain",             "DOMAIN",        ""),
     row("pod-pids-limit",               Int,        "podPidsLimit",              "N",             "[-1 = unlimited]"),
     row("eviction-hard",                Thresholds, "evictionHard",              "SIG<VAL[,...]", "e.g. memory.available<100Mi,nodefs.available<10%"),
+    row("node-labels",                  Str,        "nodeLabels",                "K=V[,K=V...]",  "labels of the node, for nodeSelector and affinity"),
     row("node-status-update-frequency", Str,        "nodeStatusUpdateFrequency", "DUR",           "[10s]"),
     row("v",                            Int,        "logging.verbosity",         "LEVEL",         "log verbosity 0..10 [0]"),
 ];

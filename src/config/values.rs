@@ -15,7 +15,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::fields::{
-    CgroupDriver, EvictionThreshold, ReservedResources, EVICTION_SIGNALS, MAX_VERBOSITY,
+    CgroupDriver, EvictionThreshold, ReservedResources, SwapBehavior, EVICTION_SIGNALS,
+    MAX_VERBOSITY,
 };
 use super::{board, duration};
 use crate::names::is_dns1123_subdomain;
@@ -366,6 +367,61 @@ fn parse_quantity_millis(input: &str) -> Result<u64, QuantityError> {
         .map_err(|e| QuantityError::new(input, e))
 }
 
+/// `--node-labels` (`key=value,...`) or `nodeLabels` (a mapping): label
+/// keys with an optional DNS-subdomain prefix, values of at most 63
+/// characters.
+pub(super) fn node_labels(v: &Value) -> Result<BTreeMap<String, String>, String> {
+    let pairs: Vec<(String, String)> = match v {
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), string(v)?.to_string())))
+            .collect::<Result<_, String>>()?,
+        Value::String(s) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                p.split_once('=')
+                    .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                    .ok_or_else(|| format!("expected key=value pairs, got {p:?}"))
+            })
+            .collect::<Result<_, String>>()?,
+        other => return Err(format!("expected key=value pairs, got {}", show(other))),
+    };
+    let name_ok = |n: &str| {
+        !n.is_empty()
+            && n.len() <= 63
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            && n.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && n.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    let mut out = BTreeMap::new();
+    for (k, v) in pairs {
+        let (prefix, name) = match k.rsplit_once('/') {
+            Some((p, n)) => (Some(p), n),
+            None => (None, k.as_str()),
+        };
+        if !name_ok(name) || prefix.is_some_and(|p| !is_dns1123_subdomain(p)) {
+            return Err(format!("invalid label key {k:?}"));
+        }
+        if !v.is_empty() && !name_ok(&v) {
+            return Err(format!("label {k:?}: invalid value {v:?}"));
+        }
+        out.insert(k, v);
+    }
+    Ok(out)
+}
+
+/// `memorySwap.swapBehavior`: `NoSwap` (or empty) or `LimitedSwap`.
+pub(super) fn swap_behavior(v: &Value) -> Result<SwapBehavior, String> {
+    match string(v)? {
+        "" | "NoSwap" => Ok(SwapBehavior::NoSwap),
+        "LimitedSwap" => Ok(SwapBehavior::LimitedSwap),
+        other => Err(format!("expected NoSwap or LimitedSwap, got {other:?}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -486,5 +542,36 @@ mod tests {
         assert!(parse_eviction_threshold("-1%").is_err());
         assert_eq!(EvictionThreshold::Percentage(7.5).to_string(), "7.5%");
         assert_eq!(EvictionThreshold::Quantity(42).to_string(), "42");
+    }
+
+    #[test]
+    fn node_labels_come_as_key_value_pairs_or_a_mapping_and_bad_keys_are_named() {
+        let got = node_labels(&Value::from("zone=shed, example.com/tier=edge")).unwrap();
+        assert_eq!(got["zone"], "shed");
+        assert_eq!(got["example.com/tier"], "edge");
+        let got = node_labels(&serde_json::json!({"a": "b"})).unwrap();
+        assert_eq!(got["a"], "b");
+        assert!(node_labels(&Value::from("novalue"))
+            .unwrap_err()
+            .contains("key=value"));
+        assert!(node_labels(&Value::from("-bad=x"))
+            .unwrap_err()
+            .contains("\"-bad\""));
+        assert!(node_labels(&Value::from("k=has space")).is_err());
+    }
+
+    #[test]
+    fn swap_behavior_is_no_swap_or_limited_swap() {
+        assert_eq!(
+            swap_behavior(&Value::from("")).unwrap(),
+            SwapBehavior::NoSwap
+        );
+        assert_eq!(
+            swap_behavior(&Value::from("LimitedSwap")).unwrap(),
+            SwapBehavior::LimitedSwap
+        );
+        assert!(swap_behavior(&Value::from("UnlimitedSwap"))
+            .unwrap_err()
+            .contains("LimitedSwap"));
     }
 }
