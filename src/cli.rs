@@ -551,8 +551,8 @@ mod tests {
     #[test]
     fn an_unknown_flag_is_an_error_naming_it() {
         assert_eq!(
-            err(&["run", "--kubeconfig=/x"]),
-            "unknown flag --kubeconfig for `picolet run`"
+            err(&["run", "--bootstrap-kubeconfig=/x"]),
+            "unknown flag --bootstrap-kubeconfig for `picolet run`"
         );
         assert_eq!(err(&["run", "-x"]), "unknown flag -x for `picolet run`");
         assert_eq!(

@@ -5,7 +5,9 @@
 //! - for a pod that still exists, keep every running container and the
 //!   newest dead container per container name (its exit code and logs are
 //!   what `lastState` and `kubectl logs --previous` show); remove older dead
-//!   ones;
+//!   ones. Init containers too: only the latest exited instance of each
+//!   stays, as kubelet keeps it (the pod worker prunes them at sync as
+//!   well, see `pod::plan`);
 //! - keep a live pod's newest sandbox; remove older sandboxes that are not
 //!   ready and hold no container that is kept;
 //! - for a pod that no longer exists, remove every sandbox that is no
@@ -169,6 +171,26 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn only_the_latest_exited_instance_of_an_init_container_is_kept_across_sandboxes() {
+        let containers = vec![
+            ct("i0", "p", "s0", "init", 0, State::Exited),
+            ct("i1", "p", "s0", "init", 1, State::Exited),
+            ct("i2", "p", "s1", "init", 2, State::Exited),
+            ct("a0", "p", "s1", "app", 0, State::Running),
+        ];
+        let sandboxes = [sb("s0", "p", 0, false), sb("s1", "p", 1, true)];
+        let r = collect(&sandboxes, &containers, &live(&["p"]));
+        let removed: Vec<&str> = r
+            .iter()
+            .filter_map(|x| match x {
+                Removal::Container { id, .. } => Some(id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(removed, ["i1", "i0"]);
     }
 
     #[test]

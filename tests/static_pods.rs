@@ -640,7 +640,17 @@ fn pods_beyond_max_pods_are_not_admitted() {
     wait_running(&p, "first");
     p.write_manifest("second", &sleeper("second"));
     wait_until("the refusal is logged", LONG, || {
-        p.log().contains("maxPods").then_some(())
+        p.log().contains("OutOfpods").then_some(())
     });
-    assert!(p.find_pod("second").is_none());
+    // As kubelet reports a refused pod: Failed, with its reason.
+    let second = p.find_pod("second").expect("the refused pod is listed");
+    assert_eq!(second["status"]["phase"], "Failed", "{second}");
+    assert_eq!(second["status"]["reason"], "OutOfpods", "{second}");
+    assert!(!containers(&c)
+        .iter()
+        .any(|x| x.labels.get("io.kubernetes.pod.uid")
+            == second["metadata"]["uid"]
+                .as_str()
+                .map(str::to_string)
+                .as_ref()));
 }

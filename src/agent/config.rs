@@ -10,7 +10,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::config::KubeletConfig;
+use std::collections::BTreeMap;
+
+use crate::config::{KubeletConfig, SwapBehavior};
 use crate::source::PodSource;
 
 /// Everything the agent needs to know, resolved from the configuration.
@@ -35,6 +37,8 @@ pub struct AgentConfig {
     pub cluster_domain: String,
     pub pod_pids_limit: Option<i64>,
     pub admin_socket: PathBuf,
+    pub node_labels: BTreeMap<String, String>,
+    pub memory_swap_behavior: SwapBehavior,
 }
 
 /// A configuration the agent cannot run with.
@@ -71,6 +75,8 @@ impl AgentConfig {
             cluster_domain: cfg.cluster_domain.clone(),
             pod_pids_limit: (cfg.pod_pids_limit > 0).then_some(cfg.pod_pids_limit),
             admin_socket: cfg.admin_socket.clone(),
+            node_labels: cfg.node_labels.clone(),
+            memory_swap_behavior: cfg.memory_swap_behavior,
         })
     }
 

@@ -106,8 +106,9 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 
-    /// Removes a dead container and the log file the runtime leaves behind.
-    async fn remove_container(&self, id: String) {
+    /// Removes a dead container and the log file the runtime leaves behind
+    /// (GC, and the pod worker's pruning of init containers).
+    pub(super) async fn remove_container(&self, id: String) {
         log::debug!("GC: removing dead container {id}");
         let log_path = match self
             .runtime

@@ -18,6 +18,8 @@
 //! - `gc.rs`: the GC task ([`crate::gc::collect`], log dirs, cgroups);
 //! - `status.rs`: pod status assembly for the admin socket and for a
 //!   [`StatusSink`] (the API-server status sync);
+//! - `node.rs`: the node's labels, allocatable and what the host and the
+//!   runtime support (for admission and container configs);
 //! - `probes.rs`: probe tasks and lifecycle hooks.
 //!
 //! The agent calls the runtime through [`RuntimeService`]: the binary uses
@@ -49,6 +51,7 @@ mod gc;
 mod host_files;
 mod images;
 mod logs;
+mod node;
 mod observe;
 mod probes;
 mod sources;
@@ -128,6 +131,11 @@ impl PodEntry {
                 .iter()
                 .filter_map(|(n, c)| c.unhealthy.clone().map(|r| (n.clone(), r)))
                 .collect(),
+            started: self
+                .containers
+                .iter()
+                .filter_map(|(n, c)| c.started.map(|s| (n.clone(), s)))
+                .collect(),
         }
     }
 
@@ -160,6 +168,8 @@ pub struct Agent<R: RuntimeService = Runtime> {
     runtime: R,
     cgroups: Option<PodCgroups>,
     host: host_files::HostFacts,
+    /// The node's labels' inputs and what the host and runtime support.
+    node: RefCell<node::NodeFacts>,
     pods: RefCell<BTreeMap<String, PodEntry>>,
     sources: RefCell<sources::Sources>,
     backoff: RefCell<Backoff>,
@@ -195,7 +205,9 @@ impl Agent<Runtime> {
                     None
                 }
             };
-        Agent::with_runtime(cfg, runtime, cgroups, host_files::HostFacts::detect())
+        let agent = Agent::with_runtime(cfg, runtime, cgroups, host_files::HostFacts::detect());
+        agent.node.replace(node::NodeFacts::detect());
+        agent
     }
 
     /// The CRI client.
@@ -215,6 +227,7 @@ impl<R: RuntimeService> Agent<R> {
         Rc::new(Agent {
             sources: RefCell::new(sources::Sources::new(cfg.sources())),
             host,
+            node: RefCell::new(node::NodeFacts::default()),
             runtime,
             cgroups,
             pods: RefCell::new(BTreeMap::new()),
@@ -237,6 +250,7 @@ impl<R: RuntimeService> Agent<R> {
             }
         }
         self.connect_runtime().await;
+        self.read_runtime_features().await;
 
         let mut tasks = self.spawn_configured_sources();
         let me = self.clone();

@@ -121,15 +121,15 @@ fn params(kind: ProbeType, p: &Probe) -> Params {
 }
 
 impl<R: RuntimeService> Agent<R> {
-    /// Spawns the probe tasks of a pod (app containers only, as kubelet)
-    /// and seeds the ready/started flags of probed containers.
+    /// Spawns the probe tasks of a pod (app containers and sidecars, as
+    /// kubelet) and seeds the ready/started flags of probed containers.
     pub(super) fn start_probes(self: &Rc<Self>, uid: &str, pod: &Pod) -> Vec<smol::Task<()>> {
         let mut tasks = Vec::new();
         let mut pods = self.pods.borrow_mut();
         let entry = pods.get_mut(uid);
         let mut seeds = Vec::new();
         for (c, init) in accessors::all_containers(pod) {
-            if init {
+            if init && !crate::qos::is_sidecar(c) {
                 continue;
             }
             for (kind, _) in probes_of(c) {

@@ -3,7 +3,9 @@
 //!
 //! Every source goes through [`Source`]; the agent keeps the last set and
 //! the readiness of each configured source ([`Sources`]) and lets the pure
-//! [`merge`] decide which pods are desired and admitted. Readiness is per
+//! [`merge`] decide which pods are desired and admitted (with the node's
+//! view and host support from `node.rs`); refused pods are kept, with
+//! kubelet's reason, for their Failed status. Readiness is per
 //! source: a pod found in the runtime that nobody wants (an orphan) is
 //! terminated only once the source it came from (the sandbox's
 //! `kubernetes.io/config.source`) is ready, or once every source is, when
@@ -20,7 +22,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::{now_unix_nanos, Agent, PodEntry};
 use crate::cri::RuntimeService;
 use crate::pleg;
-use crate::pod::accessors::full_name;
+use crate::pod::accessors::{self, full_name};
+use crate::pod::admission;
 use crate::pod::facts::DEFAULT_GRACE_PERIOD_SECONDS;
 use crate::pod::ObservedPod;
 use crate::rt;
@@ -37,6 +40,8 @@ pub(super) struct Sources {
     /// forgot, until their source drops them (so they are not taken up
     /// again at every update in between).
     pub(super) finished: BTreeSet<String>,
+    /// Pods a source wants that admission refused, by UID, with why.
+    pub refused: BTreeMap<String, (Rc<Pod>, admission::Rejection)>,
 }
 
 impl Sources {
@@ -48,6 +53,7 @@ impl Sources {
                 .collect(),
             rejected_logged: BTreeSet::new(),
             finished: BTreeSet::new(),
+            refused: BTreeMap::new(),
         }
     }
 
@@ -132,14 +138,35 @@ impl<R: RuntimeService> Agent<R> {
             .filter(|(_, e)| !e.deleted)
             .map(|(u, _)| u.clone())
             .collect();
+        let node = self.node_view();
+        let host = self.host_support();
         let Merged {
             desired, rejected, ..
-        } = merge::merge(&sources.states, self.cfg.max_pods, &admitted);
+        } = merge::merge(&sources.states, &node, &host, &admitted);
         let logged = &mut sources.rejected_logged;
         logged.retain(|u| !desired.contains_key(u));
+        let mut refused = BTreeMap::new();
         for r in &rejected {
+            if let merge::Rejection::Refused(why) = &r.reason {
+                let pod = sources
+                    .states
+                    .get(&r.source)
+                    .and_then(|st| st.pods.iter().find(|p| accessors::uid(p) == r.uid));
+                if let Some(pod) = pod {
+                    refused.insert(r.uid.clone(), (Rc::new(pod.clone()), why.clone()));
+                }
+            }
             if logged.insert(r.uid.clone()) {
-                log::error!("pod {} not admitted: {}", r.name, r.reason);
+                match &r.reason {
+                    merge::Rejection::Refused(why) => log::warn!(
+                        "pod admission denied: pod {} (uid {}) reason {}: {}",
+                        r.name,
+                        r.uid,
+                        why.reason,
+                        why.message
+                    ),
+                    other => log::error!("pod {} not admitted: {other}", r.name),
+                }
             }
         }
         let desired: HashMap<String, (PodSource, Pod)> = desired
@@ -148,6 +175,7 @@ impl<R: RuntimeService> Agent<R> {
             .collect();
         sources.finished.retain(|u| desired.contains_key(u));
         let finished = sources.finished.clone();
+        sources.refused = refused;
         drop(guard);
 
         let mut changed = Vec::new();

@@ -96,9 +96,27 @@ impl<R: RuntimeService> Agent<R> {
         st
     }
 
-    /// Every pod with its status, as a v1 PodList.
+    /// Every pod with its status, as a v1 PodList; pods refused at
+    /// admission are listed with phase Failed and kubelet's reason.
     pub fn pod_list(&self) -> serde_json::Value {
         let pods = self.pods.borrow();
+        let refused: Vec<serde_json::Value> = self
+            .sources
+            .borrow()
+            .refused
+            .values()
+            .filter(|(p, _)| !pods.contains_key(crate::pod::uid(p)))
+            .map(|(p, why)| {
+                let mut p = (**p).clone();
+                let qos = facts::qos(&p);
+                p.status = Some(status::refused_status(
+                    &why.reason,
+                    &why.message,
+                    qos.as_str(),
+                ));
+                crate::pod::to_json_value(&p).unwrap_or(serde_json::Value::Null)
+            })
+            .collect();
         let items: Vec<serde_json::Value> = pods
             .values()
             .map(|e| {
@@ -113,6 +131,7 @@ impl<R: RuntimeService> Agent<R> {
                 }
                 crate::pod::to_json_value(&p).unwrap_or(serde_json::Value::Null)
             })
+            .chain(refused)
             .collect();
         serde_json::json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
     }

@@ -67,6 +67,9 @@ impl<R: RuntimeService> Agent<R> {
         let hashes: HashMap<String, String> = accessors::all_containers(&pod)
             .map(|(c, _)| (c.name.clone(), spec::container_hash(c)))
             .collect();
+        let legacy_hashes: HashMap<String, String> = accessors::all_containers(&pod)
+            .map(|(c, _)| (c.name.clone(), spec::legacy_container_hash(c)))
+            .collect();
         let health = self
             .pods
             .borrow()
@@ -81,6 +84,7 @@ impl<R: RuntimeService> Agent<R> {
                 now: Instant::now(),
                 now_unix_nanos: now_unix_nanos(),
                 hashes: &hashes,
+                legacy_hashes: &legacy_hashes,
             };
             plan::plan(&pod, &observed, &ctx)
         };
@@ -169,7 +173,9 @@ impl<R: RuntimeService> Agent<R> {
                             }
                             self.set_waiting(uid, &name, Some(w));
                             next = next.min(RETRY_AFTER_ERROR * 5);
-                            if init {
+                            // A regular init container holds the rest; a
+                            // sidecar that cannot start does not.
+                            if init && !qos::is_sidecar(&container) {
                                 break;
                             }
                         }
@@ -198,6 +204,13 @@ impl<R: RuntimeService> Agent<R> {
                     if let Err(e) = self.kill_container(&pod, &name, &id, grace).await {
                         log::warn!("stopping container {name}: {e}");
                     }
+                }
+                Action::RemoveContainer { id, name } => {
+                    log::debug!(
+                        "removing exited init container {name} ({id}) of pod {}",
+                        full_name(&pod)
+                    );
+                    self.remove_container(id).await;
                 }
                 Action::BackOff { name, remaining } => {
                     let delay = self
@@ -262,6 +275,7 @@ impl<R: RuntimeService> Agent<R> {
                 if let Some(status) = last {
                     self.report_terminated(pod, &status);
                 }
+                self.release_user_ns(uid);
                 self.backoff.borrow_mut().forget_pod(uid);
                 self.images.forget_pod(uid);
                 None
@@ -326,6 +340,7 @@ impl<R: RuntimeService> Agent<R> {
                 cluster_dns: &self.cfg.cluster_dns,
                 cluster_domain: &self.cfg.cluster_domain,
                 host_resolv_conf: self.host.resolv_conf.as_deref(),
+                user_ns: self.user_ns(pod),
             },
         );
         if let Some(e) = self.pods.borrow_mut().get_mut(accessors::uid(pod)) {
@@ -388,11 +403,10 @@ impl<R: RuntimeService> Agent<R> {
         let pod_ip = pod_ips.first().cloned().unwrap_or_default();
         let files = host_files::prepare_container_files(&self.cfg, pod, c, attempt, &pod_ips)
             .map_err(config_err)?;
-        let qos = facts::qos(pod);
-        let mem_request = qos::container_memory_request_bytes(c);
         let volume_dir = |name: &str| files.empty_dirs.get(name).cloned();
         let parent = facts::cgroup_parent(pod, self.cgroups.as_ref());
         let seccomp_root = self.cfg.root_dir.join("seccomp");
+        let hugepage_sizes = self.node.borrow().hugepage_sizes.clone();
         let params = spec::ContainerParams {
             attempt,
             image: &image,
@@ -400,7 +414,14 @@ impl<R: RuntimeService> Agent<R> {
             pod_ips: &pod_ips,
             host_ip: &self.host.host_ip,
             volume_dir: &volume_dir,
-            oom_score_adj: qos::oom_score_adj(qos, mem_request, self.host.node_memory),
+            oom_score_adj: qos::container_oom_score_adj(
+                accessors::spec(pod),
+                c,
+                self.host.node_memory,
+            ),
+            hugepage_sizes: &hugepage_sizes,
+            swap: self.swap(),
+            user_ns: self.user_ns(pod),
             pod_cgroup_parent: &parent,
             node_allocatable_cpu_millis: None,
             termination_log_host_path: Some(&files.termination_log),
@@ -470,9 +491,11 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 
-    /// Stops every container (in parallel, with the grace period) and every
-    /// sandbox of a pod; with `remove`, also removes them and the pod's
-    /// cgroup, volumes and logs.
+    /// Stops every container and every sandbox of a pod; with `remove`,
+    /// also removes them and the pod's cgroup, volumes and logs. Containers
+    /// stop in [`plan::termination_waves`] order: app containers together
+    /// with the grace period, then each sidecar, last declared first, with
+    /// what is left of it (at least kubelet's 2 s).
     async fn terminate_pod(
         &self,
         pod: &Pod,
@@ -480,25 +503,31 @@ impl<R: RuntimeService> Agent<R> {
         remove: bool,
     ) -> Result<(), String> {
         let grace = facts::grace_period(pod);
-        let stops: Vec<_> = observed
-            .running()
-            .map(|c| {
-                log::info!(
-                    "stopping container {} of pod {} (grace {grace}s)",
-                    c.name,
-                    full_name(pod)
-                );
-                self.kill_container(pod, &c.name, &c.id, grace)
-            })
-            .collect();
-        let mut first_err = None;
-        for r in join_all(stops).await {
-            if let Err(e) = r {
-                first_err.get_or_insert(e.to_string());
+        let began = Instant::now();
+        for wave in plan::termination_waves(pod, observed.running()) {
+            let left = grace
+                .saturating_sub(began.elapsed().as_secs() as i64)
+                .max(MIN_GRACE_SECONDS.min(grace));
+            let stops: Vec<_> = wave
+                .into_iter()
+                .map(|c| {
+                    log::info!(
+                        "stopping container {} of pod {} (grace {left}s)",
+                        c.name,
+                        full_name(pod)
+                    );
+                    self.kill_container(pod, &c.name, &c.id, left)
+                })
+                .collect();
+            let mut first_err = None;
+            for r in join_all(stops).await {
+                if let Err(e) = r {
+                    first_err.get_or_insert(e.to_string());
+                }
             }
-        }
-        if let Some(e) = first_err {
-            return Err(e);
+            if let Some(e) = first_err {
+                return Err(e);
+            }
         }
         for s in &observed.sandboxes {
             if s.ready || remove {
@@ -532,6 +561,10 @@ impl<R: RuntimeService> Agent<R> {
         Ok(())
     }
 }
+
+/// kubelet's `minimumGracePeriodInSeconds`: what a sidecar gets when the
+/// containers before it used up the grace period.
+const MIN_GRACE_SECONDS: i64 = 2;
 
 /// Awaits every future concurrently on this thread.
 async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {

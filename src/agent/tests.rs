@@ -63,6 +63,8 @@ impl Node {
             cluster_domain: "cluster.local".into(),
             pod_pids_limit: None,
             admin_socket: root.join("admin.sock"),
+            node_labels: Default::default(),
+            memory_swap_behavior: Default::default(),
         };
         let host = HostFacts {
             host_ip: "192.0.2.10".into(),
@@ -190,6 +192,37 @@ fn a_restarted_agent_adopts_running_containers_without_restarting_them() {
         assert!(!calls.contains(&changing), "{changing} in {calls:?}");
     }
     assert_eq!(node.runtime.sandbox_ids().len(), 1);
+}
+
+#[test]
+fn containers_created_with_the_earlier_hash_form_are_adopted_after_an_upgrade() {
+    let node = Node::new();
+    let pod = static_pod(WEB);
+    let first = node.agent();
+    apply(&first, file_set(vec![pod.clone()]));
+    sync(&first, &pod);
+    drop(first);
+    let before = node.running();
+    assert_eq!(before.len(), 2);
+    // What picolet wrote before it used kubelet's hash form (md5).
+    for c in &before {
+        let spec = crate::pod::accessors::container(&pod, c.name()).expect("in the spec");
+        node.runtime.annotate(
+            &c.id,
+            crate::pod::labels::CONTAINER_HASH_ANNOTATION,
+            &crate::pod::spec::legacy_container_hash(spec),
+        );
+    }
+
+    node.runtime.clear_calls();
+    let upgraded = node.agent();
+    apply(&upgraded, file_set(vec![pod.clone()]));
+    pleg_pass(&upgraded);
+    sync(&upgraded, &pod);
+    assert_eq!(ids(&node.running()), ids(&before), "same containers");
+    let calls = node.runtime.calls();
+    assert!(!calls.contains(&"StopContainer"), "{calls:?}");
+    assert!(!calls.contains(&"CreateContainer"), "{calls:?}");
 }
 
 #[test]

@@ -22,6 +22,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Taint;
 use serde_json::Value;
 
+use super::values::swap_behavior;
 use super::values::{
     absolute_path, anonymous_authentication, board_name, boolean, cgroup_driver, cgroup_root,
     dns_domain, eviction_map, hostname_override, ip_list, log_files, log_size, node_ips,
@@ -227,6 +228,9 @@ kubelet_config! {
         /// `daemonEndpoints`. Default 10250.
         port: u16 = 10250,
             file("port") => port;
+        /// `memorySwap.swapBehavior`. Default NoSwap.
+        memory_swap_behavior: SwapBehavior = SwapBehavior::NoSwap,
+            file("memorySwap.swapBehavior") => swap_behavior;
         /// `logging.verbosity` / `-v`, 0..=10. Default 0.
         verbosity: u8 = 0,
             file("logging.verbosity") => verbosity;
@@ -289,6 +293,17 @@ pub(super) const CHECKED_ONLY: &[(&str, Check)] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CgroupDriver {
     Cgroupfs,
+}
+
+/// `memorySwap.swapBehavior`: may containers use the node's swap?
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SwapBehavior {
+    /// No container swaps (kubelet's default).
+    #[default]
+    NoSwap,
+    /// Burstable containers of non-critical pods get a share of the swap
+    /// in proportion to their memory request (cgroup v2 only).
+    LimitedSwap,
 }
 
 /// One `evictionHard` threshold: an absolute amount or a percentage of

@@ -16,7 +16,8 @@ use k8s_openapi::api::core::v1::Taint;
 use serde_json::Value;
 
 use super::fields::{
-    CgroupDriver, EvictionThreshold, ReservedResources, EVICTION_SIGNALS, MAX_VERBOSITY,
+    CgroupDriver, EvictionThreshold, ReservedResources, SwapBehavior, EVICTION_SIGNALS,
+    MAX_VERBOSITY,
 };
 use super::{board, duration};
 use crate::names::is_dns1123_subdomain;
@@ -395,16 +396,21 @@ pub(super) fn node_ips(v: &Value) -> Result<Vec<IpAddr>, String> {
 /// `--node-labels k=v,...` (the flag) or a map (were it ever in a file):
 /// keys are qualified names, values label values.
 pub(super) fn node_labels(v: &Value) -> Result<BTreeMap<String, String>, String> {
+    let pair = |s: &str| {
+        s.split_once('=')
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .ok_or_else(|| format!("expected key=value, got {s:?}"))
+    };
     let pairs: Vec<(String, String)> = match v {
         Value::Array(items) => items
             .iter()
-            .map(|item| {
-                let s = string(item)?;
-                let (k, v) = s
-                    .split_once('=')
-                    .ok_or_else(|| format!("expected key=value, got {s:?}"))?;
-                Ok((k.trim().to_string(), v.trim().to_string()))
-            })
+            .map(|item| pair(string(item)?))
+            .collect::<Result<_, String>>()?,
+        Value::String(s) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(pair)
             .collect::<Result<_, String>>()?,
         Value::Object(map) => map
             .iter()
@@ -461,6 +467,15 @@ pub(super) fn taints(v: &Value) -> Result<Vec<Taint>, String> {
             Ok(taint)
         })
         .collect()
+}
+
+/// `memorySwap.swapBehavior`: `NoSwap` (or empty) or `LimitedSwap`.
+pub(super) fn swap_behavior(v: &Value) -> Result<SwapBehavior, String> {
+    match string(v)? {
+        "" | "NoSwap" => Ok(SwapBehavior::NoSwap),
+        "LimitedSwap" => Ok(SwapBehavior::LimitedSwap),
+        other => Err(format!("expected NoSwap or LimitedSwap, got {other:?}")),
+    }
 }
 
 #[cfg(test)]
@@ -583,5 +598,36 @@ mod tests {
         assert!(parse_eviction_threshold("-1%").is_err());
         assert_eq!(EvictionThreshold::Percentage(7.5).to_string(), "7.5%");
         assert_eq!(EvictionThreshold::Quantity(42).to_string(), "42");
+    }
+
+    #[test]
+    fn node_labels_come_as_key_value_pairs_or_a_mapping_and_bad_keys_are_named() {
+        let got = node_labels(&Value::from("zone=shed, example.com/tier=edge")).unwrap();
+        assert_eq!(got["zone"], "shed");
+        assert_eq!(got["example.com/tier"], "edge");
+        let got = node_labels(&serde_json::json!({"a": "b"})).unwrap();
+        assert_eq!(got["a"], "b");
+        assert!(node_labels(&Value::from("novalue"))
+            .unwrap_err()
+            .contains("key=value"));
+        assert!(node_labels(&Value::from("-bad=x"))
+            .unwrap_err()
+            .contains("\"-bad\""));
+        assert!(node_labels(&Value::from("k=has space")).is_err());
+    }
+
+    #[test]
+    fn swap_behavior_is_no_swap_or_limited_swap() {
+        assert_eq!(
+            swap_behavior(&Value::from("")).unwrap(),
+            SwapBehavior::NoSwap
+        );
+        assert_eq!(
+            swap_behavior(&Value::from("LimitedSwap")).unwrap(),
+            SwapBehavior::LimitedSwap
+        );
+        assert!(swap_behavior(&Value::from("UnlimitedSwap"))
+            .unwrap_err()
+            .contains("LimitedSwap"));
     }
 }

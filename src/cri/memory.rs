@@ -170,6 +170,14 @@ impl MemoryRuntime {
         self.state.borrow_mut().stop(id, code);
     }
 
+    /// Sets an annotation of container `id`, as if it had been created
+    /// with it (e.g. by an earlier picolet).
+    pub fn annotate(&self, id: &str, key: &str, value: &str) {
+        if let Some(c) = self.state.borrow_mut().containers.get_mut(id) {
+            c.config.annotations.insert(key.into(), value.into());
+        }
+    }
+
     /// The runtime restarted: the connection count changes.
     pub fn restart(&self) {
         self.state.borrow_mut().connects += 1;

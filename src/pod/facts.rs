@@ -3,6 +3,7 @@
 //! here once; the agent, [`crate::status`] and the probes call it.
 //!
 //! - [`qos`]: the pod's QoS class ([`crate::qos::pod_qos`] of its spec);
+//! - [`is_critical`]: kubelet's critical pods (static or system-critical);
 //! - [`pod_ips`]: the IPs a pod's containers see and the status reports;
 //! - [`grace_period`]: how long a stop may take;
 //! - [`log_dir`], [`pod_dir`]: where the pod's logs and files live;
@@ -18,6 +19,24 @@ use super::accessors::{host_network, name, spec, uid};
 use super::observed::ObservedSandbox;
 use crate::cgroups::PodCgroups;
 use crate::qos::{self, QosClass};
+
+/// kubelet's `SystemCriticalPriority`: pods at or above it are critical.
+pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+
+/// A critical pod (kubelet's `IsCriticalPod`): a static pod (any source
+/// but the API server), or one whose priority is system-critical. Critical
+/// pods never swap.
+pub fn is_critical(pod: &Pod) -> bool {
+    let source = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(super::labels::CONFIG_SOURCE_ANNOTATION));
+    source.is_none_or(|s| s != "api")
+        || spec(pod)
+            .priority
+            .is_some_and(|p| p >= SYSTEM_CRITICAL_PRIORITY)
+}
 
 /// The grace period when neither the pod nor its deletion names one.
 pub const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;

@@ -11,7 +11,10 @@
 //! - `spec`: pure translation of a pod into CRI sandbox and container
 //!   configs, returning its warnings instead of logging them;
 //! - `plan`: pure `plan(desired, observed) -> Vec<Action>`;
-//! - `admission`: may this node run this pod (kubelet's predicates).
+//! - `admission`: kubelet's predicate admission (resources, node name,
+//!   ports, node selector and affinity, taints);
+//! - `host_support`: refusals for what the host or runtime cannot give
+//!   (AppArmor, `supplementalGroupsPolicy: Strict`, `hostUsers: false`).
 //!
 //! Nothing here does I/O, reads a clock or logs; it must not know the
 //! runtime client, the executor or the agent. The agent executes the
@@ -21,6 +24,7 @@ pub mod accessors;
 pub mod admission;
 pub mod defaults;
 pub mod facts;
+pub mod host_support;
 pub mod labels;
 pub mod observed;
 pub mod plan;

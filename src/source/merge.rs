@@ -1,21 +1,24 @@
 //! Merging the sources' sets and admitting pods: which pods the node runs.
 //!
 //! [`merge`] is a pure function of the last set of every configured source,
-//! whether each source is ready, `maxPods`, and the pods already admitted.
-//! Its rules:
+//! whether each source is ready, the node as admission sees it, and the pods
+//! already admitted. Its rules:
 //! - a UID claimed by two sources belongs to the first in
 //!   [`PodSource::ALL`] order; the other claim is rejected;
 //! - admission is stable: a pod already admitted stays admitted, and a
-//!   newcomer is admitted only while the node has room (`maxPods`);
-//!   newcomers are considered in UID order, so the outcome does not depend
-//!   on the order of files or events. An established pod is never displaced
-//!   by a newcomer;
+//!   newcomer is admitted only if kubelet would admit it beside the pods
+//!   admitted so far ([`crate::pod::admission::admit`]: `maxPods`,
+//!   allocatable, node name, host ports, node selector and affinity, taints
+//!   for API pods) and the host and runtime support what it asks for
+//!   ([`crate::pod::host_support::admit`]); newcomers are considered in UID
+//!   order, so the outcome does not depend on the order of files or events.
+//!   An established pod is never displaced by a newcomer;
 //! - a source is ready once it delivered an authoritative set (see
 //!   [`super::SourceUpdate::authoritative`]).
 //!
 //! The agent applies the result: a pod no longer desired is terminated, a
-//! new one gets a worker, a rejected one is logged. Node allocatable will
-//! join `maxPods` as an admission rule here.
+//! new one gets a worker, a refused one is logged and reported with phase
+//! Failed and kubelet's reason and message.
 //!
 //! Pure: no I/O, no clock, no logging; must not know the agent or the
 //! runtime.
@@ -27,6 +30,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::PodSource;
 use crate::pod::accessors::{full_name, uid};
+use crate::pod::admission::{self, NodeView};
+use crate::pod::host_support::{self, HostSupport};
 
 /// What the agent keeps of one configured source.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -40,8 +45,8 @@ pub struct SourceState {
 /// Why a pod was not admitted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rejection {
-    /// The node already runs `maxPods` pods.
-    OutOfPods { used: usize, capacity: usize },
+    /// Admission refused it, with kubelet's reason and message.
+    Refused(admission::Rejection),
     /// An earlier source already wants a pod with this UID.
     DuplicateUid { owner: PodSource },
 }
@@ -49,9 +54,7 @@ pub enum Rejection {
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Rejection::OutOfPods { used, capacity } => {
-                write!(f, "node has {used} pods, maxPods is {capacity}")
-            }
+            Rejection::Refused(r) => write!(f, "{}: {}", r.reason, r.message),
             Rejection::DuplicateUid { owner } => {
                 write!(f, "source {owner} already has a pod with this UID")
             }
@@ -93,11 +96,13 @@ pub fn may_remove(sources: &BTreeMap<PodSource, SourceState>, origin: Option<Pod
 
 /// Merges the last set of every source and admits pods.
 ///
-/// `sources` holds every configured source; `admitted` the UIDs of the pods
-/// the node already runs (not those being terminated).
+/// `sources` holds every configured source; `node` and `host` what
+/// admission knows of the node (`node.max_pods` is `maxPods`); `admitted`
+/// the UIDs of the pods the node already runs (not those being terminated).
 pub fn merge<'a>(
     sources: &'a BTreeMap<PodSource, SourceState>,
-    max_pods: usize,
+    node: &NodeView,
+    host: &HostSupport,
     admitted: &BTreeSet<String>,
 ) -> Merged<'a> {
     let mut rejected = Vec::new();
@@ -130,19 +135,21 @@ pub fn merge<'a>(
     }
     // `claimed` is a BTreeMap: newcomers are already in UID order.
     for (id, (source, pod)) in newcomers {
-        if desired.len() >= max_pods {
-            rejected.push(Rejected {
+        let others: Vec<&Pod> = desired.values().map(|(_, p)| *p).collect();
+        let is_static = source != PodSource::Api;
+        let verdict = admission::admit(pod, node, &others, is_static)
+            .and_then(|()| host_support::admit(pod, host));
+        match verdict {
+            Ok(()) => {
+                desired.insert(id.to_string(), (source, pod));
+            }
+            Err(r) => rejected.push(Rejected {
                 uid: id.to_string(),
                 name: full_name(pod),
                 source,
-                reason: Rejection::OutOfPods {
-                    used: desired.len(),
-                    capacity: max_pods,
-                },
-            });
-            continue;
+                reason: Rejection::Refused(r),
+            }),
         }
-        desired.insert(id.to_string(), (source, pod));
     }
     let ready = sources
         .iter()
@@ -169,6 +176,7 @@ mod tests {
                 uid: Some(uid.into()),
                 ..Default::default()
             },
+            spec: Some(Default::default()),
             ..Default::default()
         }
     }
@@ -215,7 +223,7 @@ mod tests {
                 max_pods: 2,
                 admitted: &[],
                 desired: &["a", "b"],
-                rejected: &[("c", "node has 2 pods, maxPods is 2")],
+                rejected: &[("c", "OutOfpods: Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2")],
                 ready: &[PodSource::File],
             },
             Case {
@@ -225,7 +233,7 @@ mod tests {
                 max_pods: 1,
                 admitted: &["z"],
                 desired: &["z"],
-                rejected: &[("a", "node has 1 pods, maxPods is 1")],
+                rejected: &[("a", "OutOfpods: Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1")],
                 ready: &[PodSource::File],
             },
             Case {
@@ -277,7 +285,12 @@ mod tests {
             if let Some((uids, ready)) = c.api {
                 sources.insert(PodSource::Api, state(uids, ready));
             }
-            let m = merge(&sources, c.max_pods, &set(c.admitted));
+            let node = NodeView {
+                name: "node".into(),
+                max_pods: c.max_pods,
+                ..Default::default()
+            };
+            let m = merge(&sources, &node, &HostSupport::default(), &set(c.admitted));
             let desired: Vec<&str> = m.desired.keys().map(String::as_str).collect();
             assert_eq!(desired, c.desired, "{}: desired", c.name);
             let rejected: Vec<(String, String)> = m
@@ -294,6 +307,58 @@ mod tests {
             let ready: Vec<PodSource> = m.ready.iter().copied().collect();
             assert_eq!(ready, c.ready, "{}: ready", c.name);
         }
+    }
+
+    fn manifest(uid: &str, yaml: &str) -> Pod {
+        let mut p: Pod = serde_yaml_ng::from_str(yaml).expect("test pod parses");
+        p.metadata.uid = Some(uid.into());
+        p.metadata.name = Some(uid.into());
+        p
+    }
+
+    #[test]
+    fn pods_the_node_cannot_honour_are_refused_with_kubelets_reasons() {
+        let mut sources = BTreeMap::new();
+        sources.insert(
+            PodSource::File,
+            SourceState {
+                pods: vec![
+                    manifest("a", "spec: {nodeSelector: {kubernetes.io/arch: s390x}, containers: [{name: c}]}"),
+                    manifest("b", "spec: {hostUsers: false, containers: [{name: c}]}"),
+                    manifest("c", "spec: {nodeSelector: {kubernetes.io/hostname: node}, containers: [{name: c}]}"),
+                    manifest("d", "spec: {containers: [{name: c, resources: {requests: {cpu: '8'}}}]}"),
+                ],
+                ready: true,
+            },
+        );
+        let node = NodeView {
+            name: "node".into(),
+            labels: BTreeMap::from([
+                ("kubernetes.io/hostname".to_string(), "node".to_string()),
+                ("kubernetes.io/arch".to_string(), "arm64".to_string()),
+            ]),
+            cpu_millis: Some(4000),
+            max_pods: 110,
+            ..Default::default()
+        };
+        let m = merge(&sources, &node, &HostSupport::default(), &BTreeSet::new());
+        assert_eq!(m.desired.keys().collect::<Vec<_>>(), ["c"]);
+        let reasons: Vec<(&str, &str)> = m
+            .rejected
+            .iter()
+            .map(|r| match &r.reason {
+                Rejection::Refused(x) => (r.uid.as_str(), x.reason.as_str()),
+                other => panic!("{other}"),
+            })
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("a", "NodeAffinity"),
+                ("b", "UserNamespacesNotSupported"),
+                ("d", "OutOfcpu")
+            ]
+        );
     }
 
     #[test]

@@ -1,0 +1,357 @@
+//! The environment (kubelet's `makeEnvironmentVariables`): `env` and
+//! `envFrom` in order with `$(VAR)` expansion (`expansion.Expand`), and the
+//! downward API (`fieldRef`, `resourceFieldRef`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, ObjectFieldSelector, Pod, ResourceFieldSelector,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::container::ContainerParams;
+use super::{millis, parse_resource, units, SpecError};
+use crate::pod::accessors::{
+    self, name as pod_name, namespace as pod_namespace, spec, uid as pod_uid,
+};
+use crate::quantity::Quantity as Qty;
+
+/// kubelet's `expansion.Expand`: `$(NAME)` is replaced by `lookup(NAME)`,
+/// left as written when the lookup fails; `$$` is an escaped `$`; any other
+/// `$` is copied through.
+pub fn expand(input: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
+    let b = input.as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(b.len());
+    let mut checkpoint = 0;
+    let mut cursor = 0;
+    while cursor < b.len() {
+        if b[cursor] == b'$' && cursor + 1 < b.len() {
+            out.extend_from_slice(&b[checkpoint..cursor]);
+            let rest = &b[cursor + 1..];
+            let advance = match rest[0] {
+                b'$' => {
+                    out.push(b'$');
+                    1
+                }
+                b'(' => match rest.iter().position(|&ch| ch == b')') {
+                    Some(close) => {
+                        // `(` and `)` are ASCII, so these are char boundaries.
+                        let name = &input[cursor + 2..cursor + 1 + close];
+                        match lookup(name) {
+                            Some(v) => out.extend_from_slice(v.as_bytes()),
+                            None => out.extend_from_slice(format!("$({name})").as_bytes()),
+                        }
+                        close + 1
+                    }
+                    None => {
+                        out.extend_from_slice(b"$(");
+                        1
+                    }
+                },
+                other => {
+                    out.push(b'$');
+                    out.push(other);
+                    1
+                }
+            };
+            cursor += advance;
+            checkpoint = cursor + 1;
+        }
+        cursor += 1;
+    }
+    out.extend_from_slice(&b[checkpoint.min(b.len())..]);
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Ordered env with later assignments replacing earlier ones in place.
+#[derive(Default)]
+struct Env {
+    vars: Vec<(String, String)>,
+    index: HashMap<String, usize>,
+}
+
+impl Env {
+    fn set(&mut self, k: &str, v: String) {
+        match self.index.get(k) {
+            Some(&i) => self.vars[i].1 = v,
+            None => {
+                self.index.insert(k.to_string(), self.vars.len());
+                self.vars.push((k.to_string(), v));
+            }
+        }
+    }
+    fn get(&self, k: &str) -> Option<String> {
+        self.index.get(k).map(|&i| self.vars[i].1.clone())
+    }
+}
+
+pub(super) fn container_env(
+    pod: &Pod,
+    c: &Container,
+    p: &ContainerParams,
+) -> Result<Vec<(String, String)>, SpecError> {
+    let mut env = Env::default();
+    for (i, from) in c.env_from.iter().flatten().enumerate() {
+        let field = format!("envFrom[{i}]");
+        if let Some(cm) = from.config_map_ref.as_ref() {
+            if cm.optional != Some(true) {
+                return Err(SpecError::new(
+                    &c.name,
+                    field,
+                    format!(
+                        "configMapRef {:?} is not supported for static pods",
+                        cm.name
+                    ),
+                ));
+            }
+        } else if let Some(sec) = from.secret_ref.as_ref() {
+            if sec.optional != Some(true) {
+                return Err(SpecError::new(
+                    &c.name,
+                    field,
+                    format!("secretRef {:?} is not supported for static pods", sec.name),
+                ));
+            }
+        }
+    }
+    for e in c.env.iter().flatten() {
+        let value = env_value(pod, c, p, e, &env)?;
+        if let Some(v) = value {
+            env.set(&e.name, v);
+        }
+    }
+    Ok(env.vars)
+}
+
+/// One env var's value; `None` when an optional source is skipped.
+fn env_value(
+    pod: &Pod,
+    c: &Container,
+    p: &ContainerParams,
+    e: &EnvVar,
+    env: &Env,
+) -> Result<Option<String>, SpecError> {
+    let err = |reason: String| SpecError::new(&c.name, format!("env {:?}", e.name), reason);
+    if let Some(v) = e.value.as_deref().filter(|v| !v.is_empty()) {
+        return Ok(Some(expand(v, &|name| env.get(name))));
+    }
+    let Some(from) = e.value_from.as_ref() else {
+        return Ok(Some(String::new()));
+    };
+    if let Some(fr) = from.field_ref.as_ref() {
+        return field_ref_value(pod, p, fr).map(Some).map_err(err);
+    }
+    if let Some(rf) = from.resource_field_ref.as_ref() {
+        return resource_field_value(pod, c, p, rf).map(Some).map_err(err);
+    }
+    if let Some(cm) = from.config_map_key_ref.as_ref() {
+        if cm.optional == Some(true) {
+            return Ok(None);
+        }
+        return Err(err(
+            "configMapKeyRef is not supported for static pods".into()
+        ));
+    }
+    if let Some(s) = from.secret_key_ref.as_ref() {
+        if s.optional == Some(true) {
+            return Ok(None);
+        }
+        return Err(err("secretKeyRef is not supported for static pods".into()));
+    }
+    if let Some(f) = from.file_key_ref.as_ref() {
+        if f.optional == Some(true) {
+            return Ok(None);
+        }
+        return Err(err("fileKeyRef is not supported".into()));
+    }
+    Ok(Some(String::new()))
+}
+
+/// Go's `%q` for the strings that occur in label/annotation values.
+fn go_quote(s: &str) -> String {
+    let mut out = String::from("\"");
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `k="v"` lines, sorted by key (kubelet's `fieldpath.FormatMap`).
+fn format_map(m: Option<&BTreeMap<String, String>>) -> String {
+    m.into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", go_quote(v)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// kubelet's `podFieldSelectorRuntimeValue` + `ExtractFieldPathAsString`.
+fn field_ref_value(
+    pod: &Pod,
+    p: &ContainerParams,
+    fr: &ObjectFieldSelector,
+) -> Result<String, String> {
+    if let Some(v) = fr.api_version.as_deref() {
+        if !v.is_empty() && v != "v1" {
+            return Err(format!("fieldRef: unsupported pod version {v:?}"));
+        }
+    }
+    let path = fr.field_path.as_str();
+    let s = spec(pod);
+    let pod_ip = p.pod_ips.first().map(String::as_str).unwrap_or(p.pod_ip);
+    let pod_ips = if p.pod_ips.is_empty() {
+        if p.pod_ip.is_empty() {
+            String::new()
+        } else {
+            p.pod_ip.to_string()
+        }
+    } else {
+        p.pod_ips.join(",")
+    };
+    if let Some(s) = path.strip_suffix("']") {
+        if let Some((base, key)) = s.split_once("['") {
+            return match base {
+                "metadata.labels" => Ok(pod
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|m| m.get(key))
+                    .cloned()
+                    .unwrap_or_default()),
+                "metadata.annotations" => Ok(pod
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|m| m.get(key))
+                    .cloned()
+                    .unwrap_or_default()),
+                _ => Err(format!(
+                    "fieldRef: field label does not support subscript: {path:?}"
+                )),
+            };
+        }
+    }
+    Ok(match path {
+        "metadata.name" => pod_name(pod).into(),
+        "metadata.namespace" => pod_namespace(pod).into(),
+        "metadata.uid" => pod_uid(pod).into(),
+        "metadata.labels" => format_map(pod.metadata.labels.as_ref()),
+        "metadata.annotations" => format_map(pod.metadata.annotations.as_ref()),
+        "spec.nodeName" | "spec.host" => s.node_name.clone().unwrap_or_default(),
+        "spec.serviceAccountName" => s.service_account_name.clone().unwrap_or_default(),
+        "status.hostIP" | "status.hostIPs" => p.host_ip.into(),
+        "status.podIP" => pod_ip.into(),
+        "status.podIPs" => pod_ips,
+        other => return Err(format!("fieldRef: unsupported fieldPath {other:?}")),
+    })
+}
+
+pub(super) fn quantity_of<'c>(
+    c: &'c Container,
+    kind: &str,
+    resource: &str,
+) -> Option<&'c Quantity> {
+    let r = c.resources.as_ref()?;
+    let m = if kind == "limits" {
+        r.limits.as_ref()?
+    } else {
+        r.requests.as_ref()?
+    };
+    m.get(resource)
+}
+
+/// A request, falling back to the limit as API defaulting does.
+fn request_of<'c>(c: &'c Container, resource: &str) -> Option<&'c Quantity> {
+    quantity_of(c, "requests", resource).or_else(|| quantity_of(c, "limits", resource))
+}
+
+/// kubelet's `containerResourceRuntimeValue` with `defaultPodLimitsForDownwardAPI`:
+/// unset (or zero) limits default to node allocatable; values are rounded up
+/// to whole divisors.
+fn resource_field_value(
+    pod: &Pod,
+    c: &Container,
+    p: &ContainerParams,
+    rf: &ResourceFieldSelector,
+) -> Result<String, String> {
+    let target = match rf.container_name.as_deref().filter(|n| !n.is_empty()) {
+        None => c,
+        Some(name) => accessors::all_containers(pod)
+            .map(|(c, _)| c)
+            .find(|x| x.name == name)
+            .ok_or_else(|| format!("resourceFieldRef: container {name:?} not found in the pod"))?,
+    };
+    let divisor = match rf.divisor.as_ref() {
+        None => Qty::from_value(1),
+        Some(d) => {
+            let q = parse_resource(&d.0)
+                .ok_or_else(|| format!("resourceFieldRef: invalid divisor {:?}", d.0))?;
+            if q.is_zero() {
+                Qty::from_value(1)
+            } else {
+                q
+            }
+        }
+    };
+    let parse = |q: &Quantity| {
+        parse_resource(&q.0).ok_or_else(|| format!("resourceFieldRef: invalid quantity {:?}", q.0))
+    };
+    let (kind, resource) = rf
+        .resource
+        .split_once('.')
+        .ok_or_else(|| format!("resourceFieldRef: unsupported resource {:?}", rf.resource))?;
+    let value = match (kind, resource) {
+        ("limits", "cpu") | ("limits", "memory") => {
+            let set = match quantity_of(target, "limits", resource) {
+                Some(q) => Some(parse(q)?).filter(|q| !q.is_zero()),
+                None => None,
+            };
+            match set {
+                Some(q) => q,
+                None => {
+                    let alloc = if resource == "cpu" {
+                        p.node_allocatable_cpu_millis.map(Qty::from_millis)
+                    } else {
+                        p.node_allocatable_memory_bytes.map(Qty::from_value)
+                    };
+                    alloc.ok_or_else(|| {
+                        format!(
+                            "resourceFieldRef: limits.{resource} is not set and node allocatable {resource} is unknown"
+                        )
+                    })?
+                }
+            }
+        }
+        ("requests", "cpu") | ("requests", "memory") => match request_of(target, resource) {
+            Some(q) => parse(q)?,
+            None => Qty::from_value(0),
+        },
+        _ => {
+            return Err(format!(
+                "resourceFieldRef: unsupported resource {:?}",
+                rf.resource
+            ))
+        }
+    };
+    let n = if resource == "cpu" {
+        ceil_div(millis(value), millis(divisor).max(1))
+    } else {
+        ceil_div(units(value), units(divisor).max(1))
+    };
+    Ok(n.to_string())
+}
+
+fn ceil_div(a: u64, b: u64) -> u64 {
+    a.div_ceil(b)
+}

@@ -1,0 +1,71 @@
+//! Unit tests of `pod::spec`: the sandbox (and DNS, hosts) in `sandbox.rs`,
+//! containers (env, mounts, resources, security) in `container.rs`; shared
+//! pods and parameters here.
+
+pub(super) use std::path::{Path, PathBuf};
+
+pub(super) use k8s_openapi::api::core::v1::{Container, Pod};
+
+pub(super) use super::*;
+pub(super) use crate::cri::api;
+pub(super) use crate::pod::labels::*;
+
+mod container;
+mod sandbox;
+
+pub(super) fn pod(yaml: &str) -> Pod {
+    serde_yaml_ng::from_str(yaml).expect("test pod parses")
+}
+
+pub(super) const BASIC: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  namespace: edge
+  uid: 1234-abcd
+  labels: {app: web}
+  annotations: {kubernetes.io/config.source: file}
+spec:
+  terminationGracePeriodSeconds: 30
+  containers:
+  - name: app
+    image: nginx:1.27
+    terminationMessagePath: /dev/termination-log
+    terminationMessagePolicy: File
+"#;
+
+pub(super) fn sandbox_params<'a>(dns: &'a [String], resolv: Option<&'a str>) -> SandboxParams<'a> {
+    SandboxParams {
+        attempt: 2,
+        cgroup_parent: "/kubepods/burstable/pod1234-abcd",
+        pod_logs_dir: Path::new("/var/log/pods"),
+        cluster_dns: dns,
+        cluster_domain: "cluster.local",
+        host_resolv_conf: resolv,
+        user_ns: None,
+    }
+}
+
+pub(super) const HOST_RESOLV: &str = "# generated\nnameserver 192.168.1.1\nnameserver 8.8.8.8\nsearch lan. example.com\noptions edns0 ndots:2\n";
+
+pub(super) fn first(pod: &Pod) -> &Container {
+    &pod.spec.as_ref().unwrap().containers[0]
+}
+
+pub(super) fn params() -> ContainerParams<'static> {
+    ContainerParams {
+        image: "sha256:deadbeef",
+        pod_ip: "10.0.0.5",
+        pod_ips: &[],
+        host_ip: "192.168.1.10",
+        ..Default::default()
+    }
+}
+
+pub(super) fn env_of(cfg: &api::ContainerConfig, key: &str) -> Option<String> {
+    cfg.envs
+        .iter()
+        .find(|kv| kv.key == key)
+        .map(|kv| kv.value.clone())
+}

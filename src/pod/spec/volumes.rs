@@ -1,0 +1,214 @@
+//! Volumes and mounts (kubelet_pods.go `makeMounts` + kuberuntime
+//! `makeMounts`): which volumes need a host directory, and each container's
+//! mounts with subPath, read-only, propagation, the managed /etc/hosts and
+//! the termination-message file.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Container, Pod, Volume, VolumeMount};
+
+use super::container::ContainerParams;
+use super::env::expand;
+use super::{SpecError, ETC_HOSTS_PATH};
+use crate::cri::api;
+use crate::pod::accessors::spec;
+
+/// The volume source's type as written in YAML (`hostPath`, `configMap`, ...).
+/// A volume with no source is an emptyDir (API defaulting).
+fn volume_type(v: &Volume) -> String {
+    if v.host_path.is_some() {
+        return "hostPath".into();
+    }
+    if v.empty_dir.is_some() {
+        return "emptyDir".into();
+    }
+    match crate::pod::to_json_value(v) {
+        Ok(serde_json::Value::Object(m)) => m
+            .keys()
+            .find(|k| *k != "name")
+            .cloned()
+            .unwrap_or_else(|| "emptyDir".into()),
+        _ => "unknown".into(),
+    }
+}
+
+/// Names of the emptyDir volumes (including source-less ones, which API
+/// defaulting turns into emptyDir) whose directories the caller must create
+/// under `<root-dir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>`.
+pub fn empty_dir_volumes(pod: &Pod) -> Vec<String> {
+    spec(pod)
+        .volumes
+        .iter()
+        .flatten()
+        .filter(|v| volume_type(v) == "emptyDir")
+        .map(|v| v.name.clone())
+        .collect()
+}
+
+/// `(path, type)` of every hostPath volume; creating `DirectoryOrCreate` /
+/// `FileOrCreate` paths and checking the other types is the caller's job.
+pub fn host_path_volumes(pod: &Pod) -> Vec<(String, Option<String>)> {
+    spec(pod)
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.host_path.as_ref())
+        .map(|h| (h.path.clone(), h.type_.clone().filter(|t| !t.is_empty())))
+        .collect()
+}
+
+pub(super) fn container_mounts(
+    pod: &Pod,
+    c: &Container,
+    p: &ContainerParams,
+    env: &HashMap<&str, &str>,
+) -> Result<Vec<api::Mount>, SpecError> {
+    let volumes: HashMap<&str, &Volume> = spec(pod)
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| (v.name.as_str(), v))
+        .collect();
+    let privileged = c
+        .security_context
+        .as_ref()
+        .and_then(|sc| sc.privileged)
+        .unwrap_or(false);
+    let mut mounts = Vec::new();
+    let mut mounts_etc_hosts = false;
+    for m in c.volume_mounts.iter().flatten() {
+        let field = format!("volumeMount {:?}", m.name);
+        let err = |reason: String| SpecError::new(&c.name, field.clone(), reason);
+        let vol = volumes
+            .get(m.name.as_str())
+            .ok_or_else(|| err(format!("volume {:?} not found in the pod", m.name)))?;
+        let (base, relabel) = match volume_type(vol).as_str() {
+            "hostPath" => (
+                PathBuf::from(
+                    &vol.host_path
+                        .as_ref()
+                        .map(|h| h.path.clone())
+                        .unwrap_or_default(),
+                ),
+                false,
+            ),
+            "emptyDir" => {
+                let dir = (p.volume_dir)(&m.name).ok_or_else(|| {
+                    err(format!(
+                        "no host directory was prepared for emptyDir volume {:?}",
+                        m.name
+                    ))
+                })?;
+                (dir, true)
+            }
+            other => {
+                return Err(err(format!(
+                    "volume {:?} of type {other} is not supported",
+                    m.name
+                )));
+            }
+        };
+        let sub_path = sub_path(m, env).map_err(&err)?;
+        let host_path = match sub_path {
+            Some(sp) => base.join(sp),
+            None => base,
+        };
+        let mut container_path = m.mount_path.clone();
+        if !container_path.starts_with('/') {
+            container_path.insert(0, '/');
+        }
+        if container_path == ETC_HOSTS_PATH {
+            mounts_etc_hosts = true;
+        }
+        mounts.push(api::Mount {
+            container_path,
+            host_path: host_path.to_string_lossy().into_owned(),
+            readonly: m.read_only.unwrap_or(false),
+            selinux_relabel: relabel,
+            propagation: mount_propagation(m, privileged).map_err(&err)? as i32,
+            ..Default::default()
+        });
+    }
+    if let Some(hosts) = p.etc_hosts {
+        if !mounts_etc_hosts {
+            mounts.push(api::Mount {
+                container_path: ETC_HOSTS_PATH.into(),
+                host_path: hosts.to_string_lossy().into_owned(),
+                readonly: false,
+                selinux_relabel: true,
+                ..Default::default()
+            });
+        }
+    }
+    if let (Some(host), Some(path)) = (
+        p.termination_log_host_path,
+        c.termination_message_path
+            .as_deref()
+            .filter(|s| !s.is_empty()),
+    ) {
+        mounts.push(api::Mount {
+            container_path: path.into(),
+            host_path: host.to_string_lossy().into_owned(),
+            readonly: false,
+            selinux_relabel: true,
+            ..Default::default()
+        });
+    }
+    Ok(mounts)
+}
+
+/// The validated subPath (or expanded subPathExpr) of a mount.
+fn sub_path(m: &VolumeMount, env: &HashMap<&str, &str>) -> Result<Option<String>, String> {
+    let sp = match (m.sub_path.as_deref(), m.sub_path_expr.as_deref()) {
+        (Some(sp), _) if !sp.is_empty() => sp.to_string(),
+        (_, Some(expr)) if !expr.is_empty() => {
+            let missing = expr_missing_vars(expr, env);
+            if !missing.is_empty() {
+                return Err(format!(
+                    "subPathExpr {expr:?}: missing value for {}",
+                    missing.into_iter().collect::<Vec<_>>().join(", ")
+                ));
+            }
+            expand(expr, &|name| env.get(name).map(|v| v.to_string()))
+        }
+        _ => return Ok(None),
+    };
+    if Path::new(&sp).is_absolute() {
+        return Err(format!("subPath {sp:?} must not be an absolute path"));
+    }
+    if Path::new(&sp)
+        .components()
+        .any(|c| c == Component::ParentDir)
+        || sp.split('/').any(|c| c == "..")
+    {
+        return Err(format!("subPath {sp:?} must not contain '..'"));
+    }
+    Ok(Some(sp))
+}
+
+fn expr_missing_vars(expr: &str, env: &HashMap<&str, &str>) -> std::collections::BTreeSet<String> {
+    let missing = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    expand(expr, &|name| {
+        match env.get(name) {
+            Some(v) if !v.is_empty() => {}
+            _ => {
+                missing.borrow_mut().insert(name.to_string());
+            }
+        }
+        Some(String::new())
+    });
+    missing.into_inner()
+}
+
+fn mount_propagation(m: &VolumeMount, privileged: bool) -> Result<api::MountPropagation, String> {
+    match m.mount_propagation.as_deref() {
+        None | Some("") | Some("None") => Ok(api::MountPropagation::PropagationPrivate),
+        Some("HostToContainer") => Ok(api::MountPropagation::PropagationHostToContainer),
+        Some("Bidirectional") if privileged => Ok(api::MountPropagation::PropagationBidirectional),
+        Some("Bidirectional") => {
+            Err("Bidirectional mount propagation is only allowed for privileged containers".into())
+        }
+        Some(other) => Err(format!("invalid mountPropagation {other:?}")),
+    }
+}

@@ -1,0 +1,535 @@
+//! What kubelet does, on a real containerd (issue #15): native sidecars,
+//! pod-level resources, admission refusals, the security defaults in the
+//! OCI spec, and the pruning of dead init containers.
+//!
+//! Each test starts a private containerd and the picolet binary
+//! (tests/harness), writes static pod manifests, and checks what picolet
+//! reports on its admin socket against what containerd recorded
+//! (`ctr containers info`: the OCI spec the runtime was asked for) and what
+//! the kernel holds (cgroup files). Expectations come from Kubernetes'
+//! documented behaviour. Waits are polls for an event; no test asserts on
+//! timing.
+
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use harness::{wait_until, Containerd, Picolet};
+use picolet::cri::{api, Runtime};
+use serde_json::Value;
+
+const LONG: Duration = Duration::from_secs(150);
+
+fn status_of<'a>(pod: &'a Value, list: &str, name: &str) -> Option<&'a Value> {
+    pod["status"][list]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == name)
+}
+
+fn id_of(status: &Value) -> String {
+    status["containerID"]
+        .as_str()
+        .and_then(|s| s.split_once("://"))
+        .map(|(_, id)| id.to_string())
+        .unwrap_or_default()
+}
+
+fn cri_containers(c: &Containerd) -> Vec<api::Container> {
+    let socket = picolet::cri::socket_path(&c.endpoint()).expect("unix endpoint");
+    let rt = Runtime::new(socket, Duration::from_secs(30));
+    picolet::rt::block_on(rt.list_containers(api::ListContainersRequest::default()))
+        .expect("ListContainers")
+        .containers
+}
+
+/// The OCI spec containerd recorded for a container.
+fn oci_spec(c: &Containerd, id: &str) -> Value {
+    let out = c.ctr_ok(&["containers", "info", id]);
+    let info: Value = serde_json::from_str(&out).expect("ctr containers info prints JSON");
+    info["Spec"].clone()
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// A pod the admin socket lists with phase `phase`.
+fn wait_phase(p: &Picolet, name: &str, phase: &str) -> Value {
+    wait_until(&format!("pod {name} in phase {phase}"), LONG, || {
+        p.find_pod(name)
+            .filter(|pod| pod["status"]["phase"] == phase)
+    })
+}
+
+/// The container of the pod named `name` runs; returns the pod.
+fn wait_container_running(p: &Picolet, pod: &str, list: &str, name: &str) -> Value {
+    wait_until(&format!("{pod}/{name} running"), LONG, || {
+        let v = p.find_pod(pod)?;
+        status_of(&v, list, name)?["state"]["running"]
+            .is_object()
+            .then_some(v.clone())
+    })
+}
+
+#[test]
+fn a_sidecar_starts_first_restarts_and_stops_after_the_app_container() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    let host = tempfile::tempdir().expect("host dir");
+    let out = host.path().display().to_string();
+    // The sidecar fails once (its marker is in the emptyDir), then runs; both
+    // containers write who stopped when they get SIGTERM.
+    let manifest = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: sidecar}}
+spec:
+  terminationGracePeriodSeconds: 20
+  initContainers:
+  - name: log-shipper
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    restartPolicy: Always
+    startupProbe:
+      exec: {{command: ["test", "-f", "/data/shipper-up"]}}
+      periodSeconds: 1
+      failureThreshold: 30
+    command: ["sh", "-c", "if [ ! -f /data/failed-once ]; then touch /data/failed-once; exit 3; fi; touch /data/shipper-up; trap 'echo log-shipper >> /out/order; exit 0' TERM; while true; do sleep 1; done"]
+    volumeMounts: [{{name: data, mountPath: /data}}, {{name: out, mountPath: /out}}]
+  containers:
+  - name: app
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "trap 'echo app >> /out/order; exit 0' TERM; while true; do sleep 1; done"]
+    volumeMounts: [{{name: out, mountPath: /out}}]
+  volumes:
+  - {{name: data, emptyDir: {{}}}}
+  - name: out
+    hostPath: {{path: {out}}}
+"#
+    );
+    p.write_manifest("sidecar", &manifest);
+
+    // Native sidecar: the sidecar's first exit restarts it (restartCount 1);
+    // the app container is created once the sidecar started (its startup
+    // probe passed).
+    let pod = wait_until("the sidecar restarted once and the app runs", LONG, || {
+        let v = p.find_pod("sidecar")?;
+        let s = status_of(&v, "initContainerStatuses", "log-shipper")?;
+        let a = status_of(&v, "containerStatuses", "app")?;
+        (s["restartCount"] == 1
+            && s["state"]["running"].is_object()
+            && a["state"]["running"].is_object())
+        .then_some(v.clone())
+    });
+    assert_eq!(pod["status"]["phase"], "Running", "{pod}");
+    let init = pod["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Initialized")
+        .cloned()
+        .unwrap();
+    assert_eq!(init["status"], "True", "{pod}");
+    let sidecar = status_of(&pod, "initContainerStatuses", "log-shipper").unwrap();
+    assert_eq!(sidecar["started"], true);
+    assert_eq!(sidecar["ready"], true);
+    assert_eq!(sidecar["lastState"]["terminated"]["exitCode"], 3);
+    let app = status_of(&pod, "containerStatuses", "app").unwrap();
+    assert_eq!(
+        app["restartCount"], 0,
+        "the app container was never restarted"
+    );
+    // Started in order: the app container waited for the sidecar's startup
+    // probe, which passes only in its second run.
+    let sidecar_start = sidecar["state"]["running"]["startedAt"].as_str().unwrap();
+    let app_start = app["state"]["running"]["startedAt"].as_str().unwrap();
+    assert!(sidecar_start <= app_start, "{pod}");
+
+    // oom_score_adj: the sidecar matches or falls below the app container
+    // (both BestEffort here: 1000).
+    let sidecar_spec = oci_spec(&c, &id_of(sidecar));
+    let app_spec = oci_spec(&c, &id_of(app));
+    assert_eq!(app_spec["process"]["oomScoreAdj"], 1000);
+    assert_eq!(sidecar_spec["process"]["oomScoreAdj"], 1000);
+
+    // Termination: the app container stops first, then the sidecar.
+    p.remove_manifest("sidecar");
+    wait_until("the pod is gone", LONG, || {
+        p.find_pod("sidecar").is_none().then_some(())
+    });
+    assert_eq!(
+        read(&host.path().join("order")),
+        "app\nlog-shipper\n",
+        "stop order"
+    );
+}
+
+#[test]
+fn pod_level_resources_reach_the_containers_the_pod_cgroup_and_the_qos_class() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    p.write_manifest(
+        "podres",
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: podres}
+spec:
+  terminationGracePeriodSeconds: 2
+  resources:
+    requests: {memory: 100Mi}
+    limits: {cpu: "1", memory: 200Mi}
+  containers:
+  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "100000"]
+"#,
+    );
+    let pod = wait_container_running(&p, "podres", "containerStatuses", "main");
+    // The pod-level cpu request defaults from its limit; memory requests
+    // less than its limit: Burstable.
+    assert_eq!(pod["status"]["qosClass"], "Burstable", "{pod}");
+    let main = status_of(&pod, "containerStatuses", "main").unwrap();
+    let spec = oci_spec(&c, &id_of(main));
+    let res = &spec["linux"]["resources"];
+    assert_eq!(res["cpu"]["shares"], 1024, "{res}");
+    assert_eq!(res["cpu"]["quota"], 100_000, "{res}");
+    assert_eq!(res["cpu"]["period"], 100_000, "{res}");
+    assert_eq!(res["memory"]["limit"], 209_715_200, "{res}");
+    // kubelet's formula: the container requests nothing itself, so it gets
+    // the pod's unclaimed 100Mi: 1000 - 1000 * 100Mi / MemTotal. The test
+    // containerd restricts oom_score_adj to its own (restrict_oom_score_adj).
+    let mem_total: i64 = read(Path::new("/proc/meminfo"))
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<i64>().ok())
+        .expect("MemTotal")
+        * 1024;
+    let want = (1000 - 1000 * (100 << 20) / mem_total).clamp(3, 999);
+    let floor: i64 = read(Path::new("/proc/self/oom_score_adj"))
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    assert_eq!(spec["process"]["oomScoreAdj"], want.max(floor), "{spec}");
+
+    // The container hash is in kubelet's form.
+    let hash = cri_containers(&c)
+        .into_iter()
+        .find(|x| x.id == id_of(main))
+        .and_then(|x| x.annotations.get("io.kubernetes.container.hash").cloned())
+        .unwrap_or_default();
+    assert!(
+        (1..=8).contains(&hash.len())
+            && hash
+                .chars()
+                .all(|ch| ch.is_ascii_hexdigit() && !ch.is_ascii_uppercase()),
+        "hash {hash:?}"
+    );
+
+    // The pod cgroup carries the pod's memory limit.
+    let uid = pod["metadata"]["uid"].as_str().unwrap();
+    let rel = format!(
+        "{}/kubepods/burstable/pod{uid}",
+        p.cgroup_root().trim_start_matches('/')
+    );
+    let (dir, file) = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        (PathBuf::from("/sys/fs/cgroup").join(&rel), "memory.max")
+    } else {
+        (
+            PathBuf::from("/sys/fs/cgroup/memory").join(&rel),
+            "memory.limit_in_bytes",
+        )
+    };
+    assert_eq!(
+        read(&dir.join(file)).trim(),
+        "209715200",
+        "{}",
+        dir.display()
+    );
+}
+
+/// Checks that picolet refused `name` with `reason`, says so in its log,
+/// and created nothing for it.
+fn assert_refused(c: &Containerd, p: &Picolet, name: &str, reason: &str, message: &str) {
+    let pod = wait_phase(p, name, "Failed");
+    assert_eq!(pod["status"]["reason"], reason, "{pod}");
+    let got = pod["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        got.starts_with("Pod was rejected: ") && got.contains(message),
+        "{name}: {got:?} should contain {message:?}"
+    );
+    let uid = pod["metadata"]["uid"].as_str().unwrap().to_string();
+    assert!(
+        p.log().contains(&format!("reason {reason}")),
+        "the log says why {name} was refused"
+    );
+    assert!(!cri_containers(c)
+        .iter()
+        .any(|x| x.labels.get("io.kubernetes.pod.uid") == Some(&uid)));
+}
+
+fn busybox_pod(name: &str, spec_extra: &str, container_extra: &str, meta_extra: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}{meta_extra}}}\nspec:\n  terminationGracePeriodSeconds: 2\n{spec_extra}  containers:\n  - name: main\n    image: busybox\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"100000\"]\n{container_extra}"
+    )
+}
+
+#[test]
+fn pods_the_node_cannot_honour_are_refused_with_kubelets_reasons() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let other_arch = if arch == "s390x" { "amd64" } else { "s390x" };
+    p.write_manifest(
+        "wrong-arch",
+        &busybox_pod(
+            "wrong-arch",
+            &format!("  nodeSelector: {{kubernetes.io/arch: {other_arch}}}\n"),
+            "",
+            "",
+        ),
+    );
+    p.write_manifest(
+        "wrong-node",
+        &busybox_pod(
+            "wrong-node",
+            "  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n        - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [elsewhere]}]\n",
+            "",
+            "",
+        ),
+    );
+    p.write_manifest(
+        "strict-groups",
+        &busybox_pod(
+            "strict-groups",
+            "  securityContext: {supplementalGroupsPolicy: Strict}\n",
+            "",
+            "",
+        ),
+    );
+    p.write_manifest(
+        "userns",
+        &busybox_pod("userns", "  hostUsers: false\n", "", ""),
+    );
+    // This node's own labels are matched: it runs.
+    p.write_manifest(
+        "right-node",
+        &busybox_pod(
+            "right-node",
+            &format!(
+                "  nodeSelector: {{kubernetes.io/hostname: {}, kubernetes.io/os: linux, kubernetes.io/arch: {arch}}}\n",
+                p.hostname()
+            ),
+            "",
+            "",
+        ),
+    );
+    let apparmor = read(Path::new("/sys/module/apparmor/parameters/enabled")).starts_with('Y')
+        && Path::new("/sys/kernel/security/apparmor").exists();
+    if !apparmor {
+        p.write_manifest(
+            "confined",
+            &busybox_pod(
+                "confined",
+                "",
+                "    securityContext: {appArmorProfile: {type: RuntimeDefault}}\n",
+                "",
+            ),
+        );
+    }
+
+    wait_container_running(&p, "right-node", "containerStatuses", "main");
+    assert_refused(
+        &c,
+        &p,
+        "wrong-arch",
+        "NodeAffinity",
+        "Predicate NodeAffinity failed",
+    );
+    assert_refused(
+        &c,
+        &p,
+        "wrong-node",
+        "NodeAffinity",
+        "Predicate NodeAffinity failed",
+    );
+    // containerd 1.6 reports neither feature in its CRI status.
+    assert_refused(
+        &c,
+        &p,
+        "strict-groups",
+        "SupplementalGroupsPolicyNotSupported",
+        "SupplementalGroupsPolicy=Strict is not supported in this node",
+    );
+    assert_refused(
+        &c,
+        &p,
+        "userns",
+        "UserNamespacesNotSupported",
+        "does not support user namespaces",
+    );
+    if !apparmor {
+        assert_refused(
+            &c,
+            &p,
+            "confined",
+            "AppArmor",
+            "Cannot enforce AppArmor: AppArmor is not enabled on the host",
+        );
+    }
+}
+
+#[test]
+fn the_oci_spec_has_kubelets_masked_paths_swap_limit_and_hugepage_limits() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    p.write_manifest(
+        "defaults",
+        &busybox_pod(
+            "defaults",
+            "",
+            "    resources: {requests: {memory: 32Mi}, limits: {memory: 64Mi}}\n",
+            "",
+        ),
+    );
+    p.write_manifest(
+        "unmasked",
+        &busybox_pod(
+            "unmasked",
+            "",
+            "    securityContext: {procMount: Unmasked}\n",
+            "",
+        ),
+    );
+    let pod = wait_container_running(&p, "defaults", "containerStatuses", "main");
+    let spec = oci_spec(
+        &c,
+        &id_of(status_of(&pod, "containerStatuses", "main").unwrap()),
+    );
+    let list = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect()
+    };
+    let masked = list(&spec["linux"]["maskedPaths"]);
+    for path in picolet::pod::spec::DEFAULT_MASKED_PATHS {
+        assert!(masked.iter().any(|m| m == path), "{path} in {masked:?}");
+    }
+    assert!(masked.iter().any(|m| m == "/proc/interrupts"));
+    let readonly = list(&spec["linux"]["readonlyPaths"]);
+    for path in picolet::pod::spec::DEFAULT_READONLY_PATHS {
+        assert!(readonly.iter().any(|m| m == path), "{path} in {readonly:?}");
+    }
+
+    // Swap: on cgroup v1 with a swap controller the swap limit is the
+    // memory limit; on v2, memory.swap.max is 0 (NoSwap).
+    let mem = &spec["linux"]["resources"]["memory"];
+    assert_eq!(mem["limit"], 64 << 20, "{mem}");
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        let unified = &spec["linux"]["resources"]["unified"];
+        if !unified.is_null() {
+            assert_eq!(unified["memory.swap.max"], "0", "{unified}");
+        }
+    } else if Path::new("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").exists() {
+        assert_eq!(mem["swap"], 64 << 20, "{mem}");
+    }
+
+    // Hugepages: picolet found every size the node has and sends each a
+    // limit of 0. containerd records them only with its hugetlb controller
+    // enabled (`disable_hugetlb_controller = false`; its default drops
+    // them): then every size is there, at 0.
+    let sizes: Vec<String> = std::fs::read_dir("/sys/kernel/mm/hugepages")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let line = p
+        .log()
+        .lines()
+        .find(|l| l.contains("hugepage sizes"))
+        .map(str::to_string)
+        .unwrap_or_default();
+    for size in &sizes {
+        let kb: u64 = size
+            .trim_start_matches("hugepages-")
+            .trim_end_matches("kB")
+            .parse()
+            .expect("hugepages-<n>kB");
+        let name = picolet::pod::spec::hugepage_unit_size(kb * 1024).expect("a page size");
+        assert!(line.contains(&name), "{name} in {line:?}");
+    }
+    if let Some(limits) = spec["linux"]["resources"]["hugepageLimits"].as_array() {
+        assert_eq!(limits.len(), sizes.len(), "{limits:?} for {sizes:?}");
+        for l in limits {
+            assert_eq!(l["limit"], 0, "{l}");
+        }
+    }
+
+    // procMount: Unmasked asks for none of it.
+    let pod = wait_container_running(&p, "unmasked", "containerStatuses", "main");
+    let spec = oci_spec(
+        &c,
+        &id_of(status_of(&pod, "containerStatuses", "main").unwrap()),
+    );
+    let masked = list(&spec["linux"]["maskedPaths"]);
+    assert!(
+        !masked.iter().any(|m| m == "/proc/interrupts"),
+        "{masked:?}"
+    );
+}
+
+#[test]
+fn only_the_newest_exited_instance_of_an_init_container_is_kept() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    // The init container fails twice, then succeeds (its count is kept in
+    // an emptyDir, which outlives container restarts).
+    p.write_manifest(
+        "flaky-init",
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: flaky-init}
+spec:
+  terminationGracePeriodSeconds: 2
+  initContainers:
+  - name: flaky
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "n=$(cat /data/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /data/n; [ $n -ge 3 ]"]
+    volumeMounts: [{name: data, mountPath: /data}]
+  containers:
+  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "100000"]
+  volumes:
+  - {name: data, emptyDir: {}}
+"#,
+    );
+    let pod = wait_container_running(&p, "flaky-init", "containerStatuses", "main");
+    let flaky = status_of(&pod, "initContainerStatuses", "flaky").unwrap();
+    assert_eq!(flaky["restartCount"], 2, "{pod}");
+    assert_eq!(flaky["state"]["terminated"]["exitCode"], 0, "{pod}");
+    let uid = pod["metadata"]["uid"].as_str().unwrap().to_string();
+    wait_until("one instance of the init container is left", LONG, || {
+        let n = cri_containers(&c)
+            .iter()
+            .filter(|x| {
+                x.labels.get("io.kubernetes.pod.uid") == Some(&uid)
+                    && x.metadata.as_ref().is_some_and(|m| m.name == "flaky")
+            })
+            .count();
+        (n == 1).then_some(())
+    });
+}
