@@ -76,6 +76,7 @@ test: test-host
 # runtimes, cgroups, CNI), each run timed.
 test-host: deps images
 	$(CARGO) test --lib --bins -- --test-threads=$(TEST_THREADS)
+	$(CARGO) test $(foreach t,$(RUNTIME_FREE_TESTS),--test $(t)) -- --test-threads=$(TEST_THREADS)
 	@for rt in $(TEST_RUNTIMES); do \
 	  $(MAKE) --no-print-directory test-integration TEST_RUNTIME=$$rt || exit 1; \
 	done
@@ -84,10 +85,14 @@ test-host: deps images
 # hold only on one runtime says so in its name (`..._only_on_crio`; see
 # tests/harness/runtime.rs) and is skipped, by name, on the others.
 TEST_RUNTIME ?= containerd
+# Test files that start no container runtime (the control plane harness's
+# own tests) run once, not once per runtime.
+RUNTIME_FREE_TESTS := control_plane
+RUNTIME_TESTS := $(filter-out $(RUNTIME_FREE_TESTS),$(basename $(notdir $(wildcard tests/*.rs))))
 test-integration:
 	@echo "== integration tests on $(TEST_RUNTIME)"
 	@start=$$(date +%s); \
-	PICOLET_TEST_RUNTIME=$(TEST_RUNTIME) $(CARGO) test --test '*' -- \
+	PICOLET_TEST_RUNTIME=$(TEST_RUNTIME) $(CARGO) test $(foreach t,$(RUNTIME_TESTS),--test $(t)) -- \
 	  --test-threads=$(TEST_THREADS) \
 	  $(foreach r,$(filter-out $(TEST_RUNTIME),$(ALL_RUNTIMES)),--skip only_on_$(r)); \
 	echo "== integration tests on $(TEST_RUNTIME): passed in $$(( $$(date +%s) - start ))s"
