@@ -27,7 +27,7 @@ DEB_PACKAGES := containerd runc containernetworking-plugins busybox-static \
                 conmon skopeo libseccomp2 libgpgme11 libsqlite3-0 libassuan0 \
                 libgpg-error0 xz-utils openssl curl ca-certificates
 
-.PHONY: all build test test-full test-host test-integration deps images clean clean-images demo bench
+.PHONY: all build test test-full test-host test-integration deps images clean clean-images demo demo-cluster bench
 
 all: build
 
@@ -113,6 +113,22 @@ demo: deps
 	@echo "demo: building picolet (cargo build --release; the first build takes a few minutes)"
 	@$(MAKE) --no-print-directory build
 	DEMO_IMAGES=$(abspath $(TEST_IMAGES)) bash examples/demo.sh
+
+# picolet as a node of a real cluster: etcd, kube-apiserver,
+# kube-controller-manager and kube-scheduler from $KUBE_ASSETS or
+# ../shared/kube, a private containerd, the release picolet joined with a
+# node credential, and `kubectl create deployment` running on it
+# (examples/demo_cluster.rs, on the integration tests' harness). Ctrl-C
+# cleans everything up; DEMO_WAIT=0 stops after showing the pods.
+demo-cluster: deps
+	@echo "demo-cluster: building the busybox and pause images into $(TEST_IMAGES)"
+	@$(MAKE) --no-print-directory images IMAGES="busybox pause"
+	@echo "demo-cluster: building picolet (cargo build --release)"
+	@$(MAKE) --no-print-directory build
+	@echo "demo-cluster: building the demo driver (cargo build --example demo_cluster)"
+	$(CARGO) build --example demo_cluster
+	PICOLET_BIN=$(CURDIR)/target/release/picolet PICOLET_TEST_IMAGES=$(abspath $(TEST_IMAGES)) \
+	  $(CURDIR)/target/debug/examples/demo_cluster
 
 # Footprint and speed on real parts, printed as a table (tests/bench.rs),
 # of the static musl build the boards ship (BENCH_TARGET=host: the glibc one).

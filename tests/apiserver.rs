@@ -49,9 +49,12 @@ fn condition(obj: &Value, kind: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// An API pod: `busybox` is `:latest`, so the API server defaults its pull
+/// policy to Always; no registry is reachable here, so it runs only by the
+/// offline image fallback (the image is on the node).
 fn api_pod_yaml(name: &str, node: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  nodeName: {node}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: main\n    image: docker.io/library/busybox:latest\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"100000\"]\n    readinessProbe:\n      exec: {{command: [\"true\"]}}\n      periodSeconds: 1\n"
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  nodeName: {node}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: main\n    image: busybox\n    command: [\"sleep\", \"100000\"]\n    readinessProbe:\n      exec: {{command: [\"true\"]}}\n      periodSeconds: 1\n"
     )
 }
 

@@ -39,6 +39,9 @@ pub struct AgentConfig {
     pub admin_socket: PathBuf,
     pub node_labels: BTreeMap<String, String>,
     pub memory_swap_behavior: SwapBehavior,
+    /// `--offline-image-fallback`: run a present image when its pull fails
+    /// for a network reason.
+    pub offline_image_fallback: bool,
 }
 
 /// A configuration the agent cannot run with.
@@ -77,6 +80,7 @@ impl AgentConfig {
             admin_socket: cfg.admin_socket.clone(),
             node_labels: cfg.node_labels.clone(),
             memory_swap_behavior: cfg.memory_swap_behavior,
+            offline_image_fallback: cfg.offline_image_fallback,
         })
     }
 

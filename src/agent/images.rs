@@ -6,6 +6,14 @@
 //! Failures come back as the container's [`Waiting`] reason
 //! (`ErrImagePull`, `ImagePullBackOff`, `ErrImageNeverPull`,
 //! `ErrImageInspect`). It must not know pods beyond the container spec.
+//!
+//! Offline, picolet does better than kubelet: with `imagePullPolicy:
+//! Always` (the default for `:latest`) a pull that fails for a network
+//! reason ([`is_network_failure`]) runs the image already on the node, and
+//! says so in the log, instead of stranding the board's workloads after a
+//! reboot with the uplink down. An answer from the registry (unauthorized,
+//! not found) is never overridden. `--offline-image-fallback=false` turns
+//! this off.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -76,7 +84,7 @@ impl<R: RuntimeService> Agent<R> {
                 })
             }
         };
-        match (policy, present) {
+        match (policy, present.clone()) {
             ("Never", Some(id)) | ("IfNotPresent", Some(id)) => return Ok(id),
             ("Never", None) => {
                 return Err(Waiting {
@@ -127,6 +135,17 @@ impl<R: RuntimeService> Agent<R> {
                 }
             }
             Err(e) => {
+                if let Some(id) = present
+                    .filter(|_| self.cfg.offline_image_fallback && is_network_failure(&e.message()))
+                {
+                    log::warn!(
+                        "pulling image {image} for pod {} failed for a network reason ({}); \
+                         running the image already on the node",
+                        full_name(pod),
+                        e.message()
+                    );
+                    return Ok(id);
+                }
                 self.images.backoff.borrow_mut().next(&key, now);
                 self.images.failed_at.borrow_mut().insert(key, now);
                 Err(Waiting {
@@ -134,6 +153,63 @@ impl<R: RuntimeService> Agent<R> {
                     message: format!("pulling image \"{user}\": {}", e.message()),
                 })
             }
+        }
+    }
+}
+
+/// Whether a failed pull's message says the registry could not be reached
+/// (DNS, connect, timeout, TLS), as opposed to an answer from it
+/// (unauthorized, denied, not found). Both runtimes report pull failures
+/// with the gRPC code `Unknown`, so only the message tells; an answer from
+/// the registry wins over any network wording in the same message.
+pub fn is_network_failure(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    const ANSWERS: &[&str] = &[
+        "unauthorized",
+        "authentication required",
+        "denied",
+        "forbidden",
+        "not found",
+        "manifest unknown",
+        "name unknown",
+        "no match for platform",
+    ];
+    const NETWORK: &[&str] = &[
+        "dial tcp",
+        "no such host",
+        "i/o timeout",
+        "connection refused",
+        "connection reset",
+        "network is unreachable",
+        "no route to host",
+        "temporary failure in name resolution",
+        "server misbehaving",
+        "tls handshake timeout",
+        "context deadline exceeded",
+        "timeout exceeded while awaiting headers",
+        "unexpected eof",
+    ];
+    !ANSWERS.iter().any(|a| m.contains(a)) && NETWORK.iter().any(|n| m.contains(n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_network_failure;
+
+    #[test]
+    fn an_unreachable_registry_is_a_network_failure_but_its_answers_are_not() {
+        let cases = [
+            ("failed to resolve reference \"docker.io/library/busybox:latest\": failed to do request: Head \"https://registry-1.docker.io/v2/library/busybox/manifests/latest\": dial tcp: lookup registry-1.docker.io on 127.0.0.53:53: no such host", true),
+            ("pinging container registry registry-1.docker.io: Get \"https://registry-1.docker.io/v2/\": dial tcp 54.1.2.3:443: i/o timeout", true),
+            ("dial tcp 10.0.0.1:5000: connect: connection refused", true),
+            ("Get \"https://r.example/v2/\": net/http: TLS handshake timeout", true),
+            ("failed to resolve reference \"r.example/app:1\": pull access denied, repository does not exist or may require authorization: server message: insufficient_scope: authorization failed", false),
+            ("failed to resolve reference \"docker.io/library/nope:1\": docker.io/library/nope:1: not found", false),
+            ("unexpected status from HEAD request: 401 Unauthorized", false),
+            ("rpc error: code = Unknown desc = something else entirely", false),
+        ];
+        for (message, network) in cases {
+            assert_eq!(is_network_failure(message), network, "{message}");
         }
     }
 }

@@ -65,6 +65,7 @@ impl Node {
             admin_socket: root.join("admin.sock"),
             node_labels: Default::default(),
             memory_swap_behavior: Default::default(),
+            offline_image_fallback: true,
         };
         let host = HostFacts {
             host_ip: "192.0.2.10".into(),

@@ -608,7 +608,12 @@ pub fn container_status(pod: &serde_json::Value, name: &str) -> serde_json::Valu
 pub fn picolet_bin() -> PathBuf {
     std::env::var_os("PICOLET_BIN")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_picolet")))
+        .unwrap_or_else(|| match option_env!("CARGO_BIN_EXE_picolet") {
+            Some(bin) => PathBuf::from(bin),
+            // Outside an integration test (`make demo-cluster`): the release
+            // build.
+            None => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/picolet"),
+        })
 }
 
 fn manifest_file_name(name: &str) -> String {
