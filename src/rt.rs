@@ -11,9 +11,15 @@
 //! drive HTTP/2 connection futures, a [`Timer`](hyper::rt::Timer) for
 //! keep-alive PINGs, and byte streams implementing its own `Read`/`Write`.
 //! [`LocalExec`], [`SmolTimer`] and [`Io`] provide those on top of smol.
+//!
+//! The starvation watchdog lives here too: every task's polls are timed, a
+//! poll over [`SLOW_POLL`] is logged with the place the task was spawned,
+//! and the longest one is kept for `/metrics`.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::io;
+use std::panic::Location;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -25,9 +31,63 @@ thread_local! {
     static EXECUTOR: LocalExecutor<'static> = const { LocalExecutor::new() };
 }
 
-/// Spawns a task on this thread's executor.
+/// A poll that holds the thread longer than this is logged with the place
+/// its task was spawned: on one thread, it stalled every probe, the PLEG and
+/// the admin socket meanwhile.
+pub const SLOW_POLL: Duration = Duration::from_millis(100);
+
+thread_local! {
+    /// The longest single poll of any task so far, and where that task was
+    /// spawned.
+    static LONGEST_POLL: Cell<(Duration, Option<&'static Location<'static>>)> =
+        const { Cell::new((Duration::ZERO, None)) };
+}
+
+/// The longest time one poll of one task held the executor, and where that
+/// task was spawned (`picolet_executor_longest_poll_seconds`).
+pub fn longest_poll() -> (Duration, Option<&'static Location<'static>>) {
+    LONGEST_POLL.with(Cell::get)
+}
+
+/// Spawns a task on this thread's executor. Every poll of it is timed (two
+/// clock reads): see [`SLOW_POLL`] and [`longest_poll`].
+#[track_caller]
 pub fn spawn<T: 'static>(future: impl Future<Output = T> + 'static) -> Task<T> {
-    EXECUTOR.with(|ex| ex.spawn(future))
+    let at = Location::caller();
+    EXECUTOR.with(|ex| ex.spawn(Watched { inner: future, at }))
+}
+
+/// A task's future, timed at every poll.
+struct Watched<F> {
+    inner: F,
+    at: &'static Location<'static>,
+}
+
+impl<F: Future> Future for Watched<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let at = self.at;
+        // SAFETY: `inner` is never moved out of the pinned `Watched`.
+        let inner = unsafe { self.map_unchecked_mut(|w| &mut w.inner) };
+        let start = Instant::now();
+        let out = inner.poll(cx);
+        let took = start.elapsed();
+        LONGEST_POLL.with(|l| {
+            if took > l.get().0 {
+                l.set((took, Some(at)));
+            }
+        });
+        if took > SLOW_POLL {
+            log::warn!(
+                "a task spawned at {}:{} held the executor for {} ms",
+                at.file(),
+                at.line(),
+                took.as_millis()
+            );
+        }
+        out
+    }
 }
 
 /// Runs `future` to completion, driving every spawned task meanwhile.
@@ -57,6 +117,7 @@ impl<F> hyper::rt::Executor<F> for LocalExec
 where
     F: Future + 'static,
 {
+    #[track_caller]
     fn execute(&self, future: F) {
         spawn(future).detach();
     }
@@ -156,5 +217,22 @@ mod tests {
         let me = std::thread::current().id();
         let id = block_on(spawn(async { std::thread::current().id() }));
         assert_eq!(me, id);
+    }
+}
+
+#[cfg(test)]
+mod watchdog_tests {
+    use super::*;
+
+    #[test]
+    fn a_task_that_holds_the_thread_is_measured_with_where_it_was_spawned() {
+        let line = line!() + 2;
+        block_on(async {
+            spawn(async { std::thread::sleep(Duration::from_millis(5)) }).await;
+        });
+        let (took, at) = longest_poll();
+        assert!(took >= Duration::from_millis(5));
+        let at = at.expect("the spawning place");
+        assert_eq!((at.file(), at.line()), (file!(), line));
     }
 }

@@ -140,6 +140,15 @@ impl<R: RuntimeService> Agent<R> {
     pub fn metrics(&self) -> String {
         let mut out = String::new();
         self.probe_metrics.borrow().render(&mut out);
+        let (longest, _) = crate::rt::longest_poll();
+        out.push_str(
+            "# HELP picolet_executor_longest_poll_seconds The longest time one poll of one task held the executor thread.\n\
+             # TYPE picolet_executor_longest_poll_seconds gauge\n",
+        );
+        out.push_str(&format!(
+            "picolet_executor_longest_poll_seconds {:.6}\n",
+            longest.as_secs_f64()
+        ));
         out
     }
 }
