@@ -15,7 +15,7 @@
 //! and the tests start the cluster the same way.
 
 #[path = "../tests/harness/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod harness;
 
 use std::time::Duration;
