@@ -23,7 +23,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
-use serde::Deserialize;
 
 /// Errors loading a kubeconfig.
 #[derive(Debug, thiserror::Error)]
@@ -156,90 +155,153 @@ pub struct Kubeconfig {
 }
 
 // --- the file format ------------------------------------------------------------
+//
+// Read through `serde_yaml_ng::Value` (which the static pod source already
+// links) rather than derived structs: no second YAML deserializer in the
+// binary, and a type error names the field.
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
+use serde_yaml_ng::Value;
+
+#[derive(Default)]
 struct RawConfig {
-    #[serde(default)]
-    clusters: Option<Vec<RawNamedCluster>>,
-    #[serde(default)]
-    users: Option<Vec<RawNamedUser>>,
-    #[serde(default)]
-    contexts: Option<Vec<RawNamedContext>>,
-    #[serde(default)]
+    clusters: Vec<RawNamed<RawCluster>>,
+    users: Vec<RawNamed<RawUser>>,
+    contexts: Vec<RawNamed<RawContext>>,
     current_context: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct RawNamedCluster {
-    #[serde(default)]
+struct RawNamed<T> {
     name: String,
-    #[serde(default)]
-    cluster: RawCluster,
+    item: T,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Default)]
 struct RawCluster {
-    #[serde(default)]
     server: Option<String>,
-    #[serde(default)]
     certificate_authority: Option<String>,
-    #[serde(default)]
     certificate_authority_data: Option<String>,
-    #[serde(default)]
     insecure_skip_tls_verify: Option<bool>,
-    #[serde(default)]
     tls_server_name: Option<String>,
-    #[serde(default)]
     proxy_url: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct RawNamedUser {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    user: RawUser,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Default)]
 struct RawUser {
-    #[serde(default)]
     client_certificate: Option<String>,
-    #[serde(default)]
     client_certificate_data: Option<String>,
-    #[serde(default)]
     client_key: Option<String>,
-    #[serde(default)]
     client_key_data: Option<String>,
-    #[serde(default)]
     token: Option<String>,
-    #[serde(default, rename = "tokenFile")]
     token_file: Option<String>,
-    #[serde(default)]
     username: Option<String>,
-    #[serde(default)]
-    exec: Option<serde_yaml_ng::Value>,
-    #[serde(default)]
-    auth_provider: Option<serde_yaml_ng::Value>,
+    exec: bool,
+    auth_provider: bool,
 }
 
-#[derive(Deserialize)]
-struct RawNamedContext {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    context: RawContext,
-}
-
-#[derive(Deserialize, Default)]
+#[derive(Default)]
 struct RawContext {
-    #[serde(default)]
     cluster: String,
-    #[serde(default)]
     user: String,
+}
+
+/// (field, message) of a type error.
+type FieldError = (String, String);
+
+fn string(v: &Value, key: &str, at: &str) -> Result<Option<String>, FieldError> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err((join(at, key), "must be a string".into())),
+    }
+}
+
+fn boolean(v: &Value, key: &str, at: &str) -> Result<Option<bool>, FieldError> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err((join(at, key), "must be true or false".into())),
+    }
+}
+
+fn present(v: &Value, key: &str) -> bool {
+    v.get(key).is_some_and(|x| !x.is_null())
+}
+
+fn join(at: &str, key: &str) -> String {
+    if at.is_empty() {
+        key.to_string()
+    } else {
+        format!("{at}.{key}")
+    }
+}
+
+/// The entries of a named list (`clusters`, `users`, `contexts`), each
+/// `{name, <item>: {...}}`.
+fn named<T>(
+    root: &Value,
+    list: &str,
+    item: &str,
+    parse: impl Fn(&Value, &str) -> Result<T, FieldError>,
+) -> Result<Vec<RawNamed<T>>, FieldError> {
+    let entries = match root.get(list) {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Sequence(s)) => s,
+        Some(_) => return Err((list.to_string(), "must be a list".into())),
+    };
+    let mut out = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let at = format!("{list}[{i}]");
+        let name = string(e, "name", &at)?.unwrap_or_default();
+        let at = join(&at, item);
+        let inner = match e.get(item) {
+            None | Some(Value::Null) => &Value::Null,
+            Some(v @ Value::Mapping(_)) => v,
+            Some(_) => return Err((at, "must be a mapping".into())),
+        };
+        out.push(RawNamed {
+            name,
+            item: parse(inner, &at)?,
+        });
+    }
+    Ok(out)
+}
+
+fn raw_config(root: &Value) -> Result<RawConfig, FieldError> {
+    if !matches!(root, Value::Mapping(_) | Value::Null) {
+        return Err((String::new(), "the document is not a mapping".into()));
+    }
+    Ok(RawConfig {
+        clusters: named(root, "clusters", "cluster", |v, at| {
+            Ok(RawCluster {
+                server: string(v, "server", at)?,
+                certificate_authority: string(v, "certificate-authority", at)?,
+                certificate_authority_data: string(v, "certificate-authority-data", at)?,
+                insecure_skip_tls_verify: boolean(v, "insecure-skip-tls-verify", at)?,
+                tls_server_name: string(v, "tls-server-name", at)?,
+                proxy_url: string(v, "proxy-url", at)?,
+            })
+        })?,
+        users: named(root, "users", "user", |v, at| {
+            Ok(RawUser {
+                client_certificate: string(v, "client-certificate", at)?,
+                client_certificate_data: string(v, "client-certificate-data", at)?,
+                client_key: string(v, "client-key", at)?,
+                client_key_data: string(v, "client-key-data", at)?,
+                token: string(v, "token", at)?,
+                token_file: string(v, "tokenFile", at)?,
+                username: string(v, "username", at)?,
+                exec: present(v, "exec"),
+                auth_provider: present(v, "auth-provider"),
+            })
+        })?,
+        contexts: named(root, "contexts", "context", |v, at| {
+            Ok(RawContext {
+                cluster: string(v, "cluster", at)?.unwrap_or_default(),
+                user: string(v, "user", at)?.unwrap_or_default(),
+            })
+        })?,
+        current_context: string(root, "current-context", "")?,
+    })
 }
 
 /// Reads and parses the kubeconfig at `path`. See [`parse`].
@@ -255,34 +317,35 @@ pub fn load(path: &Path, allow_insecure: bool) -> Result<Kubeconfig, KubeconfigE
 /// against `path`'s directory). `insecure-skip-tls-verify: true` is an
 /// error unless `allow_insecure`; when allowed it is logged as a warning.
 pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig, KubeconfigError> {
-    let raw: RawConfig = if text.trim().is_empty() {
-        RawConfig::default()
+    let err = |field: &str, message: &str| KubeconfigError::Field {
+        path: path.to_path_buf(),
+        field: field.to_string(),
+        message: message.to_string(),
+    };
+    let root: Value = if text.trim().is_empty() {
+        Value::Null
     } else {
         serde_yaml_ng::from_str(text).map_err(|source| KubeconfigError::Yaml {
             path: path.to_path_buf(),
             source,
         })?
     };
-    let err = |field: &str, message: &str| KubeconfigError::Field {
-        path: path.to_path_buf(),
-        field: field.to_string(),
-        message: message.to_string(),
-    };
+    let raw = raw_config(&root).map_err(|(f, m)| err(&f, &m))?;
     let dir = path.parent().unwrap_or(Path::new("."));
 
     let context = match raw.current_context.as_deref() {
         Some(c) if !c.is_empty() => c.to_string(),
         _ => return Err(err("current-context", "not set")),
     };
-    let contexts = raw.contexts.unwrap_or_default();
+    let contexts = raw.contexts;
     let (ci, ctx) = contexts
         .iter()
         .enumerate()
         .find(|(_, c)| c.name == context)
         .ok_or_else(|| err("current-context", &format!("no context named {context:?}")))?;
-    let ctx = &ctx.context;
+    let ctx = &ctx.item;
 
-    let clusters = raw.clusters.unwrap_or_default();
+    let clusters = raw.clusters;
     let (cli, cluster) = clusters
         .iter()
         .enumerate()
@@ -294,7 +357,7 @@ pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig
             )
         })?;
     let cf = |name: &str| format!("clusters[{cli}].cluster.{name}");
-    let cluster = &cluster.cluster;
+    let cluster = &cluster.item;
 
     let server = match cluster.server.as_deref() {
         Some(s) if !s.is_empty() => parse_server(s).map_err(|m| err(&cf("server"), &m))?,
@@ -341,7 +404,7 @@ pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig
     }
     let tls_server_name = cluster.tls_server_name.clone().filter(|s| !s.is_empty());
 
-    let users = raw.users.unwrap_or_default();
+    let users = raw.users;
     let (ui, user) = users
         .iter()
         .enumerate()
@@ -353,11 +416,11 @@ pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig
             )
         })?;
     let uf = |name: &str| format!("users[{ui}].user.{name}");
-    let user = &user.user;
-    if user.exec.is_some() {
+    let user = &user.item;
+    if user.exec {
         return Err(err(&uf("exec"), "credential plugins are not supported"));
     }
-    if user.auth_provider.is_some() {
+    if user.auth_provider {
         return Err(err(
             &uf("auth-provider"),
             "auth providers are not supported",
@@ -769,6 +832,34 @@ mod tests {
     fn malformed_yaml_is_an_error_naming_the_file() {
         let e = parse_err("clusters: [\n", false);
         assert!(e.starts_with(&format!("kubeconfig {PATH}: ")), "{e}");
+    }
+
+    #[test]
+    fn a_field_of_the_wrong_type_is_named() {
+        let table = [
+            ("clusters: {}\n", "clusters: must be a list"),
+            (
+                "clusters:\n- name: a\n  cluster: [1]\n",
+                "clusters[0].cluster: must be a mapping",
+            ),
+            (
+                "clusters:\n- name: a\n  cluster: {insecure-skip-tls-verify: yes please}\n",
+                "clusters[0].cluster.insecure-skip-tls-verify: must be true or false",
+            ),
+            (
+                "users:\n- name: u\n  user: {token: [1]}\n",
+                "users[0].user.token: must be a string",
+            ),
+            (
+                "current-context: [x]\n",
+                "current-context: must be a string",
+            ),
+            ("- a\n", "the document is not a mapping"),
+        ];
+        for (text, want) in table {
+            let e = parse_err(text, false);
+            assert!(e.contains(want), "got {e:?}, want {want:?}");
+        }
     }
 
     #[test]
