@@ -376,6 +376,8 @@ mod tests {
             b"{\"type\":\"EXPLODED\",\"object\":{}}\n",
             b"{\"type\":\"ADDED\",\"object\":{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":{}}}\n",
             b"<html><title>502 Bad Gateway</title></html>\n",
+            b"{\"object\":{\"metadata\":{\"name\":\"a\"}},\"type\":\"ADDED\"}\n",
+            b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{}}} trailing\n",
         ];
         for line in table {
             let mut d = Decoder::default();
