@@ -12,7 +12,9 @@
 //!
 //! The PATCH body is a strategic merge patch of `status` with the pod's UID
 //! as a precondition (`metadata.uid`), as kubelet sends it, so a status
-//! never lands on a new pod that reuses the name. The final DELETE of a
+//! never lands on a new pod that reuses the name: kube-apiserver v1.36
+//! answers such a patch `422 Invalid` ("metadata.uid: field is
+//! immutable"); the caller then [`StatusQueue::forget`]s that UID. The final DELETE of a
 //! terminated pod is `gracePeriodSeconds: 0` with a UID precondition.
 
 use std::collections::BTreeMap;
@@ -179,8 +181,8 @@ impl StatusQueue {
         }
     }
 
-    /// The pod is gone (deleted, or the API server refused the UID
-    /// precondition): forget it.
+    /// The pod is gone (deleted: 404, or another pod has its name: the
+    /// UID precondition's 422): forget it.
     pub fn forget(&mut self, uid: &str) {
         self.pods.remove(uid);
     }
