@@ -308,12 +308,14 @@ mod tests {
             v,
             json!({"metadata": {"uid": "u\"2"}, "status": {"phase": "Pending"}})
         );
-        let mut s = PodStatus::default();
-        s.conditions = Some(vec![PodCondition {
-            type_: "Ready".into(),
-            status: "False".into(),
+        let s = PodStatus {
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".into(),
+                status: "False".into(),
+                ..Default::default()
+            }]),
             ..Default::default()
-        }]);
+        };
         let v: serde_json::Value = serde_json::from_slice(&status_patch("u", &s)).unwrap();
         assert_eq!(
             v["status"]["$setElementOrder/conditions"],
