@@ -90,15 +90,20 @@ impl Loaded {
     pub fn objects<K: DeserializeOwned>(&self, dir: &Path) -> Vec<K> {
         self.entries
             .iter()
-            .filter_map(|e| match serde_json::from_slice(&e.data) {
-                Ok(o) => Some(o),
-                Err(err) => {
-                    log::warn!(
-                        "cache {}: entry {} does not decode ({err}); it will be fetched again",
-                        dir.display(),
-                        e.key
-                    );
-                    None
+            .filter_map(|e| {
+                match std::str::from_utf8(&e.data)
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| serde_json::from_str(t).map_err(|e| e.to_string()))
+                {
+                    Ok(o) => Some(o),
+                    Err(err) => {
+                        log::warn!(
+                            "cache {}: entry {} does not decode ({err}); it will be fetched again",
+                            dir.display(),
+                            e.key
+                        );
+                        None
+                    }
                 }
             })
             .collect()

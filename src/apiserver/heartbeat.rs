@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::{Node, NodeStatus, Taint};
 use k8s_openapi::jiff::Timestamp;
 
 use super::lease;
-use super::node::{self, NodeFacts, Readiness, Resources};
+use super::node::{self, NodeFacts, NodeView, Readiness, Resources};
 use super::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
 use super::transport::{go_arch, Body, Client};
 use crate::config::{EvictionThreshold, KubeletConfig};
@@ -210,7 +210,7 @@ impl Heartbeat {
     }
 
     /// Registers the Node (retrying until it works) and returns it.
-    async fn register(&self) -> Node {
+    async fn register(&self) -> NodeView {
         let path = object_path::<Node>(None, &self.cfg.node_name);
         let mut delay = Duration::from_millis(100);
         let mut logged: Option<String> = None;
@@ -232,11 +232,11 @@ impl Heartbeat {
         }
     }
 
-    async fn try_register(&self, path: &str) -> Result<Node, String> {
+    async fn try_register(&self, path: &str) -> Result<NodeView, String> {
         let (code, body) = self.send(Method::GET, path, None).await?;
-        let decode = |body: &[u8]| {
-            serde_json::from_slice::<Node>(body).map_err(|e| format!("decoding the Node: {e}"))
-        };
+        // A NodeView, not a Node: the full Node deserializer stays out of
+        // the binary (see `node::NodeView`).
+        let decode = |body: &[u8]| decode_json::<NodeView>(body, "the Node");
         match code {
             StatusCode::OK => {
                 // It exists: make its labels ours (kubelet reconciles them).
@@ -289,7 +289,7 @@ impl Heartbeat {
         *self.node_uid.borrow_mut() = node.metadata.uid.clone();
         let me = self.clone();
         let _lease = rt::spawn(async move { me.lease_loop().await });
-        let mut last_posted: Option<NodeStatus> = node.status;
+        let mut last_posted: Option<NodeStatus> = Some(node.previous_status());
         let mut posted_at = Instant::now();
         let path = format!("{}/status", object_path::<Node>(None, &self.cfg.node_name));
         let mut logged: Option<String> = None;
@@ -375,7 +375,7 @@ impl Heartbeat {
     ) -> Result<Lease, String> {
         let uid = self.node_uid.borrow().clone();
         let name = &self.cfg.node_name;
-        let decode = |b: &[u8]| serde_json::from_slice::<Lease>(b).map_err(|e| e.to_string());
+        let decode = |b: &[u8]| decode_json::<Lease>(b, "the Lease");
         let known = match known {
             Some(l) => l,
             None => {
@@ -405,6 +405,13 @@ impl Heartbeat {
             c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
         }
     }
+}
+
+/// Decodes a reply with `serde_json::from_str`, the one JSON path every
+/// API object takes in this crate (one deserializer per type in the binary).
+fn decode_json<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, String> {
+    let text = std::str::from_utf8(body).map_err(|e| format!("decoding {what}: {e}"))?;
+    serde_json::from_str(text).map_err(|e| format!("decoding {what}: {e}"))
 }
 
 /// `PATCH nodes/<name>/status`: the status as a strategic merge patch

@@ -23,7 +23,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
-use serde::Deserialize;
 
 /// Errors loading a kubeconfig.
 #[derive(Debug, thiserror::Error)]
@@ -156,90 +155,153 @@ pub struct Kubeconfig {
 }
 
 // --- the file format ------------------------------------------------------------
+//
+// Read through `serde_yaml_ng::Value` (which the static pod source already
+// links) rather than derived structs: no second YAML deserializer in the
+// binary, and a type error names the field.
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
+use serde_yaml_ng::Value;
+
+#[derive(Default)]
 struct RawConfig {
-    #[serde(default)]
-    clusters: Option<Vec<RawNamedCluster>>,
-    #[serde(default)]
-    users: Option<Vec<RawNamedUser>>,
-    #[serde(default)]
-    contexts: Option<Vec<RawNamedContext>>,
-    #[serde(default)]
+    clusters: Vec<RawNamed<RawCluster>>,
+    users: Vec<RawNamed<RawUser>>,
+    contexts: Vec<RawNamed<RawContext>>,
     current_context: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct RawNamedCluster {
-    #[serde(default)]
+struct RawNamed<T> {
     name: String,
-    #[serde(default)]
-    cluster: RawCluster,
+    item: T,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Default)]
 struct RawCluster {
-    #[serde(default)]
     server: Option<String>,
-    #[serde(default)]
     certificate_authority: Option<String>,
-    #[serde(default)]
     certificate_authority_data: Option<String>,
-    #[serde(default)]
     insecure_skip_tls_verify: Option<bool>,
-    #[serde(default)]
     tls_server_name: Option<String>,
-    #[serde(default)]
     proxy_url: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct RawNamedUser {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    user: RawUser,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Default)]
 struct RawUser {
-    #[serde(default)]
     client_certificate: Option<String>,
-    #[serde(default)]
     client_certificate_data: Option<String>,
-    #[serde(default)]
     client_key: Option<String>,
-    #[serde(default)]
     client_key_data: Option<String>,
-    #[serde(default)]
     token: Option<String>,
-    #[serde(default, rename = "tokenFile")]
     token_file: Option<String>,
-    #[serde(default)]
     username: Option<String>,
-    #[serde(default)]
-    exec: Option<serde_yaml_ng::Value>,
-    #[serde(default)]
-    auth_provider: Option<serde_yaml_ng::Value>,
+    exec: bool,
+    auth_provider: bool,
 }
 
-#[derive(Deserialize)]
-struct RawNamedContext {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    context: RawContext,
-}
-
-#[derive(Deserialize, Default)]
+#[derive(Default)]
 struct RawContext {
-    #[serde(default)]
     cluster: String,
-    #[serde(default)]
     user: String,
+}
+
+/// (field, message) of a type error.
+type FieldError = (String, String);
+
+fn string(v: &Value, key: &str, at: &str) -> Result<Option<String>, FieldError> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err((join(at, key), "must be a string".into())),
+    }
+}
+
+fn boolean(v: &Value, key: &str, at: &str) -> Result<Option<bool>, FieldError> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err((join(at, key), "must be true or false".into())),
+    }
+}
+
+fn present(v: &Value, key: &str) -> bool {
+    v.get(key).is_some_and(|x| !x.is_null())
+}
+
+fn join(at: &str, key: &str) -> String {
+    if at.is_empty() {
+        key.to_string()
+    } else {
+        format!("{at}.{key}")
+    }
+}
+
+/// The entries of a named list (`clusters`, `users`, `contexts`), each
+/// `{name, <item>: {...}}`.
+fn named<T>(
+    root: &Value,
+    list: &str,
+    item: &str,
+    parse: impl Fn(&Value, &str) -> Result<T, FieldError>,
+) -> Result<Vec<RawNamed<T>>, FieldError> {
+    let entries = match root.get(list) {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Sequence(s)) => s,
+        Some(_) => return Err((list.to_string(), "must be a list".into())),
+    };
+    let mut out = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let at = format!("{list}[{i}]");
+        let name = string(e, "name", &at)?.unwrap_or_default();
+        let at = join(&at, item);
+        let inner = match e.get(item) {
+            None | Some(Value::Null) => &Value::Null,
+            Some(v @ Value::Mapping(_)) => v,
+            Some(_) => return Err((at, "must be a mapping".into())),
+        };
+        out.push(RawNamed {
+            name,
+            item: parse(inner, &at)?,
+        });
+    }
+    Ok(out)
+}
+
+fn raw_config(root: &Value) -> Result<RawConfig, FieldError> {
+    if !matches!(root, Value::Mapping(_) | Value::Null) {
+        return Err((String::new(), "the document is not a mapping".into()));
+    }
+    Ok(RawConfig {
+        clusters: named(root, "clusters", "cluster", |v, at| {
+            Ok(RawCluster {
+                server: string(v, "server", at)?,
+                certificate_authority: string(v, "certificate-authority", at)?,
+                certificate_authority_data: string(v, "certificate-authority-data", at)?,
+                insecure_skip_tls_verify: boolean(v, "insecure-skip-tls-verify", at)?,
+                tls_server_name: string(v, "tls-server-name", at)?,
+                proxy_url: string(v, "proxy-url", at)?,
+            })
+        })?,
+        users: named(root, "users", "user", |v, at| {
+            Ok(RawUser {
+                client_certificate: string(v, "client-certificate", at)?,
+                client_certificate_data: string(v, "client-certificate-data", at)?,
+                client_key: string(v, "client-key", at)?,
+                client_key_data: string(v, "client-key-data", at)?,
+                token: string(v, "token", at)?,
+                token_file: string(v, "tokenFile", at)?,
+                username: string(v, "username", at)?,
+                exec: present(v, "exec"),
+                auth_provider: present(v, "auth-provider"),
+            })
+        })?,
+        contexts: named(root, "contexts", "context", |v, at| {
+            Ok(RawContext {
+                cluster: string(v, "cluster", at)?.unwrap_or_default(),
+                user: string(v, "user", at)?.unwrap_or_default(),
+            })
+        })?,
+        current_context: string(root, "current-context", "")?,
+    })
 }
 
 /// Reads and parses the kubeconfig at `path`. See [`parse`].
@@ -255,34 +317,35 @@ pub fn load(path: &Path, allow_insecure: bool) -> Result<Kubeconfig, KubeconfigE
 /// against `path`'s directory). `insecure-skip-tls-verify: true` is an
 /// error unless `allow_insecure`; when allowed it is logged as a warning.
 pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig, KubeconfigError> {
-    let raw: RawConfig = if text.trim().is_empty() {
-        RawConfig::default()
+    let err = |field: &str, message: &str| KubeconfigError::Field {
+        path: path.to_path_buf(),
+        field: field.to_string(),
+        message: message.to_string(),
+    };
+    let root: Value = if text.trim().is_empty() {
+        Value::Null
     } else {
         serde_yaml_ng::from_str(text).map_err(|source| KubeconfigError::Yaml {
             path: path.to_path_buf(),
             source,
         })?
     };
-    let err = |field: &str, message: &str| KubeconfigError::Field {
-        path: path.to_path_buf(),
-        field: field.to_string(),
-        message: message.to_string(),
-    };
+    let raw = raw_config(&root).map_err(|(f, m)| err(&f, &m))?;
     let dir = path.parent().unwrap_or(Path::new("."));
 
     let context = match raw.current_context.as_deref() {
         Some(c) if !c.is_empty() => c.to_string(),
         _ => return Err(err("current-context", "not set")),
     };
-    let contexts = raw.contexts.unwrap_or_default();
+    let contexts = raw.contexts;
     let (ci, ctx) = contexts
         .iter()
         .enumerate()
         .find(|(_, c)| c.name == context)
         .ok_or_else(|| err("current-context", &format!("no context named {context:?}")))?;
-    let ctx = &ctx.context;
+    let ctx = &ctx.item;
 
-    let clusters = raw.clusters.unwrap_or_default();
+    let clusters = raw.clusters;
     let (cli, cluster) = clusters
         .iter()
         .enumerate()
@@ -294,7 +357,7 @@ pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig
             )
         })?;
     let cf = |name: &str| format!("clusters[{cli}].cluster.{name}");
-    let cluster = &cluster.cluster;
+    let cluster = &cluster.item;
 
     let server = match cluster.server.as_deref() {
         Some(s) if !s.is_empty() => parse_server(s).map_err(|m| err(&cf("server"), &m))?,
@@ -341,7 +404,7 @@ pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig
     }
     let tls_server_name = cluster.tls_server_name.clone().filter(|s| !s.is_empty());
 
-    let users = raw.users.unwrap_or_default();
+    let users = raw.users;
     let (ui, user) = users
         .iter()
         .enumerate()
@@ -353,11 +416,11 @@ pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig
             )
         })?;
     let uf = |name: &str| format!("users[{ui}].user.{name}");
-    let user = &user.user;
-    if user.exec.is_some() {
+    let user = &user.item;
+    if user.exec {
         return Err(err(&uf("exec"), "credential plugins are not supported"));
     }
-    if user.auth_provider.is_some() {
+    if user.auth_provider {
         return Err(err(
             &uf("auth-provider"),
             "auth providers are not supported",
@@ -520,282 +583,5 @@ fn parse_server(s: &str) -> Result<Server, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const PATH: &str = "/etc/picolet/kubelet.conf";
-
-    fn b64(s: &str) -> String {
-        base64::engine::general_purpose::STANDARD.encode(s)
-    }
-
-    fn config(cluster: &str, user: &str) -> String {
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: node\n\
-             contexts:\n- name: other\n  context: {{cluster: nope, user: nope}}\n\
-             - name: node\n  context: {{cluster: local, user: system:node:pi}}\n\
-             clusters:\n- name: local\n  cluster:\n{cluster}\
-             users:\n- name: someone\n  user: {{token: abc}}\n- name: system:node:pi\n  user:\n{user}"
-        )
-    }
-
-    fn parse_ok(text: &str) -> Kubeconfig {
-        parse(text, Path::new(PATH), false).unwrap()
-    }
-
-    fn parse_err(text: &str, allow_insecure: bool) -> String {
-        parse(text, Path::new(PATH), allow_insecure)
-            .unwrap_err()
-            .to_string()
-    }
-
-    #[test]
-    fn a_kubeadm_style_kubeconfig_resolves_the_current_context() {
-        let text = config(
-            &format!(
-                "    server: https://10.0.0.1:6443\n    certificate-authority-data: {}\n",
-                b64("CA PEM")
-            ),
-            &format!(
-                "    client-certificate-data: {}\n    client-key-data: {}\n",
-                b64("CERT"),
-                b64("KEY")
-            ),
-        );
-        let k = parse_ok(&text);
-        assert_eq!(k.context, "node");
-        assert_eq!(k.server.host, "10.0.0.1");
-        assert_eq!(k.server.port, 6443);
-        assert_eq!(k.server.base_path, "");
-        assert_eq!(
-            k.certificate_authority.unwrap().source,
-            Source::Data(b"CA PEM".to_vec())
-        );
-        let cert = k.client_certificate.unwrap();
-        assert_eq!(cert.field, "users[1].user.client-certificate-data");
-        assert_eq!(cert.source, Source::Data(b"CERT".to_vec()));
-        assert_eq!(k.client_key.unwrap().source, Source::Data(b"KEY".to_vec()));
-        assert!(k.token.is_none());
-        assert!(!k.insecure_skip_tls_verify);
-    }
-
-    #[test]
-    fn relative_files_resolve_against_the_kubeconfig_directory() {
-        let text = config(
-            "    server: https://api.example:443/prefix/\n    certificate-authority: pki/ca.crt\n",
-            "    client-certificate: /var/lib/picolet/pki/client.pem\n    client-key: key.pem\n    tokenFile: tok\n",
-        );
-        let k = parse_ok(&text);
-        assert_eq!(k.server.base_path, "/prefix");
-        assert_eq!(
-            k.certificate_authority.unwrap().source,
-            Source::File(PathBuf::from("/etc/picolet/pki/ca.crt"))
-        );
-        assert_eq!(
-            k.client_certificate.unwrap().source,
-            Source::File(PathBuf::from("/var/lib/picolet/pki/client.pem"))
-        );
-        assert_eq!(
-            k.client_key.unwrap().source,
-            Source::File(PathBuf::from("/etc/picolet/key.pem"))
-        );
-        let t = k.token.unwrap();
-        assert_eq!(t.field, "users[1].user.tokenFile");
-        assert_eq!(t.source, Source::File(PathBuf::from("/etc/picolet/tok")));
-    }
-
-    #[test]
-    fn a_token_file_takes_precedence_over_an_inline_token() {
-        let text = config(
-            "    server: https://h\n    certificate-authority: ca\n",
-            "    token: inline\n    tokenFile: /run/token\n",
-        );
-        let k = parse_ok(&text);
-        assert_eq!(
-            k.token.unwrap().source,
-            Source::File(PathBuf::from("/run/token"))
-        );
-        let text = config(
-            "    server: https://h\n    certificate-authority: ca\n",
-            "    token: inline\n",
-        );
-        assert_eq!(
-            parse_ok(&text).token.unwrap().source,
-            Source::Data(b"inline".to_vec())
-        );
-    }
-
-    #[test]
-    fn server_urls_parse_hosts_ports_and_ipv6_literals() {
-        let table = [
-            ("https://h", "h", 443, ""),
-            ("https://h:6443", "h", 6443, ""),
-            ("https://[::1]:6443/", "::1", 6443, ""),
-            ("https://[fd00::1]", "fd00::1", 443, ""),
-            ("https://h/a/b/", "h", 443, "/a/b"),
-        ];
-        for (url, host, port, path) in table {
-            let s = parse_server(url).unwrap();
-            assert_eq!(
-                (s.host.as_str(), s.port, s.base_path.as_str()),
-                (host, port, path),
-                "{url}"
-            );
-        }
-        assert_eq!(
-            parse_server("https://[::1]:6443").unwrap().authority(),
-            "[::1]:6443"
-        );
-        for bad in [
-            "http://h",
-            "h:6443",
-            "https://",
-            "https://h:0",
-            "https://h:99999",
-            "https://u@h",
-            "https://[::1",
-            "https://h/?x=1",
-        ] {
-            assert!(parse_server(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn insecure_skip_tls_verify_is_refused_unless_allowed() {
-        let text = config(
-            "    server: https://h\n    insecure-skip-tls-verify: true\n",
-            "    token: t\n",
-        );
-        let e = parse_err(&text, false);
-        assert!(
-            e.contains("clusters[0].cluster.insecure-skip-tls-verify"),
-            "{e}"
-        );
-        assert!(e.contains(PATH), "{e}");
-        let k = parse(&text, Path::new(PATH), true).unwrap();
-        assert!(k.insecure_skip_tls_verify);
-    }
-
-    #[test]
-    fn insecure_with_a_ca_is_refused_like_client_go_does() {
-        let text = config(
-            "    server: https://h\n    insecure-skip-tls-verify: true\n    certificate-authority: ca\n",
-            "    token: t\n",
-        );
-        let e = parse_err(&text, true);
-        assert!(e.contains("with the insecure flag is not allowed"), "{e}");
-    }
-
-    #[test]
-    fn errors_name_the_file_and_the_field() {
-        let ca = "    server: https://h\n    certificate-authority: ca\n";
-        let table: Vec<(String, &str)> = vec![
-            (
-                config(ca, &format!("    client-certificate-data: {}\n", b64("C"))),
-                "users[1].user.client-key-data: client-key-data or client-key must be specified",
-            ),
-            (
-                config(ca, "    client-key-data: '%%%'\n    client-certificate: c\n"),
-                "users[1].user.client-key-data: not valid base64",
-            ),
-            (
-                config(ca, "    client-key-data: QQ==\n    client-key: k\n    client-certificate: c\n"),
-                "users[1].user.client-key-data: both",
-            ),
-            (
-                config("    server: https://h\n", "    token: t\n"),
-                "clusters[0].cluster.certificate-authority-data: no certificate-authority",
-            ),
-            (
-                config("    certificate-authority: ca\n", "    token: t\n"),
-                "clusters[0].cluster.server: not set",
-            ),
-            (
-                config("    server: http://h\n    certificate-authority: ca\n", "    token: t\n"),
-                "clusters[0].cluster.server: \"http://h\": only https://",
-            ),
-            (
-                config(ca, "    exec: {command: aws}\n"),
-                "users[1].user.exec: credential plugins are not supported",
-            ),
-            (
-                config(ca, "    username: admin\n    password: x\n"),
-                "users[1].user.username: basic authentication",
-            ),
-            (config(ca, "    {}\n"), "users[1].user: no credentials"),
-            (
-                config(
-                    "    server: https://h\n    certificate-authority: ca\n    proxy-url: http://p\n",
-                    "    token: t\n",
-                ),
-                "clusters[0].cluster.proxy-url",
-            ),
-        ];
-        for (text, want) in table {
-            let e = parse_err(&text, false);
-            assert!(e.contains(want), "got {e:?}, want {want:?}");
-            assert!(e.starts_with(&format!("kubeconfig {PATH}: ")), "{e}");
-        }
-    }
-
-    #[test]
-    fn a_missing_context_cluster_or_user_is_named() {
-        let e = parse_err("current-context: x\n", false);
-        assert!(e.contains("current-context: no context named \"x\""), "{e}");
-        let e = parse_err("contexts: []\n", false);
-        assert!(e.contains("current-context: not set"), "{e}");
-        let e = parse_err("", false);
-        assert!(e.contains("current-context: not set"), "{e}");
-        let e = parse_err(
-            "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n",
-            false,
-        );
-        assert!(
-            e.contains("contexts[0].context.cluster: no cluster named \"k\""),
-            "{e}"
-        );
-        let e = parse_err(
-            "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n\
-             clusters:\n- name: k\n  cluster: {server: 'https://h', certificate-authority: ca}\n",
-            false,
-        );
-        assert!(
-            e.contains("contexts[0].context.user: no user named \"u\""),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn malformed_yaml_is_an_error_naming_the_file() {
-        let e = parse_err("clusters: [\n", false);
-        assert!(e.starts_with(&format!("kubeconfig {PATH}: ")), "{e}");
-    }
-
-    #[test]
-    fn debug_output_never_shows_key_or_token_contents() {
-        let text = config(
-            "    server: https://h\n    certificate-authority: ca\n",
-            &format!(
-                "    client-certificate-data: {}\n    client-key-data: {}\n    token: sekrit-token\n",
-                b64("CERT"),
-                b64("SEKRIT-KEY")
-            ),
-        );
-        let k = parse_ok(&text);
-        let shown = format!("{k:?}");
-        assert!(!shown.contains("SEKRIT"), "{shown}");
-        assert!(!shown.contains("sekrit"), "{shown}");
-        assert!(shown.contains("users[1].user.client-key-data"), "{shown}");
-    }
-
-    #[test]
-    fn a_missing_credential_file_is_named_when_read() {
-        let m = Material {
-            field: "users[0].user.client-key".into(),
-            source: Source::File(PathBuf::from("/nonexistent/picolet/key.pem")),
-        };
-        let e = m.read(Path::new(PATH)).unwrap_err().to_string();
-        assert!(e.contains("users[0].user.client-key"), "{e}");
-        assert!(e.contains("/nonexistent/picolet/key.pem"), "{e}");
-    }
-}
+#[path = "kubeconfig_tests.rs"]
+mod tests;

@@ -38,8 +38,11 @@
 //! # Build
 //!
 //! The client needs TLS, so it is behind the default cargo feature
-//! `apiserver`, which enables rustls, futures-rustls and ring (the same
-//! crates the `https-probes` feature uses; together they are linked once).
+//! `apiserver`, which enables rustls (with ring), futures-rustls and
+//! rustls-webpki (the crates `https-probes` uses, linked once for both),
+//! plus base64 and fastrand, which other dependencies already link.
+//! Measured on aarch64-unknown-linux-musl with every part called from
+//! `main`: +448 KiB stripped.
 //!
 //! # What this module must NOT know
 //!

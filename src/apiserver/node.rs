@@ -10,8 +10,9 @@
 //! does not change; `lastHeartbeatTime` is always now.
 //!
 //! Also kubelet's rule for `--node-labels` (which `kubernetes.io` and
-//! `k8s.io` labels a node may set on itself) and the decision to post a
-//! status: when it changed, or when `nodeStatusReportFrequency` passed.
+//! `k8s.io` labels a node may set on itself), the decision to post a
+//! status (when it changed, or when `nodeStatusReportFrequency` passed),
+//! and [`NodeView`], the part of the Node object a node reads back.
 //!
 //! No I/O, no clock: facts and the time come in as arguments.
 
@@ -25,6 +26,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::{ClusterResourceScope, ListableResource, Metadata, Resource};
+use serde::{Deserialize, Serialize};
 
 /// Well-known labels (`k8s.io/api/core/v1` names).
 pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
@@ -50,6 +53,65 @@ pub enum Readiness {
     /// `PLEG is not healthy: ...`, `container runtime network not ready:
     /// ...`), joined with ", " in the message.
     NotReady(Vec<String>),
+}
+
+/// What a node reads back of its own Node object (watched with
+/// `fieldSelector=metadata.name=<node>`): metadata (UID for owner
+/// references, labels for admission, resourceVersion), spec (taints,
+/// unschedulable) and the conditions (their transition times survive a
+/// restart). The rest of the status (images, volumes, node info) is what
+/// the node itself reports; not decoding it keeps the full `NodeStatus`
+/// deserializer out of the binary.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct NodeView {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<NodeSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<NodeViewStatus>,
+}
+
+/// The conditions of a [`NodeView`].
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct NodeViewStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<NodeCondition>>,
+}
+
+impl NodeView {
+    /// The previous status for [`status`]: the conditions only.
+    pub fn previous_status(&self) -> NodeStatus {
+        NodeStatus {
+            conditions: self.status.as_ref().and_then(|s| s.conditions.clone()),
+            ..Default::default()
+        }
+    }
+}
+
+impl Resource for NodeView {
+    const API_VERSION: &'static str = "v1";
+    const GROUP: &'static str = "";
+    const KIND: &'static str = "Node";
+    const VERSION: &'static str = "v1";
+    const URL_PATH_SEGMENT: &'static str = "nodes";
+    type Scope = ClusterResourceScope;
+}
+
+impl ListableResource for NodeView {
+    const LIST_KIND: &'static str = "NodeList";
+}
+
+impl Metadata for NodeView {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
 }
 
 /// Everything the Node object is built from.
@@ -557,6 +619,29 @@ mod tests {
         g.memory_pressure = true;
         let c = status(&g, Some(&b), t(20));
         assert!(should_post(&c, Some(&b), minute, five));
+    }
+
+    #[test]
+    fn a_node_view_reads_metadata_spec_and_conditions_and_ignores_the_rest() {
+        let json = r#"{"kind":"Node","apiVersion":"v1","metadata":{"name":"pi","uid":"u","resourceVersion":"9","labels":{"a":"b"}},
+            "spec":{"taints":[{"key":"k","effect":"NoExecute"}]},
+            "status":{"conditions":[{"type":"Ready","status":"True","lastTransitionTime":"2026-01-02T03:04:05Z"}],
+                      "images":[{"names":["x"],"sizeBytes":1}],"nodeInfo":{"kubeletVersion":"v1"}}}"#;
+        let v: NodeView = serde_json::from_str(json).unwrap();
+        assert_eq!(v.metadata.uid.as_deref(), Some("u"));
+        assert_eq!(
+            v.spec.as_ref().unwrap().taints.as_ref().unwrap()[0].effect,
+            "NoExecute"
+        );
+        let prev = v.previous_status();
+        let c = &prev.conditions.as_ref().unwrap()[0];
+        assert_eq!(c.type_, "Ready");
+        let back: NodeView = serde_json::from_slice(&serde_json::to_vec(&v).unwrap()).unwrap();
+        assert_eq!(back, v);
+        assert_eq!(
+            crate::apiserver::request::object_path::<NodeView>(None, "pi"),
+            "/api/v1/nodes/pi"
+        );
     }
 
     #[test]

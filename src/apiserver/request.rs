@@ -206,7 +206,11 @@ impl ApiError {
     /// From an HTTP reply: the body's `metav1.Status` if it is one, else
     /// the status line and a snippet of the body.
     pub fn from_reply(code: u16, body: &[u8]) -> Self {
-        if let Ok(s) = serde_json::from_slice::<Status>(body) {
+        // from_str: the one JSON entry point (see `watch`).
+        let parsed = std::str::from_utf8(body)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Status>(t).ok());
+        if let Some(s) = parsed {
             if s.reason.is_some() || s.message.is_some() {
                 let mut e = ApiError::from_status(&s);
                 e.code = code;

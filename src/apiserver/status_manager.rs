@@ -12,15 +12,15 @@
 //!
 //! The PATCH body is a strategic merge patch of `status` with the pod's UID
 //! as a precondition (`metadata.uid`), as kubelet sends it, so a status
-//! never lands on a new pod that reuses the name. The final DELETE of a
+//! never lands on a new pod that reuses the name: kube-apiserver v1.36
+//! answers such a patch `422 Invalid` ("metadata.uid: field is
+//! immutable"); the caller then [`StatusQueue::forget`]s that UID. The final DELETE of a
 //! terminated pod is `gracePeriodSeconds: 0` with a UID precondition.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::PodStatus;
-use serde_json::json;
-
 use super::reflector::ObjectKey;
+use k8s_openapi::api::core::v1::PodStatus;
 
 /// The content type of [`status_patch`].
 pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
@@ -28,31 +28,48 @@ pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json"
 /// The body of `PATCH .../pods/<name>/status`: the whole status as a
 /// strategic merge patch (conditions merge by type, in this order), with
 /// the UID precondition.
+///
+/// Written by hand around `serde_json::to_vec(status)` (the serializer the
+/// rest of picolet uses) rather than through `serde_json::Value`, which
+/// would add a second copy of the PodStatus serializer to the binary.
 pub fn status_patch(uid: &str, status: &PodStatus) -> Vec<u8> {
-    // `to_json_value`, not `json!`: one serializer per k8s type in the
-    // binary (see `crate::pod::to_json_value`).
-    let status = crate::pod::to_json_value(status).expect("a PodStatus always serializes");
-    let mut patch = json!({
-        "metadata": { "uid": uid },
-        "status": status,
-    });
-    if let Some(conds) = patch["status"]["conditions"].as_array() {
-        let order: Vec<_> = conds.iter().map(|c| json!({ "type": c["type"] })).collect();
-        patch["status"]["$setElementOrder/conditions"] = json!(order);
+    let json = |v: &str| serde_json::to_vec(v).expect("a string always serializes");
+    let body = serde_json::to_vec(status).expect("a PodStatus always serializes");
+    let mut out = b"{\"metadata\":{\"uid\":".to_vec();
+    out.extend(json(uid));
+    out.extend_from_slice(b"},\"status\":");
+    match status.conditions.as_deref() {
+        Some(conds) if !conds.is_empty() && body.first() == Some(&b'{') => {
+            out.extend_from_slice(b"{\"$setElementOrder/conditions\":[");
+            for (i, c) in conds.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(b"{\"type\":");
+                out.extend(json(&c.type_));
+                out.push(b'}');
+            }
+            out.push(b']');
+            if body.as_slice() != b"{}" {
+                out.push(b',');
+            }
+            out.extend_from_slice(&body[1..]);
+        }
+        _ => out.extend(body),
     }
-    serde_json::to_vec(&patch).expect("a PodStatus always serializes")
+    out.push(b'}');
+    out
 }
 
 /// The body of the final `DELETE .../pods/<name>` once the pod's
 /// containers are gone: no further grace, only this incarnation.
 pub fn final_delete_options(uid: &str) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "kind": "DeleteOptions",
-        "apiVersion": "v1",
-        "gracePeriodSeconds": 0,
-        "preconditions": { "uid": uid },
-    }))
-    .expect("static JSON")
+    let uid = serde_json::to_string(uid).expect("a string always serializes");
+    format!(
+        "{{\"kind\":\"DeleteOptions\",\"apiVersion\":\"v1\",\"gracePeriodSeconds\":0,\
+         \"preconditions\":{{\"uid\":{uid}}}}}"
+    )
+    .into_bytes()
 }
 
 /// One status to send.
@@ -193,8 +210,8 @@ impl StatusQueue {
         }
     }
 
-    /// The pod is gone (deleted, or the API server refused the UID
-    /// precondition): forget it.
+    /// The pod is gone (deleted: 404, or another pod has its name: the
+    /// UID precondition's 422): forget it.
     pub fn forget(&mut self, uid: &str) {
         self.pods.remove(uid);
     }
@@ -203,6 +220,7 @@ impl StatusQueue {
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::PodCondition;
+    use serde_json::json;
 
     use super::*;
 
@@ -313,6 +331,26 @@ mod tests {
             v["status"]["$setElementOrder/conditions"],
             json!([{"type": "Ready"}, {"type": "PodScheduled"}])
         );
+        let v: serde_json::Value =
+            serde_json::from_slice(&status_patch("u\"2", &status("Pending"))).unwrap();
+        assert_eq!(
+            v,
+            json!({"metadata": {"uid": "u\"2"}, "status": {"phase": "Pending"}})
+        );
+        let s = PodStatus {
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".into(),
+                status: "False".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let v: serde_json::Value = serde_json::from_slice(&status_patch("u", &s)).unwrap();
+        assert_eq!(
+            v["status"]["$setElementOrder/conditions"],
+            json!([{"type": "Ready"}])
+        );
+        assert_eq!(v["status"]["conditions"][0]["status"], "False");
         let d: serde_json::Value = serde_json::from_slice(&final_delete_options("u1")).unwrap();
         assert_eq!(d["gracePeriodSeconds"], 0);
         assert_eq!(d["preconditions"]["uid"], "u1");

@@ -10,8 +10,9 @@
 //! API server answers, newest state first served as the oldest waiting.
 //!
 //! - API pods: `PATCH pods/<name>/status` with the pod's UID as a
-//!   precondition; a `404` or `409` means the pod is gone or replaced, and
-//!   its status is dropped.
+//!   precondition; a `404`, or the `422` (or `409`) of a failed UID
+//!   precondition, means the pod is gone or replaced, and its status is
+//!   dropped.
 //! - Static pods: their status goes to their mirror pod (created here,
 //!   see [`mirror::plan`]), under the mirror's UID.
 //! - A pod terminated after `kubectl delete` (its `deletionTimestamp` set):
@@ -186,7 +187,10 @@ impl StatusSync {
                     match self.send(Method::POST, &path, body, JSON).await {
                         Ok((code, reply)) if code.is_success() => {
                             log::info!("created mirror pod {key}");
-                            if let Ok(created) = serde_json::from_slice::<Pod>(&reply) {
+                            let created = std::str::from_utf8(&reply)
+                                .ok()
+                                .and_then(|t| serde_json::from_str::<Pod>(t).ok());
+                            if let Some(created) = created {
                                 self.mirrors.borrow_mut().insert(key, created);
                             }
                         }
@@ -315,14 +319,22 @@ impl StatusSync {
                         self.sent_to.borrow_mut().insert(p.uid.clone(), api_uid);
                     }
                 }
-                Ok((StatusCode::NOT_FOUND | StatusCode::CONFLICT, _)) if !is_static => {
+                // A pod replaced under the same name: the UID precondition
+                // answers 422 (or 409).
+                Ok((
+                    StatusCode::NOT_FOUND | StatusCode::CONFLICT | StatusCode::UNPROCESSABLE_ENTITY,
+                    _,
+                )) if !is_static => {
                     log::debug!(
                         "pod {} is gone from the API server; dropping its status",
                         p.key
                     );
                     self.queue.borrow_mut().forget(&p.uid);
                 }
-                Ok((StatusCode::NOT_FOUND | StatusCode::CONFLICT, _)) => {} // mirror replaced
+                Ok((
+                    StatusCode::NOT_FOUND | StatusCode::CONFLICT | StatusCode::UNPROCESSABLE_ENTITY,
+                    _,
+                )) => {} // the mirror was replaced: sent again to the new one
                 Ok((code, reply)) => {
                     self.failed(&format!("status of pod {}", p.key), api_error(code, &reply));
                     return false;

@@ -9,8 +9,13 @@
 //!
 //! The crypto provider is ring's, with the same small set of cipher suites
 //! and key exchange groups as the HTTPS probes (AES-128-GCM and ChaCha20,
-//! X25519 and P-256) so the two share code, plus ring's signature
-//! verification (RSA, ECDSA, Ed25519) and its key loader for the client key.
+//! X25519 and P-256) so the two share code. Signatures are limited to what
+//! Kubernetes PKIs use (kubeadm, k3s, kubelet certificate rotation): ECDSA
+//! P-256 and RSA (2048-8192 bits, PKCS#1 and PSS) with SHA-256. Ed25519,
+//! P-384 and SHA-384/512 signatures on the server's chain are refused
+//! (a handshake error naming the unsupported algorithm); client keys may be
+//! RSA or ECDSA (PKCS#1, SEC1 or PKCS#8), not Ed25519. Each of those would
+//! cost binary size on every board for PKIs nobody runs.
 //!
 //! Unlike the probes, even `insecure-skip-tls-verify` (allowed only when the
 //! caller said so, see [`super::kubeconfig`]) still checks the handshake
@@ -23,9 +28,10 @@ use std::sync::Arc;
 use futures_rustls::rustls;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
-use rustls::crypto::{ring as rustls_ring, CryptoProvider};
+use rustls::crypto::{ring as rustls_ring, CryptoProvider, KeyProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::sign::SigningKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 use super::kubeconfig::{Kubeconfig, KubeconfigError, Material};
@@ -70,11 +76,60 @@ impl fmt::Debug for TlsSetup {
 pub const ALPN_H2: &[u8] = b"h2";
 pub const ALPN_HTTP11: &[u8] = b"http/1.1";
 
-/// The crypto provider: ring, a small suite list, full verification.
+/// The signature algorithms accepted on the server's certificates and
+/// handshake.
+static SIGNATURES: WebPkiSupportedAlgorithms = WebPkiSupportedAlgorithms {
+    all: &[
+        webpki::ring::ECDSA_P256_SHA256,
+        webpki::ring::RSA_PKCS1_2048_8192_SHA256,
+        webpki::ring::RSA_PSS_2048_8192_SHA256_LEGACY_KEY,
+    ],
+    mapping: &[
+        (
+            SignatureScheme::ECDSA_NISTP256_SHA256,
+            &[webpki::ring::ECDSA_P256_SHA256],
+        ),
+        (
+            SignatureScheme::RSA_PSS_SHA256,
+            &[webpki::ring::RSA_PSS_2048_8192_SHA256_LEGACY_KEY],
+        ),
+        (
+            SignatureScheme::RSA_PKCS1_SHA256,
+            &[webpki::ring::RSA_PKCS1_2048_8192_SHA256],
+        ),
+    ],
+};
+
+/// Client keys: RSA or ECDSA, no Ed25519.
+#[derive(Debug)]
+struct ClientKeys;
+
+impl KeyProvider for ClientKeys {
+    fn load_private_key(
+        &self,
+        key: PrivateKeyDer<'static>,
+    ) -> Result<Arc<dyn SigningKey>, rustls::Error> {
+        if !matches!(key, PrivateKeyDer::Pkcs1(_)) {
+            if let Ok(k) = rustls_ring::sign::any_ecdsa_type(&key) {
+                return Ok(k);
+            }
+        }
+        match rustls_ring::sign::RsaSigningKey::new(&key) {
+            Ok(k) => Ok(Arc::new(k)),
+            Err(_) => Err(rustls::Error::General(
+                "the client key is neither an RSA nor an ECDSA key".into(),
+            )),
+        }
+    }
+}
+
+/// The crypto provider: ring, a small suite list, the signatures above.
 pub fn provider() -> CryptoProvider {
     use rustls_ring::cipher_suite as cs;
     let ring = rustls_ring::default_provider();
     CryptoProvider {
+        signature_verification_algorithms: SIGNATURES,
+        key_provider: &ClientKeys,
         cipher_suites: vec![
             cs::TLS13_AES_128_GCM_SHA256,
             cs::TLS13_CHACHA20_POLY1305_SHA256,

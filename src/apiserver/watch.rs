@@ -10,10 +10,22 @@
 //! saw. A LIST reply is one JSON object, decoded by [`decode_list`], which
 //! refuses a list without a resourceVersion (that is not an answer the API
 //! server gives, so it cannot be a sync point).
+//!
+//! Size matters here: every object is decoded by `serde_json::from_str`'s
+//! deserializer and nothing else, the one the static pod source uses, so
+//! the (large) deserializer of `Pod` exists once in the binary. The event
+//! envelope is therefore decoded by a visitor that decodes `object` in
+//! place once `type` is known, instead of going through
+//! `serde_json::Value` (a second copy of every deserializer). The API
+//! server writes `type` before `object` (Go encodes struct fields in
+//! order); an event with `object` first is refused as malformed.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::WatchEvent as RawEvent;
-use k8s_openapi::serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use k8s_openapi::ListableResource;
+use serde::de::{self, DeserializeOwned, MapAccess, Visitor};
+use serde::Deserialize;
 
 use super::request::ApiError;
 
@@ -42,6 +54,8 @@ pub enum DecodeError {
     },
     #[error("list without metadata.resourceVersion")]
     ListWithoutResourceVersion,
+    #[error("{what} is not UTF-8 text")]
+    NotUtf8 { what: &'static str },
 }
 
 /// A bookmark: everything up to `resource_version` has been sent.
@@ -145,32 +159,97 @@ impl Decoder {
     }
 }
 
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct BookmarkMeta {
+    #[serde(default)]
+    resource_version: String,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct BookmarkObject {
+    #[serde(default)]
+    metadata: BookmarkMeta,
+}
+
+/// `{"type": T, "object": O}`, with O decoded according to T.
+struct EventVisitor<K>(std::marker::PhantomData<K>);
+
+impl<'de, K: DeserializeOwned> Visitor<'de> for EventVisitor<K> {
+    type Value = WatchEvent<K>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a watch event {\"type\": ..., \"object\": ...}")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut ty: Option<String> = None;
+        let mut event = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "type" => ty = Some(map.next_value()?),
+                "object" => {
+                    let Some(t) = ty.as_deref() else {
+                        return Err(de::Error::custom("\"object\" before \"type\""));
+                    };
+                    event = Some(match t {
+                        "ADDED" => WatchEvent::Added(map.next_value()?),
+                        "MODIFIED" => WatchEvent::Modified(map.next_value()?),
+                        "DELETED" => WatchEvent::Deleted(map.next_value()?),
+                        "BOOKMARK" => {
+                            let b: BookmarkObject = map.next_value()?;
+                            WatchEvent::Bookmark(Bookmark {
+                                resource_version: b.metadata.resource_version,
+                                initial_events_end: b
+                                    .metadata
+                                    .annotations
+                                    .get(INITIAL_EVENTS_END)
+                                    .is_some_and(|v| v == "true"),
+                            })
+                        }
+                        "ERROR" => {
+                            WatchEvent::Error(ApiError::from_status(&map.next_value::<Status>()?))
+                        }
+                        other => {
+                            return Err(de::Error::unknown_variant(
+                                other,
+                                &["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"],
+                            ))
+                        }
+                    });
+                }
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        event.ok_or_else(|| de::Error::missing_field("object"))
+    }
+}
+
+struct EventSeed<K>(std::marker::PhantomData<K>);
+
+impl<'de, K: DeserializeOwned> de::DeserializeSeed<'de> for EventSeed<K> {
+    type Value = WatchEvent<K>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(EventVisitor(std::marker::PhantomData))
+    }
+}
+
 /// Decodes one watch line.
 pub fn decode_event<K: DeserializeOwned>(line: &[u8]) -> Result<WatchEvent<K>, DecodeError> {
-    let raw: RawEvent<K> =
-        serde_json::from_slice(line).map_err(|source| DecodeError::MalformedEvent {
-            source,
-            snippet: snippet(line),
-        })?;
-    Ok(match raw {
-        RawEvent::Added(o) => WatchEvent::Added(o),
-        RawEvent::Modified(o) => WatchEvent::Modified(o),
-        RawEvent::Deleted(o) => WatchEvent::Deleted(o),
-        RawEvent::Bookmark {
-            annotations,
-            resource_version,
-        } => WatchEvent::Bookmark(Bookmark {
-            resource_version,
-            initial_events_end: annotations
-                .get(INITIAL_EVENTS_END)
-                .is_some_and(|v| v == "true"),
-        }),
-        RawEvent::ErrorStatus(s) => WatchEvent::Error(ApiError::from_status(&s)),
-        RawEvent::ErrorOther(o) => WatchEvent::Error(ApiError {
-            code: 500,
-            reason: "InternalError".into(),
-            message: snippet(&serde_json::to_vec(&o.0).unwrap_or_default()),
-        }),
+    let text = std::str::from_utf8(line).map_err(|_| DecodeError::NotUtf8 {
+        what: "watch event",
+    })?;
+    let mut d = serde_json::Deserializer::from_str(text);
+    let decoded = de::DeserializeSeed::deserialize(EventSeed(std::marker::PhantomData), &mut d)
+        .and_then(|ev| d.end().map(|()| ev));
+    decoded.map_err(|source| DecodeError::MalformedEvent {
+        source,
+        snippet: snippet(line),
     })
 }
 
@@ -179,8 +258,9 @@ pub fn decode_list<K>(body: &[u8]) -> Result<ListPage<K>, DecodeError>
 where
     K: DeserializeOwned + ListableResource,
 {
+    let text = std::str::from_utf8(body).map_err(|_| DecodeError::NotUtf8 { what: "list" })?;
     let list: k8s_openapi::List<K> =
-        serde_json::from_slice(body).map_err(|source| DecodeError::MalformedList {
+        serde_json::from_str(text).map_err(|source| DecodeError::MalformedList {
             source,
             snippet: snippet(body),
         })?;
@@ -296,7 +376,8 @@ mod tests {
             b"{\"type\":\"EXPLODED\",\"object\":{}}\n",
             b"{\"type\":\"ADDED\",\"object\":{\"kind\":\"Node\",\"apiVersion\":\"v1\",\"metadata\":{}}}\n",
             b"<html><title>502 Bad Gateway</title></html>\n",
-            b"\xff\xfe\n",
+            b"{\"object\":{\"metadata\":{\"name\":\"a\"}},\"type\":\"ADDED\"}\n",
+            b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{}}} trailing\n",
         ];
         for line in table {
             let mut d = Decoder::default();
@@ -307,6 +388,10 @@ mod tests {
                 "{line:?}: {r:?}"
             );
         }
+        let mut d = Decoder::default();
+        d.push(b"\xff\xfe\n");
+        let r = d.next_event::<Pod>().unwrap();
+        assert!(matches!(r, Err(DecodeError::NotUtf8 { .. })), "{r:?}");
     }
 
     #[test]
