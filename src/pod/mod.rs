@@ -4,12 +4,15 @@
 //!   (static pods).
 //! - `spec`: pure translation of a pod into CRI sandbox and container configs.
 //! - `plan`: pure `plan(desired, observed) -> Vec<Action>`.
+//! - `validation`: the API server's pod validation, for every pod picolet
+//!   would run.
 //!
 //! Nothing here does I/O; the agent executes the actions.
 
 pub mod defaults;
 pub mod plan;
 pub mod spec;
+pub mod validation;
 
 use k8s_openapi::api::core::v1::Pod;
 
