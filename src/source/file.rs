@@ -17,27 +17,49 @@
 //! - `kubernetes.io/config.source: file` and `kubernetes.io/config.hash:
 //!   <uid>` annotations, a toleration for every `NoExecute` taint, and
 //!   `status.phase: Pending`;
-//! - then the API server's defaults ([`crate::pod::defaults::apply`]).
+//! - then the API server's defaults ([`crate::pod::defaults::apply`]) and
+//!   its validation ([`crate::pod::validation::validate_pod`]): a pod the
+//!   API server would refuse is never started.
+//!
+//! Hostile input: the directory is outside input, and picolet parses it on
+//! its only thread. So a file is read without blocking (a FIFO or device is
+//! refused, whatever a symlink points at) and only up to
+//! [`MAX_MANIFEST_BYTES`]; its depth, node count and alias expansion are
+//! bounded ([`crate::decode`]) before serde sees it; and one scan parses at
+//! most [`SCAN_BUDGET_BYTES`] of changed files, leaving the rest for the next
+//! scan ([`ManifestDir::has_deferred`]), so a hundred files dropped at once
+//! cost a hundred short scans, not one long one.
 //!
 //! [`ManifestDir`] turns a directory into a complete set of pods (see the SET
 //! semantics in [`super`]). One bad file never hides the others: it is logged
 //! (once per distinct content) and skipped.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 use std::fs;
 use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Pod, PodStatus, Toleration};
-use serde::Deserialize;
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Toleration};
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::{PodSource, SourceUpdate, CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
-use crate::names::{check_dns1123_label, check_dns1123_subdomain};
+use crate::decode::{self, LimitError, Limits};
+use crate::pod::validation::{self, FieldError};
 
-/// Largest manifest picolet will read (1 MiB). A real pod manifest is a few
+/// What a manifest may be: [`Limits::MANIFEST`].
+const LIMITS: Limits = Limits::MANIFEST;
+
+/// Largest manifest picolet will read (256 KiB). A real pod manifest is a few
 /// KiB; the limit keeps a stray log or core file in the directory from eating
-/// the memory of a 256 MiB board.
-pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+/// the memory of a 256 MiB board, and bounds how long one parse holds the
+/// thread (libyaml reads ~50 MB/s on a desktop core, less on a board).
+pub const MAX_MANIFEST_BYTES: u64 = LIMITS.max_bytes as u64;
+
+/// How many bytes of changed manifests one scan parses (at least one file is
+/// always parsed). The rest wait for the next scan.
+pub const SCAN_BUDGET_BYTES: usize = 256 * 1024;
 
 /// Why a manifest file was rejected. Every variant's message names the file.
 #[derive(Debug, thiserror::Error)]
@@ -49,12 +71,24 @@ pub enum ManifestError {
         #[source]
         source: io::Error,
     },
+    /// Not a regular file (a FIFO, a device, a socket), whatever a symlink
+    /// to it is called.
+    #[error("manifest {} is not a regular file", .path.display())]
+    NotAFile { path: PathBuf },
     /// The file is larger than [`MAX_MANIFEST_BYTES`].
     #[error("manifest {} is {size} bytes, over the {limit}-byte limit", .path.display())]
     TooLarge {
         path: PathBuf,
         size: u64,
         limit: u64,
+    },
+    /// The document nests too deeply or has too many nodes (aliases
+    /// included); it was refused before it was parsed.
+    #[error("manifest {} {source}", .path.display())]
+    Limit {
+        path: PathBuf,
+        #[source]
+        source: LimitError,
     },
     /// The file is not UTF-8 text.
     #[error("manifest {} is not UTF-8 text", .path.display())]
@@ -90,9 +124,16 @@ pub enum ManifestError {
         kind: String,
         api_version: String,
     },
-    /// The pod is well-formed but invalid (bad name, no containers, ...).
+    /// The document is not an object at all.
     #[error("manifest {} is invalid: {message}", .path.display())]
     Invalid { path: PathBuf, message: String },
+    /// The pod breaks the API server's validation rules; every problem is
+    /// listed with its field path.
+    #[error("manifest {} is invalid: {}", .path.display(), validation::summary(.errors))]
+    Validation {
+        path: PathBuf,
+        errors: Vec<FieldError>,
+    },
 }
 
 impl ManifestError {
@@ -100,13 +141,16 @@ impl ManifestError {
     pub fn path(&self) -> &Path {
         match self {
             ManifestError::Io { path, .. }
+            | ManifestError::NotAFile { path }
             | ManifestError::TooLarge { path, .. }
+            | ManifestError::Limit { path, .. }
             | ManifestError::NotText { path }
             | ManifestError::Empty { path }
             | ManifestError::MultipleDocuments { path, .. }
             | ManifestError::Decode { path, .. }
             | ManifestError::NotAPod { path, .. }
-            | ManifestError::Invalid { path, .. } => path,
+            | ManifestError::Invalid { path, .. }
+            | ManifestError::Validation { path, .. } => path,
         }
     }
 
@@ -118,14 +162,24 @@ impl ManifestError {
                 column: Some(c),
                 ..
             } => Some((*l, *c)),
+            ManifestError::Limit { source, .. } => {
+                let at = match source {
+                    LimitError::TooDeep { at, .. }
+                    | LimitError::TooManyNodes { at, .. }
+                    | LimitError::AliasExpansion { at, .. } => at,
+                    LimitError::TooLarge { .. } => return None,
+                };
+                Some((at.line, at.column))
+            }
             _ => None,
         }
     }
 }
 
-/// Parse one static pod manifest and apply the kubelet's static pod rules and
-/// the API server's defaults. `path` is used in errors and in the UID;
-/// `node_name` is this node's name.
+/// Parse one static pod manifest, apply the kubelet's static pod rules and
+/// the API server's defaults, and validate the result with the API server's
+/// rules. `path` is used in errors and in the UID; `node_name` is this
+/// node's (normalised, lower-case) name.
 pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, ManifestError> {
     if text.len() as u64 > MAX_MANIFEST_BYTES {
         return Err(ManifestError::TooLarge {
@@ -135,29 +189,16 @@ pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, M
         });
     }
     let mut pod = decode(text, path)?;
-    let invalid = |message: String| ManifestError::Invalid {
-        path: path.to_owned(),
-        message,
-    };
-
     let name = pod.metadata.name.clone().unwrap_or_default();
     if name.is_empty() {
-        return Err(invalid("metadata.name is required".into()));
+        // Renaming would hide it: `-<node>` is a name of sorts.
+        let mut errors = validation::validate_pod(&pod).err().unwrap_or_default();
+        errors.retain(|e| e.field == "metadata.name");
+        return Err(ManifestError::Validation {
+            path: path.to_owned(),
+            errors,
+        });
     }
-    if let Err(why) = check_dns1123_subdomain(&name) {
-        return Err(invalid(format!("metadata.name {name:?} {why}")));
-    }
-    if let Some(ns) = pod
-        .metadata
-        .namespace
-        .as_deref()
-        .filter(|ns| !ns.is_empty())
-    {
-        if let Err(why) = check_dns1123_label(ns) {
-            return Err(invalid(format!("metadata.namespace {ns:?} {why}")));
-        }
-    }
-    check_containers(&pod).map_err(invalid)?;
 
     // The UID: md5 over the node, the file and the pod as written. k8s-openapi
     // serialises fields in a fixed order and maps as BTreeMaps, so this JSON
@@ -170,13 +211,7 @@ pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, M
     let hash = format!("{:x}", hasher.compute());
 
     let meta = &mut pod.metadata;
-    let full_name = format!("{name}-{}", node_name.to_lowercase());
-    if let Err(why) = check_dns1123_subdomain(&full_name) {
-        return Err(invalid(format!(
-            "pod name {full_name:?} (name-nodename) {why}"
-        )));
-    }
-    meta.name = Some(full_name);
+    meta.name = Some(format!("{name}-{}", node_name.to_lowercase()));
     if meta.namespace.as_deref().unwrap_or("").is_empty() {
         meta.namespace = Some("default".into());
     }
@@ -191,7 +226,7 @@ pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, M
     );
     annotations.insert(CONFIG_HASH_ANNOTATION.into(), uid);
 
-    let spec = pod.spec.as_mut().expect("checked by check_containers");
+    let spec = pod.spec.get_or_insert_with(PodSpec::default);
     spec.node_name = Some(node_name.to_owned());
     // Static pods tolerate every NoExecute taint, so node problems never
     // evict them (kubelet: AddOrUpdateTolerationInPod).
@@ -211,6 +246,10 @@ pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, M
     pod.status.get_or_insert_with(PodStatus::default).phase = Some("Pending".into());
 
     crate::pod::defaults::apply(&mut pod);
+    validation::validate_pod(&pod).map_err(|errors| ManifestError::Validation {
+        path: path.to_owned(),
+        errors,
+    })?;
     Ok(pod)
 }
 
@@ -223,17 +262,29 @@ fn same_toleration(a: &Toleration, b: &Toleration) -> bool {
         && s(&a.effect) == s(&b.effect)
 }
 
-/// Text → `Pod`, checking one document and `kind`/`apiVersion` first so those
-/// mistakes get a clear message rather than a serde one.
+/// Text → `Pod`, within [`LIMITS`], checking one document and
+/// `kind`/`apiVersion` first so those mistakes get a clear message rather
+/// than a serde one.
 fn decode(text: &str, path: &Path) -> Result<Pod, ManifestError> {
+    let limit = |source| ManifestError::Limit {
+        path: path.to_owned(),
+        source,
+    };
     if !text.trim_start().starts_with('{') {
+        decode::check_yaml(text, &LIMITS).map_err(limit)?;
         return decode_yaml(text, path);
     }
+    decode::check_json(text.as_bytes(), &LIMITS).map_err(limit)?;
     // Looks like JSON, but `{kind: Pod, ...}` is a YAML flow mapping: if it
     // is not JSON but is YAML, take it; if it is neither, the JSON error is
     // the one that makes sense to the author.
     match decode_json(text, path) {
-        Err(json @ ManifestError::Decode { .. }) => decode_yaml(text, path).map_err(|_| json),
+        Err(json @ ManifestError::Decode { .. }) => {
+            if decode::check_yaml(text, &LIMITS).is_err() {
+                return Err(json);
+            }
+            decode_yaml(text, path).map_err(|_| json)
+        }
         other => other,
     }
 }
@@ -246,11 +297,10 @@ fn decode_json(text: &str, path: &Path) -> Result<Pod, ManifestError> {
         line: Some(e.line()).filter(|&l| l > 0),
         column: Some(e.column()).filter(|&c| c > 0),
     };
-    let value: serde_json::Value = serde_json::from_str(text).map_err(err)?;
-    let field = |k: &str| value.get(k).and_then(|v| v.as_str()).map(str::to_owned);
-    check_kind(path, field("kind"), field("apiVersion"))?;
-    // Decode again from the text (not the Value) so type errors keep their
-    // line and column.
+    match serde_json::from_str::<Head>(text).map_err(err)? {
+        Head::Object { kind, api_version } => check_kind(path, kind, api_version)?,
+        _ => return Err(not_a_mapping(path)),
+    }
     serde_json::from_str(text).map_err(err)
 }
 
@@ -264,16 +314,17 @@ fn decode_yaml(text: &str, path: &Path) -> Result<Pod, ManifestError> {
     };
     // Find the non-empty documents (`---` separators with nothing between
     // them, or a trailing `---`, produce null documents, which are ignored).
+    // Only their type meta is kept: the rest is skipped, not built.
     let mut found = None;
     let mut count = 0;
     for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let value = serde_yaml_ng::Value::deserialize(doc).map_err(err)?;
-        if !value.is_null() {
+        let head = Head::deserialize(doc).map_err(err)?;
+        if !matches!(head, Head::Null) {
             count += 1;
-            found.get_or_insert((i, value));
+            found.get_or_insert((i, head));
         }
     }
-    let Some((index, value)) = found else {
+    let Some((index, head)) = found else {
         return Err(ManifestError::Empty {
             path: path.to_owned(),
         });
@@ -284,20 +335,23 @@ fn decode_yaml(text: &str, path: &Path) -> Result<Pod, ManifestError> {
             count,
         });
     }
-    if !value.is_mapping() {
-        return Err(ManifestError::Invalid {
-            path: path.to_owned(),
-            message: "the document is not a mapping (expected a Pod object)".into(),
-        });
-    }
-    let field = |k: &str| value.get(k).and_then(|v| v.as_str()).map(str::to_owned);
-    check_kind(path, field("kind"), field("apiVersion"))?;
+    let Head::Object { kind, api_version } = head else {
+        return Err(not_a_mapping(path));
+    };
+    check_kind(path, kind, api_version)?;
     // Decode the Pod straight from the text so type errors keep their
     // location.
     let doc = serde_yaml_ng::Deserializer::from_str(text)
         .nth(index)
         .expect("the document was there a moment ago");
     Pod::deserialize(doc).map_err(err)
+}
+
+fn not_a_mapping(path: &Path) -> ManifestError {
+    ManifestError::Invalid {
+        path: path.to_owned(),
+        message: "the document is not a mapping (expected a Pod object)".into(),
+    }
 }
 
 fn check_kind(
@@ -315,37 +369,154 @@ fn check_kind(
     })
 }
 
-/// The minimum picolet needs to run the pod at all; the CRI runtime catches
-/// the rest.
-fn check_containers(pod: &Pod) -> Result<(), String> {
-    let Some(spec) = pod.spec.as_ref() else {
-        return Err("spec is required".into());
-    };
-    if spec.containers.is_empty() {
-        return Err("spec.containers must list at least one container".into());
+/// A document's top level as far as the manifest rules need it: null, an
+/// object with its `kind` and `apiVersion` (when they are strings), or
+/// anything else. Everything else in the document is skipped, not built.
+enum Head {
+    Null,
+    Object {
+        kind: Option<String>,
+        api_version: Option<String>,
+    },
+    Other,
+}
+
+/// A mapping key, as far as [`Head`] cares.
+enum HeadKey {
+    Kind,
+    ApiVersion,
+    Other,
+}
+
+/// A string value, or `None` for anything else (skipped).
+struct MaybeStr(Option<String>);
+
+/// One visitor for the three: `Head` for documents, `HeadKey` for keys,
+/// `MaybeStr` for values. Whatever a visitor does not want it skips.
+struct Skim<T>(fn(Option<&str>) -> T, fn() -> T);
+
+impl<'de, T> Visitor<'de> for Skim<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
     }
-    let mut names = HashSet::new();
-    let init = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .map(|c| ("spec.initContainers", c));
-    let main = spec.containers.iter().map(|c| ("spec.containers", c));
-    for (field, c) in init.chain(main) {
-        if let Err(why) = check_dns1123_label(&c.name) {
-            return Err(format!("{field}: container name {:?} {why}", c.name));
-        }
-        if !names.insert(c.name.as_str()) {
-            return Err(format!(
-                "{field}: container name {:?} is used twice",
-                c.name
-            ));
-        }
-        if c.image.as_deref().unwrap_or("").trim().is_empty() {
-            return Err(format!("{field}: container {:?} has no image", c.name));
-        }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+        Ok((self.0)(Some(v)))
     }
-    Ok(())
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<T, E> {
+        Ok((self.0)(None))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<T, E> {
+        Ok((self.0)(None))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<T, E> {
+        Ok((self.0)(None))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<T, E> {
+        Ok((self.0)(None))
+    }
+    fn visit_bytes<E: de::Error>(self, _: &[u8]) -> Result<T, E> {
+        Ok((self.0)(None))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<T, E> {
+        Ok((self.1)())
+    }
+    fn visit_none<E: de::Error>(self) -> Result<T, E> {
+        Ok((self.1)())
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<T, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok((self.0)(None))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<T, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok((self.0)(None))
+    }
+    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<T, A::Error> {
+        de::VariantAccess::newtype_variant::<IgnoredAny>(data.variant::<IgnoredAny>()?.1)?;
+        Ok((self.0)(None))
+    }
+}
+
+impl<'de> Deserialize<'de> for HeadKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let key = |s: Option<&str>| match s {
+            Some("kind") => HeadKey::Kind,
+            Some("apiVersion") => HeadKey::ApiVersion,
+            _ => HeadKey::Other,
+        };
+        d.deserialize_any(Skim(key, || HeadKey::Other))
+    }
+}
+
+impl<'de> Deserialize<'de> for MaybeStr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(Skim(|s| MaybeStr(s.map(str::to_owned)), || MaybeStr(None)))
+    }
+}
+
+impl<'de> Deserialize<'de> for Head {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Top;
+        impl<'de> Visitor<'de> for Top {
+            type Value = Head;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a Pod object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Head, A::Error> {
+                let (mut kind, mut api_version) = (None, None);
+                while let Some(key) = map.next_key::<HeadKey>()? {
+                    match key {
+                        HeadKey::Kind => kind = map.next_value::<MaybeStr>()?.0,
+                        HeadKey::ApiVersion => api_version = map.next_value::<MaybeStr>()?.0,
+                        HeadKey::Other => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(Head::Object { kind, api_version })
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Head, E> {
+                Ok(Head::Null)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Head, E> {
+                Ok(Head::Null)
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Head, D::Error> {
+                d.deserialize_any(self)
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Head, E> {
+                Ok(Head::Other)
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Head, E> {
+                Ok(Head::Other)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Head, E> {
+                Ok(Head::Other)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Head, E> {
+                Ok(Head::Other)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Head, E> {
+                Ok(Head::Other)
+            }
+            fn visit_bytes<E: de::Error>(self, _: &[u8]) -> Result<Head, E> {
+                Ok(Head::Other)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Head, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Head::Other)
+            }
+            fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<Head, A::Error> {
+                de::VariantAccess::newtype_variant::<IgnoredAny>(data.variant::<IgnoredAny>()?.1)?;
+                Ok(Head::Other)
+            }
+        }
+        d.deserialize_any(Top)
+    }
 }
 
 /// Editor droppings and hidden files that are never manifests. (The kubelet
@@ -373,6 +544,8 @@ struct Cached {
 enum CacheKey {
     Content(md5::Digest),
     Error(String),
+    /// Read but not parsed yet: the scan's parse budget was spent.
+    Deferred,
 }
 
 /// A static pod directory (`staticPodPath`) and what picolet last read from
@@ -392,6 +565,8 @@ pub struct ManifestDir {
     last: Vec<Pod>,
     /// How many problems were logged (each problem is logged once).
     reported: usize,
+    /// The last scan left changed files unparsed (see [`SCAN_BUDGET_BYTES`]).
+    deferred: bool,
     #[cfg(test)]
     messages: Vec<String>,
 }
@@ -408,6 +583,7 @@ impl ManifestDir {
             dir_error: None,
             last: Vec::new(),
             reported: 0,
+            deferred: false,
             #[cfg(test)]
             messages: Vec::new(),
         }
@@ -425,6 +601,13 @@ impl ManifestDir {
     /// The directory (or file) being read.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the last [`scan`](Self::scan) left changed files for the next
+    /// one, having spent its [`SCAN_BUDGET_BYTES`]. Their previous pods (if
+    /// any) stay in the set meanwhile; the caller should scan again soon.
+    pub fn has_deferred(&self) -> bool {
+        self.deferred
     }
 
     /// Read every manifest and return the complete set of valid pods, in file
@@ -506,9 +689,14 @@ impl ManifestDir {
 
     fn read_files(&mut self, files: Vec<PathBuf>) -> Vec<Pod> {
         let mut cache = HashMap::with_capacity(files.len());
+        let mut budget = Budget {
+            left: SCAN_BUDGET_BYTES,
+            parsed_any: false,
+        };
+        self.deferred = false;
         for path in files {
             let previous = self.cache.remove(&path);
-            let cached = self.read_one(&path, previous);
+            let cached = self.read_one(&path, previous, &mut budget);
             cache.insert(path, cached);
         }
         self.cache = cache; // files that vanished drop out here
@@ -562,8 +750,9 @@ impl ManifestDir {
     }
 
     /// Read and parse one file, reusing (and not re-logging) the previous
-    /// result when the content is unchanged.
-    fn read_one(&mut self, path: &Path, previous: Option<Cached>) -> Cached {
+    /// result when the content is unchanged. A changed file that does not fit
+    /// the scan's `budget` keeps its previous result, to be parsed next time.
+    fn read_one(&mut self, path: &Path, previous: Option<Cached>, budget: &mut Budget) -> Cached {
         let bytes = match read_limited(path) {
             Ok(bytes) => bytes,
             Err(e) => {
@@ -588,11 +777,29 @@ impl ManifestDir {
             }
         };
         let key = CacheKey::Content(md5::compute(&bytes));
-        if let Some(previous) = previous {
-            if previous.key == key {
-                return previous;
-            }
+        if previous.as_ref().is_some_and(|p| p.key == key) {
+            return previous.expect("checked just above");
         }
+        if budget.parsed_any && bytes.len() > budget.left {
+            self.deferred = true;
+            log::debug!(
+                "manifest {} changed; parsing it in the next scan (this one parsed {} bytes)",
+                path.display(),
+                SCAN_BUDGET_BYTES - budget.left
+            );
+            return match previous {
+                Some(p) => Cached {
+                    key: CacheKey::Deferred,
+                    pod: p.pod,
+                },
+                None => Cached {
+                    key: CacheKey::Deferred,
+                    pod: None,
+                },
+            };
+        }
+        budget.parsed_any = true;
+        budget.left = budget.left.saturating_sub(bytes.len());
         let parsed = match std::str::from_utf8(&bytes) {
             Ok(text) => parse_manifest(text, path, &self.node_name),
             Err(_) => Err(ManifestError::NotText {
@@ -612,8 +819,18 @@ impl ManifestDir {
     }
 }
 
+/// How much more one scan may parse.
+struct Budget {
+    /// Bytes left of [`SCAN_BUDGET_BYTES`].
+    left: usize,
+    /// A file was parsed already (the first one always is).
+    parsed_any: bool,
+}
+
 /// Read a file, refusing anything over [`MAX_MANIFEST_BYTES`] without
-/// reading it all.
+/// reading it all, and anything that is not a regular file. The open does not
+/// block: a FIFO put (or renamed, or symlinked) where a manifest was listed
+/// would otherwise hang the thread until someone writes to it.
 fn read_limited(path: &Path) -> Result<Vec<u8>, ManifestError> {
     let io_err = |source| ManifestError::Io {
         path: path.to_owned(),
@@ -624,8 +841,18 @@ fn read_limited(path: &Path) -> Result<Vec<u8>, ManifestError> {
         size,
         limit: MAX_MANIFEST_BYTES,
     };
-    let file = fs::File::open(path).map_err(io_err)?;
-    let size = file.metadata().map_err(io_err)?.len();
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(io_err)?;
+    let meta = file.metadata().map_err(io_err)?;
+    if !meta.is_file() {
+        return Err(ManifestError::NotAFile {
+            path: path.to_owned(),
+        });
+    }
+    let size = meta.len();
     if size > MAX_MANIFEST_BYTES {
         return Err(too_large(size));
     }
@@ -645,7 +872,7 @@ fn read_limited(path: &Path) -> Result<Vec<u8>, ManifestError> {
 mod tests {
     use super::*;
 
-    const NODE: &str = "Edge-1";
+    const NODE: &str = "edge-1";
 
     const NGINX: &str = "\
 apiVersion: v1
@@ -863,14 +1090,18 @@ spec:
     fn a_pod_needs_a_valid_name() {
         let unnamed = NGINX.replace("  name: web\n", "  labels: {a: b}\n");
         let err = parse(&unnamed).unwrap_err();
-        assert!(
-            err.to_string().contains("metadata.name is required"),
-            "{err}"
+        assert_eq!(
+            err.to_string(),
+            "manifest /etc/picolet/manifests/web.yaml is invalid: metadata.name: Required value: name or generateName is required"
         );
         let bad = NGINX.replace("name: web", "name: Web_Server");
         let err = parse(&bad).unwrap_err();
-        assert!(matches!(err, ManifestError::Invalid { .. }), "{err:?}");
-        assert!(err.to_string().contains("Web_Server"), "{err}");
+        assert!(matches!(err, ManifestError::Validation { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .contains("metadata.name: Invalid value: \"Web_Server-edge-1\": a lowercase RFC 1123 subdomain"),
+            "{err}"
+        );
         let dotted = NGINX.replace("name: web", "name: web.edge");
         assert!(parse(&dotted).is_ok(), "a DNS subdomain may contain dots");
     }
@@ -882,12 +1113,83 @@ spec:
         assert!(parse(&none)
             .unwrap_err()
             .to_string()
-            .contains("at least one container"));
+            .ends_with("is invalid: spec.containers: Required value"));
         let no_image = NGINX.replace("    image: nginx:1.27\n", "");
         assert!(parse(&no_image)
             .unwrap_err()
             .to_string()
-            .contains("no image"));
+            .ends_with("is invalid: spec.containers[0].image: Required value"));
+    }
+
+    #[test]
+    fn a_pod_the_api_server_would_refuse_is_refused_with_every_field_named() {
+        let text = NGINX.replace(
+            "    image: nginx:1.27\n",
+            "    image: nginx:1.27\n    resources:\n      limits: {memory: -1Gi, cpu: 1e400, pids: 10}\n",
+        ) + "  terminationGracePeriodSeconds: -5\n";
+        let err = parse(&text).unwrap_err();
+        let ManifestError::Validation { errors, .. } = &err else {
+            panic!("{err:?}");
+        };
+        let msg = err.to_string();
+        assert!(msg.starts_with("manifest /etc/picolet/manifests/web.yaml is invalid: "), "{msg}");
+        for want in [
+            "spec.terminationGracePeriodSeconds: Invalid value: -5: must be greater than or equal to 0",
+            "spec.containers[0].resources.limits[memory]: Invalid value: \"-1Gi\": must be greater than or equal to 0",
+            "spec.containers[0].resources.limits[cpu]: Invalid value: \"1e400\": must be less than or equal to 9223372036854775807m",
+            "spec.containers[0].resources.limits[pids]: Invalid value: pids: must be a standard resource for containers",
+        ] {
+            assert!(errors.iter().any(|e| e.to_string() == want), "{want}\n{msg}");
+        }
+    }
+
+    #[test]
+    fn a_deeply_nested_manifest_is_refused_before_it_is_parsed() {
+        let deep = format!("{NGINX}a: {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(deep.len() < MAX_MANIFEST_BYTES as usize);
+        let err = parse(&deep).unwrap_err();
+        assert!(
+            matches!(&err, ManifestError::Limit { source: LimitError::TooDeep { .. }, .. }),
+            "{err:?}"
+        );
+        assert_eq!(err.location().map(|(l, _)| l), Some(9));
+        assert!(
+            err.to_string()
+                .starts_with("manifest /etc/picolet/manifests/web.yaml nests deeper than 64 levels (at line 9 column"),
+            "{err}"
+        );
+        // Looking like JSON does not help, nor does falling back to YAML.
+        let json = format!("{{\"a\": {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(matches!(parse(&json).unwrap_err(), ManifestError::Limit { .. }));
+        let flow = format!("{{a: {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(matches!(parse(&flow).unwrap_err(), ManifestError::Decode { .. } | ManifestError::Limit { .. }));
+    }
+
+    #[test]
+    fn an_alias_bomb_is_refused_by_arithmetic() {
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for (n, prev) in ["b", "c", "d", "e", "f", "g", "h", "i"].iter().zip(["a", "b", "c", "d", "e", "f", "g", "h"]) {
+            bomb.push_str(&format!("{n}: &{n} [{}]\n", vec![format!("*{prev}"); 10].join(", ")));
+        }
+        let text = format!("{NGINX}{bomb}");
+        let err = parse(&text).unwrap_err();
+        assert!(err.to_string().contains("expands aliases to more than"), "{err}");
+    }
+
+    #[test]
+    fn odd_documents_get_clear_errors() {
+        for (text, want) in [
+            ("- a\n- b\n", "the document is not a mapping"),
+            ("just a string\n", "the document is not a mapping"),
+            ("[1, 2]", "the document is not a mapping"),
+            ("{\"kind\": 5, \"apiVersion\": \"v1\"}", "found kind \"\""),
+            ("!!binary aGVsbG8=\n", "the document is not a mapping"),
+            ("kind: !custom Pod\napiVersion: v1\n", "found kind \"\""),
+            ("? [a, b]\n: c\nkind: Pod\n", "found kind \"Pod\", apiVersion \"\""),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains(want), "{text:?}: {err}");
+        }
     }
 
     #[test]
@@ -1066,5 +1368,82 @@ spec:
         dir.write("only.yaml", &pod_yaml("only"));
         let mut md = ManifestDir::new(dir.0.join("only.yaml"), NODE);
         assert_eq!(names(&md.scan()), ["only-edge-1"]);
+    }
+
+    fn mkfifo(path: &Path) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking_even_behind_a_symlink() {
+        let dir = TempDir::new("fifo");
+        let fifo = dir.0.join("pipe.yaml");
+        mkfifo(&fifo);
+        // Nobody writes to it: a blocking open would hang this test.
+        let err = read_limited(&fifo).unwrap_err();
+        assert!(matches!(err, ManifestError::NotAFile { .. }), "{err:?}");
+        assert!(err.to_string().ends_with("pipe.yaml is not a regular file"));
+        std::os::unix::fs::symlink(&fifo, dir.0.join("link.yaml")).unwrap();
+        assert!(matches!(
+            read_limited(&dir.0.join("link.yaml")),
+            Err(ManifestError::NotAFile { .. })
+        ));
+        dir.write("a.yaml", &pod_yaml("alpha"));
+        let mut md = ManifestDir::new(&dir.0, NODE);
+        assert_eq!(names(&md.scan()), ["alpha-edge-1"]);
+    }
+
+    #[test]
+    fn binary_garbage_is_not_text() {
+        let dir = TempDir::new("garbage");
+        let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        fs::write(dir.0.join("garbage.yaml"), garbage).unwrap();
+        dir.write("a.yaml", &pod_yaml("alpha"));
+        let mut md = ManifestDir::new(&dir.0, NODE);
+        assert_eq!(names(&md.scan()), ["alpha-edge-1"]);
+        assert!(md.messages[0].ends_with("garbage.yaml is not UTF-8 text; skipping it"), "{:?}", md.messages);
+    }
+
+    #[test]
+    fn one_scan_parses_a_bounded_amount_and_leaves_the_rest_for_the_next() {
+        let dir = TempDir::new("budget");
+        // Five valid pods of ~100 KiB each (a big annotation).
+        let big = |name: &str| {
+            pod_yaml(name).replace(
+                "  name: ",
+                &format!("  annotations:\n    note: \"{}\"\n  name: ", "x".repeat(100 * 1024)),
+            )
+        };
+        for n in ["a", "b", "c", "d", "e"] {
+            dir.write(&format!("{n}.yaml"), &big(n));
+        }
+        let mut md = ManifestDir::new(&dir.0, NODE);
+        let first = md.scan();
+        assert_eq!(names(&first), ["a-edge-1", "b-edge-1"]);
+        assert!(md.has_deferred());
+        md.scan();
+        let third = md.scan();
+        assert_eq!(names(&third), ["a-edge-1", "b-edge-1", "c-edge-1", "d-edge-1", "e-edge-1"]);
+        assert!(!md.has_deferred());
+        // A changed file waiting for its turn keeps its previous pod.
+        for n in ["a", "b", "c"] {
+            dir.write(&format!("{n}.yaml"), &big(n).replace("nginx:1.27", "nginx:1.28"));
+        }
+        let update = md.scan();
+        assert!(md.has_deferred());
+        assert_eq!(update.pods.len(), 5);
+        let image = |u: &SourceUpdate, i: usize| u.pods[i].spec.as_ref().unwrap().containers[0].image.clone().unwrap();
+        assert_eq!(image(&update, 0), "nginx:1.28");
+        assert_eq!(image(&update, 2), "nginx:1.27", "c waits, still defined by its old content");
+        let update = md.scan();
+        assert_eq!(image(&update, 2), "nginx:1.28");
+        assert!(md.messages.is_empty(), "deferring is not a problem: {:?}", md.messages);
     }
 }
