@@ -446,7 +446,9 @@ mod tests {
             matches!(err, LimitError::TooDeep { limit: 64, at } if at.line == 1),
             "{err:?}"
         );
-        assert!(err.to_string().starts_with("nests deeper than 64 levels (at line 1 column"));
+        assert!(err
+            .to_string()
+            .starts_with("nests deeper than 64 levels (at line 1 column"));
     }
 
     #[test]
@@ -470,7 +472,10 @@ mod tests {
             check_yaml(&dashes, &SMALL),
             Err(LimitError::TooDeep { .. })
         ));
-        assert!(check_yaml(&nested(7), &SMALL).is_ok(), "7 + the document mapping = 8");
+        assert!(
+            check_yaml(&nested(7), &SMALL).is_ok(),
+            "7 + the document mapping = 8"
+        );
         assert!(check_yaml(&nested(8), &SMALL).is_err());
     }
 
@@ -543,7 +548,10 @@ mod tests {
         assert_eq!(shape.nodes, 10);
         let deep = format!("{{\"a\": {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
         let err = check_json(deep.as_bytes(), &Limits::MANIFEST).unwrap_err();
-        assert!(matches!(err, LimitError::TooDeep { limit: 64, at } if at == Position { line: 1, column: 70 }), "{err:?}");
+        assert!(
+            matches!(err, LimitError::TooDeep { limit: 64, at } if at == Position { line: 1, column: 70 }),
+            "{err:?}"
+        );
         let wide = format!("[{}1]", "1,".repeat(200));
         assert!(matches!(
             check_json(wide.as_bytes(), &SMALL),

@@ -578,12 +578,18 @@ mod bounded_parsing_tests {
         );
         let err = load(&text).unwrap_err();
         assert!(
-            matches!(err, ConfigError::Syntax { format: "YAML", line: Some(3), .. }),
+            matches!(
+                err,
+                ConfigError::Syntax {
+                    format: "YAML",
+                    line: Some(3),
+                    ..
+                }
+            ),
             "{err:?}"
         );
         assert!(
-            err.to_string()
-                .starts_with("/etc/picolet/config.yaml:3:"),
+            err.to_string().starts_with("/etc/picolet/config.yaml:3:"),
             "{err}"
         );
         assert!(
@@ -593,17 +599,31 @@ mod bounded_parsing_tests {
         );
         let json = format!("{{\"a\": {}{}}}", "[".repeat(1000), "]".repeat(1000));
         let err = load(&json).unwrap_err();
-        assert!(matches!(err, ConfigError::Syntax { format: "JSON", .. }), "{err:?}");
+        assert!(
+            matches!(err, ConfigError::Syntax { format: "JSON", .. }),
+            "{err:?}"
+        );
     }
 
     #[test]
     fn an_alias_bomb_and_an_oversized_config_are_refused() {
-        let mut bomb = format!("apiVersion: {API_VERSION}\nkind: {KIND}\na: &a [x, x, x, x, x, x, x, x, x, x]\n");
-        for (n, prev) in ["b", "c", "d", "e", "f", "g"].iter().zip(["a", "b", "c", "d", "e", "f"]) {
-            bomb.push_str(&format!("{n}: &{n} [{}]\n", vec![format!("*{prev}"); 10].join(", ")));
+        let mut bomb = format!(
+            "apiVersion: {API_VERSION}\nkind: {KIND}\na: &a [x, x, x, x, x, x, x, x, x, x]\n"
+        );
+        for (n, prev) in ["b", "c", "d", "e", "f", "g"]
+            .iter()
+            .zip(["a", "b", "c", "d", "e", "f"])
+        {
+            bomb.push_str(&format!(
+                "{n}: &{n} [{}]\n",
+                vec![format!("*{prev}"); 10].join(", ")
+            ));
         }
         let err = load(&bomb).unwrap_err().to_string();
-        assert!(err.contains("the document expands aliases to more than"), "{err}");
+        assert!(
+            err.contains("the document expands aliases to more than"),
+            "{err}"
+        );
         let huge = format!("# {}\n", "x".repeat(Limits::CONFIG.max_bytes));
         let err = load(&huge).unwrap_err().to_string();
         assert!(err.contains("over the 262144-byte limit"), "{err}");

@@ -658,11 +658,13 @@ impl ManifestDir {
         }
     }
 
-    /// The candidate manifest files, sorted by name.
-    fn list(&self) -> io::Result<Vec<PathBuf>> {
+    /// The candidate manifest files, sorted by name, each with whether it
+    /// is a regular file (a FIFO, socket or device is listed, to be
+    /// reported, but never opened: opening some devices has effects).
+    fn list(&self) -> io::Result<Vec<(PathBuf, bool)>> {
         let meta = fs::metadata(&self.path)?;
         if meta.is_file() {
-            return Ok(vec![self.path.clone()]);
+            return Ok(vec![(self.path.clone(), true)]);
         }
         let mut files = Vec::new();
         for entry in fs::read_dir(&self.path)? {
@@ -674,11 +676,11 @@ impl ManifestDir {
             let path = entry.path();
             // Follow symlinks, as the kubelet does.
             match fs::metadata(&path) {
-                Ok(m) if m.is_file() => files.push(path),
+                Ok(m) if m.is_file() => files.push((path, true)),
                 Ok(m) if m.is_dir() => {
                     log::debug!("not recursing into manifest directory {}", path.display())
                 }
-                Ok(_) => log::debug!("ignoring {}: not a regular file", path.display()),
+                Ok(_) => files.push((path, false)),
                 // Dangling symlink, or deleted since read_dir.
                 Err(_) => {}
             }
@@ -687,16 +689,16 @@ impl ManifestDir {
         Ok(files)
     }
 
-    fn read_files(&mut self, files: Vec<PathBuf>) -> Vec<Pod> {
+    fn read_files(&mut self, files: Vec<(PathBuf, bool)>) -> Vec<Pod> {
         let mut cache = HashMap::with_capacity(files.len());
         let mut budget = Budget {
             left: SCAN_BUDGET_BYTES,
             parsed_any: false,
         };
         self.deferred = false;
-        for path in files {
+        for (path, regular) in files {
             let previous = self.cache.remove(&path);
-            let cached = self.read_one(&path, previous, &mut budget);
+            let cached = self.read_one(&path, regular, previous, &mut budget);
             cache.insert(path, cached);
         }
         self.cache = cache; // files that vanished drop out here
@@ -752,8 +754,21 @@ impl ManifestDir {
     /// Read and parse one file, reusing (and not re-logging) the previous
     /// result when the content is unchanged. A changed file that does not fit
     /// the scan's `budget` keeps its previous result, to be parsed next time.
-    fn read_one(&mut self, path: &Path, previous: Option<Cached>, budget: &mut Budget) -> Cached {
-        let bytes = match read_limited(path) {
+    fn read_one(
+        &mut self,
+        path: &Path,
+        regular: bool,
+        previous: Option<Cached>,
+        budget: &mut Budget,
+    ) -> Cached {
+        let read = if regular {
+            read_limited(path)
+        } else {
+            Err(ManifestError::NotAFile {
+                path: path.to_owned(),
+            })
+        };
+        let bytes = match read {
             Ok(bytes) => bytes,
             Err(e) => {
                 let key = CacheKey::Error(e.to_string());
@@ -828,9 +843,10 @@ struct Budget {
 }
 
 /// Read a file, refusing anything over [`MAX_MANIFEST_BYTES`] without
-/// reading it all, and anything that is not a regular file. The open does not
-/// block: a FIFO put (or renamed, or symlinked) where a manifest was listed
-/// would otherwise hang the thread until someone writes to it.
+/// reading it all, and anything that is not a regular file. The listing
+/// already left FIFOs and devices unopened; this covers one swapped in
+/// since: the open neither blocks (a FIFO would hang the thread until
+/// someone writes to it) nor adopts a terminal.
 fn read_limited(path: &Path) -> Result<Vec<u8>, ManifestError> {
     let io_err = |source| ManifestError::Io {
         path: path.to_owned(),
@@ -843,7 +859,7 @@ fn read_limited(path: &Path) -> Result<Vec<u8>, ManifestError> {
     };
     let file = fs::OpenOptions::new()
         .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32)
         .open(path)
         .map_err(io_err)?;
     let meta = file.metadata().map_err(io_err)?;
@@ -1132,7 +1148,10 @@ spec:
             panic!("{err:?}");
         };
         let msg = err.to_string();
-        assert!(msg.starts_with("manifest /etc/picolet/manifests/web.yaml is invalid: "), "{msg}");
+        assert!(
+            msg.starts_with("manifest /etc/picolet/manifests/web.yaml is invalid: "),
+            "{msg}"
+        );
         for want in [
             "spec.terminationGracePeriodSeconds: Invalid value: -5: must be greater than or equal to 0",
             "spec.containers[0].resources.limits[memory]: Invalid value: \"-1Gi\": must be greater than or equal to 0",
@@ -1149,7 +1168,13 @@ spec:
         assert!(deep.len() < MAX_MANIFEST_BYTES as usize);
         let err = parse(&deep).unwrap_err();
         assert!(
-            matches!(&err, ManifestError::Limit { source: LimitError::TooDeep { .. }, .. }),
+            matches!(
+                &err,
+                ManifestError::Limit {
+                    source: LimitError::TooDeep { .. },
+                    ..
+                }
+            ),
             "{err:?}"
         );
         assert_eq!(err.location().map(|(l, _)| l), Some(9));
@@ -1160,20 +1185,35 @@ spec:
         );
         // Looking like JSON does not help, nor does falling back to YAML.
         let json = format!("{{\"a\": {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
-        assert!(matches!(parse(&json).unwrap_err(), ManifestError::Limit { .. }));
+        assert!(matches!(
+            parse(&json).unwrap_err(),
+            ManifestError::Limit { .. }
+        ));
         let flow = format!("{{a: {}{}}}", "[".repeat(100_000), "]".repeat(100_000));
-        assert!(matches!(parse(&flow).unwrap_err(), ManifestError::Decode { .. } | ManifestError::Limit { .. }));
+        assert!(matches!(
+            parse(&flow).unwrap_err(),
+            ManifestError::Decode { .. } | ManifestError::Limit { .. }
+        ));
     }
 
     #[test]
     fn an_alias_bomb_is_refused_by_arithmetic() {
         let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
-        for (n, prev) in ["b", "c", "d", "e", "f", "g", "h", "i"].iter().zip(["a", "b", "c", "d", "e", "f", "g", "h"]) {
-            bomb.push_str(&format!("{n}: &{n} [{}]\n", vec![format!("*{prev}"); 10].join(", ")));
+        for (n, prev) in ["b", "c", "d", "e", "f", "g", "h", "i"]
+            .iter()
+            .zip(["a", "b", "c", "d", "e", "f", "g", "h"])
+        {
+            bomb.push_str(&format!(
+                "{n}: &{n} [{}]\n",
+                vec![format!("*{prev}"); 10].join(", ")
+            ));
         }
         let text = format!("{NGINX}{bomb}");
         let err = parse(&text).unwrap_err();
-        assert!(err.to_string().contains("expands aliases to more than"), "{err}");
+        assert!(
+            err.to_string().contains("expands aliases to more than"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -1185,7 +1225,10 @@ spec:
             ("{\"kind\": 5, \"apiVersion\": \"v1\"}", "found kind \"\""),
             ("!!binary aGVsbG8=\n", "the document is not a mapping"),
             ("kind: !custom Pod\napiVersion: v1\n", "found kind \"\""),
-            ("? [a, b]\n: c\nkind: Pod\n", "found kind \"Pod\", apiVersion \"\""),
+            (
+                "? [a, b]\n: c\nkind: Pod\n",
+                "found kind \"Pod\", apiVersion \"\"",
+            ),
         ] {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(want), "{text:?}: {err}");
@@ -1396,19 +1439,38 @@ spec:
             Err(ManifestError::NotAFile { .. })
         ));
         dir.write("a.yaml", &pod_yaml("alpha"));
+        std::os::unix::fs::symlink("/dev/null", dir.0.join("null.yaml")).unwrap();
         let mut md = ManifestDir::new(&dir.0, NODE);
         assert_eq!(names(&md.scan()), ["alpha-edge-1"]);
+        md.scan();
+        let special: Vec<&String> = md
+            .messages
+            .iter()
+            .filter(|m| m.contains("is not a regular file; skipping it"))
+            .collect();
+        assert_eq!(
+            special.len(),
+            3,
+            "the FIFO and both links, once each: {:?}",
+            md.messages
+        );
     }
 
     #[test]
     fn binary_garbage_is_not_text() {
         let dir = TempDir::new("garbage");
-        let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        let garbage: Vec<u8> = (0..4096u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
         fs::write(dir.0.join("garbage.yaml"), garbage).unwrap();
         dir.write("a.yaml", &pod_yaml("alpha"));
         let mut md = ManifestDir::new(&dir.0, NODE);
         assert_eq!(names(&md.scan()), ["alpha-edge-1"]);
-        assert!(md.messages[0].ends_with("garbage.yaml is not UTF-8 text; skipping it"), "{:?}", md.messages);
+        assert!(
+            md.messages[0].ends_with("garbage.yaml is not UTF-8 text; skipping it"),
+            "{:?}",
+            md.messages
+        );
     }
 
     #[test]
@@ -1418,7 +1480,10 @@ spec:
         let big = |name: &str| {
             pod_yaml(name).replace(
                 "  name: ",
-                &format!("  annotations:\n    note: \"{}\"\n  name: ", "x".repeat(100 * 1024)),
+                &format!(
+                    "  annotations:\n    note: \"{}\"\n  name: ",
+                    "x".repeat(100 * 1024)
+                ),
             )
         };
         for n in ["a", "b", "c", "d", "e"] {
@@ -1430,20 +1495,39 @@ spec:
         assert!(md.has_deferred());
         md.scan();
         let third = md.scan();
-        assert_eq!(names(&third), ["a-edge-1", "b-edge-1", "c-edge-1", "d-edge-1", "e-edge-1"]);
+        assert_eq!(
+            names(&third),
+            ["a-edge-1", "b-edge-1", "c-edge-1", "d-edge-1", "e-edge-1"]
+        );
         assert!(!md.has_deferred());
         // A changed file waiting for its turn keeps its previous pod.
         for n in ["a", "b", "c"] {
-            dir.write(&format!("{n}.yaml"), &big(n).replace("nginx:1.27", "nginx:1.28"));
+            dir.write(
+                &format!("{n}.yaml"),
+                &big(n).replace("nginx:1.27", "nginx:1.28"),
+            );
         }
         let update = md.scan();
         assert!(md.has_deferred());
         assert_eq!(update.pods.len(), 5);
-        let image = |u: &SourceUpdate, i: usize| u.pods[i].spec.as_ref().unwrap().containers[0].image.clone().unwrap();
+        let image = |u: &SourceUpdate, i: usize| {
+            u.pods[i].spec.as_ref().unwrap().containers[0]
+                .image
+                .clone()
+                .unwrap()
+        };
         assert_eq!(image(&update, 0), "nginx:1.28");
-        assert_eq!(image(&update, 2), "nginx:1.27", "c waits, still defined by its old content");
+        assert_eq!(
+            image(&update, 2),
+            "nginx:1.27",
+            "c waits, still defined by its old content"
+        );
         let update = md.scan();
         assert_eq!(image(&update, 2), "nginx:1.28");
-        assert!(md.messages.is_empty(), "deferring is not a problem: {:?}", md.messages);
+        assert!(
+            md.messages.is_empty(),
+            "deferring is not a problem: {:?}",
+            md.messages
+        );
     }
 }

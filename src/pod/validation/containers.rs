@@ -30,7 +30,12 @@ pub(super) struct Context<'a> {
 }
 
 /// Regular containers (`validateContainers`).
-pub(super) fn validate_containers(containers: &[Container], ctx: &Context, path: &Path, v: &mut Errors) {
+pub(super) fn validate_containers(
+    containers: &[Container],
+    ctx: &Context,
+    path: &Path,
+    v: &mut Errors,
+) {
     if containers.is_empty() {
         return v.required(path, "");
     }
@@ -43,7 +48,10 @@ pub(super) fn validate_containers(containers: &[Container], ctx: &Context, path:
         }
         validate_lifecycle_and_probes(c, ctx, &p, v);
         if c.restart_policy.is_some() {
-            v.forbidden(&p.child("restartPolicy"), "may not be set for non-init containers");
+            v.forbidden(
+                &p.child("restartPolicy"),
+                "may not be set for non-init containers",
+            );
         }
     }
 }
@@ -110,7 +118,10 @@ pub(super) fn check_host_port_conflicts(containers: &[Container], path: &Path, v
                 port.host_ip.as_deref().unwrap_or("")
             );
             if !seen.insert(key.clone()) {
-                v.duplicate(&path.index(i).child("ports").index(j).child("hostPort"), &key);
+                v.duplicate(
+                    &path.index(i).child("ports").index(j).child("hostPort"),
+                    &key,
+                );
             }
         }
     }
@@ -212,7 +223,11 @@ fn port_name_errors(name: &str) -> Vec<&'static str> {
     if name.len() > 15 {
         errs.push("must be no more than 15 characters");
     }
-    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
         errs.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)");
     }
     if !name.bytes().any(|b| b.is_ascii_lowercase()) {
@@ -244,10 +259,15 @@ fn validate_ports(ports: &[ContainerPort], path: &Path, v: &mut Errors) {
         }
         match port.container_port {
             0 => v.required(&p.child("containerPort"), ""),
-            n if !(1..=65535).contains(&n) => v.invalid_int(&p.child("containerPort"), n.into(), PORT_RANGE),
+            n if !(1..=65535).contains(&n) => {
+                v.invalid_int(&p.child("containerPort"), n.into(), PORT_RANGE)
+            }
             _ => {}
         }
-        if let Some(hp) = port.host_port.filter(|hp| *hp != 0 && !(1..=65535).contains(hp)) {
+        if let Some(hp) = port
+            .host_port
+            .filter(|hp| *hp != 0 && !(1..=65535).contains(hp))
+        {
             v.invalid_int(&p.child("hostPort"), hp.into(), PORT_RANGE);
         }
         match port.protocol.as_deref().unwrap_or("") {
@@ -299,7 +319,11 @@ fn config_map_key_errors(key: &str) -> Vec<String> {
     if key.len() > 253 {
         errs.push("must be no more than 253 characters".to_string());
     }
-    if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')) {
+    if key.is_empty()
+        || !key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    {
         errs.push(
             "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"
                 .to_string(),
@@ -378,8 +402,14 @@ fn validate_env_var(e: &EnvVar, p: &Path, v: &mut Errors) {
         validate_resource_field_ref(r, &vp.child("resourceFieldRef"), v);
     }
     for (field, selector) in [
-        ("configMapKeyRef", from.config_map_key_ref.as_ref().map(|s| (&s.name, &s.key))),
-        ("secretKeyRef", from.secret_key_ref.as_ref().map(|s| (&s.name, &s.key))),
+        (
+            "configMapKeyRef",
+            from.config_map_key_ref.as_ref().map(|s| (&s.name, &s.key)),
+        ),
+        (
+            "secretKeyRef",
+            from.secret_key_ref.as_ref().map(|s| (&s.name, &s.key)),
+        ),
     ] {
         let Some((name, key)) = selector else {
             continue;
@@ -404,7 +434,11 @@ fn validate_env_var(e: &EnvVar, p: &Path, v: &mut Errors) {
     } else if !e.value.as_deref().unwrap_or("").is_empty() {
         v.invalid_str(&vp, "", "may not be specified when `value` is not empty");
     } else if sources > 1 {
-        v.invalid_str(&vp, "", "may not have more than one field specified at a time");
+        v.invalid_str(
+            &vp,
+            "",
+            "may not have more than one field specified at a time",
+        );
     }
 }
 
@@ -468,7 +502,10 @@ fn validate_env_from(sources: &[EnvFromSource], path: &Path, v: &mut Errors) {
             }
         }
         let refs = [
-            ("configMapRef", s.config_map_ref.as_ref().map(|r| r.name.as_str())),
+            (
+                "configMapRef",
+                s.config_map_ref.as_ref().map(|r| r.name.as_str()),
+            ),
             ("secretRef", s.secret_ref.as_ref().map(|r| r.name.as_str())),
         ];
         let mut count = 0;
@@ -482,9 +519,17 @@ fn validate_env_from(sources: &[EnvFromSource], path: &Path, v: &mut Errors) {
             }
         }
         match count {
-            0 => v.invalid_str(path, "", "must specify one of: `configMapRef` or `secretRef`"),
+            0 => v.invalid_str(
+                path,
+                "",
+                "must specify one of: `configMapRef` or `secretRef`",
+            ),
             1 => {}
-            _ => v.invalid_str(path, "", "may not have more than one field specified at a time"),
+            _ => v.invalid_str(
+                path,
+                "",
+                "may not have more than one field specified at a time",
+            ),
         }
     }
 }
@@ -521,7 +566,11 @@ fn validate_volume_mounts(c: &Container, ctx: &Context, path: &Path, v: &mut Err
             v.invalid_str(&p.child("mountPath"), &m.mount_path, "must be unique");
         }
         if devices.contains_key(m.name.as_str()) {
-            v.invalid_str(&p.child("name"), &m.name, "must not already exist in volumeDevices");
+            v.invalid_str(
+                &p.child("name"),
+                &m.name,
+                "must not already exist in volumeDevices",
+            );
         }
         if devices.values().any(|d| *d == m.mount_path) {
             v.invalid_str(
@@ -530,7 +579,11 @@ fn validate_volume_mounts(c: &Container, ctx: &Context, path: &Path, v: &mut Err
                 "must not already exist as a path in volumeDevices",
             );
         }
-        if ctx.volumes.get(m.name.as_str()).is_some_and(|vol| vol.image.is_some()) {
+        if ctx
+            .volumes
+            .get(m.name.as_str())
+            .is_some_and(|vol| vol.image.is_some())
+        {
             for (field, value) in [("subPath", &m.sub_path), ("subPathExpr", &m.sub_path_expr)] {
                 if let Some(s) = value.as_deref().filter(|s| !s.is_empty()) {
                     v.invalid_str(&p.child(field), s, "not allowed in image volume sources");
@@ -623,12 +676,20 @@ fn validate_volume_devices(c: &Container, ctx: &Context, path: &Path, v: &mut Er
             v.invalid_str(&p.child("devicePath"), &d.device_path, "must be unique");
         }
         if d.device_path.split('/').any(|s| s == "..") {
-            v.invalid_str(&p.child("devicePath"), &d.device_path, "can not contain backsteps ('..')");
+            v.invalid_str(
+                &p.child("devicePath"),
+                &d.device_path,
+                "can not contain backsteps ('..')",
+            );
         } else {
             paths.insert(d.device_path.as_str());
         }
         if mounts.contains_key(d.name.as_str()) {
-            v.invalid_str(&p.child("name"), &d.name, "must not already exist in volumeMounts");
+            v.invalid_str(
+                &p.child("name"),
+                &d.name,
+                "must not already exist in volumeMounts",
+            );
         }
         if mounts.values().any(|m| *m == d.device_path) {
             v.invalid_str(
@@ -701,14 +762,22 @@ fn validate_container_resource_name(name: &str, path: &Path, v: &mut Errors) {
     }
     let single = !name.contains('/');
     if !had_errors && single && !STANDARD_RESOURCES.contains(&name) && !is_huge_pages(name) {
-        v.invalid(path, bare(), "must be a standard resource type or fully qualified");
+        v.invalid(
+            path,
+            bare(),
+            "must be a standard resource type or fully qualified",
+        );
     }
     if single {
         if !matches!(name, "cpu" | "memory" | "ephemeral-storage") && !is_huge_pages(name) {
             v.invalid(path, bare(), "must be a standard resource for containers");
         }
     } else if !is_native(name) && !is_extended(name) {
-        v.invalid(path, bare(), "doesn't follow extended resource name standard");
+        v.invalid(
+            path,
+            bare(),
+            "doesn't follow extended resource name standard",
+        );
     }
 }
 
@@ -738,7 +807,11 @@ fn validate_quantity(name: &str, q: &Quantity, path: &Path, v: &mut Errors) -> O
         return None;
     }
     if is_extended(name) && parsed.milli_value().map_or(true, |m| m % 1000 != 0) {
-        v.invalid(path, BadValue::Bare(written.to_string()), "must be an integer");
+        v.invalid(
+            path,
+            BadValue::Bare(written.to_string()),
+            "must be an integer",
+        );
     }
     Some(parsed)
 }
@@ -786,7 +859,11 @@ fn validate_resources(r: &ResourceRequirements, path: &Path, v: &mut Errors) {
             (Some(req), Some(lim)) => {
                 let limit = limits[name].0.trim();
                 if !overcommit_allowed(name) && !same_amount(&req, lim) {
-                    v.invalid_str(&req_path, q.0.trim(), format!("must be equal to {name} limit of {limit}"));
+                    v.invalid_str(
+                        &req_path,
+                        q.0.trim(),
+                        format!("must be equal to {name} limit of {limit}"),
+                    );
                 } else if !not_above(&req, lim) {
                     v.invalid_str(
                         &req_path,
@@ -796,7 +873,10 @@ fn validate_resources(r: &ResourceRequirements, path: &Path, v: &mut Errors) {
                 }
             }
             _ if !limits.contains_key(name) && !overcommit_allowed(name) => {
-                v.required(&lim_path, "Limit must be set for non overcommitable resources");
+                v.required(
+                    &lim_path,
+                    "Limit must be set for non overcommitable resources",
+                );
             }
             _ => {}
         }
@@ -811,12 +891,18 @@ fn validate_resources(r: &ResourceRequirements, path: &Path, v: &mut Errors) {
 /// Pod-level `spec.resources` (`validatePodResources`): cpu and memory only.
 pub(super) fn validate_pod_resources(r: &ResourceRequirements, path: &Path, v: &mut Errors) {
     if r.claims.as_ref().is_some_and(|c| !c.is_empty()) {
-        v.forbidden(&path.child("claims"), "claims cannot be set for Resources at pod-level");
+        v.forbidden(
+            &path.child("claims"),
+            "claims cannot be set for Resources at pod-level",
+        );
     }
     let empty = BTreeMap::new();
     let limits = r.limits.as_ref().unwrap_or(&empty);
     let mut parsed_limits = HashMap::new();
-    for (kind, list) in [("limits", limits), ("requests", r.requests.as_ref().unwrap_or(&empty))] {
+    for (kind, list) in [
+        ("limits", limits),
+        ("requests", r.requests.as_ref().unwrap_or(&empty)),
+    ] {
         for (name, q) in list {
             let p = path.child(kind).key(name);
             if !matches!(name.as_str(), "cpu" | "memory") {
@@ -833,7 +919,10 @@ pub(super) fn validate_pod_resources(r: &ResourceRequirements, path: &Path, v: &
                     v.invalid_str(
                         &path.child("requests"),
                         q.0.trim(),
-                        format!("must be less than or equal to {name} limit of {}", limits[name].0.trim()),
+                        format!(
+                            "must be less than or equal to {name} limit of {}",
+                            limits[name].0.trim()
+                        ),
                     );
                 }
             }
@@ -861,10 +950,18 @@ fn validate_probe(probe: &Probe, p: &Path, v: &mut Errors) {
         true
     };
     if one("exec", probe.exec.is_some(), v) {
-        validate_exec(probe.exec.as_ref().and_then(|e| e.command.as_deref()), &p.child("exec"), v);
+        validate_exec(
+            probe.exec.as_ref().and_then(|e| e.command.as_deref()),
+            &p.child("exec"),
+            v,
+        );
     }
     if one("httpGet", probe.http_get.is_some(), v) {
-        validate_http_get(probe.http_get.as_ref().expect("checked"), &p.child("httpGet"), v);
+        validate_http_get(
+            probe.http_get.as_ref().expect("checked"),
+            &p.child("httpGet"),
+            v,
+        );
     }
     if one("tcpSocket", probe.tcp_socket.is_some(), v) {
         let tcp = probe.tcp_socket.as_ref().expect("checked");
@@ -887,7 +984,11 @@ fn validate_probe(probe: &Probe, p: &Path, v: &mut Errors) {
         v.non_negative(&p.child(field), value.map(i64::from));
     }
     if let Some(g) = probe.termination_grace_period_seconds.filter(|g| *g <= 0) {
-        v.invalid_int(&p.child("terminationGracePeriodSeconds"), g, "must be greater than 0");
+        v.invalid_int(
+            &p.child("terminationGracePeriodSeconds"),
+            g,
+            "must be greater than 0",
+        );
     }
 }
 
@@ -918,8 +1019,16 @@ fn validate_lifecycle_handler(h: &LifecycleHandler, grace: Option<i64>, p: &Path
         }
         handlers += 1;
         match field {
-            "exec" => validate_exec(h.exec.as_ref().and_then(|e| e.command.as_deref()), &p.child("exec"), v),
-            "httpGet" => validate_http_get(h.http_get.as_ref().expect("checked"), &p.child("httpGet"), v),
+            "exec" => validate_exec(
+                h.exec.as_ref().and_then(|e| e.command.as_deref()),
+                &p.child("exec"),
+                v,
+            ),
+            "httpGet" => validate_http_get(
+                h.http_get.as_ref().expect("checked"),
+                &p.child("httpGet"),
+                v,
+            ),
             "tcpSocket" => {
                 let tcp = h.tcp_socket.as_ref().expect("checked");
                 validate_port_num_or_name(&tcp.port, &p.child("tcpSocket").child("port"), v);
@@ -977,7 +1086,11 @@ fn validate_security_context(sc: &SecurityContext, host_users: bool, p: &Path, v
             "Default" => {}
             "Unmasked" => {
                 if host_users {
-                    v.invalid_str(&p.child("procMount"), pm, "`hostUsers` must be false to use `Unmasked`");
+                    v.invalid_str(
+                        &p.child("procMount"),
+                        pm,
+                        "`hostUsers` must be false to use `Unmasked`",
+                    );
                 }
             }
             other => v.not_supported(&p.child("procMount"), other, &["Default", "Unmasked"]),
@@ -992,7 +1105,11 @@ fn validate_security_context(sc: &SecurityContext, host_users: bool, p: &Path, v
                 "cannot set `allowPrivilegeEscalation` to false and `privileged` to true",
             );
         }
-        let adds = sc.capabilities.as_ref().and_then(|c| c.add.as_deref()).unwrap_or(&[]);
+        let adds = sc
+            .capabilities
+            .as_ref()
+            .and_then(|c| c.add.as_deref())
+            .unwrap_or(&[]);
         if adds.iter().any(|c| c == "CAP_SYS_ADMIN") {
             v.invalid(
                 p,
@@ -1001,11 +1118,19 @@ fn validate_security_context(sc: &SecurityContext, host_users: bool, p: &Path, v
             );
         }
     }
-    validate_app_armor_profile(sc.app_armor_profile.as_ref(), &p.child("appArmorProfile"), v);
+    validate_app_armor_profile(
+        sc.app_armor_profile.as_ref(),
+        &p.child("appArmorProfile"),
+        v,
+    );
 }
 
 /// `ValidateAppArmorProfileField`.
-pub(super) fn validate_app_armor_profile(profile: Option<&AppArmorProfile>, p: &Path, v: &mut Errors) {
+pub(super) fn validate_app_armor_profile(
+    profile: Option<&AppArmorProfile>,
+    p: &Path,
+    v: &mut Errors,
+) {
     let Some(profile) = profile else {
         return;
     };
@@ -1033,6 +1158,10 @@ pub(super) fn validate_app_armor_profile(profile: Option<&AppArmorProfile>, p: &
             }
         }
         "" => v.required(&p.child("type"), ""),
-        other => v.not_supported(&p.child("type"), other, &["Localhost", "RuntimeDefault", "Unconfined"]),
+        other => v.not_supported(
+            &p.child("type"),
+            other,
+            &["Localhost", "RuntimeDefault", "Unconfined"],
+        ),
     }
 }

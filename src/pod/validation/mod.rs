@@ -231,7 +231,12 @@ impl Errors {
         );
     }
     pub(crate) fn not_found(&mut self, path: &Path, value: &str) {
-        self.push(ErrorType::NotFound, path, BadValue::Str(value.to_string()), "");
+        self.push(
+            ErrorType::NotFound,
+            path,
+            BadValue::Str(value.to_string()),
+            "",
+        );
     }
     /// `Unsupported value: "x": supported values: "a", "b"`, `supported`
     /// in the order the API server lists them.
@@ -299,7 +304,8 @@ pub(crate) fn go_quote(s: &str) -> String {
 // ---------------------------------------------------------------------------
 
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_KEY_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 
@@ -390,8 +396,7 @@ fn label_key_name_ok(name: &str) -> bool {
     !b.is_empty()
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b
-            .iter()
+        && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
@@ -427,7 +432,11 @@ pub(crate) fn qualified_name_errors(value: &str) -> Vec<String> {
     if !label_key_name_ok(name) {
         errs.push(format!(
             "name part {}",
-            regex_error(LABEL_KEY_MSG, LABEL_KEY_FMT, &["MyName", "my.name", "123-abc"])
+            regex_error(
+                LABEL_KEY_MSG,
+                LABEL_KEY_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
         ));
     }
     errs
@@ -450,7 +459,11 @@ fn label_value_errors(value: &str) -> Vec<String> {
 }
 
 /// `ValidateLabels`: keys are qualified names, values label values.
-pub(crate) fn validate_labels(labels: Option<&BTreeMap<String, String>>, path: &Path, v: &mut Errors) {
+pub(crate) fn validate_labels(
+    labels: Option<&BTreeMap<String, String>>,
+    path: &Path,
+    v: &mut Errors,
+) {
     for (k, val) in labels.into_iter().flatten() {
         for msg in qualified_name_errors(k) {
             v.invalid_str(path, k, msg);
@@ -497,7 +510,11 @@ fn validate_spec(spec: &PodSpec, path: &Path, v: &mut Errors) {
         Some(g) => v.non_negative(&path.child("terminationGracePeriodSeconds"), Some(g)),
     }
     let host_users = spec.host_users.unwrap_or(true);
-    let vols = volumes::validate_volumes(spec.volumes.as_deref().unwrap_or(&[]), &path.child("volumes"), v);
+    let vols = volumes::validate_volumes(
+        spec.volumes.as_deref().unwrap_or(&[]),
+        &path.child("volumes"),
+        v,
+    );
     let ctx = containers::Context {
         volumes: &vols,
         grace,
@@ -520,7 +537,12 @@ fn validate_spec(spec: &PodSpec, path: &Path, v: &mut Errors) {
                 let host_port = p.host_port.unwrap_or(0);
                 if host_port != p.container_port {
                     v.invalid_int(
-                        &path.child("containers").index(i).child("ports").index(j).child("hostPort"),
+                        &path
+                            .child("containers")
+                            .index(i)
+                            .child("ports")
+                            .index(j)
+                            .child("hostPort"),
                         host_port.into(),
                         "must match `containerPort` when `hostNetwork` is true",
                     );
@@ -542,7 +564,12 @@ fn validate_spec(spec: &PodSpec, path: &Path, v: &mut Errors) {
     if let Some(sc) = spec.security_context.as_ref() {
         validate_pod_security_context(sc, &path.child("securityContext"), v);
     }
-    validate_dns_config(spec.dns_config.as_ref(), spec.dns_policy.as_deref(), &path.child("dnsConfig"), v);
+    validate_dns_config(
+        spec.dns_config.as_ref(),
+        spec.dns_policy.as_deref(),
+        &path.child("dnsConfig"),
+        v,
+    );
     for (field, value) in [
         ("serviceAccountName", spec.service_account_name.as_deref()),
         ("nodeName", spec.node_name.as_deref()),
@@ -661,7 +688,12 @@ fn validate_toleration(t: &Toleration, path: &Path, v: &mut Errors) {
     }
 }
 
-fn validate_dns_config(config: Option<&PodDNSConfig>, policy: Option<&str>, path: &Path, v: &mut Errors) {
+fn validate_dns_config(
+    config: Option<&PodDNSConfig>,
+    policy: Option<&str>,
+    path: &Path,
+    v: &mut Errors,
+) {
     if policy == Some("None") {
         match config {
             None => {
@@ -711,7 +743,11 @@ fn validate_dns_config(config: Option<&PodDNSConfig>, policy: Option<&str>, path
     }
     for (i, s) in searches.iter().enumerate() {
         if s != "." {
-            validate_dns1123_subdomain(s.strip_suffix('.').unwrap_or(s), &path.child("searches").index(i), v);
+            validate_dns1123_subdomain(
+                s.strip_suffix('.').unwrap_or(s),
+                &path.child("searches").index(i),
+                v,
+            );
         }
     }
     for (i, o) in c.options.iter().flatten().enumerate() {
@@ -724,7 +760,11 @@ fn validate_dns_config(config: Option<&PodDNSConfig>, policy: Option<&str>, path
 /// `IsValidUserID` / `IsValidGroupID`: 0 to 2^32-1.
 pub(crate) fn validate_id(id: Option<i64>, path: &Path, v: &mut Errors) {
     if let Some(id) = id.filter(|id| !(0..=i64::from(u32::MAX)).contains(id)) {
-        v.invalid_int(path, id, format!("must be between 0 and {}, inclusive", u32::MAX));
+        v.invalid_int(
+            path,
+            id,
+            format!("must be between 0 and {}, inclusive", u32::MAX),
+        );
     }
 }
 
@@ -753,8 +793,16 @@ fn validate_pod_security_context(sc: &PodSecurityContext, path: &Path, v: &mut E
             );
         }
     }
-    validate_seccomp_profile(sc.seccomp_profile.as_ref(), &path.child("seccompProfile"), v);
-    containers::validate_app_armor_profile(sc.app_armor_profile.as_ref(), &path.child("appArmorProfile"), v);
+    validate_seccomp_profile(
+        sc.seccomp_profile.as_ref(),
+        &path.child("seccompProfile"),
+        v,
+    );
+    containers::validate_app_armor_profile(
+        sc.app_armor_profile.as_ref(),
+        &path.child("appArmorProfile"),
+        v,
+    );
     for (i, s) in sc.sysctls.iter().flatten().enumerate() {
         if s.name.is_empty() {
             v.required(&path.child("sysctls").index(i).child("name"), "");
@@ -768,7 +816,10 @@ pub(crate) fn validate_seccomp_profile(sp: Option<&SeccompProfile>, path: &Path,
         return;
     };
     match sp.type_.as_str() {
-        "" => v.required(&path.child("type"), "type is required when seccompProfile is set"),
+        "" => v.required(
+            &path.child("type"),
+            "type is required when seccompProfile is set",
+        ),
         "Localhost" => match sp.localhost_profile.as_deref() {
             None => v.required(
                 &path.child("localhostProfile"),

@@ -343,8 +343,10 @@ fn an_invalid_pod_reports_every_problem_in_field_order() {
 
 #[test]
 fn zero_probe_fields_mean_the_default_as_in_the_api() {
-    let patch = container(json!({"livenessProbe": {"httpGet": {"port": 80}, "periodSeconds": 0,
-        "timeoutSeconds": 0, "successThreshold": 0, "failureThreshold": 0}}));
+    let patch = container(
+        json!({"livenessProbe": {"httpGet": {"port": 80}, "periodSeconds": 0,
+        "timeoutSeconds": 0, "successThreshold": 0, "failureThreshold": 0}}),
+    );
     assert_eq!(errors(&patch), Vec::<String>::new());
 }
 
@@ -371,20 +373,48 @@ fn errors_print_like_the_api_servers_field_errors() {
         detail: detail.into(),
     };
     let cases = [
-        (e(ErrorType::Required, BadValue::None, ""), "spec.x: Required value"),
-        (e(ErrorType::Forbidden, BadValue::Str("v".into()), "no"), "spec.x: Forbidden: no"),
-        (e(ErrorType::NotFound, BadValue::Str("v".into()), ""), "spec.x: Not found: \"v\""),
-        (e(ErrorType::Invalid, BadValue::Int(-1), "bad"), "spec.x: Invalid value: -1: bad"),
-        (e(ErrorType::Invalid, BadValue::Bare("pids".into()), "bad"), "spec.x: Invalid value: pids: bad"),
-        (e(ErrorType::TooLong, BadValue::None, "must have at most 1 bytes"), "spec.x: Too long: must have at most 1 bytes"),
+        (
+            e(ErrorType::Required, BadValue::None, ""),
+            "spec.x: Required value",
+        ),
+        (
+            e(ErrorType::Forbidden, BadValue::Str("v".into()), "no"),
+            "spec.x: Forbidden: no",
+        ),
+        (
+            e(ErrorType::NotFound, BadValue::Str("v".into()), ""),
+            "spec.x: Not found: \"v\"",
+        ),
+        (
+            e(ErrorType::Invalid, BadValue::Int(-1), "bad"),
+            "spec.x: Invalid value: -1: bad",
+        ),
+        (
+            e(ErrorType::Invalid, BadValue::Bare("pids".into()), "bad"),
+            "spec.x: Invalid value: pids: bad",
+        ),
+        (
+            e(
+                ErrorType::TooLong,
+                BadValue::None,
+                "must have at most 1 bytes",
+            ),
+            "spec.x: Too long: must have at most 1 bytes",
+        ),
     ];
     for (err, want) in cases {
         assert_eq!(err.to_string(), want);
     }
-    assert_eq!(go_quote("a\"b\\\u{0}\n\u{85}é"), "\"a\\\"b\\\\\\x00\\n\\u0085é\"");
+    assert_eq!(
+        go_quote("a\"b\\\u{0}\n\u{85}é"),
+        "\"a\\\"b\\\\\\x00\\n\\u0085é\""
+    );
     let list = [
         e(ErrorType::Required, BadValue::None, ""),
         e(ErrorType::Duplicate, BadValue::Str("a".into()), ""),
     ];
-    assert_eq!(summary(&list), "spec.x: Required value; spec.x: Duplicate value: \"a\"");
+    assert_eq!(
+        summary(&list),
+        "spec.x: Required value; spec.x: Duplicate value: \"a\""
+    );
 }
