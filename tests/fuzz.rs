@@ -42,6 +42,9 @@ const SLOW: Duration = Duration::from_millis(100);
 const HANG: Duration = Duration::from_secs(10);
 /// Mutated inputs are capped here (the limits themselves are unit-tested).
 const MAX_INPUT: usize = 64 * 1024;
+/// The in-memory corpus is capped here; past it, a new input replaces a
+/// random one.
+const MAX_CORPUS: usize = 4096;
 
 fn main() {
     let Some(seconds) = std::env::var("PICOLET_FUZZ_SECONDS")
@@ -202,7 +205,12 @@ impl Worker {
                     if self.grow {
                         save(&self.corpus_dir, "grown", &input);
                     }
-                    self.corpus.push(input);
+                    if self.corpus.len() < MAX_CORPUS {
+                        self.corpus.push(input);
+                    } else {
+                        let i = self.rng.below(MAX_CORPUS);
+                        self.corpus[i] = input;
+                    }
                 }
             }
             Err(message) => {

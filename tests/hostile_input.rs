@@ -22,8 +22,23 @@ const LONG: Duration = Duration::from_secs(120);
 /// `picolet get pods` must answer within this, every time (generous: the
 /// issue's target is one second; a shared CI machine is slower).
 const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
-/// The memory budget of the issue, for the whole agent.
+/// The issue's memory budget for the whole agent, for an optimised build
+/// (the static release build idles at ~3.5 MiB).
 const RSS_BUDGET_KIB: u64 = 8 * 1024;
+/// A debug build idles near 15 MiB on its own, so for it the budget is its
+/// RSS before the hostile files plus the headroom an optimised build has.
+const RSS_HEADROOM_KIB: u64 = 4 * 1024;
+
+/// What picolet's RSS must stay under, given where it started.
+fn rss_budget_kib(start: u64) -> u64 {
+    // `make bench` points PICOLET_BIN at the static release build.
+    let optimised = !cfg!(debug_assertions) || std::env::var_os("PICOLET_BIN").is_some();
+    if optimised {
+        RSS_BUDGET_KIB
+    } else {
+        start + RSS_HEADROOM_KIB
+    }
+}
 
 fn sleeper(name: &str) -> String {
     format!(
@@ -265,6 +280,7 @@ fn hostile_manifests_are_refused_while_the_agent_keeps_answering_and_the_good_po
     assert_eq!(container_status(&before)["restartCount"], 0);
     let pid = p.pid().expect("picolet runs");
     let rss_start = vm_rss_kib(pid);
+    let rss_budget = rss_budget_kib(rss_start);
 
     let expected = hostile_files(&p.manifests_dir());
     let mut slowest = Duration::ZERO;
@@ -277,8 +293,8 @@ fn hostile_manifests_are_refused_while_the_agent_keeps_answering_and_the_good_po
         assert!(out.contains("good-"), "get pods lost the good pod: {out}");
         rss_max = rss_max.max(vm_rss_kib(pid));
         assert!(
-            rss_max < RSS_BUDGET_KIB,
-            "picolet's RSS reached {rss_max} KiB (budget {RSS_BUDGET_KIB} KiB)"
+            rss_max < rss_budget,
+            "picolet's RSS reached {rss_max} KiB (budget {rss_budget} KiB, {rss_start} KiB at the start)"
         );
         let log = p.log();
         expected

@@ -31,13 +31,16 @@ pub fn target(name: &str) -> Option<fn(&[u8]) -> String> {
 }
 
 /// The first words of an error with the numbers and quoted parts blanked,
-/// so "line 3" and "line 4" count as the same outcome.
+/// so "line 3" and "line 4", or two unknown suffixes, count as the same
+/// outcome.
 fn signature(prefix: &str, message: &str) -> String {
     let mut out = String::from(prefix);
     out.push(':');
-    let mut quoted = false;
-    for c in message.chars().take(80) {
+    let (mut quoted, mut escaped) = (false, false);
+    for c in message.chars().take(120) {
         match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
             '"' => quoted = !quoted,
             _ if quoted => {}
             '0'..='9' => {
@@ -46,6 +49,9 @@ fn signature(prefix: &str, message: &str) -> String {
                 }
             }
             c => out.push(c),
+        }
+        if out.len() >= 64 {
+            break;
         }
     }
     out
