@@ -47,8 +47,6 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
-use unsafe_libyaml as sys;
-
 /// How much of a document picolet is willing to parse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -325,23 +323,30 @@ enum Event {
 /// borrows for `'a`) and is deleted on drop; every event is deleted after
 /// its fields are copied out.
 struct Parser<'a> {
-    raw: Box<MaybeUninit<sys::yaml_parser_t>>,
+    raw: Box<MaybeUninit<unsafe_libyaml::yaml_parser_t>>,
     done: bool,
     input: PhantomData<&'a [u8]>,
 }
 
 impl<'a> Parser<'a> {
     fn new(input: &'a [u8]) -> Option<Parser<'a>> {
-        let mut raw = Box::new(MaybeUninit::<sys::yaml_parser_t>::uninit());
+        let mut raw = Box::new(MaybeUninit::<unsafe_libyaml::yaml_parser_t>::uninit());
         // SAFETY: `raw` is a valid, heap-pinned allocation for a parser;
         // initialize fills it in, and on failure we never touch it again
         // (libyaml frees what it allocated before failing).
         unsafe {
-            if sys::yaml_parser_initialize(raw.as_mut_ptr()).fail {
+            if unsafe_libyaml::yaml_parser_initialize(raw.as_mut_ptr()).fail {
                 return None;
             }
-            sys::yaml_parser_set_encoding(raw.as_mut_ptr(), sys::YAML_UTF8_ENCODING);
-            sys::yaml_parser_set_input_string(raw.as_mut_ptr(), input.as_ptr(), input.len() as _);
+            unsafe_libyaml::yaml_parser_set_encoding(
+                raw.as_mut_ptr(),
+                unsafe_libyaml::YAML_UTF8_ENCODING,
+            );
+            unsafe_libyaml::yaml_parser_set_input_string(
+                raw.as_mut_ptr(),
+                input.as_ptr(),
+                input.len() as _,
+            );
         }
         Some(Parser {
             raw,
@@ -356,14 +361,14 @@ impl<'a> Parser<'a> {
         if self.done {
             return None;
         }
-        let mut event = MaybeUninit::<sys::yaml_event_t>::uninit();
+        let mut event = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
         // SAFETY: the parser was initialised in `new` and its input outlives
         // it ('a). After a successful parse the event is initialised; we copy
         // what we need (anchors are NUL-terminated strings owned by the
         // event) before deleting it.
         unsafe {
             let parser = self.raw.as_mut_ptr();
-            if sys::yaml_parser_parse(parser, event.as_mut_ptr()).fail {
+            if unsafe_libyaml::yaml_parser_parse(parser, event.as_mut_ptr()).fail {
                 self.done = true;
                 return None;
             }
@@ -376,27 +381,28 @@ impl<'a> Parser<'a> {
                 }
             };
             let out = match (*e).type_ {
-                sys::YAML_STREAM_END_EVENT => Event::StreamEnd,
-                sys::YAML_DOCUMENT_START_EVENT => Event::DocumentStart,
-                sys::YAML_SCALAR_EVENT => Event::Scalar(anchor((*e).data.scalar.anchor)),
-                sys::YAML_ALIAS_EVENT => match anchor((*e).data.alias.anchor) {
+                unsafe_libyaml::YAML_STREAM_END_EVENT => Event::StreamEnd,
+                unsafe_libyaml::YAML_DOCUMENT_START_EVENT => Event::DocumentStart,
+                unsafe_libyaml::YAML_SCALAR_EVENT => Event::Scalar(anchor((*e).data.scalar.anchor)),
+                unsafe_libyaml::YAML_ALIAS_EVENT => match anchor((*e).data.alias.anchor) {
                     Anchor::Named(name) => Event::Alias(name),
                     Anchor::None => Event::Alias(Vec::new()),
                 },
-                sys::YAML_SEQUENCE_START_EVENT => {
+                unsafe_libyaml::YAML_SEQUENCE_START_EVENT => {
                     Event::CollectionStart(anchor((*e).data.sequence_start.anchor))
                 }
-                sys::YAML_MAPPING_START_EVENT => {
+                unsafe_libyaml::YAML_MAPPING_START_EVENT => {
                     Event::CollectionStart(anchor((*e).data.mapping_start.anchor))
                 }
-                sys::YAML_SEQUENCE_END_EVENT | sys::YAML_MAPPING_END_EVENT => Event::CollectionEnd,
+                unsafe_libyaml::YAML_SEQUENCE_END_EVENT
+                | unsafe_libyaml::YAML_MAPPING_END_EVENT => Event::CollectionEnd,
                 _ => Event::Other,
             };
             if matches!(out, Event::StreamEnd) {
                 self.done = true;
             }
             let mark = (*e).start_mark;
-            sys::yaml_event_delete(e);
+            unsafe_libyaml::yaml_event_delete(e);
             let at = Position {
                 line: mark.line as usize + 1,
                 column: mark.column as usize + 1,
@@ -409,7 +415,7 @@ impl<'a> Parser<'a> {
 impl Drop for Parser<'_> {
     fn drop(&mut self) {
         // SAFETY: initialised in `new` (a failed init never builds a Parser).
-        unsafe { sys::yaml_parser_delete(self.raw.as_mut_ptr()) }
+        unsafe { unsafe_libyaml::yaml_parser_delete(self.raw.as_mut_ptr()) }
     }
 }
 

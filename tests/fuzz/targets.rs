@@ -16,8 +16,11 @@ use picolet::qos;
 use picolet::quantity::Quantity;
 use picolet::source::file::parse_manifest;
 
+/// A target: bytes in, outcome signature out; fails by panicking.
+pub type Target = fn(&[u8]) -> String;
+
 /// Every target, by the name used for its corpus and crasher directories.
-pub const TARGETS: &[(&str, fn(&[u8]) -> String)] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("manifest", manifest),
     ("config", kubelet_config),
     ("quantity", quantity),
@@ -26,7 +29,7 @@ pub const TARGETS: &[(&str, fn(&[u8]) -> String)] = &[
 ];
 
 /// The target called `name`.
-pub fn target(name: &str) -> Option<fn(&[u8]) -> String> {
+pub fn target(name: &str) -> Option<Target> {
     TARGETS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
 }
 
