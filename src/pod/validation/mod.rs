@@ -40,20 +40,25 @@
 //! the source to the message) or what the node can run.
 
 mod containers;
+mod handlers;
+mod meta;
+mod resources;
+mod security;
 mod volumes;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{
-    Pod, PodDNSConfig, PodSecurityContext, PodSpec, SeccompProfile, Toleration,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{Pod, PodDNSConfig, PodSpec, Toleration};
 
-use crate::names::{self, NameError};
+use meta::{
+    label_value_errors, qualified_name_errors, validate_dns1123_label, validate_dns1123_subdomain,
+    validate_labels, validate_metadata,
+};
+use security::validate_pod_security_context;
 
 /// apimachinery's `IsNegativeErrorMsg`.
 const IS_NEGATIVE: &str = "must be greater than or equal to 0";
@@ -300,206 +305,6 @@ pub(crate) fn go_quote(s: &str) -> String {
 }
 
 // ---------------------------------------------------------------------------
-// Name, label and annotation rules (apimachinery's util/validation)
-// ---------------------------------------------------------------------------
-
-const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-const DNS1123_SUBDOMAIN_FMT: &str =
-    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
-const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const LABEL_KEY_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-
-/// apimachinery's `RegexError`: the message, examples, and the regex.
-fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
-    let mut s = format!("{msg} (e.g. ");
-    for (i, e) in examples.iter().enumerate() {
-        if i > 0 {
-            s.push_str(" or ");
-        }
-        s.push_str(&format!("'{e}', "));
-    }
-    s.push_str(&format!("regex used for validation is '{fmt}')"));
-    s
-}
-
-/// `IsDNS1123Label`'s messages (empty when valid).
-pub(crate) fn dns1123_label_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let chars_ok = match names::check_dns1123_label(value) {
-        Ok(()) => return errs,
-        Err(NameError::TooLong { max }) => {
-            errs.push(format!("must be no more than {max} characters"));
-            !value.contains('.') && names::is_dns1123_subdomain(&value[..value.len().min(253)])
-        }
-        Err(_) => false,
-    };
-    if !chars_ok {
-        if names::is_dns1123_subdomain(value) {
-            errs.push("must not contain dots".to_string());
-        } else {
-            errs.push(regex_error(
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
-                DNS1123_LABEL_FMT,
-                &["my-name", "123-abc"],
-            ));
-        }
-    }
-    errs
-}
-
-/// `IsDNS1123Subdomain`'s messages (empty when valid).
-pub(crate) fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let chars_ok = match names::check_dns1123_subdomain(value) {
-        Ok(()) => return errs,
-        Err(NameError::TooLong { max }) => {
-            errs.push(format!("must be no more than {max} characters"));
-            value.split('.').all(label_chars_ok)
-        }
-        Err(_) => false,
-    };
-    if !chars_ok {
-        errs.push(regex_error(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-            DNS1123_SUBDOMAIN_FMT,
-            &["example.com"],
-        ));
-    }
-    errs
-}
-
-/// A subdomain label's characters, whatever its length.
-fn label_chars_ok(label: &str) -> bool {
-    !label.is_empty()
-        && label
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !label.starts_with('-')
-        && !label.ends_with('-')
-}
-
-pub(crate) fn validate_dns1123_label(value: &str, path: &Path, v: &mut Errors) {
-    for msg in dns1123_label_errors(value) {
-        v.invalid_str(path, value, msg);
-    }
-}
-
-pub(crate) fn validate_dns1123_subdomain(value: &str, path: &Path, v: &mut Errors) {
-    for msg in dns1123_subdomain_errors(value) {
-        v.invalid_str(path, value, msg);
-    }
-}
-
-/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`, the name part of a label key.
-fn label_key_name_ok(name: &str) -> bool {
-    let b = name.as_bytes();
-    !b.is_empty()
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
-
-/// `IsQualifiedName` (a label key): `[prefix/]name`.
-pub(crate) fn qualified_name_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                for msg in dns1123_subdomain_errors(prefix) {
-                    errs.push(format!("prefix part {msg}"));
-                }
-            }
-            *name
-        }
-        _ => {
-            errs.push(format!(
-                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                regex_error(LABEL_KEY_MSG, LABEL_KEY_FMT, &["MyName", "my.name", "123-abc"])
-            ));
-            return errs;
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else if name.len() > 63 {
-        errs.push("name part must be no more than 63 bytes".to_string());
-    }
-    if !label_key_name_ok(name) {
-        errs.push(format!(
-            "name part {}",
-            regex_error(
-                LABEL_KEY_MSG,
-                LABEL_KEY_FMT,
-                &["MyName", "my.name", "123-abc"]
-            )
-        ));
-    }
-    errs
-}
-
-/// `IsValidLabelValue`.
-fn label_value_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 63 {
-        errs.push("must be no more than 63 bytes".to_string());
-    }
-    if !value.is_empty() && !label_key_name_ok(value) {
-        errs.push(regex_error(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
-            "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?",
-            &["MyValue", "my_value", "12345"],
-        ));
-    }
-    errs
-}
-
-/// `ValidateLabels`: keys are qualified names, values label values.
-pub(crate) fn validate_labels(
-    labels: Option<&BTreeMap<String, String>>,
-    path: &Path,
-    v: &mut Errors,
-) {
-    for (k, val) in labels.into_iter().flatten() {
-        for msg in qualified_name_errors(k) {
-            v.invalid_str(path, k, msg);
-        }
-        for msg in label_value_errors(val) {
-            v.invalid_str(path, val, msg);
-        }
-    }
-}
-
-fn validate_metadata(meta: &ObjectMeta, v: &mut Errors) {
-    let path = Path::new("metadata");
-    match meta.name.as_deref().unwrap_or("") {
-        "" => v.required(&path.child("name"), "name or generateName is required"),
-        name => validate_dns1123_subdomain(name, &path.child("name"), v),
-    }
-    match meta.namespace.as_deref().unwrap_or("") {
-        "" => v.required(&path.child("namespace"), ""),
-        ns => validate_dns1123_label(ns, &path.child("namespace"), v),
-    }
-    validate_labels(meta.labels.as_ref(), &path.child("labels"), v);
-    let annotations = path.child("annotations");
-    let mut total = 0usize;
-    for (k, val) in meta.annotations.iter().flatten() {
-        // The rule is a qualified name, case-insensitively.
-        for msg in qualified_name_errors(&k.to_lowercase()) {
-            v.invalid_str(&annotations, k, msg);
-        }
-        total += k.len() + val.len();
-    }
-    if total > TOTAL_ANNOTATION_SIZE_LIMIT {
-        v.too_long(&annotations, TOTAL_ANNOTATION_SIZE_LIMIT);
-    }
-}
-
-// ---------------------------------------------------------------------------
 // The pod spec
 // ---------------------------------------------------------------------------
 
@@ -529,7 +334,7 @@ fn validate_spec(spec: &PodSpec, path: &Path, v: &mut Errors) {
         v,
     );
     if let Some(resources) = spec.resources.as_ref() {
-        containers::validate_pod_resources(resources, &path.child("resources"), v);
+        resources::validate_pod_resources(resources, &path.child("resources"), v);
     }
     if spec.host_network.unwrap_or(false) {
         for (i, c) in spec.containers.iter().enumerate() {
@@ -754,93 +559,6 @@ fn validate_dns_config(
         if o.name.as_deref().unwrap_or("").is_empty() {
             v.required(&path.child("options").index(i), "must not be empty");
         }
-    }
-}
-
-/// `IsValidUserID` / `IsValidGroupID`: 0 to 2^32-1.
-pub(crate) fn validate_id(id: Option<i64>, path: &Path, v: &mut Errors) {
-    if let Some(id) = id.filter(|id| !(0..=i64::from(u32::MAX)).contains(id)) {
-        v.invalid_int(
-            path,
-            id,
-            format!("must be between 0 and {}, inclusive", u32::MAX),
-        );
-    }
-}
-
-fn validate_pod_security_context(sc: &PodSecurityContext, path: &Path, v: &mut Errors) {
-    validate_id(sc.run_as_user, &path.child("runAsUser"), v);
-    validate_id(sc.run_as_group, &path.child("runAsGroup"), v);
-    validate_id(sc.fs_group, &path.child("fsGroup"), v);
-    for (i, g) in sc.supplemental_groups.iter().flatten().enumerate() {
-        validate_id(Some(*g), &path.child("supplementalGroups").index(i), v);
-    }
-    if let Some(policy) = sc.fs_group_change_policy.as_deref() {
-        if !matches!(policy, "OnRootMismatch" | "Always") {
-            v.not_supported(
-                &path.child("fsGroupChangePolicy"),
-                policy,
-                &["Always", "OnRootMismatch"],
-            );
-        }
-    }
-    if let Some(policy) = sc.supplemental_groups_policy.as_deref() {
-        if !matches!(policy, "Merge" | "Strict") {
-            v.not_supported(
-                &path.child("supplementalGroupsPolicy"),
-                policy,
-                &["Merge", "Strict"],
-            );
-        }
-    }
-    validate_seccomp_profile(
-        sc.seccomp_profile.as_ref(),
-        &path.child("seccompProfile"),
-        v,
-    );
-    containers::validate_app_armor_profile(
-        sc.app_armor_profile.as_ref(),
-        &path.child("appArmorProfile"),
-        v,
-    );
-    for (i, s) in sc.sysctls.iter().flatten().enumerate() {
-        if s.name.is_empty() {
-            v.required(&path.child("sysctls").index(i).child("name"), "");
-        }
-    }
-}
-
-/// `validateSeccompProfileField`.
-pub(crate) fn validate_seccomp_profile(sp: Option<&SeccompProfile>, path: &Path, v: &mut Errors) {
-    let Some(sp) = sp else {
-        return;
-    };
-    match sp.type_.as_str() {
-        "" => v.required(
-            &path.child("type"),
-            "type is required when seccompProfile is set",
-        ),
-        "Localhost" => match sp.localhost_profile.as_deref() {
-            None => v.required(
-                &path.child("localhostProfile"),
-                "must be set when seccomp type is Localhost",
-            ),
-            Some(p) => validate_local_descending_path(p, &path.child("localhostProfile"), v),
-        },
-        "RuntimeDefault" | "Unconfined" => {
-            if sp.localhost_profile.is_some() {
-                v.invalid(
-                    &path.child("localhostProfile"),
-                    BadValue::Struct,
-                    "can only be set when seccomp type is Localhost",
-                );
-            }
-        }
-        other => v.not_supported(
-            &path.child("type"),
-            other,
-            &["Localhost", "RuntimeDefault", "Unconfined"],
-        ),
     }
 }
 

@@ -2,6 +2,7 @@
 //! server would give. A row is a JSON merge patch over a small valid pod
 //! (objects merge, lists are replaced), applied before API defaulting.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{json, Value};
 
 use super::*;
