@@ -45,6 +45,8 @@ const MAX_INPUT: usize = 64 * 1024;
 /// The in-memory corpus is capped here; past it, a new input replaces a
 /// random one.
 const MAX_CORPUS: usize = 4096;
+/// Outcome signatures remembered, at most.
+const MAX_OUTCOMES: usize = 1 << 20;
 
 fn main() {
     let Some(seconds) = std::env::var("PICOLET_FUZZ_SECONDS")
@@ -168,8 +170,8 @@ struct Worker {
     run: fn(&[u8]) -> String,
     rng: Rng,
     corpus: Vec<Vec<u8>>,
-    /// Outcome signatures seen so far.
-    seen: HashSet<String>,
+    /// Hashes of the outcome signatures seen so far.
+    seen: HashSet<u64>,
     /// Panic messages (and "slow") already saved, so one bug is one file.
     crash_kinds: HashSet<String>,
     crashers: usize,
@@ -201,7 +203,11 @@ impl Worker {
                 }
             }
             Ok((sig, _)) => {
-                if self.seen.insert(sig) {
+                if self.seen.len() >= MAX_OUTCOMES {
+                    // A long run: forget, rather than grow without bound.
+                    self.seen.clear();
+                }
+                if self.seen.insert(hash(&sig)) {
                     if self.grow {
                         save(&self.corpus_dir, "grown", &input);
                     }
@@ -361,6 +367,13 @@ fn mutate_lines(r: &mut Rng, b: &mut Vec<u8>) {
         }
     }
     *b = lines.join(&b'\n');
+}
+
+fn hash(s: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
 }
 
 /// Saves `input` as `<dir>/<kind>-<md5>`; returns the path.

@@ -33,19 +33,21 @@ pub fn target(name: &str) -> Option<Target> {
     TARGETS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
 }
 
-/// The first words of an error with the numbers and quoted parts blanked,
+/// The first words of an error with the numbers and quoted parts blanked
+/// (double or single quotes),
 /// so "line 3" and "line 4", or two unknown suffixes, count as the same
 /// outcome.
 fn signature(prefix: &str, message: &str) -> String {
     let mut out = String::from(prefix);
     out.push(':');
-    let (mut quoted, mut escaped) = (false, false);
+    let (mut quote, mut escaped) = (None, false);
     for c in message.chars().take(120) {
         match c {
             _ if escaped => escaped = false,
-            '\\' if quoted => escaped = true,
-            '"' => quoted = !quoted,
-            _ if quoted => {}
+            '\\' if quote.is_some() => escaped = true,
+            '"' | '\'' if quote.is_none() => quote = Some(c),
+            c if Some(c) == quote => quote = None,
+            _ if quote.is_some() => {}
             '0'..='9' => {
                 if !out.ends_with('#') {
                     out.push('#');
@@ -176,12 +178,11 @@ pub fn pod_to_cri(input: &[u8]) -> String {
     let Some(text) = text(input) else {
         return "not-utf8".into();
     };
-    let Ok(pod) = parse_manifest(
-        text,
-        Path::new("/etc/kubernetes/manifests/fuzz.yaml"),
-        "node-1",
-    ) else {
-        return "invalid".into();
+    let path = Path::new("/etc/kubernetes/manifests/fuzz.yaml");
+    let pod = match parse_manifest(text, path, "node-1") {
+        Ok(pod) => pod,
+        // Inputs near validity are kept too: they are how valid ones evolve.
+        Err(e) => return signature("invalid", &e.to_string()),
     };
     let logs = Path::new("/var/log/pods");
     let dns = ["10.96.0.10".to_string()];
@@ -227,5 +228,14 @@ pub fn pod_to_cri(input: &[u8]) -> String {
             refused += 1;
         }
     }
-    format!("ok:{}:refused:{}", class.as_str(), refused.min(2))
+    let volumes = pod_spec.volumes.as_ref().map_or(0, Vec::len);
+    let containers =
+        pod_spec.containers.len() + pod_spec.init_containers.as_ref().map_or(0, Vec::len);
+    format!(
+        "ok:{}:containers:{}:volumes:{}:refused:{}",
+        class.as_str(),
+        containers.min(4),
+        volumes.min(4),
+        refused.min(2)
+    )
 }
