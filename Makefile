@@ -27,7 +27,7 @@ DEB_PACKAGES := containerd runc containernetworking-plugins busybox-static \
                 conmon skopeo libseccomp2 libgpgme11 libsqlite3-0 libassuan0 \
                 libgpg-error0 xz-utils openssl curl ca-certificates
 
-.PHONY: all build test test-full test-host test-integration deps images clean clean-images demo bench
+.PHONY: all build test test-full test-host test-integration deps images clean clean-images demo bench fuzz
 
 all: build
 
@@ -120,6 +120,22 @@ else
 	$(CARGO) build --release --target $(BENCH_TARGET) --config cross/config.toml
 	PICOLET_BENCH=1 PICOLET_BIN=$(CURDIR)/target/$(BENCH_TARGET)/release/picolet $(CARGO) test --release --test bench
 endif
+
+# --- fuzzing ---------------------------------------------------------------------
+
+# Each fuzz target (tests/fuzz.rs: manifest, config, quantity, duration,
+# pod-to-cri) for FUZZ_SECONDS, built optimised with overflow checks
+# (profile `fuzz`). Crashers land in tests/fuzz/crashers/<target>/ and are
+# replayed by `cargo test` (tests/fuzz_regressions.rs). FUZZ_TARGET=a,b picks
+# targets; FUZZ_SEED changes the random sequence.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGET ?=
+FUZZ_SEED ?=
+fuzz:
+	PICOLET_FUZZ_SECONDS=$(FUZZ_SECONDS) \
+	$(if $(FUZZ_TARGET),PICOLET_FUZZ_TARGET=$(FUZZ_TARGET)) \
+	$(if $(FUZZ_SEED),PICOLET_FUZZ_SEED=$(FUZZ_SEED)) \
+	$(CARGO) test --profile fuzz --test fuzz
 
 # --- housekeeping ------------------------------------------------------------------
 
