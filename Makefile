@@ -27,7 +27,7 @@ DEB_PACKAGES := containerd runc containernetworking-plugins busybox-static \
                 conmon skopeo libseccomp2 libgpgme11 libsqlite3-0 libassuan0 \
                 libgpg-error0 xz-utils openssl curl ca-certificates
 
-.PHONY: all build test test-full test-host test-integration deps images clean clean-images demo demo-cluster bench
+.PHONY: all build test test-full test-host test-integration deps images clean clean-images demo demo-cluster bench fuzz
 
 all: build
 
@@ -69,8 +69,12 @@ images:
 # board architecture under qemu-user, and one firmware image booted under
 # qemu-system (x86_64; see test-full for aarch64).
 test: test-host
+	$(MAKE) fuzz FUZZ_SECONDS=$(CI_FUZZ_SECONDS)
 	$(MAKE) test-cross
 	$(MAKE) image-test BOARD=qemu-x86_64
+
+# `make test` fuzzes each target this long (`make fuzz` alone: FUZZ_SECONDS).
+CI_FUZZ_SECONDS ?= 30
 
 # Unit tests, then the integration suite on each of TEST_RUNTIMES (real
 # runtimes, cgroups, CNI), each run timed.
@@ -86,8 +90,8 @@ test-host: deps images
 # tests/harness/runtime.rs) and is skipped, by name, on the others.
 TEST_RUNTIME ?= containerd
 # Test files that start no container runtime (the control plane harness's
-# own tests) run once, not once per runtime.
-RUNTIME_FREE_TESTS := control_plane
+# own tests, the fuzz crashers' replay) run once, not once per runtime.
+RUNTIME_FREE_TESTS := control_plane fuzz fuzz_regressions
 RUNTIME_TESTS := $(filter-out $(RUNTIME_FREE_TESTS),$(basename $(notdir $(wildcard tests/*.rs))))
 test-integration:
 	@echo "== integration tests on $(TEST_RUNTIME)"
@@ -141,6 +145,22 @@ else
 	$(CARGO) build --release --target $(BENCH_TARGET) --config cross/config.toml
 	PICOLET_BENCH=1 PICOLET_BIN=$(CURDIR)/target/$(BENCH_TARGET)/release/picolet $(CARGO) test --release --test bench
 endif
+
+# --- fuzzing ---------------------------------------------------------------------
+
+# Each fuzz target (tests/fuzz.rs: manifest, config, quantity, duration,
+# pod-to-cri) for FUZZ_SECONDS, built optimised with overflow checks
+# (profile `fuzz`). Crashers land in tests/fuzz/crashers/<target>/ and are
+# replayed by `cargo test` (tests/fuzz_regressions.rs). FUZZ_TARGET=a,b picks
+# targets; FUZZ_SEED changes the random sequence.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGET ?=
+FUZZ_SEED ?=
+fuzz:
+	PICOLET_FUZZ_SECONDS=$(FUZZ_SECONDS) \
+	$(if $(FUZZ_TARGET),PICOLET_FUZZ_TARGET=$(FUZZ_TARGET)) \
+	$(if $(FUZZ_SEED),PICOLET_FUZZ_SEED=$(FUZZ_SEED)) \
+	$(CARGO) test --profile fuzz --test fuzz
 
 # --- housekeeping ------------------------------------------------------------------
 

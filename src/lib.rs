@@ -14,6 +14,7 @@ pub mod cgroups;
 pub mod cli;
 pub mod config;
 pub mod cri;
+pub mod decode;
 pub mod gc;
 pub mod logger;
 pub mod names;

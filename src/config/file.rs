@@ -14,6 +14,11 @@
 //! A key picolet does not implement is not an error: it is reported as an
 //! [`UnknownField`], which tells a real kubelet field (`featureGates`) from
 //! a likely typo (`maxPodz`) by kubelet's upstream field list.
+//!
+//! Every layer is outside input: its size, nesting depth and node count
+//! (aliases expanded) are bounded before serde parses it
+//! ([`crate::decode`], [`Limits::CONFIG`]); a layer over a limit is a
+//! syntax error naming the file and position.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -23,6 +28,7 @@ use serde_json::{Map, Value};
 use super::fields::{KubeletConfig, CHECKED_ONLY, FIELDS};
 use super::values::show;
 use super::{board, ConfigError, Flags};
+use crate::decode::{self, LimitError, Limits};
 
 /// The only `apiVersion` picolet accepts.
 pub const API_VERSION: &str = "kubelet.config.k8s.io/v1beta1";
@@ -317,8 +323,34 @@ fn merge(base: &mut Map<String, Value>, over: Map<String, Value>, prefix: &str) 
     }
 }
 
+/// A layer's text as a JSON value, within [`Limits::CONFIG`]: the size,
+/// nesting and node count are checked before serde builds anything (see
+/// [`crate::decode`]), so a hostile config fails fast with a clear error
+/// instead of stalling the start.
 fn parse_document(text: &str, origin: &Path) -> Result<Value, ConfigError> {
-    if text.trim_start().starts_with('{') {
+    let json = text.trim_start().starts_with('{');
+    let format = if json { "JSON" } else { "YAML" };
+    let checked = if json {
+        decode::check_json(text.as_bytes(), &Limits::CONFIG)
+    } else {
+        decode::check_yaml(text, &Limits::CONFIG)
+    };
+    checked.map_err(|e| {
+        let at = match &e {
+            LimitError::TooDeep { at, .. }
+            | LimitError::TooManyNodes { at, .. }
+            | LimitError::AliasExpansion { at, .. } => Some(*at),
+            LimitError::TooLarge { .. } => None,
+        };
+        ConfigError::Syntax {
+            path: origin.to_path_buf(),
+            format,
+            line: at.map(|a| a.line),
+            column: at.map(|a| a.column),
+            message: format!("the document {}", strip_position(&e.to_string())),
+        }
+    })?;
+    if json {
         return serde_json::from_str(text).map_err(|e| {
             let (line, column) = (e.line(), e.column());
             let message = e.to_string();
@@ -359,6 +391,15 @@ fn parse_document(text: &str, origin: &Path) -> Result<Value, ConfigError> {
             message,
         }
     })
+}
+
+/// A [`LimitError`] message without its `(at line L column C)`: the
+/// position goes in the error's own fields.
+fn strip_position(message: &str) -> &str {
+    match message.rfind(" (at line ") {
+        Some(i) => &message[..i],
+        None => message,
+    }
 }
 
 fn check_type_meta(
@@ -519,3 +560,72 @@ const UPSTREAM_FIELDS: &[&str] = &[
     "failCgroupV1",
     "userNamespaces",
 ];
+
+#[cfg(test)]
+mod bounded_parsing_tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<LoadedConfig, ConfigError> {
+        from_layers(&[(text, Path::new("/etc/picolet/config.yaml"))])
+    }
+
+    #[test]
+    fn a_deeply_nested_config_is_refused_with_the_file_and_position() {
+        let text = format!(
+            "apiVersion: {API_VERSION}\nkind: {KIND}\nfeatureGates: {}{}\n",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        let err = load(&text).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Syntax {
+                    format: "YAML",
+                    line: Some(3),
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().starts_with("/etc/picolet/config.yaml:3:"),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .ends_with("invalid YAML: the document nests deeper than 64 levels"),
+            "{err}"
+        );
+        let json = format!("{{\"a\": {}{}}}", "[".repeat(1000), "]".repeat(1000));
+        let err = load(&json).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Syntax { format: "JSON", .. }),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn an_alias_bomb_and_an_oversized_config_are_refused() {
+        let mut bomb = format!(
+            "apiVersion: {API_VERSION}\nkind: {KIND}\na: &a [x, x, x, x, x, x, x, x, x, x]\n"
+        );
+        for (n, prev) in ["b", "c", "d", "e", "f", "g"]
+            .iter()
+            .zip(["a", "b", "c", "d", "e", "f"])
+        {
+            bomb.push_str(&format!(
+                "{n}: &{n} [{}]\n",
+                vec![format!("*{prev}"); 10].join(", ")
+            ));
+        }
+        let err = load(&bomb).unwrap_err().to_string();
+        assert!(
+            err.contains("the document expands aliases to more than"),
+            "{err}"
+        );
+        let huge = format!("# {}\n", "x".repeat(Limits::CONFIG.max_bytes));
+        let err = load(&huge).unwrap_err().to_string();
+        assert!(err.contains("over the 262144-byte limit"), "{err}");
+    }
+}

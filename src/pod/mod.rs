@@ -15,6 +15,9 @@
 //!   ports, node selector and affinity, taints);
 //! - `host_support`: refusals for what the host or runtime cannot give
 //!   (AppArmor, `supplementalGroupsPolicy: Strict`, `hostUsers: false`).
+
+//! - `validation`: the API server's pod validation, for every pod picolet
+//!   would run.
 //!
 //! Nothing here does I/O, reads a clock or logs; it must not know the
 //! runtime client, the executor or the agent. The agent executes the
@@ -29,6 +32,7 @@ pub mod labels;
 pub mod observed;
 pub mod plan;
 pub mod spec;
+pub mod validation;
 
 pub use accessors::{full_name, uid};
 pub use observed::{ObservedContainer, ObservedPod, ObservedSandbox};

@@ -17,7 +17,18 @@
 //! - `kubernetes.io/config.source: file` and `kubernetes.io/config.hash:
 //!   <uid>` annotations, a toleration for every `NoExecute` taint, and
 //!   `status.phase: Pending`;
-//! - then the API server's defaults ([`crate::pod::defaults::apply`]).
+//! - then the API server's defaults ([`crate::pod::defaults::apply`]) and
+//!   its validation ([`crate::pod::validation::validate_pod`]): a pod the
+//!   API server would refuse is never started.
+//!
+//! Hostile input: the directory is outside input, and picolet parses it on
+//! its only thread. So a file is read without blocking (a FIFO or device is
+//! refused, whatever a symlink points at) and only up to
+//! [`MAX_MANIFEST_BYTES`]; its depth, node count and alias expansion are
+//! bounded ([`crate::decode`]) before serde sees it; and one scan parses at
+//! most [`SCAN_BUDGET_BYTES`] of changed files, leaving the rest for the next
+//! scan ([`ManifestDir::has_deferred`]), so a hundred files dropped at once
+//! cost a hundred short scans, not one long one.
 //!
 //! [`ManifestDir`] turns a directory into a complete set of pods (see the SET
 //! semantics in [`super`]). One bad file never hides the others: it is logged
@@ -26,18 +37,31 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Pod, PodStatus, Toleration};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Toleration};
 use serde::Deserialize;
 
 use super::{PodSource, SourceUpdate, CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
-use crate::names::{check_dns1123_label, check_dns1123_subdomain};
+use crate::decode::{self, LimitError, Limits};
+use crate::pod::validation::{self, FieldError};
+use head::Head;
 
-/// Largest manifest picolet will read (1 MiB). A real pod manifest is a few
+mod head;
+
+/// What a manifest may be: [`Limits::MANIFEST`].
+const LIMITS: Limits = Limits::MANIFEST;
+
+/// Largest manifest picolet will read (256 KiB). A real pod manifest is a few
 /// KiB; the limit keeps a stray log or core file in the directory from eating
-/// the memory of a 256 MiB board.
-pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+/// the memory of a 256 MiB board, and bounds how long one parse holds the
+/// thread (libyaml reads ~50 MB/s on a desktop core, less on a board).
+pub const MAX_MANIFEST_BYTES: u64 = LIMITS.max_bytes as u64;
+
+/// How many bytes of changed manifests one scan parses (at least one file is
+/// always parsed). The rest wait for the next scan.
+pub const SCAN_BUDGET_BYTES: usize = 256 * 1024;
 
 /// Why a manifest file was rejected. Every variant's message names the file.
 #[derive(Debug, thiserror::Error)]
@@ -49,12 +73,24 @@ pub enum ManifestError {
         #[source]
         source: io::Error,
     },
+    /// Not a regular file (a FIFO, a device, a socket), whatever a symlink
+    /// to it is called.
+    #[error("manifest {} is not a regular file", .path.display())]
+    NotAFile { path: PathBuf },
     /// The file is larger than [`MAX_MANIFEST_BYTES`].
     #[error("manifest {} is {size} bytes, over the {limit}-byte limit", .path.display())]
     TooLarge {
         path: PathBuf,
         size: u64,
         limit: u64,
+    },
+    /// The document nests too deeply or has too many nodes (aliases
+    /// included); it was refused before it was parsed.
+    #[error("manifest {} {source}", .path.display())]
+    Limit {
+        path: PathBuf,
+        #[source]
+        source: LimitError,
     },
     /// The file is not UTF-8 text.
     #[error("manifest {} is not UTF-8 text", .path.display())]
@@ -90,9 +126,16 @@ pub enum ManifestError {
         kind: String,
         api_version: String,
     },
-    /// The pod is well-formed but invalid (bad name, no containers, ...).
+    /// The document is not an object at all.
     #[error("manifest {} is invalid: {message}", .path.display())]
     Invalid { path: PathBuf, message: String },
+    /// The pod breaks the API server's validation rules; every problem is
+    /// listed with its field path.
+    #[error("manifest {} is invalid: {}", .path.display(), validation::summary(.errors))]
+    Validation {
+        path: PathBuf,
+        errors: Vec<FieldError>,
+    },
 }
 
 impl ManifestError {
@@ -100,13 +143,16 @@ impl ManifestError {
     pub fn path(&self) -> &Path {
         match self {
             ManifestError::Io { path, .. }
+            | ManifestError::NotAFile { path }
             | ManifestError::TooLarge { path, .. }
+            | ManifestError::Limit { path, .. }
             | ManifestError::NotText { path }
             | ManifestError::Empty { path }
             | ManifestError::MultipleDocuments { path, .. }
             | ManifestError::Decode { path, .. }
             | ManifestError::NotAPod { path, .. }
-            | ManifestError::Invalid { path, .. } => path,
+            | ManifestError::Invalid { path, .. }
+            | ManifestError::Validation { path, .. } => path,
         }
     }
 
@@ -118,14 +164,24 @@ impl ManifestError {
                 column: Some(c),
                 ..
             } => Some((*l, *c)),
+            ManifestError::Limit { source, .. } => {
+                let at = match source {
+                    LimitError::TooDeep { at, .. }
+                    | LimitError::TooManyNodes { at, .. }
+                    | LimitError::AliasExpansion { at, .. } => at,
+                    LimitError::TooLarge { .. } => return None,
+                };
+                Some((at.line, at.column))
+            }
             _ => None,
         }
     }
 }
 
-/// Parse one static pod manifest and apply the kubelet's static pod rules and
-/// the API server's defaults. `path` is used in errors and in the UID;
-/// `node_name` is this node's name.
+/// Parse one static pod manifest, apply the kubelet's static pod rules and
+/// the API server's defaults, and validate the result with the API server's
+/// rules. `path` is used in errors and in the UID; `node_name` is this
+/// node's (normalised, lower-case) name.
 pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, ManifestError> {
     if text.len() as u64 > MAX_MANIFEST_BYTES {
         return Err(ManifestError::TooLarge {
@@ -135,29 +191,16 @@ pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, M
         });
     }
     let mut pod = decode(text, path)?;
-    let invalid = |message: String| ManifestError::Invalid {
-        path: path.to_owned(),
-        message,
-    };
-
     let name = pod.metadata.name.clone().unwrap_or_default();
     if name.is_empty() {
-        return Err(invalid("metadata.name is required".into()));
+        // Renaming would hide it: `-<node>` is a name of sorts.
+        let mut errors = validation::validate_pod(&pod).err().unwrap_or_default();
+        errors.retain(|e| e.field == "metadata.name");
+        return Err(ManifestError::Validation {
+            path: path.to_owned(),
+            errors,
+        });
     }
-    if let Err(why) = check_dns1123_subdomain(&name) {
-        return Err(invalid(format!("metadata.name {name:?} {why}")));
-    }
-    if let Some(ns) = pod
-        .metadata
-        .namespace
-        .as_deref()
-        .filter(|ns| !ns.is_empty())
-    {
-        if let Err(why) = check_dns1123_label(ns) {
-            return Err(invalid(format!("metadata.namespace {ns:?} {why}")));
-        }
-    }
-    check_containers(&pod).map_err(invalid)?;
 
     // The UID: md5 over the node, the file and the pod as written. k8s-openapi
     // serialises fields in a fixed order and maps as BTreeMaps, so this JSON
@@ -170,13 +213,7 @@ pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, M
     let hash = format!("{:x}", hasher.compute());
 
     let meta = &mut pod.metadata;
-    let full_name = format!("{name}-{}", node_name.to_lowercase());
-    if let Err(why) = check_dns1123_subdomain(&full_name) {
-        return Err(invalid(format!(
-            "pod name {full_name:?} (name-nodename) {why}"
-        )));
-    }
-    meta.name = Some(full_name);
+    meta.name = Some(format!("{name}-{}", node_name.to_lowercase()));
     if meta.namespace.as_deref().unwrap_or("").is_empty() {
         meta.namespace = Some("default".into());
     }
@@ -191,7 +228,7 @@ pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, M
     );
     annotations.insert(CONFIG_HASH_ANNOTATION.into(), uid);
 
-    let spec = pod.spec.as_mut().expect("checked by check_containers");
+    let spec = pod.spec.get_or_insert_with(PodSpec::default);
     spec.node_name = Some(node_name.to_owned());
     // Static pods tolerate every NoExecute taint, so node problems never
     // evict them (kubelet: AddOrUpdateTolerationInPod).
@@ -211,6 +248,10 @@ pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, M
     pod.status.get_or_insert_with(PodStatus::default).phase = Some("Pending".into());
 
     crate::pod::defaults::apply(&mut pod);
+    validation::validate_pod(&pod).map_err(|errors| ManifestError::Validation {
+        path: path.to_owned(),
+        errors,
+    })?;
     Ok(pod)
 }
 
@@ -223,17 +264,29 @@ fn same_toleration(a: &Toleration, b: &Toleration) -> bool {
         && s(&a.effect) == s(&b.effect)
 }
 
-/// Text → `Pod`, checking one document and `kind`/`apiVersion` first so those
-/// mistakes get a clear message rather than a serde one.
+/// Text → `Pod`, within [`LIMITS`], checking one document and
+/// `kind`/`apiVersion` first so those mistakes get a clear message rather
+/// than a serde one.
 fn decode(text: &str, path: &Path) -> Result<Pod, ManifestError> {
+    let limit = |source| ManifestError::Limit {
+        path: path.to_owned(),
+        source,
+    };
     if !text.trim_start().starts_with('{') {
+        decode::check_yaml(text, &LIMITS).map_err(limit)?;
         return decode_yaml(text, path);
     }
+    decode::check_json(text.as_bytes(), &LIMITS).map_err(limit)?;
     // Looks like JSON, but `{kind: Pod, ...}` is a YAML flow mapping: if it
     // is not JSON but is YAML, take it; if it is neither, the JSON error is
     // the one that makes sense to the author.
     match decode_json(text, path) {
-        Err(json @ ManifestError::Decode { .. }) => decode_yaml(text, path).map_err(|_| json),
+        Err(json @ ManifestError::Decode { .. }) => {
+            if decode::check_yaml(text, &LIMITS).is_err() {
+                return Err(json);
+            }
+            decode_yaml(text, path).map_err(|_| json)
+        }
         other => other,
     }
 }
@@ -246,11 +299,10 @@ fn decode_json(text: &str, path: &Path) -> Result<Pod, ManifestError> {
         line: Some(e.line()).filter(|&l| l > 0),
         column: Some(e.column()).filter(|&c| c > 0),
     };
-    let value: serde_json::Value = serde_json::from_str(text).map_err(err)?;
-    let field = |k: &str| value.get(k).and_then(|v| v.as_str()).map(str::to_owned);
-    check_kind(path, field("kind"), field("apiVersion"))?;
-    // Decode again from the text (not the Value) so type errors keep their
-    // line and column.
+    match serde_json::from_str::<Head>(text).map_err(err)? {
+        Head::Object { kind, api_version } => check_kind(path, kind, api_version)?,
+        _ => return Err(not_a_mapping(path)),
+    }
     serde_json::from_str(text).map_err(err)
 }
 
@@ -264,16 +316,17 @@ fn decode_yaml(text: &str, path: &Path) -> Result<Pod, ManifestError> {
     };
     // Find the non-empty documents (`---` separators with nothing between
     // them, or a trailing `---`, produce null documents, which are ignored).
+    // Only their type meta is kept: the rest is skipped, not built.
     let mut found = None;
     let mut count = 0;
     for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let value = serde_yaml_ng::Value::deserialize(doc).map_err(err)?;
-        if !value.is_null() {
+        let head = Head::deserialize(doc).map_err(err)?;
+        if !matches!(head, Head::Null) {
             count += 1;
-            found.get_or_insert((i, value));
+            found.get_or_insert((i, head));
         }
     }
-    let Some((index, value)) = found else {
+    let Some((index, head)) = found else {
         return Err(ManifestError::Empty {
             path: path.to_owned(),
         });
@@ -284,20 +337,23 @@ fn decode_yaml(text: &str, path: &Path) -> Result<Pod, ManifestError> {
             count,
         });
     }
-    if !value.is_mapping() {
-        return Err(ManifestError::Invalid {
-            path: path.to_owned(),
-            message: "the document is not a mapping (expected a Pod object)".into(),
-        });
-    }
-    let field = |k: &str| value.get(k).and_then(|v| v.as_str()).map(str::to_owned);
-    check_kind(path, field("kind"), field("apiVersion"))?;
+    let Head::Object { kind, api_version } = head else {
+        return Err(not_a_mapping(path));
+    };
+    check_kind(path, kind, api_version)?;
     // Decode the Pod straight from the text so type errors keep their
     // location.
     let doc = serde_yaml_ng::Deserializer::from_str(text)
         .nth(index)
         .expect("the document was there a moment ago");
     Pod::deserialize(doc).map_err(err)
+}
+
+fn not_a_mapping(path: &Path) -> ManifestError {
+    ManifestError::Invalid {
+        path: path.to_owned(),
+        message: "the document is not a mapping (expected a Pod object)".into(),
+    }
 }
 
 fn check_kind(
@@ -313,39 +369,6 @@ fn check_kind(
         kind: kind.unwrap_or_default(),
         api_version: api_version.unwrap_or_default(),
     })
-}
-
-/// The minimum picolet needs to run the pod at all; the CRI runtime catches
-/// the rest.
-fn check_containers(pod: &Pod) -> Result<(), String> {
-    let Some(spec) = pod.spec.as_ref() else {
-        return Err("spec is required".into());
-    };
-    if spec.containers.is_empty() {
-        return Err("spec.containers must list at least one container".into());
-    }
-    let mut names = HashSet::new();
-    let init = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .map(|c| ("spec.initContainers", c));
-    let main = spec.containers.iter().map(|c| ("spec.containers", c));
-    for (field, c) in init.chain(main) {
-        if let Err(why) = check_dns1123_label(&c.name) {
-            return Err(format!("{field}: container name {:?} {why}", c.name));
-        }
-        if !names.insert(c.name.as_str()) {
-            return Err(format!(
-                "{field}: container name {:?} is used twice",
-                c.name
-            ));
-        }
-        if c.image.as_deref().unwrap_or("").trim().is_empty() {
-            return Err(format!("{field}: container {:?} has no image", c.name));
-        }
-    }
-    Ok(())
 }
 
 /// Editor droppings and hidden files that are never manifests. (The kubelet
@@ -373,6 +396,8 @@ struct Cached {
 enum CacheKey {
     Content(md5::Digest),
     Error(String),
+    /// Read but not parsed yet: the scan's parse budget was spent.
+    Deferred,
 }
 
 /// A static pod directory (`staticPodPath`) and what picolet last read from
@@ -395,6 +420,8 @@ pub struct ManifestDir {
     last: Vec<Pod>,
     /// How many problems were logged (each problem is logged once).
     reported: usize,
+    /// The last scan left changed files unparsed (see [`SCAN_BUDGET_BYTES`]).
+    deferred: bool,
     #[cfg(test)]
     messages: Vec<String>,
 }
@@ -412,6 +439,7 @@ impl ManifestDir {
             dir_error: None,
             last: Vec::new(),
             reported: 0,
+            deferred: false,
             #[cfg(test)]
             messages: Vec::new(),
         }
@@ -429,6 +457,13 @@ impl ManifestDir {
     /// The directory (or file) being read.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the last [`scan`](Self::scan) left changed files for the next
+    /// one, having spent its [`SCAN_BUDGET_BYTES`]. Their previous pods (if
+    /// any) stay in the set meanwhile; the caller should scan again soon.
+    pub fn has_deferred(&self) -> bool {
+        self.deferred
     }
 
     /// Read every manifest and return the complete set of valid pods, in file
@@ -483,11 +518,13 @@ impl ManifestDir {
         }
     }
 
-    /// The candidate manifest files, sorted by name.
-    fn list(&self) -> io::Result<Vec<PathBuf>> {
+    /// The candidate manifest files, sorted by name, each with whether it
+    /// is a regular file (a FIFO, socket or device is listed, to be
+    /// reported, but never opened: opening some devices has effects).
+    fn list(&self) -> io::Result<Vec<(PathBuf, bool)>> {
         let meta = fs::metadata(&self.path)?;
         if meta.is_file() {
-            return Ok(vec![self.path.clone()]);
+            return Ok(vec![(self.path.clone(), true)]);
         }
         let mut files = Vec::new();
         for entry in fs::read_dir(&self.path)? {
@@ -499,11 +536,11 @@ impl ManifestDir {
             let path = entry.path();
             // Follow symlinks, as the kubelet does.
             match fs::metadata(&path) {
-                Ok(m) if m.is_file() => files.push(path),
+                Ok(m) if m.is_file() => files.push((path, true)),
                 Ok(m) if m.is_dir() => {
                     log::debug!("not recursing into manifest directory {}", path.display())
                 }
-                Ok(_) => log::debug!("ignoring {}: not a regular file", path.display()),
+                Ok(_) => files.push((path, false)),
                 // Dangling symlink, or deleted since read_dir.
                 Err(_) => {}
             }
@@ -512,11 +549,16 @@ impl ManifestDir {
         Ok(files)
     }
 
-    fn read_files(&mut self, files: Vec<PathBuf>) -> Vec<Pod> {
+    fn read_files(&mut self, files: Vec<(PathBuf, bool)>) -> Vec<Pod> {
         let mut cache = HashMap::with_capacity(files.len());
-        for path in files {
+        let mut budget = Budget {
+            left: SCAN_BUDGET_BYTES,
+            parsed_any: false,
+        };
+        self.deferred = false;
+        for (path, regular) in files {
             let previous = self.cache.remove(&path);
-            let cached = self.read_one(&path, previous);
+            let cached = self.read_one(&path, regular, previous, &mut budget);
             cache.insert(path, cached);
         }
         self.cache = cache; // files that vanished drop out here
@@ -570,9 +612,23 @@ impl ManifestDir {
     }
 
     /// Read and parse one file, reusing (and not re-logging) the previous
-    /// result when the content is unchanged.
-    fn read_one(&mut self, path: &Path, previous: Option<Cached>) -> Cached {
-        let bytes = match read_limited(path) {
+    /// result when the content is unchanged. A changed file that does not fit
+    /// the scan's `budget` keeps its previous result, to be parsed next time.
+    fn read_one(
+        &mut self,
+        path: &Path,
+        regular: bool,
+        previous: Option<Cached>,
+        budget: &mut Budget,
+    ) -> Cached {
+        let read = if regular {
+            read_limited(path)
+        } else {
+            Err(ManifestError::NotAFile {
+                path: path.to_owned(),
+            })
+        };
+        let bytes = match read {
             Ok(bytes) => bytes,
             Err(e) => {
                 let key = CacheKey::Error(e.to_string());
@@ -596,11 +652,29 @@ impl ManifestDir {
             }
         };
         let key = CacheKey::Content(md5::compute(&bytes));
-        if let Some(previous) = previous {
-            if previous.key == key {
-                return previous;
-            }
+        if previous.as_ref().is_some_and(|p| p.key == key) {
+            return previous.expect("checked just above");
         }
+        if budget.parsed_any && bytes.len() > budget.left {
+            self.deferred = true;
+            log::debug!(
+                "manifest {} changed; parsing it in the next scan (this one parsed {} bytes)",
+                path.display(),
+                SCAN_BUDGET_BYTES - budget.left
+            );
+            return match previous {
+                Some(p) => Cached {
+                    key: CacheKey::Deferred,
+                    pod: p.pod,
+                },
+                None => Cached {
+                    key: CacheKey::Deferred,
+                    pod: None,
+                },
+            };
+        }
+        budget.parsed_any = true;
+        budget.left = budget.left.saturating_sub(bytes.len());
         let parsed = match std::str::from_utf8(&bytes) {
             Ok(text) => parse_manifest(text, path, &self.node_name),
             Err(_) => Err(ManifestError::NotText {
@@ -620,8 +694,19 @@ impl ManifestDir {
     }
 }
 
+/// How much more one scan may parse.
+struct Budget {
+    /// Bytes left of [`SCAN_BUDGET_BYTES`].
+    left: usize,
+    /// A file was parsed already (the first one always is).
+    parsed_any: bool,
+}
+
 /// Read a file, refusing anything over [`MAX_MANIFEST_BYTES`] without
-/// reading it all.
+/// reading it all, and anything that is not a regular file. The listing
+/// already left FIFOs and devices unopened; this covers one swapped in
+/// since: the open neither blocks (a FIFO would hang the thread until
+/// someone writes to it) nor adopts a terminal.
 fn read_limited(path: &Path) -> Result<Vec<u8>, ManifestError> {
     let io_err = |source| ManifestError::Io {
         path: path.to_owned(),
@@ -632,8 +717,18 @@ fn read_limited(path: &Path) -> Result<Vec<u8>, ManifestError> {
         size,
         limit: MAX_MANIFEST_BYTES,
     };
-    let file = fs::File::open(path).map_err(io_err)?;
-    let size = file.metadata().map_err(io_err)?.len();
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32)
+        .open(path)
+        .map_err(io_err)?;
+    let meta = file.metadata().map_err(io_err)?;
+    if !meta.is_file() {
+        return Err(ManifestError::NotAFile {
+            path: path.to_owned(),
+        });
+    }
+    let size = meta.len();
     if size > MAX_MANIFEST_BYTES {
         return Err(too_large(size));
     }
@@ -650,429 +745,4 @@ fn read_limited(path: &Path) -> Result<Vec<u8>, ManifestError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const NODE: &str = "Edge-1";
-
-    const NGINX: &str = "\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: web
-spec:
-  containers:
-  - name: nginx
-    image: nginx:1.27
-";
-
-    fn parse(text: &str) -> Result<Pod, ManifestError> {
-        parse_manifest(text, Path::new("/etc/picolet/manifests/web.yaml"), NODE)
-    }
-
-    fn uid(pod: &Pod) -> String {
-        pod.metadata.uid.clone().unwrap()
-    }
-
-    #[test]
-    fn a_static_pod_is_renamed_bound_and_annotated_like_the_kubelet_does() {
-        let pod = parse(NGINX).unwrap();
-        assert_eq!(pod.metadata.name.as_deref(), Some("web-edge-1"));
-        assert_eq!(pod.metadata.namespace.as_deref(), Some("default"));
-        let spec = pod.spec.as_ref().unwrap();
-        assert_eq!(spec.node_name.as_deref(), Some(NODE));
-        let a = pod.metadata.annotations.as_ref().unwrap();
-        assert_eq!(a[CONFIG_SOURCE_ANNOTATION], "file");
-        assert_eq!(a[CONFIG_HASH_ANNOTATION], uid(&pod));
-        assert_eq!(uid(&pod).len(), 32, "hex md5");
-        assert_eq!(
-            pod.status.as_ref().unwrap().phase.as_deref(),
-            Some("Pending")
-        );
-    }
-
-    #[test]
-    fn a_static_pod_tolerates_every_no_execute_taint_once() {
-        let pod = parse(NGINX).unwrap();
-        let tolerations = pod.spec.unwrap().tolerations.unwrap();
-        assert_eq!(tolerations.len(), 1);
-        assert_eq!(tolerations[0].operator.as_deref(), Some("Exists"));
-        assert_eq!(tolerations[0].effect.as_deref(), Some("NoExecute"));
-        assert_eq!(tolerations[0].key, None);
-
-        let with_same = format!(
-            "{NGINX}  tolerations:\n  - operator: Exists\n    effect: NoExecute\n    tolerationSeconds: 5\n"
-        );
-        let tolerations = parse(&with_same)
-            .unwrap()
-            .spec
-            .unwrap()
-            .tolerations
-            .unwrap();
-        assert_eq!(tolerations.len(), 1, "an identical toleration is replaced");
-        assert_eq!(tolerations[0].toleration_seconds, None);
-    }
-
-    #[test]
-    fn api_defaults_are_applied() {
-        let pod = parse(NGINX).unwrap();
-        let spec = pod.spec.unwrap();
-        assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
-        assert_eq!(
-            spec.containers[0].image_pull_policy.as_deref(),
-            Some("IfNotPresent")
-        );
-    }
-
-    #[test]
-    fn an_explicit_namespace_and_uid_are_kept() {
-        let text = NGINX.replace(
-            "  name: web\n",
-            "  name: web\n  namespace: kube-system\n  uid: 1234-abcd\n",
-        );
-        let pod = parse(&text).unwrap();
-        assert_eq!(pod.metadata.namespace.as_deref(), Some("kube-system"));
-        assert_eq!(uid(&pod), "1234-abcd");
-        assert_eq!(
-            pod.metadata.annotations.unwrap()[CONFIG_HASH_ANNOTATION],
-            "1234-abcd"
-        );
-    }
-
-    #[test]
-    fn the_same_manifest_gives_the_same_uid_every_time() {
-        assert_eq!(uid(&parse(NGINX).unwrap()), uid(&parse(NGINX).unwrap()));
-        // Formatting and comments are not content.
-        let reformatted = format!(
-            "# the web server\n{}",
-            NGINX.replace("kind: Pod", "kind:   Pod")
-        );
-        assert_eq!(
-            uid(&parse(NGINX).unwrap()),
-            uid(&parse(&reformatted).unwrap())
-        );
-    }
-
-    #[test]
-    fn editing_a_manifest_changes_the_pod_uid() {
-        let edited = NGINX.replace("nginx:1.27", "nginx:1.28");
-        assert_ne!(uid(&parse(NGINX).unwrap()), uid(&parse(&edited).unwrap()));
-    }
-
-    #[test]
-    fn the_uid_depends_on_the_node_and_the_file() {
-        let here = parse(NGINX).unwrap();
-        let other_node = parse_manifest(NGINX, Path::new("/etc/picolet/manifests/web.yaml"), "n2");
-        let other_file = parse_manifest(NGINX, Path::new("/etc/picolet/manifests/w.yaml"), NODE);
-        assert_ne!(uid(&here), uid(&other_node.unwrap()));
-        assert_ne!(uid(&here), uid(&other_file.unwrap()));
-    }
-
-    #[test]
-    fn json_manifests_are_accepted_and_hash_like_the_same_yaml() {
-        let json = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
-            "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}}"#;
-        let pod = parse(json).unwrap();
-        assert_eq!(pod.metadata.name.as_deref(), Some("web-edge-1"));
-        assert_eq!(uid(&pod), uid(&parse(NGINX).unwrap()));
-    }
-
-    #[test]
-    fn a_yaml_flow_mapping_is_not_mistaken_for_json() {
-        let flow = "{apiVersion: v1, kind: Pod, metadata: {name: web},
-            spec: {containers: [{name: nginx, image: 'nginx:1.27'}]}}";
-        assert_eq!(uid(&parse(flow).unwrap()), uid(&parse(NGINX).unwrap()));
-    }
-
-    #[test]
-    fn a_multi_document_file_is_rejected_with_its_name() {
-        let text = format!("{NGINX}---\n{}", NGINX.replace("web", "db"));
-        let err = parse(&text).unwrap_err();
-        assert!(
-            matches!(err, ManifestError::MultipleDocuments { count: 2, .. }),
-            "{err:?}"
-        );
-        let msg = err.to_string();
-        assert!(msg.contains("/etc/picolet/manifests/web.yaml"), "{msg}");
-        assert!(msg.contains("2 YAML documents"), "{msg}");
-    }
-
-    #[test]
-    fn empty_documents_around_the_pod_are_ignored() {
-        let text = format!("---\n{NGINX}---\n");
-        assert!(parse(&text).is_ok());
-    }
-
-    #[test]
-    fn an_empty_file_is_rejected() {
-        assert!(matches!(
-            parse("# nothing\n").unwrap_err(),
-            ManifestError::Empty { .. }
-        ));
-        assert!(matches!(
-            parse("").unwrap_err(),
-            ManifestError::Empty { .. }
-        ));
-    }
-
-    #[test]
-    fn a_yaml_syntax_error_reports_line_and_column() {
-        let text = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n   labels: {a: b}\n";
-        let err = parse(text).unwrap_err();
-        assert!(
-            matches!(err, ManifestError::Decode { format: "YAML", .. }),
-            "{err:?}"
-        );
-        let (line, _column) = err.location().expect("a location");
-        assert_eq!(line, 5, "{err}");
-        let msg = err.to_string();
-        assert!(msg.contains("web.yaml"), "{msg}");
-        assert!(msg.contains("line 5"), "{msg}");
-    }
-
-    #[test]
-    fn a_type_error_reports_line_and_column() {
-        let text = NGINX.replace("  - name: nginx\n    image: nginx:1.27\n", "    nope\n");
-        let err = parse(&text).unwrap_err();
-        let (line, column) = err.location().expect("a location");
-        assert_eq!((line, column), (7, 5), "{err}");
-        assert!(err.to_string().contains("web.yaml"));
-    }
-
-    #[test]
-    fn a_json_syntax_error_reports_line_and_column() {
-        let err = parse("{\"apiVersion\": \"v1\",\n  \"kind\": }").unwrap_err();
-        assert!(
-            matches!(err, ManifestError::Decode { format: "JSON", .. }),
-            "{err:?}"
-        );
-        assert_eq!(err.location().map(|(l, _)| l), Some(2), "{err}");
-    }
-
-    #[test]
-    fn only_v1_pods_are_accepted() {
-        let deployment = NGINX.replace("kind: Pod", "kind: Deployment");
-        let err = parse(&deployment).unwrap_err();
-        assert!(matches!(err, ManifestError::NotAPod { .. }), "{err:?}");
-        assert!(err.to_string().contains("\"Deployment\""), "{err}");
-        let v2 = NGINX.replace("apiVersion: v1", "apiVersion: v2");
-        assert!(matches!(
-            parse(&v2).unwrap_err(),
-            ManifestError::NotAPod { .. }
-        ));
-        let no_kind = NGINX.replace("kind: Pod\n", "");
-        assert!(matches!(
-            parse(&no_kind).unwrap_err(),
-            ManifestError::NotAPod { .. }
-        ));
-    }
-
-    #[test]
-    fn a_pod_needs_a_valid_name() {
-        let unnamed = NGINX.replace("  name: web\n", "  labels: {a: b}\n");
-        let err = parse(&unnamed).unwrap_err();
-        assert!(
-            err.to_string().contains("metadata.name is required"),
-            "{err}"
-        );
-        let bad = NGINX.replace("name: web", "name: Web_Server");
-        let err = parse(&bad).unwrap_err();
-        assert!(matches!(err, ManifestError::Invalid { .. }), "{err:?}");
-        assert!(err.to_string().contains("Web_Server"), "{err}");
-        let dotted = NGINX.replace("name: web", "name: web.edge");
-        assert!(parse(&dotted).is_ok(), "a DNS subdomain may contain dots");
-    }
-
-    #[test]
-    fn a_pod_needs_containers_with_images() {
-        let none = NGINX.replace("  - name: nginx\n    image: nginx:1.27\n", "  []\n");
-        let none = none.replace("  containers:\n  []", "  containers: []");
-        assert!(parse(&none)
-            .unwrap_err()
-            .to_string()
-            .contains("at least one container"));
-        let no_image = NGINX.replace("    image: nginx:1.27\n", "");
-        assert!(parse(&no_image)
-            .unwrap_err()
-            .to_string()
-            .contains("no image"));
-    }
-
-    #[test]
-    fn an_oversized_manifest_is_rejected() {
-        let huge = format!("{NGINX}#{}\n", "x".repeat(MAX_MANIFEST_BYTES as usize));
-        let err = parse(&huge).unwrap_err();
-        assert!(matches!(err, ManifestError::TooLarge { .. }), "{err:?}");
-        assert!(err.to_string().contains("web.yaml"));
-    }
-
-    #[test]
-    fn editor_and_hidden_files_are_ignored() {
-        for name in [
-            ".web.yaml",
-            "web.yaml~",
-            ".web.yaml.swp",
-            "web.yaml.swp",
-            "web.tmp",
-        ] {
-            assert!(is_ignored_file_name(name), "{name}");
-        }
-        assert!(!is_ignored_file_name("web.yaml"));
-        assert!(!is_ignored_file_name("web.json"));
-    }
-
-    // --- ManifestDir ---------------------------------------------------------
-
-    /// A fresh directory under the system temp dir, removed on drop.
-    pub(crate) struct TempDir(pub PathBuf);
-
-    impl TempDir {
-        pub(crate) fn new(tag: &str) -> Self {
-            use std::sync::atomic::{AtomicUsize, Ordering};
-            static N: AtomicUsize = AtomicUsize::new(0);
-            let n = N.fetch_add(1, Ordering::Relaxed);
-            let dir =
-                std::env::temp_dir().join(format!("picolet-{tag}-{}-{n}", std::process::id()));
-            let _ = fs::remove_dir_all(&dir);
-            fs::create_dir_all(&dir).unwrap();
-            TempDir(dir)
-        }
-        pub(crate) fn write(&self, name: &str, text: &str) {
-            fs::write(self.0.join(name), text).unwrap();
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn names(update: &SourceUpdate) -> Vec<String> {
-        update
-            .pods
-            .iter()
-            .map(|p| p.metadata.name.clone().unwrap())
-            .collect()
-    }
-
-    fn pod_yaml(name: &str) -> String {
-        NGINX.replace("name: web", &format!("name: {name}"))
-    }
-
-    #[test]
-    fn a_directory_becomes_the_set_of_its_pods_in_file_name_order() {
-        let dir = TempDir::new("set");
-        dir.write("b.yaml", &pod_yaml("bravo"));
-        dir.write("a.yaml", &pod_yaml("alpha"));
-        dir.write(".hidden.yaml", &pod_yaml("hidden"));
-        dir.write("a.yaml.swp", "binary junk");
-        dir.write("a.yaml~", &pod_yaml("backup"));
-        fs::create_dir(dir.0.join("sub")).unwrap();
-        let mut md = ManifestDir::new(&dir.0, NODE);
-        let update = md.scan();
-        assert_eq!(update.source, PodSource::File);
-        assert_eq!(names(&update), ["alpha-edge-1", "bravo-edge-1"]);
-        assert_eq!(
-            md.scan(),
-            update,
-            "rescanning an unchanged directory gives the same set"
-        );
-    }
-
-    #[test]
-    fn a_broken_manifest_does_not_hide_the_others() {
-        let dir = TempDir::new("broken");
-        dir.write("a.yaml", &pod_yaml("alpha"));
-        dir.write("b.yaml", "apiVersion: v1\nkind: Pod\nmetadata: [\n");
-        dir.write("c.json", "{\"kind\": \"Pod\"");
-        dir.write("d.yaml", &pod_yaml("delta"));
-        let mut md = ManifestDir::new(&dir.0, NODE);
-        assert_eq!(names(&md.scan()), ["alpha-edge-1", "delta-edge-1"]);
-    }
-
-    #[test]
-    fn a_broken_manifest_is_logged_once() {
-        let dir = TempDir::new("logonce");
-        dir.write("broken-once.yaml", "kind: Pod\nmetadata: {name: x\n");
-        let mut md = ManifestDir::new(&dir.0, NODE);
-        md.scan();
-        md.scan();
-        md.scan();
-        assert_eq!(md.reported, 1);
-        let msg = &md.messages[0];
-        assert!(
-            msg.contains("broken-once.yaml") && msg.contains("line 3"),
-            "{msg}"
-        );
-        // Different broken content is a new problem, logged again.
-        dir.write("broken-once.yaml", "kind: Pod\nmetadata: {name: y\n");
-        md.scan();
-        md.scan();
-        assert_eq!(md.reported, 2);
-        // Fixed, then broken the same way again: logged again.
-        dir.write("broken-once.yaml", &pod_yaml("fixed"));
-        md.scan();
-        dir.write("broken-once.yaml", "kind: Pod\nmetadata: {name: y\n");
-        md.scan();
-        assert_eq!(md.reported, 3);
-    }
-
-    #[test]
-    fn a_missing_directory_is_an_empty_set_with_one_warning() {
-        let dir = TempDir::new("missing");
-        let missing = dir.0.join("not-there");
-        let mut md = ManifestDir::new(&missing, NODE);
-        assert!(md.scan().pods.is_empty());
-        assert!(md.scan().pods.is_empty());
-        assert_eq!(md.reported, 1);
-        fs::create_dir(&missing).unwrap();
-        fs::write(missing.join("a.yaml"), pod_yaml("alpha")).unwrap();
-        assert_eq!(
-            names(&md.scan()),
-            ["alpha-edge-1"],
-            "the directory appearing is noticed"
-        );
-    }
-
-    #[test]
-    fn the_first_file_wins_when_two_define_the_same_pod() {
-        let dir = TempDir::new("dupe");
-        dir.write("10-web.yaml", &pod_yaml("web"));
-        dir.write(
-            "20-web.yaml",
-            &pod_yaml("web").replace("nginx:1.27", "nginx:1.28"),
-        );
-        let mut md = ManifestDir::new(&dir.0, NODE);
-        let update = md.scan();
-        assert_eq!(names(&update), ["web-edge-1"]);
-        let image = update.pods[0].spec.as_ref().unwrap().containers[0]
-            .image
-            .clone();
-        assert_eq!(image.as_deref(), Some("nginx:1.27"));
-        md.scan();
-        assert_eq!(md.reported, 1, "reported once");
-        let (first, second) = (dir.0.join("10-web.yaml"), dir.0.join("20-web.yaml"));
-        let msg = &md.messages[0];
-        assert!(msg.contains(&first.display().to_string()), "{msg}");
-        assert!(msg.contains(&second.display().to_string()), "{msg}");
-    }
-
-    #[test]
-    fn an_oversized_file_is_skipped_without_being_read() {
-        let dir = TempDir::new("huge");
-        dir.write("a.yaml", &pod_yaml("alpha"));
-        let f = fs::File::create(dir.0.join("core")).unwrap();
-        f.set_len(MAX_MANIFEST_BYTES + 1).unwrap();
-        let mut md = ManifestDir::new(&dir.0, NODE);
-        assert_eq!(names(&md.scan()), ["alpha-edge-1"]);
-    }
-
-    #[test]
-    fn a_single_file_path_is_a_one_pod_source() {
-        let dir = TempDir::new("single");
-        dir.write("only.yaml", &pod_yaml("only"));
-        let mut md = ManifestDir::new(dir.0.join("only.yaml"), NODE);
-        assert_eq!(names(&md.scan()), ["only-edge-1"]);
-    }
-}
+mod tests;
