@@ -13,7 +13,10 @@
 //!   managedFields are dropped, so the node's own status patches (which come
 //!   back as MODIFIED events) never look like a changed pod;
 //! - mirror pods (the API's copies of static pods) are not run: they are
-//!   published in a [`MirrorPods`] view for the mirror-pod sync.
+//!   published in a [`MirrorPods`] view for the mirror-pod sync;
+//! - every pod is validated again with the API server's rules
+//!   ([`crate::pod::validation`]); one picolet would refuse is logged once
+//!   and not run.
 //!
 //! This module must not know the agent's internals; it only implements
 //! [`Source`].
@@ -44,6 +47,8 @@ pub struct ApiPodSource {
     mirrors: MirrorPods,
     /// The last set handed to the agent (`None` before the first).
     last: Option<(Vec<Pod>, bool)>,
+    /// Pods refused by validation, logged once each (by UID).
+    invalid: RefCell<std::collections::BTreeSet<String>>,
 }
 
 /// The cache directory of the pods (under `--root-dir`).
@@ -93,6 +98,7 @@ impl ApiPodSource {
             informer,
             mirrors,
             last: None,
+            invalid: RefCell::new(std::collections::BTreeSet::new()),
         }
     }
 
@@ -103,9 +109,21 @@ impl ApiPodSource {
         for (key, pod) in self.informer.store() {
             if mirror::is_mirror(pod) {
                 mirrors.insert(key.clone(), pod.clone());
-            } else {
-                pods.push(desired(pod));
+                continue;
             }
+            // Defence in depth: the API server validated it, but a pod
+            // picolet would refuse as a static pod is not run either.
+            if let Err(errors) = crate::pod::validation::validate_pod(pod) {
+                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                if self.invalid.borrow_mut().insert(uid) {
+                    log::error!(
+                        "pod {key} from the API server is invalid and is not run: {}",
+                        crate::pod::validation::summary(&errors)
+                    );
+                }
+                continue;
+            }
+            pods.push(desired(pod));
         }
         *self.mirrors.borrow_mut() = mirrors;
         (pods, self.informer.reflector().is_synced())
