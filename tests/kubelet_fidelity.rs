@@ -476,17 +476,17 @@ fn the_oci_spec_has_kubelets_masked_paths_swap_limit_and_hugepage_limits() {
         }
     }
 
-    // procMount: Unmasked asks for none of it.
-    let pod = wait_container_running(&p, "unmasked", "containerStatuses", "main");
-    let spec = oci_spec(
-        &c,
-        &id_of(status_of(&pod, "containerStatuses", "main").unwrap()),
-    );
-    let masked = list(&spec["linux"]["maskedPaths"]);
-    assert!(
-        !masked.iter().any(|m| m == "/proc/interrupts"),
-        "{masked:?}"
-    );
+    // procMount: Unmasked asks for none of it, but the API server allows
+    // it only with `hostUsers: false` (a user namespace), which containerd
+    // 1.6 cannot give: the pod is refused as invalid, naming the field, and
+    // never started. (`pod::spec`'s unit tests cover the unmasked spec.)
+    wait_until("the unmasked pod is refused by validation", LONG, || {
+        p.log()
+            .lines()
+            .any(|l| l.contains("unmasked.yaml is invalid") && l.contains("procMount"))
+            .then_some(())
+    });
+    assert!(p.find_pod("unmasked").is_none());
 }
 
 #[test]
