@@ -84,7 +84,10 @@ pub fn check_label_value(s: &str) -> Result<(), NameError> {
     }
 }
 
-fn qualified_chars_ok(s: &str) -> bool {
+/// The name part of a qualified name, and a label value's characters:
+/// alphanumerics, `-`, `_` and `.`, alphanumeric at both ends, non-empty
+/// (any length: callers check it).
+pub fn qualified_chars_ok(s: &str) -> bool {
     let alnum = |b: u8| b.is_ascii_alphanumeric();
     s.bytes()
         .all(|b| alnum(b) || matches!(b, b'-' | b'_' | b'.'))
@@ -127,9 +130,9 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
     check_dns1123_subdomain(s).is_ok()
 }
 
-/// One label's characters: non-empty, lower case alphanumerics and `-`,
-/// alphanumeric at both ends.
-fn label_chars_ok(label: &str) -> bool {
+/// One DNS-1123 label's characters: non-empty, lower case alphanumerics
+/// and `-`, alphanumeric at both ends (any length: callers check it).
+pub fn label_chars_ok(label: &str) -> bool {
     !label.is_empty()
         && label
             .bytes()

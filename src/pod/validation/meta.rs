@@ -65,7 +65,7 @@ pub(super) fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
         Ok(()) => return errs,
         Err(NameError::TooLong { max }) => {
             errs.push(format!("must be no more than {max} characters"));
-            value.split('.').all(label_chars_ok)
+            value.split('.').all(names::label_chars_ok)
         }
         Err(_) => false,
     };
@@ -79,16 +79,6 @@ pub(super) fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
     errs
 }
 
-/// A subdomain label's characters, whatever its length.
-fn label_chars_ok(label: &str) -> bool {
-    !label.is_empty()
-        && label
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !label.starts_with('-')
-        && !label.ends_with('-')
-}
-
 pub(super) fn validate_dns1123_label(value: &str, path: &Path, v: &mut Errors) {
     for msg in dns1123_label_errors(value) {
         v.invalid_str(path, value, msg);
@@ -99,16 +89,6 @@ pub(super) fn validate_dns1123_subdomain(value: &str, path: &Path, v: &mut Error
     for msg in dns1123_subdomain_errors(value) {
         v.invalid_str(path, value, msg);
     }
-}
-
-/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`, the name part of a label key.
-fn label_key_name_ok(name: &str) -> bool {
-    let b = name.as_bytes();
-    !b.is_empty()
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 /// `IsQualifiedName` (a label key): `[prefix/]name`.
@@ -140,7 +120,7 @@ pub(super) fn qualified_name_errors(value: &str) -> Vec<String> {
     } else if name.len() > 63 {
         errs.push("name part must be no more than 63 bytes".to_string());
     }
-    if !label_key_name_ok(name) {
+    if !names::qualified_chars_ok(name) {
         errs.push(format!(
             "name part {}",
             regex_error(
@@ -159,7 +139,7 @@ pub(super) fn label_value_errors(value: &str) -> Vec<String> {
     if value.len() > 63 {
         errs.push("must be no more than 63 bytes".to_string());
     }
-    if !value.is_empty() && !label_key_name_ok(value) {
+    if !value.is_empty() && !names::qualified_chars_ok(value) {
         errs.push(regex_error(
             "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
             "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?",
