@@ -35,6 +35,8 @@ struct Row {
     threads: u64,
     idle_cpu: Duration,
     idle_window: Duration,
+    /// The longest single poll since start (the pod start included).
+    longest: String,
 }
 
 fn proc_status_field(pid: u32, field: &str) -> u64 {
@@ -83,6 +85,18 @@ fn running(p: &Picolet) -> usize {
         .unwrap_or(0)
 }
 
+/// The longest single poll of any task so far (the starvation watchdog's
+/// `picolet_executor_longest_poll_seconds`), as text.
+fn longest_poll(p: &Picolet) -> String {
+    metric(
+        &p.get("/metrics").1,
+        "picolet_executor_longest_poll_seconds",
+    )
+    .first()
+    .map(|v| format!("{:.1} ms", v * 1000.0))
+    .unwrap_or_else(|| "-".into())
+}
+
 fn measure(n: usize, idle: Duration) -> Row {
     let c = Containerd::start();
     let p = Picolet::start_with(&c, KUBELET_DEFAULTS);
@@ -104,9 +118,11 @@ fn measure(n: usize, idle: Duration) -> Row {
     let cpu0 = cpu_time(pid);
     std::thread::sleep(idle);
     let idle_cpu = cpu_time(pid).saturating_sub(cpu0);
+    let longest = longest_poll(&p);
     let row = Row {
         pods: n,
         start,
+        longest,
         rss_kib: proc_status_field(pid, "VmRSS:"),
         hwm_kib: proc_status_field(pid, "VmHWM:"),
         threads: proc_status_field(pid, "Threads:"),
@@ -146,6 +162,8 @@ struct ProbeRow {
     p50: String,
     p99: String,
     probes_per_s: f64,
+    /// The longest single poll since start (the probed minute included).
+    longest: String,
 }
 
 fn metric(text: &str, prefix: &str) -> Vec<f64> {
@@ -197,6 +215,7 @@ fn measure_probes(n: usize, idle: Duration) -> ProbeRow {
     ProbeRow {
         pods: n,
         start,
+        longest: longest_poll(&p),
         rss_kib: proc_status_field(pid, "VmRSS:"),
         threads: proc_status_field(pid, "Threads:"),
         cpu_per_min: cpu.as_secs_f64() * 60.0 / idle.as_secs_f64().max(1.0),
@@ -236,8 +255,8 @@ fn main() {
         size as f64 / 1048576.0
     );
     println!();
-    println!("| pods | start to running | VmRSS | VmHWM | threads | CPU per idle minute |");
-    println!("|-----:|-----------------:|------:|------:|--------:|--------------------:|");
+    println!("| pods | start to running | VmRSS | VmHWM | threads | CPU per idle minute | longest poll |");
+    println!("|-----:|-----------------:|------:|------:|--------:|--------------------:|-------------:|");
     for r in &rows {
         let start = r
             .start
@@ -245,13 +264,14 @@ fn main() {
             .unwrap_or_else(|| "-".into());
         let per_min = r.idle_cpu.as_secs_f64() * 60.0 / r.idle_window.as_secs_f64().max(1.0);
         println!(
-            "| {:>4} | {:>16} | {:>5.1} MiB | {:>5.1} MiB | {:>7} | {:>17.2} s |",
+            "| {:>4} | {:>16} | {:>5.1} MiB | {:>5.1} MiB | {:>7} | {:>17.2} s | {:>12} |",
             r.pods,
             start,
             r.rss_kib as f64 / 1024.0,
             r.hwm_kib as f64 / 1024.0,
             r.threads,
-            per_min
+            per_min,
+            r.longest
         );
     }
     let probe_pods: usize = std::env::var("PICOLET_BENCH_PROBE_PODS")
@@ -261,10 +281,10 @@ fn main() {
     if probe_pods > 0 {
         let r = measure_probes(probe_pods, idle);
         println!();
-        println!("| probed pods (3 probes each, 1 s) | start to ready | VmRSS | threads | CPU per minute | probes/s | lag p50 | lag p99 |");
-        println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("| probed pods (3 probes each, 1 s) | start to ready | VmRSS | threads | CPU per minute | probes/s | lag p50 | lag p99 | longest poll |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         println!(
-            "| {} | {:.1} s | {:.1} MiB | {} | {:.2} s | {:.0} | {} | {} |",
+            "| {} | {:.1} s | {:.1} MiB | {} | {:.2} s | {:.0} | {} | {} | {} |",
             r.pods,
             r.start.as_secs_f64(),
             r.rss_kib as f64 / 1024.0,
@@ -272,7 +292,8 @@ fn main() {
             r.cpu_per_min,
             r.probes_per_s,
             r.p50,
-            r.p99
+            r.p99,
+            r.longest
         );
     }
     println!();

@@ -322,6 +322,12 @@ pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig
         field: field.to_string(),
         message: message.to_string(),
     };
+    // Bounded like every outside document: size, depth, nodes, aliases
+    // (inline certificates make a kubeconfig a few KiB; the config bounds
+    // leave ample room).
+    if let Err(e) = crate::decode::check_yaml(text, &crate::decode::Limits::CONFIG) {
+        return Err(err("", &format!("the document {e}")));
+    }
     let root: Value = if text.trim().is_empty() {
         Value::Null
     } else {

@@ -306,3 +306,12 @@ fn a_missing_credential_file_is_named_when_read() {
     assert!(e.contains("users[0].user.client-key"), "{e}");
     assert!(e.contains("/nonexistent/picolet/key.pem"), "{e}");
 }
+
+#[test]
+fn a_deeply_nested_kubeconfig_is_refused_before_it_is_parsed() {
+    let deep = format!("a: {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+    let e = parse(&deep, Path::new("/etc/picolet/kubelet.conf"), false).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("/etc/picolet/kubelet.conf"), "{text}");
+    assert!(text.contains("nests deeper than"), "{text}");
+}
