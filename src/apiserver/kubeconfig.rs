@@ -326,7 +326,7 @@ pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig
     // (inline certificates make a kubeconfig a few KiB; the config bounds
     // leave ample room).
     if let Err(e) = crate::decode::check_yaml(text, &crate::decode::Limits::CONFIG) {
-        return Err(err("", &format!("the document {e}")));
+        return Err(err("document", &e.to_string()));
     }
     let root: Value = if text.trim().is_empty() {
         Value::Null
