@@ -221,7 +221,18 @@ fn hostile_files(dir: &Path) -> Vec<(&'static str, Vec<&'static str>)> {
         .as_bytes(),
     );
 
+    // A second manifest for the running pod's name, sorting before its
+    // file: the established pod stays, the newcomer is refused.
+    write(
+        "0-good-twin.yaml",
+        sleeper("good").replace("100000", "200000").as_bytes(),
+    );
+
     vec![
+        (
+            "0-good-twin.yaml",
+            vec!["both define pod default/good", "good.yaml and ignoring"],
+        ),
         ("deep.yaml", vec!["nests deeper than 64 levels"]),
         (
             "negative-memory.yaml",

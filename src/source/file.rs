@@ -563,9 +563,22 @@ impl ManifestDir {
         }
         self.cache = cache; // files that vanished drop out here
 
-        // Duplicate names (or explicit UIDs): the first file by name wins.
+        // Duplicate names (or explicit UIDs): the pod already running from
+        // the last set wins, so a new file never takes down an established
+        // workload; between newcomers, the first file by name.
+        let established: HashSet<&str> = self
+            .last
+            .iter()
+            .filter_map(|p| p.metadata.uid.as_deref())
+            .collect();
         let mut paths: Vec<&PathBuf> = self.cache.keys().collect();
-        paths.sort();
+        paths.sort_by_key(|path| {
+            let uid = self.cache[*path]
+                .pod
+                .as_ref()
+                .and_then(|p| p.metadata.uid.as_deref());
+            (!uid.is_some_and(|u| established.contains(u)), *path)
+        });
         let mut by_name: HashMap<(String, String), &Path> = HashMap::new();
         let mut by_uid: HashMap<String, &Path> = HashMap::new();
         let mut duplicates = HashSet::new();

@@ -645,3 +645,32 @@ fn one_scan_parses_a_bounded_amount_and_leaves_the_rest_for_the_next() {
         md.messages
     );
 }
+
+#[test]
+fn a_new_manifest_with_a_running_pods_name_never_displaces_it() {
+    let dir = TempDir::new("samename");
+    dir.write("m.yaml", &pod_yaml("web"));
+    let mut md = ManifestDir::new(&dir.0, NODE);
+    let first = md.scan();
+    let established = uid(&first.pods[0]);
+    // A newcomer that sorts first, with the same pod name and other content.
+    dir.write(
+        "a.yaml",
+        &pod_yaml("web").replace("image: nginx:1.27", "image: nginx:1.28"),
+    );
+    let update = md.scan();
+    assert_eq!(update.pods.len(), 1);
+    assert_eq!(uid(&update.pods[0]), established, "the running pod stays");
+    let msg = md.messages.last().expect("the clash is logged");
+    assert!(
+        msg.contains("a.yaml")
+            && msg.contains("m.yaml")
+            && msg.contains("ignoring")
+            && msg.ends_with("a.yaml"),
+        "{msg}"
+    );
+    // Between two newcomers (a fresh start), the first file by name wins.
+    let mut fresh = ManifestDir::new(&dir.0, NODE);
+    let update = fresh.scan();
+    assert_ne!(uid(&update.pods[0]), established);
+}
