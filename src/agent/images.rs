@@ -33,6 +33,9 @@ pub(super) struct Images {
     backoff: RefCell<Backoff>,
     /// When each container's last pull failed (the back-off counts from it).
     failed_at: RefCell<HashMap<String, Instant>>,
+    /// Containers running a present image after an offline pull failure
+    /// (logged once each, until a pull works).
+    offline: RefCell<std::collections::HashSet<String>>,
     pull_lock: smol::lock::Mutex<()>,
 }
 
@@ -49,6 +52,9 @@ impl Images {
         self.failed_at
             .borrow_mut()
             .retain(|k, _| !k.starts_with(&prefix));
+        self.offline
+            .borrow_mut()
+            .retain(|k| !k.starts_with(&prefix));
     }
 }
 
@@ -120,6 +126,7 @@ impl<R: RuntimeService> Agent<R> {
         };
         match self.runtime.pull_image(req).await {
             Ok(r) => {
+                self.images.offline.borrow_mut().remove(&key);
                 self.images.backoff.borrow_mut().reset(&key);
                 self.images.failed_at.borrow_mut().remove(&key);
                 match self
@@ -138,12 +145,15 @@ impl<R: RuntimeService> Agent<R> {
                 if let Some(id) = present
                     .filter(|_| self.cfg.offline_image_fallback && is_network_failure(&e.message()))
                 {
-                    log::warn!(
-                        "pulling image {image} for pod {} failed for a network reason ({}); \
-                         running the image already on the node",
-                        full_name(pod),
-                        e.message()
-                    );
+                    // Said once per container until a pull works again.
+                    if self.images.offline.borrow_mut().insert(key) {
+                        log::warn!(
+                            "pulling image {image} for pod {} failed for a network reason ({}); \
+                             running the image already on the node",
+                            full_name(pod),
+                            e.message()
+                        );
+                    }
                     return Ok(id);
                 }
                 self.images.backoff.borrow_mut().next(&key, now);

@@ -61,7 +61,14 @@ impl NodeFacts {
         let (swap_cgroup, swap_total_bytes) = detect_swap();
         let facts = NodeFacts {
             apparmor: apparmor_enabled(),
-            hugepage_sizes: hugepage_sizes(Path::new("/sys/kernel/mm/hugepages")),
+            // Limits only where the hugetlb controller exists: runc refuses
+            // a container with hugepage limits it cannot set (kubelet, too,
+            // leaves them out without the controller).
+            hugepage_sizes: if hugetlb_controller(Path::new("/sys/fs/cgroup")) {
+                hugepage_sizes(Path::new("/sys/kernel/mm/hugepages"))
+            } else {
+                Vec::new()
+            },
             swap_cgroup,
             swap_total_bytes,
             // The CPUs we may run on (std's available_parallelism also
@@ -93,6 +100,15 @@ fn apparmor_enabled() -> bool {
     Path::new("/sys/kernel/security/apparmor").exists()
         && fs::read_to_string("/sys/module/apparmor/parameters/enabled")
             .is_ok_and(|s| s.starts_with('Y'))
+}
+
+/// Whether the hugetlb cgroup controller is there: its own hierarchy on
+/// cgroup v1, or listed in the root's `cgroup.controllers` on v2.
+fn hugetlb_controller(cgroup_mount: &Path) -> bool {
+    match fs::read_to_string(cgroup_mount.join("cgroup.controllers")) {
+        Ok(list) => list.split_whitespace().any(|c| c == "hugetlb"),
+        Err(_) => cgroup_mount.join("hugetlb").is_dir(),
+    }
 }
 
 /// The sizes under `/sys/kernel/mm/hugepages` (`hugepages-2048kB` is `2MB`).
@@ -285,6 +301,24 @@ impl<R: RuntimeService> Agent<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hugetlb_controller_is_found_on_either_cgroup_version() {
+        let v2 = tempfile::tempdir().unwrap();
+        fs::write(
+            v2.path().join("cgroup.controllers"),
+            "cpu memory hugetlb pids\n",
+        )
+        .unwrap();
+        assert!(hugetlb_controller(v2.path()));
+        fs::write(v2.path().join("cgroup.controllers"), "cpu memory pids\n").unwrap();
+        assert!(!hugetlb_controller(v2.path()));
+        let v1 = tempfile::tempdir().unwrap();
+        fs::create_dir(v1.path().join("memory")).unwrap();
+        assert!(!hugetlb_controller(v1.path()));
+        fs::create_dir(v1.path().join("hugetlb")).unwrap();
+        assert!(hugetlb_controller(v1.path()));
+    }
 
     #[test]
     fn hugepage_directories_become_kubelets_page_size_names() {
