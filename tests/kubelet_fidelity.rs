@@ -15,6 +15,7 @@ mod harness;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use harness::runtime::RuntimeKind;
 use harness::{wait_until, Containerd, Picolet};
 use picolet::cri::{api, Runtime};
 use serde_json::Value;
@@ -44,11 +45,20 @@ fn cri_containers(c: &Containerd) -> Vec<api::Container> {
         .containers
 }
 
-/// The OCI spec containerd recorded for a container.
+/// The OCI spec the runtime made for a container, asked through the CRI
+/// (a verbose `ContainerStatus`: both containerd and CRI-O put the
+/// `runtimeSpec` in its `info`).
 fn oci_spec(c: &Containerd, id: &str) -> Value {
-    let out = c.ctr_ok(&["containers", "info", id]);
-    let info: Value = serde_json::from_str(&out).expect("ctr containers info prints JSON");
-    info["Spec"].clone()
+    let socket = picolet::cri::socket_path(&c.endpoint()).expect("unix endpoint");
+    let rt = Runtime::new(socket, Duration::from_secs(30));
+    let status = picolet::rt::block_on(rt.container_status(api::ContainerStatusRequest {
+        container_id: id.to_string(),
+        verbose: true,
+    }))
+    .expect("ContainerStatus");
+    let info: Value = serde_json::from_str(status.info.get("info").expect("verbose info"))
+        .expect("the verbose info is JSON");
+    info["runtimeSpec"].clone()
 }
 
 fn read(path: &Path) -> String {
@@ -361,14 +371,20 @@ fn pods_the_node_cannot_honour_are_refused_with_kubelets_reasons() {
         "NodeAffinity",
         "Predicate NodeAffinity failed",
     );
-    // containerd 1.6 reports neither feature in its CRI status.
-    assert_refused(
-        &c,
-        &p,
-        "strict-groups",
-        "SupplementalGroupsPolicyNotSupported",
-        "SupplementalGroupsPolicy=Strict is not supported in this node",
-    );
+    // containerd 1.6 reports neither feature in its CRI status; CRI-O 1.37
+    // reports `supplemental_groups_policy` in its runtime features, so
+    // there the pod runs with the policy passed through.
+    if c.kind() == RuntimeKind::Crio {
+        wait_container_running(&p, "strict-groups", "containerStatuses", "main");
+    } else {
+        assert_refused(
+            &c,
+            &p,
+            "strict-groups",
+            "SupplementalGroupsPolicyNotSupported",
+            "SupplementalGroupsPolicy=Strict is not supported in this node",
+        );
+    }
     assert_refused(
         &c,
         &p,
@@ -444,15 +460,21 @@ fn the_oci_spec_has_kubelets_masked_paths_swap_limit_and_hugepage_limits() {
         assert_eq!(mem["swap"], 64 << 20, "{mem}");
     }
 
-    // Hugepages: picolet found every size the node has and sends each a
-    // limit of 0. containerd records them only with its hugetlb controller
-    // enabled (`disable_hugetlb_controller = false`; its default drops
-    // them): then every size is there, at 0.
+    // Hugepages: where the hugetlb cgroup controller exists, picolet found
+    // every size the node has and sends each a limit of 0 (containerd
+    // records them only with its hugetlb controller enabled,
+    // `disable_hugetlb_controller = false`; its default drops them). Without
+    // the controller it sends none, as kubelet does: runc would refuse them.
+    let hugetlb = match std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers") {
+        Ok(list) => list.split_whitespace().any(|c| c == "hugetlb"),
+        Err(_) => Path::new("/sys/fs/cgroup/hugetlb").is_dir(),
+    };
     let sizes: Vec<String> = std::fs::read_dir("/sys/kernel/mm/hugepages")
         .into_iter()
         .flatten()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|_| hugetlb)
         .collect();
     let line = p
         .log()
@@ -468,6 +490,9 @@ fn the_oci_spec_has_kubelets_masked_paths_swap_limit_and_hugepage_limits() {
             .expect("hugepages-<n>kB");
         let name = picolet::pod::spec::hugepage_unit_size(kb * 1024).expect("a page size");
         assert!(line.contains(&name), "{name} in {line:?}");
+    }
+    if !hugetlb {
+        assert!(line.contains("hugepage sizes []"), "{line}");
     }
     if let Some(limits) = spec["linux"]["resources"]["hugepageLimits"].as_array() {
         assert_eq!(limits.len(), sizes.len(), "{limits:?} for {sizes:?}");
