@@ -62,11 +62,7 @@ fn get_pods(args: &cli::GetArgs) -> Result<()> {
 fn run(args: cli::RunArgs) -> Result<()> {
     // Layers: the board profile (--board), then the config file, then flags.
     let file = match &args.config {
-        Some(path) => Some((
-            path.as_path(),
-            std::fs::read_to_string(path)
-                .with_context(|| format!("reading config file {}", path.display()))?,
-        )),
+        Some(path) => Some((path.as_path(), read_config_file(path)?)),
         None => None,
     };
     let loaded = config::resolve(
@@ -112,6 +108,25 @@ fn run(args: cli::RunArgs) -> Result<()> {
         Rc::clone(&agent).run(shutdown).await;
     });
     Ok(())
+}
+
+/// The config file's text: a regular file within the config's size bound
+/// (a FIFO or a device would block or feed the one thread forever).
+fn read_config_file(path: &std::path::Path) -> Result<String> {
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("reading config file {}", path.display()))?;
+    let limit = picolet::decode::Limits::CONFIG.max_bytes as u64;
+    if !meta.is_file() {
+        bail!("config file {} is not a regular file", path.display());
+    }
+    if meta.len() > limit {
+        bail!(
+            "config file {} is {} bytes, over the {limit}-byte limit",
+            path.display(),
+            meta.len()
+        );
+    }
+    std::fs::read_to_string(path).with_context(|| format!("reading config file {}", path.display()))
 }
 
 /// kubelet protects itself from the OOM killer with -999. Without

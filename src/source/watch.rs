@@ -148,6 +148,11 @@ impl FileSource {
             self.ensure_watch();
             let update = self.dir.scan();
             log::debug!("rescanned static pod path {}", self.dir.path().display());
+            // Files left for the next scan (its parse budget) come soon, not
+            // at the periodic rescan.
+            if self.dir.has_deferred() {
+                self.pending = true;
+            }
             self.next_periodic = Instant::now() + self.period;
             let fingerprint = (fingerprint(&update.pods), update.authoritative);
             if self.last.as_ref() != Some(&fingerprint) {
