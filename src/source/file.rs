@@ -565,26 +565,29 @@ impl ManifestDir {
 
         // Duplicate names (or explicit UIDs): the pod already running from
         // the last set wins, so a new file never takes down an established
-        // workload; between newcomers, the first file by name.
+        // workload; between newcomers, the first file by name. The set
+        // itself stays in file-name order.
         let established: HashSet<&str> = self
             .last
             .iter()
             .filter_map(|p| p.metadata.uid.as_deref())
             .collect();
         let mut paths: Vec<&PathBuf> = self.cache.keys().collect();
-        paths.sort_by_key(|path| {
+        paths.sort();
+        let mut by_priority = paths.clone();
+        by_priority.sort_by_key(|path| {
             let uid = self.cache[*path]
                 .pod
                 .as_ref()
                 .and_then(|p| p.metadata.uid.as_deref());
-            (!uid.is_some_and(|u| established.contains(u)), *path)
+            !uid.is_some_and(|u| established.contains(u))
         });
         let mut by_name: HashMap<(String, String), &Path> = HashMap::new();
         let mut by_uid: HashMap<String, &Path> = HashMap::new();
         let mut duplicates = HashSet::new();
         let mut messages = Vec::new();
-        let mut pods = Vec::with_capacity(paths.len());
-        for path in paths {
+        let mut winners: HashSet<&Path> = HashSet::new();
+        for path in by_priority {
             let Some(pod) = self.cache[path].pod.as_ref() else {
                 continue;
             };
@@ -615,8 +618,13 @@ impl ManifestDir {
             }
             by_name.insert(name, path);
             by_uid.insert(uid, path);
-            pods.push(pod.clone());
+            winners.insert(path);
         }
+        let pods: Vec<Pod> = paths
+            .into_iter()
+            .filter(|p| winners.contains(p.as_path()))
+            .filter_map(|p| self.cache[p].pod.clone())
+            .collect();
         self.duplicates = duplicates;
         for message in messages {
             self.report(log::Level::Error, message);
