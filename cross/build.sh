@@ -6,12 +6,21 @@
 # fails if a stripped binary exceeds the size budget (default 4 MiB; the
 # release profile already strips). Binaries land in target/<triple>/release/.
 #
-# Usage: cross/build.sh TRIPLE...     Env: CROSS_SIZE_BUDGET (bytes)
+# The budget is the boards': 4 MiB for the targets they ship (aarch64,
+# armv7, riscv64). x86_64 builds only for the qemu-x86_64 test board and
+# CI; the same source is about 27% larger in x86_64 code (measured: 3.76 MiB
+# aarch64 musl against 4.77 MiB x86_64 musl, with the API-server client), so
+# its budget is 5 MiB (CROSS_SIZE_BUDGET_X86_64).
+#
+# Usage: cross/build.sh TRIPLE...     Env: CROSS_SIZE_BUDGET,
+#                                          CROSS_SIZE_BUDGET_X86_64 (bytes)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 (( $# )) || die "usage: $0 TRIPLE..."
-budget="${CROSS_SIZE_BUDGET:-$((4 * 1024 * 1024))}"
+board_budget="${CROSS_SIZE_BUDGET:-$((4 * 1024 * 1024))}"
+x86_budget="${CROSS_SIZE_BUDGET_X86_64:-$((5 * 1024 * 1024))}"
+budget_of() { if [[ $1 == x86_64-* ]]; then echo "$x86_budget"; else echo "$board_budget"; fi; }
 cd "$REPO"
 
 for t in "$@"; do
@@ -33,9 +42,10 @@ for t in "$@"; do
         linkage="static"
     fi
     if grep -q ' \.symtab ' <<<"$(readelf -SW "$bin")"; then linkage+=", NOT stripped"; fi
+    budget="$(budget_of "$t")"
     verdict="ok (<= $((budget / 1024 / 1024)) MiB)"
-    if (( bytes > budget )); then verdict="OVER BUDGET"; over=1; fi
+    if (( bytes > budget )); then verdict="OVER BUDGET ($budget bytes)"; over=1; fi
     printf '%-32s %10d %8s  %-22s %s\n' "$t" "$bytes" "$(awk -v b="$bytes" 'BEGIN { printf "%.2f", b / 1048576 }')" "$linkage" "$verdict"
 done
 echo
-(( over == 0 )) || die "a binary is over the $budget-byte budget"
+(( over == 0 )) || die "a binary is over its size budget"
