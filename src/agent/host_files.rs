@@ -33,37 +33,18 @@ pub(super) struct HostFacts {
 }
 
 impl HostFacts {
+    /// The host's primary IPv4 address (127.0.0.1 without a default
+    /// route) and memory (1 GiB if unreadable), from [`crate::node::info`].
     pub fn detect() -> HostFacts {
         HostFacts {
-            host_ip: detect_host_ip(),
-            node_memory: node_memory_bytes(),
+            host_ip: crate::node::info::primary_ipv4().unwrap_or_else(|| "127.0.0.1".to_string()),
+            node_memory: fs::read_to_string("/proc/meminfo")
+                .ok()
+                .and_then(|m| crate::node::info::parse_mem_total(&m))
+                .unwrap_or(1 << 30),
             resolv_conf: fs::read_to_string("/etc/resolv.conf").ok(),
         }
     }
-}
-
-/// The host's primary IPv4 address: the source address the kernel would
-/// pick for a route off the machine. No packet is sent.
-fn detect_host_ip() -> String {
-    let probe = || -> std::io::Result<String> {
-        let s = std::net::UdpSocket::bind("0.0.0.0:0")?;
-        s.connect("192.0.2.1:9")?;
-        Ok(s.local_addr()?.ip().to_string())
-    };
-    probe().unwrap_or_else(|_| "127.0.0.1".to_string())
-}
-
-fn node_memory_bytes() -> u64 {
-    fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .map(|kb| kb * 1024)
-        .unwrap_or(1 << 30)
 }
 
 fn mkdir(dir: &Path, mode: u32) -> Result<(), String> {
