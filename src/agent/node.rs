@@ -170,19 +170,6 @@ fn detect_swap() -> (SwapCgroup, u64) {
     (cgroup, total)
 }
 
-/// kubelet's `GOARCH` spelling of this machine's architecture.
-pub(super) fn go_arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        "arm" => "arm",
-        "riscv64" => "riscv64",
-        "powerpc64" => "ppc64le",
-        "s390x" => "s390x",
-        other => other,
-    }
-}
-
 /// A standalone node's labels: the well-known ones kubelet sets, then
 /// `--node-labels` (which may not override them).
 pub(super) fn node_labels(
@@ -192,7 +179,10 @@ pub(super) fn node_labels(
     let mut labels = extra.clone();
     labels.insert("kubernetes.io/hostname".into(), node_name.into());
     labels.insert("kubernetes.io/os".into(), "linux".into());
-    labels.insert("kubernetes.io/arch".into(), go_arch().into());
+    labels.insert(
+        "kubernetes.io/arch".into(),
+        crate::node::info::go_arch().into(),
+    );
     labels
 }
 
@@ -344,8 +334,11 @@ mod tests {
         let l = node_labels("pi-1", &extra);
         assert_eq!(l["kubernetes.io/hostname"], "pi-1");
         assert_eq!(l["kubernetes.io/os"], "linux");
-        assert_eq!(l["kubernetes.io/arch"], go_arch());
+        assert_eq!(l["kubernetes.io/arch"], crate::node::info::go_arch());
         assert_eq!(l["zone"], "shed");
-        assert!(["amd64", "arm64", "arm", "riscv64"].contains(&go_arch()) || !go_arch().is_empty());
+        assert!(
+            ["amd64", "arm64", "arm", "riscv64"].contains(&crate::node::info::go_arch())
+                || !crate::node::info::go_arch().is_empty()
+        );
     }
 }

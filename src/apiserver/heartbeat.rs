@@ -28,7 +28,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::lease;
 use super::node::{self, NodeFacts, NodeView, Readiness, Resources};
 use super::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
-use super::transport::{go_arch, Body, Client};
+use super::transport::{Body, Client};
 use crate::config::{EvictionThreshold, KubeletConfig};
 use crate::cri::{api, Runtime};
 use crate::rt;
@@ -174,7 +174,7 @@ impl Heartbeat {
             capacity,
             reserved: reserved(&self.cfg, capacity),
             operating_system: "linux".into(),
-            architecture: go_arch(std::env::consts::ARCH).into(),
+            architecture: crate::node::info::go_arch().into(),
             kernel_version: m.kernel_version,
             os_image: m.os_image,
             container_runtime_version: runtime_version,

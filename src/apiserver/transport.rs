@@ -79,22 +79,10 @@ impl Default for Options {
                 "picolet/{} ({}/{})",
                 env!("CARGO_PKG_VERSION"),
                 std::env::consts::OS,
-                go_arch(std::env::consts::ARCH)
+                crate::node::info::go_arch()
             ),
             http1_idle: 4,
         }
-    }
-}
-
-/// Go's name of an architecture (GOARCH), as Kubernetes user agents and
-/// the `kubernetes.io/arch` label carry it.
-pub fn go_arch(rust: &str) -> &str {
-    match rust {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        "arm" => "arm",
-        "riscv64" => "riscv64",
-        other => other,
     }
 }
 

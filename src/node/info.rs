@@ -53,6 +53,18 @@ pub fn primary_ipv4() -> Option<String> {
     Some(s.local_addr().ok()?.ip().to_string())
 }
 
+/// This machine's architecture as Go (and so Kubernetes) spells it
+/// (GOARCH): the `kubernetes.io/arch` label, `nodeInfo.architecture`, user
+/// agents.
+pub fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "powerpc64" => "ppc64le",
+        other => other,
+    }
+}
+
 /// `MemTotal` of `/proc/meminfo`, in bytes.
 pub fn parse_mem_total(meminfo: &str) -> Option<u64> {
     meminfo
