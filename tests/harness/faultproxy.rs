@@ -16,7 +16,10 @@
 //! Counters (connections accepted, bytes each way) let a test or the bench
 //! tell how much a client sent and received to recover from a fault.
 //!
-//! It knows nothing of HTTP, Kubernetes or picolet.
+//! It knows nothing of HTTP, Kubernetes or picolet. Its sibling [`tls`]
+//! terminates TLS to cut or corrupt what a watch stream carries.
+
+pub mod tls;
 
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};

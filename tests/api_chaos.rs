@@ -1,0 +1,493 @@
+//! picolet on a bad uplink to a real API server (issue #8, tests 3 and 5):
+//! a minute and more of link chaos through the TCP [`FaultProxy`] while
+//! pods are added, changed and deleted, and a watch stream cut or corrupted
+//! inside TLS by the [`TlsFaultProxy`]. Afterwards the node must match the
+//! API exactly: nothing lost, nothing healthy restarted, no relist storm.
+//!
+//! Real parts only: a private etcd and kube-apiserver (Node,RBAC,
+//! NodeRestriction), real containerd or CRI-O, the picolet binary. The API
+//! is changed with the admin kubeconfig directly, never through a proxy.
+//! The chaos schedule is pseudo-random from a fixed seed, so a failure
+//! replays the same faults in the same order; every check waits for a
+//! state to be reached (generous deadlines), none asserts on timing.
+//!
+//! Run: `flock /tmp/picolet-itest.lock cargo test --test api_chaos --
+//! --test-threads=2` (and with `PICOLET_TEST_RUNTIME=crio`).
+
+mod harness;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use harness::faultproxy::tls::{TlsFaultProxy, WatchFault};
+use harness::faultproxy::FaultProxy;
+use harness::kube::{ControlPlane, Credentials};
+use harness::{wait_until, Containerd, Picolet};
+use serde_json::Value;
+
+const LONG: Duration = Duration::from_secs(120);
+/// After the chaos: the informer may be backed off to 30 s (plus jitter),
+/// the transport's dialer too; then status and final DELETEs follow.
+const CONVERGE: Duration = Duration::from_secs(240);
+/// The chaos schedule's seed. Change it to explore; keep it to reproduce.
+const SEED: u64 = 0x8_c4a0_5eed;
+/// How long the chaos lasts (the schedule's own pacing, not a check).
+const CHAOS: Duration = Duration::from_secs(80);
+/// A blackhole outlasts picolet's HTTP/2 PING timeout (10 s interval + 20 s
+/// unanswered), so the dead connection is noticed and replaced.
+const BLACKHOLE_MIN: Duration = Duration::from_secs(32);
+
+// ---------------------------------------------------------------------------
+// Helpers (the runtime-neutral checks of tests/apiserver.rs)
+// ---------------------------------------------------------------------------
+
+/// picolet joined with node `hostname`'s credential, talking to `server`.
+fn join_via(cp: &ControlPlane, c: &Containerd, server: impl Fn(&str) -> String) -> Picolet {
+    Picolet::start_with_args(c, "", |p| {
+        let kubeconfig = cp.node_kubeconfig_with(p.hostname(), Credentials::Files, &server(p.hostname()));
+        vec!["--kubeconfig".to_string(), kubeconfig.display().to_string()]
+    })
+}
+
+/// `kubectl get <what> -o json` as the admin, or None when it does not exist.
+fn get(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", "json"]);
+    let out = cp.kubectl(&all);
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+fn condition(obj: &Value, kind: &str) -> Option<String> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .and_then(|c| c["status"].as_str())
+        .map(str::to_string)
+}
+
+fn running_and_ready(pod: &Value) -> bool {
+    pod["status"]["phase"] == "Running"
+        && condition(pod, "Ready").as_deref() == Some("True")
+        && pod["metadata"]["deletionTimestamp"].is_null()
+}
+
+/// An API pod running `sleep` from busybox (`:latest`, so pull policy
+/// Always: it runs by the offline image fallback), with a readiness probe.
+fn pod_yaml(name: &str, node: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\n  labels:\n    app: chaos\nspec:\n  nodeName: {node}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: main\n    image: busybox\n    command: [\"sleep\", \"100000\"]\n    readinessProbe:\n      exec: {{command: [\"true\"]}}\n      periodSeconds: 2\n"
+    )
+}
+
+/// The node's pods in the API, by name.
+fn api_pods(cp: &ControlPlane, node: &str) -> BTreeMap<String, Value> {
+    let list = get(
+        cp,
+        &[
+            "pods",
+            "-n",
+            "default",
+            "--field-selector",
+            &format!("spec.nodeName={node}"),
+        ],
+    )
+    .unwrap_or_else(|| panic!("listing the pods of {node}"));
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| (p["metadata"]["name"].as_str().unwrap_or_default().to_string(), p.clone()))
+        .collect()
+}
+
+/// The `main` container's ID as the API reports it (runtime prefix
+/// dropped), and its restartCount.
+fn main_container(pod: &Value) -> Option<(String, u64)> {
+    let s = &pod["status"]["containerStatuses"][0];
+    let id = s["containerID"].as_str()?;
+    let id = id.split_once("://").map_or(id, |(_, id)| id).to_string();
+    Some((id, s["restartCount"].as_u64().unwrap_or(0)))
+}
+
+/// The container's state as runc has it (`running`, `stopped`), under
+/// either runtime's runc root; None when runc does not know it.
+fn runc_state(c: &Containerd, id: &str) -> Option<String> {
+    [c.runc_root().join("k8s.io"), c.runc_root()]
+        .iter()
+        .find_map(|root| {
+            let out = std::process::Command::new("runc")
+                .arg("--root")
+                .arg(root)
+                .args(["state", id])
+                .output()
+                .ok()?;
+            let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+            v["status"].as_str().map(str::to_string)
+        })
+}
+
+/// One entry of picolet's pod cache (`<root>/apiserver/pods`), as the
+/// cache's envelope stores it: header line, namespace, name,
+/// resourceVersion, then the object's JSON.
+#[derive(Debug, PartialEq, Eq)]
+struct CachedPod {
+    uid: String,
+    resource_version: String,
+    labels: Value,
+    annotations: Value,
+}
+
+fn cached_pods(root: &Path) -> BTreeMap<String, CachedPod> {
+    let dir = root.join("apiserver/pods");
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        if !e.file_name().to_string_lossy().ends_with(".entry") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(e.path()) else {
+            continue; // replaced while we looked: the next poll sees it
+        };
+        let mut parts = text.splitn(5, '\n');
+        let (Some(_), Some(_ns), Some(name), Some(rv), Some(json)) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            continue;
+        };
+        let Ok(obj) = serde_json::from_str::<Value>(json) else {
+            continue;
+        };
+        out.insert(
+            name.to_string(),
+            CachedPod {
+                uid: obj["metadata"]["uid"].as_str().unwrap_or_default().into(),
+                resource_version: rv.to_string(),
+                labels: obj["metadata"]["labels"].clone(),
+                annotations: obj["metadata"]["annotations"].clone(),
+            },
+        );
+    }
+    out
+}
+
+fn as_cached(pod: &Value) -> CachedPod {
+    CachedPod {
+        uid: pod["metadata"]["uid"].as_str().unwrap_or_default().into(),
+        resource_version: pod["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
+        labels: pod["metadata"]["labels"].clone(),
+        annotations: pod["metadata"]["annotations"].clone(),
+    }
+}
+
+/// A deterministic pseudo-random sequence (xorshift64*), so the chaos
+/// replays exactly from [`SEED`].
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// In `lo..=hi`.
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+
+    fn millis(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(self.range(lo, hi))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Test 3: link chaos
+// ---------------------------------------------------------------------------
+
+/// A change made in the API during the chaos.
+#[derive(Clone, Debug)]
+enum ApiOp {
+    Add(String),
+    Label(String, u64),
+    Annotate(String, u64),
+    Delete(String),
+}
+
+fn apply_op(cp: &ControlPlane, node: &str, op: &ApiOp) {
+    match op {
+        ApiOp::Add(name) => {
+            cp.apply(&pod_yaml(name, node));
+        }
+        ApiOp::Label(name, n) => {
+            cp.kubectl_ok(&[
+                "label",
+                "pod",
+                name,
+                "-n",
+                "default",
+                "--overwrite",
+                &format!("chaos-step={n}"),
+            ]);
+        }
+        ApiOp::Annotate(name, n) => {
+            cp.kubectl_ok(&[
+                "annotate",
+                "pod",
+                name,
+                "-n",
+                "default",
+                "--overwrite",
+                &format!("example.com/chaos-step={n}"),
+            ]);
+        }
+        ApiOp::Delete(name) => {
+            cp.kubectl_ok(&["delete", "pod", name, "-n", "default", "--wait=false"]);
+        }
+    }
+}
+
+/// A fault of the link, with how long it lasts.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    Reset,
+    Blackhole(Duration),
+    Delay(Duration, Duration),
+    Throttle(u64, Duration),
+    Refuse(Duration),
+}
+
+/// The chaos schedule from `rng`: faults filling `total`, with a reset
+/// every few seconds and, a third of the way in, a blackhole longer than
+/// the PING timeout.
+fn schedule(rng: &mut Rng, total: Duration) -> Vec<(Fault, Duration)> {
+    let mut plan = Vec::new();
+    let mut t = Duration::ZERO;
+    let mut blackholed = false;
+    while t < total {
+        let pause = rng.millis(1_500, 4_000);
+        let fault = match rng.range(0, 9) {
+            _ if !blackholed && t >= total / 3 => {
+                blackholed = true;
+                Fault::Blackhole(BLACKHOLE_MIN + rng.millis(0, 6_000))
+            }
+            0..=4 => Fault::Reset,
+            5 | 6 => Fault::Delay(rng.millis(100, 900), rng.millis(2_000, 5_000)),
+            7 | 8 => Fault::Throttle(rng.range(2_048, 16_384), rng.millis(2_000, 5_000)),
+            _ => Fault::Refuse(rng.millis(1_000, 4_000)),
+        };
+        let lasts = match fault {
+            Fault::Reset => Duration::ZERO,
+            Fault::Blackhole(d) | Fault::Delay(_, d) | Fault::Throttle(_, d) | Fault::Refuse(d) => d,
+        };
+        plan.push((fault, pause));
+        t += lasts + pause;
+    }
+    plan
+}
+
+#[test]
+fn a_minute_of_link_chaos_loses_no_update_and_restarts_no_healthy_container() {
+    let cp = ControlPlane::start();
+    let c = Containerd::start();
+    let proxy = FaultProxy::start(cp.apiserver_addr());
+    let url = proxy.https_url();
+    let p = join_via(&cp, &c, |_| url.clone());
+    let node = p.hostname().to_string();
+    wait_until("the node is Ready in the API", LONG, || {
+        let n = get(&cp, &["node", &node])?;
+        (condition(&n, "Ready").as_deref() == Some("True")).then_some(())
+    });
+
+    // Pods that must survive the chaos untouched, and pods to be deleted.
+    let keep: Vec<String> = (0..3).map(|i| format!("keep-{i}")).collect();
+    let doomed: Vec<String> = (0..2).map(|i| format!("doomed-{i}")).collect();
+    for name in keep.iter().chain(&doomed) {
+        cp.apply(&pod_yaml(name, &node));
+    }
+    let before = wait_until("the first pods are Running and Ready", LONG, || {
+        let pods = api_pods(&cp, &node);
+        keep.iter()
+            .chain(&doomed)
+            .map(|n| {
+                let pod = pods.get(n).filter(|p| running_and_ready(p))?;
+                Some((n.clone(), main_container(pod)?))
+            })
+            .collect::<Option<BTreeMap<_, _>>>()
+    });
+    for (name, (id, _)) in &before {
+        assert_eq!(runc_state(&c, id).as_deref(), Some("running"), "{name}");
+    }
+
+    // What the API does meanwhile: adds, label and annotation changes (no
+    // restart), deletions, and a pod added and deleted within the chaos.
+    let added: Vec<String> = (0..4).map(|i| format!("added-{i}")).collect();
+    let mut ops: Vec<ApiOp> = Vec::new();
+    let mut rng = Rng(SEED);
+    for step in 0..12u64 {
+        let k = keep[(rng.next() % keep.len() as u64) as usize].clone();
+        ops.push(match step % 3 {
+            0 => ApiOp::Label(k, step),
+            1 => ApiOp::Annotate(k, step),
+            _ => ApiOp::Label(k, step + 100),
+        });
+    }
+    for (i, a) in added.iter().enumerate() {
+        ops.insert(1 + 3 * i, ApiOp::Add(a.clone()));
+    }
+    ops.insert(4, ApiOp::Delete(doomed[0].clone()));
+    ops.insert(9, ApiOp::Add("fleeting".to_string()));
+    ops.insert(11, ApiOp::Delete(doomed[1].clone()));
+    ops.insert(14, ApiOp::Delete("fleeting".to_string()));
+    // Two changes land on the last step, so the final state is a change.
+    ops.push(ApiOp::Label(keep[0].clone(), 999));
+    ops.push(ApiOp::Annotate(keep[1].clone(), 999));
+
+    let plan = schedule(&mut rng, CHAOS);
+    eprintln!("chaos seed {SEED:#x}: {} faults, {} API changes", plan.len(), ops.len());
+    let per_fault = ops.len().div_ceil(plan.len()).max(1);
+    let mut ops_left = ops.iter();
+    let began = Instant::now();
+    for (i, (fault, pause)) in plan.iter().enumerate() {
+        eprintln!("chaos t+{:.1?}: {fault:?}", began.elapsed());
+        let lasts = match *fault {
+            Fault::Reset => {
+                proxy.reset_all();
+                Duration::ZERO
+            }
+            Fault::Blackhole(d) => {
+                proxy.blackhole();
+                d
+            }
+            Fault::Delay(by, d) => {
+                proxy.delay(by);
+                d
+            }
+            Fault::Throttle(rate, d) => {
+                proxy.throttle(rate);
+                d
+            }
+            Fault::Refuse(d) => {
+                proxy.drop_new();
+                d
+            }
+        };
+        // The API changes while the fault lasts (the schedule's pacing).
+        let end = Instant::now() + lasts;
+        for op in ops_left.by_ref().take(per_fault) {
+            apply_op(&cp, &node, op);
+        }
+        if i % 4 == 3 && !matches!(fault, Fault::Blackhole(_)) {
+            // A reset in the middle of a fault, too (not of the blackhole:
+            // that one is for the PINGs to notice).
+            proxy.reset_all();
+        }
+        thread::sleep(end.saturating_duration_since(Instant::now()));
+        proxy.pass();
+        thread::sleep(*pause);
+    }
+    for op in ops_left {
+        apply_op(&cp, &node, op);
+    }
+    proxy.pass();
+    eprintln!("chaos over after {:.1?}", began.elapsed());
+
+    // The node converges on the API: every API pod Running and Ready with a
+    // running container; the deleted pods gone from the API and the runtime.
+    let gone: Vec<String> = doomed.iter().cloned().chain(["fleeting".to_string()]).collect();
+    let mut last = String::new();
+    let pods = harness::poll_until(CONVERGE, || {
+        let pods = api_pods(&cp, &node);
+        let names: BTreeSet<&String> = pods.keys().collect();
+        let want: BTreeSet<&String> = keep.iter().chain(&added).collect();
+        if names != want {
+            last = format!("API pods {names:?}, want {want:?}");
+            return None;
+        }
+        for (name, pod) in &pods {
+            if !running_and_ready(pod) {
+                last = format!("{name} not Running and Ready: {}", pod["status"]);
+                return None;
+            }
+        }
+        Some(pods)
+    })
+    .unwrap_or_else(|| panic!("the node did not converge after the chaos: {last}"));
+
+    // No healthy container restarted: the same IDs, the same restartCount,
+    // still running under runc; picolet reports the same containers.
+    for name in &keep {
+        let (id, restarts) = main_container(&pods[name]).expect("a kept pod reports its container");
+        assert_eq!(
+            (id.as_str(), restarts),
+            (before[name].0.as_str(), before[name].1),
+            "{name} was restarted by the chaos"
+        );
+        assert_eq!(runc_state(&c, &id).as_deref(), Some("running"), "{name}");
+    }
+    for name in &added {
+        let (id, _) = main_container(&pods[name]).expect("an added pod reports its container");
+        assert_eq!(runc_state(&c, &id).as_deref(), Some("running"), "{name}");
+    }
+    for name in &doomed {
+        let id = &before[name].0;
+        wait_until(&format!("{name}'s container to be gone from the runtime"), LONG, || {
+            (runc_state(&c, id).as_deref() != Some("running")).then_some(())
+        });
+    }
+    let local = p.pods();
+    let local_names: BTreeSet<String> = local["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    for name in &gone {
+        assert!(!local_names.contains(name), "picolet still has {name}: {local_names:?}");
+    }
+
+    // No update lost: the on-disk cache holds exactly the API's pods, at
+    // the API's resourceVersions, labels and annotations included (the
+    // last changes came after the last fault). Waits, since the final
+    // status patches echo back through the watch.
+    let mut last = String::new();
+    harness::poll_until(LONG, || {
+        let api: BTreeMap<String, CachedPod> =
+            api_pods(&cp, &node).iter().map(|(n, p)| (n.clone(), as_cached(p))).collect();
+        let cached = cached_pods(&p.root_dir());
+        if api == cached {
+            return Some(());
+        }
+        last = format!("API {api:#?}\ncache {cached:#?}");
+        None
+    })
+    .unwrap_or_else(|| panic!("picolet's pod cache differs from the API:\n{last}"));
+    let api = api_pods(&cp, &node);
+    assert_eq!(api["keep-0"]["metadata"]["labels"]["chaos-step"], "999");
+    assert_eq!(
+        api["keep-1"]["metadata"]["annotations"]["example.com/chaos-step"],
+        "999"
+    );
+
+    // The status in the API is current: what the runtime runs now.
+    for (name, pod) in &api {
+        let (id, _) = main_container(pod).expect("every pod reports its container");
+        assert_eq!(runc_state(&c, &id).as_deref(), Some("running"), "{name}");
+        assert!(pod["status"]["podIP"].is_string(), "{name}: {}", pod["status"]);
+    }
+}
