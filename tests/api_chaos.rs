@@ -491,3 +491,196 @@ fn a_minute_of_link_chaos_loses_no_update_and_restarts_no_healthy_container() {
         assert!(pod["status"]["podIP"].is_string(), "{name}: {}", pod["status"]);
     }
 }
+
+// ---------------------------------------------------------------------------
+// Test 5: a truncated or malformed watch stream
+// ---------------------------------------------------------------------------
+
+/// What the API does right after a fault is armed, so that the faulted
+/// chunk is (or comes just before) that change.
+#[derive(Clone, Copy, Debug)]
+enum Trigger {
+    Add(&'static str),
+    Delete(&'static str),
+    Label(&'static str, &'static str),
+}
+
+#[test]
+fn a_truncated_or_malformed_watch_stream_is_logged_retried_and_loses_nothing() {
+    let cp = ControlPlane::start();
+    let c = Containerd::start();
+    let mut proxy = None;
+    let p = Picolet::start_with_args(&c, "", |p| {
+        let px = TlsFaultProxy::start(
+            cp.apiserver_addr(),
+            &cp.pki().apiserver(),
+            &cp.ca_cert(),
+            &cp.pki().node(p.hostname()),
+        );
+        let kubeconfig =
+            cp.node_kubeconfig_with(p.hostname(), Credentials::Files, &px.https_url());
+        proxy = Some(px);
+        vec!["--kubeconfig".to_string(), kubeconfig.display().to_string()]
+    });
+    let proxy = proxy.expect("the TLS fault proxy");
+    let node = p.hostname().to_string();
+    wait_until("the node is Ready in the API", LONG, || {
+        let n = get(&cp, &["node", &node])?;
+        (condition(&n, "Ready").as_deref() == Some("True")).then_some(())
+    });
+    cp.apply(&pod_yaml("steady", &node));
+    let steady = wait_until("the first pod is Running and Ready", LONG, || {
+        let pods = api_pods(&cp, &node);
+        main_container(pods.get("steady").filter(|p| running_and_ready(p))?)
+    });
+    assert_eq!(runc_state(&c, &steady.0).as_deref(), Some("running"));
+    // Everything went through the proxy, which speaks only HTTP/1.1.
+    let pod_watches = || {
+        proxy
+            .requests()
+            .into_iter()
+            .filter(|r| r.is_watch() && r.target.starts_with("/api/v1/pods?"))
+            .collect::<Vec<_>>()
+    };
+    assert!(!pod_watches().is_empty(), "{:?}", proxy.requests());
+
+    // A relist is a LIST of the pods, or a streaming list (a watch with
+    // sendInitialEvents=true), in the API server's audit log.
+    let user = format!("system:node:{node}");
+    let relists = || {
+        cp.requests_by(&user)
+            .iter()
+            .filter(|r| {
+                r.uri.starts_with("/api/v1/pods?")
+                    && (r.verb == "list" || r.uri.contains("sendInitialEvents=true"))
+            })
+            .count()
+    };
+    let lists_before = relists();
+    assert!(lists_before >= 1, "the first sync is not in the audit log");
+    let watches_before = pod_watches().len();
+
+    let steps: &[(&[WatchFault], Trigger, &str)] = &[
+        (
+            &[WatchFault::TruncateMidLine],
+            Trigger::Add("after-truncation"),
+            "ended in the middle of an event",
+        ),
+        (
+            &[WatchFault::GarbageLine],
+            Trigger::Delete("after-truncation"),
+            "malformed watch event",
+        ),
+        (
+            &[WatchFault::CutMidLine],
+            Trigger::Add("after-cut"),
+            "reading the body",
+        ),
+        (
+            &[WatchFault::WrongShape],
+            Trigger::Label("steady", "wrong-shape"),
+            "malformed watch event",
+        ),
+        (
+            &[WatchFault::HtmlPage, WatchFault::BadGateway],
+            Trigger::Add("after-html"),
+            "502",
+        ),
+    ];
+    let mut fired = 0;
+    for (faults, trigger, says) in steps {
+        eprintln!("watch faults {faults:?}, then {trigger:?}");
+        let log_from = p.log().len();
+        for f in *faults {
+            proxy.arm("/api/v1/pods?", *f);
+        }
+        match *trigger {
+            Trigger::Add(name) => {
+                cp.apply(&pod_yaml(name, &node));
+            }
+            Trigger::Delete(name) => {
+                cp.kubectl_ok(&["delete", "pod", name, "-n", "default", "--wait=false"]);
+            }
+            Trigger::Label(name, value) => {
+                cp.kubectl_ok(&[
+                    "label",
+                    "pod",
+                    name,
+                    "-n",
+                    "default",
+                    "--overwrite",
+                    &format!("chaos={value}"),
+                ]);
+            }
+        }
+        fired += faults.len() as u64;
+        proxy.wait_fired(fired, LONG);
+        // Nothing lost: the change is applied all the same.
+        match *trigger {
+            Trigger::Add(name) => {
+                wait_until(&format!("{name} Running and Ready"), LONG, || {
+                    api_pods(&cp, &node)
+                        .get(name)
+                        .filter(|p| running_and_ready(p))
+                        .map(drop)
+                });
+            }
+            Trigger::Delete(name) => {
+                wait_until(&format!("{name} gone from the API"), LONG, || {
+                    (!api_pods(&cp, &node).contains_key(name)).then_some(())
+                });
+            }
+            Trigger::Label(name, value) => {
+                wait_until(&format!("{name}'s new label in picolet's cache"), LONG, || {
+                    (cached_pods(&p.root_dir()).get(name)?.labels["chaos"] == value)
+                        .then_some(())
+                });
+            }
+        }
+        // A log line naming the problem.
+        wait_until(&format!("picolet to log {says:?}"), LONG, || {
+            let log = p.log();
+            log.get(log_from..)
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.contains(says) && l.contains("retrying"))
+                .then_some(())
+        });
+    }
+
+    // Nothing running was stopped, and the faults cost no relist: every
+    // reconnect resumed the watch from a resourceVersion.
+    let pods = api_pods(&cp, &node);
+    let names: BTreeSet<&str> = pods.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        BTreeSet::from(["after-cut", "after-html", "steady"]),
+        "the pods in the API"
+    );
+    assert_eq!(main_container(&pods["steady"]), Some(steady.clone()), "steady was restarted");
+    assert_eq!(runc_state(&c, &steady.0).as_deref(), Some("running"));
+    let watches = pod_watches();
+    assert!(
+        watches.len() >= watches_before + steps.len(),
+        "picolet did not watch again after each fault: {watches:#?}"
+    );
+    for w in &watches[watches_before..] {
+        assert!(
+            w.target.contains("resourceVersion=") && !w.target.contains("sendInitialEvents"),
+            "a reconnect that did not resume the watch: {}",
+            w.target
+        );
+    }
+    assert_eq!(
+        relists(),
+        lists_before,
+        "picolet relisted after a watch fault: {:#?}",
+        cp.requests_by(&user)
+    );
+    let cached: BTreeSet<String> = cached_pods(&p.root_dir()).into_keys().collect();
+    assert_eq!(
+        cached,
+        names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>(),
+        "picolet's pod cache"
+    );
+}

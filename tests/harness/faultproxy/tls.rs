@@ -109,8 +109,9 @@ struct Shared {
     upstream: SocketAddr,
     server: Arc<ServerConfig>,
     client: Arc<ClientConfig>,
-    /// The armed fault and the path prefix of the watches it applies to.
-    armed: Mutex<Option<(String, WatchFault)>>,
+    /// The armed faults, each with the path prefix of the watches it
+    /// applies to, in the order armed.
+    armed: Mutex<Vec<(String, WatchFault)>>,
     fired: AtomicU64,
     seen: Mutex<Vec<SeenRequest>>,
     /// Clones of every live connection's sockets, so a connection's end
@@ -152,7 +153,7 @@ impl TlsFaultProxy {
             upstream,
             server: Arc::new(server),
             client: Arc::new(upstream_tls),
-            armed: Mutex::new(None),
+            armed: Mutex::new(Vec::new()),
             fired: AtomicU64::new(0),
             seen: Mutex::new(Vec::new()),
             sockets: Mutex::new(HashMap::new()),
@@ -200,10 +201,11 @@ impl TlsFaultProxy {
 
     /// Arms `fault` for the next watch whose target starts with
     /// `path_prefix` (e.g. `/api/v1/pods`): its next chunk, or (for
-    /// [`WatchFault::BadGateway`]) its next request. Replaces a fault
-    /// armed before that has not fired.
+    /// [`WatchFault::BadGateway`]) its next request. Faults armed
+    /// before and not yet fired stay armed: a stream fault and a
+    /// `BadGateway` armed together hit a stream and then its reconnect.
     pub fn arm(&self, path_prefix: &str, fault: WatchFault) {
-        *lock(&self.shared.armed) = Some((path_prefix.to_string(), fault));
+        lock(&self.shared.armed).push((path_prefix.to_string(), fault));
     }
 
     /// How many armed faults have fired.
@@ -357,16 +359,13 @@ fn take_fault(
     which: impl Fn(WatchFault) -> bool,
 ) -> Option<WatchFault> {
     let mut armed = lock(&shared.armed);
-    match &*armed {
-        Some((prefix, f)) if target.starts_with(prefix.as_str()) && which(*f) => {
-            let f = *f;
-            *armed = None;
-            shared.fired.fetch_add(1, Ordering::SeqCst);
-            eprintln!("tls fault proxy: {f:?} on {target}");
-            Some(f)
-        }
-        _ => None,
-    }
+    let i = armed
+        .iter()
+        .position(|(prefix, f)| target.starts_with(prefix.as_str()) && which(*f))?;
+    let (_, f) = armed.remove(i);
+    shared.fired.fetch_add(1, Ordering::SeqCst);
+    eprintln!("tls fault proxy: {f:?} on {target}");
+    Some(f)
 }
 
 /// Reads a message head (up to and including the empty line); None if the
