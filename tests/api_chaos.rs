@@ -46,7 +46,8 @@ const BLACKHOLE_MIN: Duration = Duration::from_secs(32);
 /// picolet joined with node `hostname`'s credential, talking to `server`.
 fn join_via(cp: &ControlPlane, c: &Containerd, server: impl Fn(&str) -> String) -> Picolet {
     Picolet::start_with_args(c, "", |p| {
-        let kubeconfig = cp.node_kubeconfig_with(p.hostname(), Credentials::Files, &server(p.hostname()));
+        let kubeconfig =
+            cp.node_kubeconfig_with(p.hostname(), Credentials::Files, &server(p.hostname()));
         vec!["--kubeconfig".to_string(), kubeconfig.display().to_string()]
     })
 }
@@ -103,7 +104,15 @@ fn api_pods(cp: &ControlPlane, node: &str) -> BTreeMap<String, Value> {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|p| (p["metadata"]["name"].as_str().unwrap_or_default().to_string(), p.clone()))
+        .map(|p| {
+            (
+                p["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                p.clone(),
+            )
+        })
         .collect()
 }
 
@@ -278,7 +287,7 @@ enum Fault {
 fn schedule(rng: &mut Rng, total: Duration) -> Vec<(Fault, Duration)> {
     let mut plan = Vec::new();
     let mut t = Duration::ZERO;
-    let mut blackholed = false;
+    let (mut blackholed, mut throttled) = (false, false);
     while t < total {
         let pause = rng.millis(1_500, 4_000);
         let fault = match rng.range(0, 9) {
@@ -286,14 +295,24 @@ fn schedule(rng: &mut Rng, total: Duration) -> Vec<(Fault, Duration)> {
                 blackholed = true;
                 Fault::Blackhole(BLACKHOLE_MIN + rng.millis(0, 6_000))
             }
+            // Whatever the seed, some throttling too.
+            7 | 8 => {
+                throttled = true;
+                Fault::Throttle(rng.range(2_048, 16_384), rng.millis(2_000, 5_000))
+            }
+            _ if !throttled && t >= total * 3 / 4 => {
+                throttled = true;
+                Fault::Throttle(rng.range(2_048, 16_384), rng.millis(2_000, 5_000))
+            }
             0..=4 => Fault::Reset,
             5 | 6 => Fault::Delay(rng.millis(100, 900), rng.millis(2_000, 5_000)),
-            7 | 8 => Fault::Throttle(rng.range(2_048, 16_384), rng.millis(2_000, 5_000)),
             _ => Fault::Refuse(rng.millis(1_000, 4_000)),
         };
         let lasts = match fault {
             Fault::Reset => Duration::ZERO,
-            Fault::Blackhole(d) | Fault::Delay(_, d) | Fault::Throttle(_, d) | Fault::Refuse(d) => d,
+            Fault::Blackhole(d) | Fault::Delay(_, d) | Fault::Throttle(_, d) | Fault::Refuse(d) => {
+                d
+            }
         };
         plan.push((fault, pause));
         t += lasts + pause;
@@ -359,7 +378,11 @@ fn a_minute_of_link_chaos_loses_no_update_and_restarts_no_healthy_container() {
     ops.push(ApiOp::Annotate(keep[1].clone(), 999));
 
     let plan = schedule(&mut rng, CHAOS);
-    eprintln!("chaos seed {SEED:#x}: {} faults, {} API changes", plan.len(), ops.len());
+    eprintln!(
+        "chaos seed {SEED:#x}: {} faults, {} API changes",
+        plan.len(),
+        ops.len()
+    );
     let per_fault = ops.len().div_ceil(plan.len()).max(1);
     let mut ops_left = ops.iter();
     let began = Instant::now();
@@ -409,7 +432,11 @@ fn a_minute_of_link_chaos_loses_no_update_and_restarts_no_healthy_container() {
 
     // The node converges on the API: every API pod Running and Ready with a
     // running container; the deleted pods gone from the API and the runtime.
-    let gone: Vec<String> = doomed.iter().cloned().chain(["fleeting".to_string()]).collect();
+    let gone: Vec<String> = doomed
+        .iter()
+        .cloned()
+        .chain(["fleeting".to_string()])
+        .collect();
     let mut last = String::new();
     let pods = harness::poll_until(CONVERGE, || {
         let pods = api_pods(&cp, &node);
@@ -446,9 +473,11 @@ fn a_minute_of_link_chaos_loses_no_update_and_restarts_no_healthy_container() {
     }
     for name in &doomed {
         let id = &before[name].0;
-        wait_until(&format!("{name}'s container to be gone from the runtime"), LONG, || {
-            (runc_state(&c, id).as_deref() != Some("running")).then_some(())
-        });
+        wait_until(
+            &format!("{name}'s container to be gone from the runtime"),
+            LONG,
+            || (runc_state(&c, id).as_deref() != Some("running")).then_some(()),
+        );
     }
     let local = p.pods();
     let local_names: BTreeSet<String> = local["items"]
@@ -458,7 +487,10 @@ fn a_minute_of_link_chaos_loses_no_update_and_restarts_no_healthy_container() {
         .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_string))
         .collect();
     for name in &gone {
-        assert!(!local_names.contains(name), "picolet still has {name}: {local_names:?}");
+        assert!(
+            !local_names.contains(name),
+            "picolet still has {name}: {local_names:?}"
+        );
     }
 
     // No update lost: the on-disk cache holds exactly the API's pods, at
@@ -467,8 +499,10 @@ fn a_minute_of_link_chaos_loses_no_update_and_restarts_no_healthy_container() {
     // status patches echo back through the watch.
     let mut last = String::new();
     harness::poll_until(LONG, || {
-        let api: BTreeMap<String, CachedPod> =
-            api_pods(&cp, &node).iter().map(|(n, p)| (n.clone(), as_cached(p))).collect();
+        let api: BTreeMap<String, CachedPod> = api_pods(&cp, &node)
+            .iter()
+            .map(|(n, p)| (n.clone(), as_cached(p)))
+            .collect();
         let cached = cached_pods(&p.root_dir());
         if api == cached {
             return Some(());
@@ -488,7 +522,11 @@ fn a_minute_of_link_chaos_loses_no_update_and_restarts_no_healthy_container() {
     for (name, pod) in &api {
         let (id, _) = main_container(pod).expect("every pod reports its container");
         assert_eq!(runc_state(&c, &id).as_deref(), Some("running"), "{name}");
-        assert!(pod["status"]["podIP"].is_string(), "{name}: {}", pod["status"]);
+        assert!(
+            pod["status"]["podIP"].is_string(),
+            "{name}: {}",
+            pod["status"]
+        );
     }
 }
 
@@ -517,8 +555,7 @@ fn a_truncated_or_malformed_watch_stream_is_logged_retried_and_loses_nothing() {
             &cp.ca_cert(),
             &cp.pki().node(p.hostname()),
         );
-        let kubeconfig =
-            cp.node_kubeconfig_with(p.hostname(), Credentials::Files, &px.https_url());
+        let kubeconfig = cp.node_kubeconfig_with(p.hostname(), Credentials::Files, &px.https_url());
         proxy = Some(px);
         vec!["--kubeconfig".to_string(), kubeconfig.display().to_string()]
     });
@@ -631,10 +668,14 @@ fn a_truncated_or_malformed_watch_stream_is_logged_retried_and_loses_nothing() {
                 });
             }
             Trigger::Label(name, value) => {
-                wait_until(&format!("{name}'s new label in picolet's cache"), LONG, || {
-                    (cached_pods(&p.root_dir()).get(name)?.labels["chaos"] == value)
-                        .then_some(())
-                });
+                wait_until(
+                    &format!("{name}'s new label in picolet's cache"),
+                    LONG,
+                    || {
+                        (cached_pods(&p.root_dir()).get(name)?.labels["chaos"] == value)
+                            .then_some(())
+                    },
+                );
             }
         }
         // A log line naming the problem.
@@ -657,7 +698,11 @@ fn a_truncated_or_malformed_watch_stream_is_logged_retried_and_loses_nothing() {
         BTreeSet::from(["after-cut", "after-html", "steady"]),
         "the pods in the API"
     );
-    assert_eq!(main_container(&pods["steady"]), Some(steady.clone()), "steady was restarted");
+    assert_eq!(
+        main_container(&pods["steady"]),
+        Some(steady.clone()),
+        "steady was restarted"
+    );
     assert_eq!(runc_state(&c, &steady.0).as_deref(), Some("running"));
     let watches = pod_watches();
     assert!(

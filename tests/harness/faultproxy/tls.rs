@@ -319,7 +319,13 @@ fn serve(shared: &Shared, id: u64, tcp: TcpStream) -> io::Result<()> {
             continue;
         }
         let fault_target = (watch && status == 200).then_some(target.as_str());
-        match forward_body(up, client.get_mut(), &rhead, true, fault_target.map(|t| (shared, t)))? {
+        match forward_body(
+            up,
+            client.get_mut(),
+            &rhead,
+            true,
+            fault_target.map(|t| (shared, t)),
+        )? {
             Framing::Done => {}
             Framing::Close => {
                 client.get_mut().conn.send_close_notify();
@@ -383,7 +389,10 @@ fn read_head(r: &mut impl BufRead) -> io::Result<Option<Vec<u8>>> {
             if head.is_empty() {
                 return Ok(None);
             }
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "in a message head"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "in a message head",
+            ));
         }
         if head.len() > MAX_HEAD {
             return Err(io::Error::other("message head too long"));
@@ -402,7 +411,9 @@ fn read_head(r: &mut impl BufRead) -> io::Result<Option<Vec<u8>>> {
 fn is_eof(e: &io::Error) -> bool {
     matches!(
         e.kind(),
-        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted
+        io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
     )
 }
 
@@ -428,7 +439,9 @@ fn status_code(head: &[u8]) -> io::Result<u16> {
 fn header(head: &[u8], name: &str) -> Option<String> {
     String::from_utf8_lossy(head).lines().skip(1).find_map(|l| {
         let (k, v) = l.split_once(':')?;
-        k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        k.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| v.trim().to_string())
     })
 }
 
@@ -450,16 +463,22 @@ fn forward_body(
     response: bool,
     fault: Option<(&Shared, &str)>,
 ) -> io::Result<Framing> {
-    let chunked = header(head, "transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+    let chunked = header(head, "transfer-encoding")
+        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
     if chunked {
         return forward_chunked(src, dst, fault);
     }
     if let Some(len) = header(head, "content-length") {
-        let len: u64 = len.parse().map_err(|_| io::Error::other("bad Content-Length"))?;
+        let len: u64 = len
+            .parse()
+            .map_err(|_| io::Error::other("bad Content-Length"))?;
         let copied = io::copy(&mut src.take(len), dst)?;
         dst.flush()?;
         if copied < len {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "body shorter than Content-Length"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "body shorter than Content-Length",
+            ));
         }
         return Ok(Framing::Done);
     }
@@ -489,7 +508,10 @@ fn forward_chunked(
         let mut size_line = Vec::new();
         src.read_until(b'\n', &mut size_line)?;
         if size_line.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "in a chunked body"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "in a chunked body",
+            ));
         }
         let text = String::from_utf8_lossy(&size_line);
         let hex = text.split(';').next().unwrap_or_default().trim();
