@@ -476,7 +476,7 @@ fn a_minute_of_link_chaos_loses_no_update_and_restarts_no_healthy_container() {
         wait_until(
             &format!("{name}'s container to be gone from the runtime"),
             LONG,
-            || (runc_state(&c, id).as_deref() != Some("running")).then_some(()),
+            || runc_state(&c, id).is_none().then_some(()),
         );
     }
     let local = p.pods();
@@ -625,6 +625,7 @@ fn a_truncated_or_malformed_watch_stream_is_logged_retried_and_loses_nothing() {
         ),
     ];
     let mut fired = 0;
+    let mut started: BTreeMap<&str, String> = BTreeMap::new();
     for (faults, trigger, says) in steps {
         eprintln!("watch faults {faults:?}, then {trigger:?}");
         let log_from = p.log().len();
@@ -655,17 +656,25 @@ fn a_truncated_or_malformed_watch_stream_is_logged_retried_and_loses_nothing() {
         // Nothing lost: the change is applied all the same.
         match *trigger {
             Trigger::Add(name) => {
-                wait_until(&format!("{name} Running and Ready"), LONG, || {
-                    api_pods(&cp, &node)
-                        .get(name)
-                        .filter(|p| running_and_ready(p))
-                        .map(drop)
+                let (id, _) = wait_until(&format!("{name} Running and Ready"), LONG, || {
+                    main_container(
+                        api_pods(&cp, &node)
+                            .get(name)
+                            .filter(|p| running_and_ready(p))?,
+                    )
                 });
+                started.insert(name, id);
             }
             Trigger::Delete(name) => {
                 wait_until(&format!("{name} gone from the API"), LONG, || {
                     (!api_pods(&cp, &node).contains_key(name)).then_some(())
                 });
+                let id = &started[name];
+                wait_until(
+                    &format!("{name}'s container gone from the runtime"),
+                    LONG,
+                    || runc_state(&c, id).is_none().then_some(()),
+                );
             }
             Trigger::Label(name, value) => {
                 wait_until(
