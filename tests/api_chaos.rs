@@ -36,7 +36,8 @@ const SEED: u64 = 0x8_c4a0_5eed;
 /// How long the chaos lasts (the schedule's own pacing, not a check).
 const CHAOS: Duration = Duration::from_secs(80);
 /// A blackhole outlasts picolet's HTTP/2 PING timeout (10 s interval + 20 s
-/// unanswered), so the dead connection is noticed and replaced.
+/// unanswered), so the dead connection is noticed and replaced: it lasts
+/// at least this long, and until picolet logs the PING timeout.
 const BLACKHOLE_MIN: Duration = Duration::from_secs(32);
 
 // ---------------------------------------------------------------------------
@@ -386,6 +387,7 @@ fn a_minute_of_link_chaos_loses_no_update_and_restarts_no_healthy_container() {
     let per_fault = ops.len().div_ceil(plan.len()).max(1);
     let mut ops_left = ops.iter();
     let began = Instant::now();
+    let (mut blackhole, mut log_from) = (false, 0);
     for (i, (fault, pause)) in plan.iter().enumerate() {
         eprintln!("chaos t+{:.1?}: {fault:?}", began.elapsed());
         let lasts = match *fault {
@@ -394,7 +396,25 @@ fn a_minute_of_link_chaos_loses_no_update_and_restarts_no_healthy_container() {
                 Duration::ZERO
             }
             Fault::Blackhole(d) => {
+                // On a live connection, so that its PINGs go unanswered:
+                // a change made now reaches picolet's cache first.
+                let mark = format!("up-{i}");
+                cp.kubectl_ok(&[
+                    "label",
+                    "pod",
+                    &keep[2],
+                    "-n",
+                    "default",
+                    "--overwrite",
+                    &format!("link={mark}"),
+                ]);
+                wait_until("picolet to see a change before the blackhole", LONG, || {
+                    (cached_pods(&p.root_dir()).get(&keep[2])?.labels["link"] == mark.as_str())
+                        .then_some(())
+                });
+                log_from = p.log().len();
                 proxy.blackhole();
+                blackhole = true;
                 d
             }
             Fault::Delay(by, d) => {
@@ -421,6 +441,15 @@ fn a_minute_of_link_chaos_loses_no_update_and_restarts_no_healthy_container() {
             proxy.reset_all();
         }
         thread::sleep(end.saturating_duration_since(Instant::now()));
+        if std::mem::take(&mut blackhole) {
+            // The blackhole lasts until picolet's PINGs have noticed it.
+            wait_until("picolet's PINGs to notice the blackhole", LONG, || {
+                p.log()
+                    .get(log_from..)?
+                    .contains("keep-alive timed out")
+                    .then_some(())
+            });
+        }
         proxy.pass();
         thread::sleep(*pause);
     }

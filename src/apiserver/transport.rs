@@ -96,16 +96,16 @@ pub enum TransportError {
     Connect { server: String, source: io::Error },
     #[error("TLS handshake with {server}: {source}")]
     Tls { server: String, source: io::Error },
-    #[error("HTTP handshake with {server}: {source}")]
+    #[error("HTTP handshake with {server}: {}", Causes(.source))]
     Handshake {
         server: String,
         source: hyper::Error,
     },
     #[error("API server {server} unreachable; next attempt in {wait:?}")]
     BackingOff { server: String, wait: Duration },
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", Causes(.source))]
     Http { what: String, source: hyper::Error },
-    #[error("{what}: reading the body: {source}")]
+    #[error("{what}: reading the body: {}", Causes(.source))]
     Body { what: String, source: hyper::Error },
     #[error("{what}: no complete answer within {after:?}")]
     Timeout { what: String, after: Duration },
@@ -115,6 +115,23 @@ pub enum TransportError {
     Invalid { what: String, message: String },
     #[error("{0}")]
     Credentials(String),
+}
+
+/// An error with its causes, e.g. `http2 error: keep-alive timed out`:
+/// hyper's own message names only the kind of error, and a log line must
+/// name the problem.
+pub struct Causes<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Causes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(c) = cause {
+            write!(f, ": {c}")?;
+            cause = c.source();
+        }
+        Ok(())
+    }
 }
 
 /// The protocol ALPN chose.
@@ -551,7 +568,7 @@ impl Client {
             let server = name();
             rt::spawn(async move {
                 if let Err(e) = conn.await {
-                    log::info!("connection to API server {server} ended: {e}");
+                    log::info!("connection to API server {server} ended: {}", Causes(&e));
                 }
             })
             .detach();
@@ -563,7 +580,10 @@ impl Client {
                 .map_err(handshake)?;
             rt::spawn(async move {
                 if let Err(e) = conn.await {
-                    log::debug!("HTTP/1.1 connection to the API server ended: {e}");
+                    log::debug!(
+                        "HTTP/1.1 connection to the API server ended: {}",
+                        Causes(&e)
+                    );
                 }
             })
             .detach();

@@ -459,6 +459,12 @@ fn a_blackholed_link_is_noticed_by_pings_and_one_new_connection_follows() {
         for w in [&mut w1, &mut w2] {
             let e = w.chunk().await.unwrap_err();
             assert!(matches!(e, TransportError::Body { .. }), "{e}");
+            // hyper's kind of error, then what it was.
+            assert!(
+                e.to_string()
+                    .contains("reading the body: error reading a body from connection: "),
+                "{e}"
+            );
         }
         proxy.blackhole.set(false);
         let (a, b) = smol::future::zip(get(&c, "/api/v1/pods"), get(&c, "/api/v1/pods")).await;
@@ -506,4 +512,24 @@ fn a_token_file_is_read_and_a_missing_one_is_a_credentials_error() {
         let e = get(&c, "/api/v1/pods").await.unwrap_err();
         assert!(e.to_string().contains("users[0].user.tokenFile"), "{e}");
     });
+}
+
+#[test]
+fn a_transport_error_names_its_causes_not_only_their_kind() {
+    #[derive(Debug)]
+    struct Kind(io::Error);
+    impl fmt::Display for Kind {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("http2 error")
+        }
+    }
+    impl std::error::Error for Kind {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+    let e = Kind(io::Error::other("keep-alive timed out"));
+    assert_eq!(Causes(&e).to_string(), "http2 error: keep-alive timed out");
+    let plain = io::Error::other("connection refused");
+    assert_eq!(Causes(&plain).to_string(), "connection refused");
 }
