@@ -2,7 +2,10 @@
 //! tests 4 and 6): a resume that meets a compacted etcd after an API server
 //! restart (`410 Gone`, exactly one relist, deletions applied, nothing else
 //! touched), and picolet SIGKILLed again and again while its crash-safe
-//! cache is being written (it always loads, and the node converges).
+//! cache is being written (it always loads, and the node converges). Also
+//! the watch of the node's own Node object: labels and taints set with
+//! kubectl reach admission, and a pod the node refuses is Failed in the API
+//! with kubelet's reason.
 //!
 //! Real parts only: a private etcd and kube-apiserver (Node,RBAC,
 //! NodeRestriction), real containerd or CRI-O, picolet joined with a
@@ -486,8 +489,26 @@ fn picolet_killed_again_and_again_while_its_cache_is_written_always_loads_it_and
                 "round {round}: a kill -9 left a damaged cache entry ({bad}):\n{run}"
             );
         }
+        eprintln!(
+            "round {round}: API server {}, killed after {wait_for} {}; restarted: {}",
+            if reachable {
+                "reachable"
+            } else {
+                "unreachable"
+            },
+            if reachable {
+                "changed cache files"
+            } else {
+                "readiness probes"
+            },
+            loaded.trim()
+        );
         loaded_counts.push(loaded);
     }
+    eprintln!(
+        "temp files of interrupted writes found at restart: {}",
+        count(&p.log(), "left by an interrupted write")
+    );
     stop.store(true, Ordering::SeqCst);
     churn.join().expect("the churn thread");
     assert!(
@@ -521,5 +542,111 @@ fn picolet_killed_again_and_again_while_its_cache_is_written_always_loads_it_and
     assert_eq!(
         container_id(&cp, "steady").as_deref(),
         Some(steady.as_str())
+    );
+}
+
+/// A pod bound to `node` with extra spec lines (indented two spaces).
+fn pod_with(name: &str, node: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  nodeName: {node}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 3\n{extra}  containers:\n  - name: main\n    image: busybox\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"100000\"]\n"
+    )
+}
+
+/// Waits for the pod to be Failed in the API with `reason`; returns it.
+fn wait_failed(cp: &ControlPlane, name: &str, reason: &str) -> Value {
+    let pod = wait_until(&format!("pod {name} Failed in the API"), LONG, || {
+        let pod = get(cp, &["pod", name, "-n", "default"])?;
+        (pod["status"]["phase"] == "Failed").then_some(pod)
+    });
+    assert_eq!(pod["status"]["reason"], reason, "{pod}");
+    assert!(
+        pod["status"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Pod was rejected: ")),
+        "{pod}"
+    );
+    pod
+}
+
+#[test]
+fn labels_and_taints_set_with_kubectl_reach_admission_and_refused_pods_are_failed_in_the_api() {
+    let cp = ControlPlane::start();
+    let c = Containerd::start();
+    let p = Picolet::start_with_args(&c, "", |p| {
+        let kubeconfig = cp.node_kubeconfig(p.hostname());
+        vec!["--kubeconfig".to_string(), kubeconfig.display().to_string()]
+    });
+    let node = p.hostname().to_string();
+    let watched = |what: &str| {
+        let line = format!("node {node}: the API server says labels ");
+        wait_until(&format!("picolet's node watch sees {what}"), LONG, || {
+            let log = p.log();
+            log.lines()
+                .filter(|l| l.contains(&line))
+                .any(|l| l.contains(what))
+                .then_some(())
+        })
+    };
+    watched(&format!("kubernetes.io/hostname={node}"));
+
+    // Pods the node cannot run, bound to it directly: Failed in the API,
+    // with kubelet's reasons, and never started.
+    let ssd = "  nodeSelector:\n    disk: ssd\n";
+    cp.apply(&pod_with("needs-ssd", &node, ssd));
+    let refused = wait_failed(&cp, "needs-ssd", "NodeAffinity");
+    assert!(
+        refused["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Predicate NodeAffinity failed"),
+        "{refused}"
+    );
+    cp.apply(&pod_with("too-big", &node, "").replace(
+        "    command:",
+        "    resources:\n      requests:\n        cpu: \"1000\"\n    command:",
+    ));
+    wait_failed(&cp, "too-big", "OutOfcpu");
+
+    // An admin labels the node: the watch sees it, and a new pod selecting
+    // the label is admitted and runs. The pod refused before stays Failed
+    // (a refusal is final, as kubelet's).
+    cp.kubectl_ok(&["label", "node", &node, "disk=ssd"]);
+    watched("disk=ssd");
+    cp.apply(&pod_with("on-ssd", &node, ssd));
+    wait_running(&cp, "on-ssd");
+    let again = get(&cp, &["pod", "needs-ssd", "-n", "default"]).expect("needs-ssd");
+    assert_eq!(again["status"]["phase"], "Failed");
+
+    // An admin taints the node NoExecute: a new pod without a toleration
+    // is refused with TaintToleration; one that tolerates it runs. (kubelet
+    // does not evict for taints; the running pod stays.)
+    cp.kubectl_ok(&[
+        "taint",
+        "node",
+        &node,
+        "example.com/quarantine=yes:NoExecute",
+    ]);
+    watched("example.com/quarantine=yes:NoExecute");
+    cp.apply(&pod_with("untolerated", &node, ""));
+    wait_failed(&cp, "untolerated", "TaintToleration");
+    cp.apply(&pod_with(
+        "tolerating",
+        &node,
+        "  tolerations:\n  - key: example.com/quarantine\n    operator: Exists\n    effect: NoExecute\n",
+    ));
+    wait_running(&cp, "tolerating");
+    let on_ssd = get(&cp, &["pod", "on-ssd", "-n", "default"]).expect("on-ssd");
+    assert_eq!(on_ssd["status"]["phase"], "Running");
+
+    // The node watch is a watch (a list or streaming list, then watches),
+    // not polling: only a handful of requests for the Node collection.
+    let node_lists = cp
+        .requests_by(&format!("system:node:{node}"))
+        .iter()
+        .filter(|r| r.uri.starts_with("/api/v1/nodes?") && r.verb == "list")
+        .count();
+    assert!(
+        node_lists <= 1,
+        "the Node is watched, not listed again: {node_lists} LISTs"
     );
 }
