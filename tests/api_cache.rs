@@ -241,6 +241,16 @@ fn a_resume_after_etcd_was_compacted_and_the_api_server_restarted_relists_once_a
         (pod_watch_resumes(&cp, &node) > resumes_before).then_some(())
     });
     wait_probes(&p, 6.0);
+    let requests = cp.requests_by(&format!("system:node:{node}"));
+    let pod_requests: Vec<String> = requests
+        .iter()
+        .filter(|r| r.uri.starts_with("/api/v1/pods?"))
+        .map(|r| format!("{} {} -> {:?}", r.verb, r.uri, r.code))
+        .collect();
+    eprintln!(
+        "the node's pod list/watch requests:\n{}",
+        pod_requests.join("\n")
+    );
     assert_eq!(
         pod_relists(&cp, &node),
         relists_before + 1,

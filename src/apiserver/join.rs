@@ -76,7 +76,12 @@ pub fn join(
     );
     agent.set_status_sink(status.clone());
     let source = ApiPodSource::new(client.clone(), node_name, &cfg.root_dir, mirrors);
+    // The Node's cached labels and taints reach admission before the pod
+    // source delivers its cached pods.
     let node_watch = NodeWatch::new(client.clone(), node_name, &cfg.root_dir);
+    if let Some(n) = node_watch.current() {
+        agent.set_node_object(n.labels, n.taints);
+    }
     let heartbeat = Rc::new(Heartbeat::new(
         client,
         HeartbeatConfig::new(cfg, node_name),

@@ -76,7 +76,11 @@ impl NodeWatch {
     }
 
     /// What the store holds now (the cache's copy until the first sync).
-    fn current(&self) -> Option<WatchedNode> {
+    /// The caller hands the cached copy to admission before any pod source
+    /// runs, so that pods restored from the cache after a reboot are
+    /// admitted against the labels and taints the cluster last gave the
+    /// node, not against the configured ones.
+    pub fn current(&self) -> Option<WatchedNode> {
         self.informer
             .store()
             .values()
