@@ -648,6 +648,22 @@ fn labels_and_taints_set_with_kubectl_reach_admission_and_refused_pods_are_faile
     let on_ssd = get(&cp, &["pod", "on-ssd", "-n", "default"]).expect("on-ssd");
     assert_eq!(on_ssd["status"]["phase"], "Running");
 
+    // A refused pod deleted with kubectl never ran: picolet finishes its
+    // deletion at once (it does not hang in Terminating).
+    cp.kubectl_ok(&[
+        "delete",
+        "pod",
+        "needs-ssd",
+        "-n",
+        "default",
+        "--wait=false",
+    ]);
+    wait_until("the refused pod's deletion completes", LONG, || {
+        get(&cp, &["pod", "needs-ssd", "-n", "default"])
+            .is_none()
+            .then_some(())
+    });
+
     // The node watch is a watch (a list or streaming list, then watches),
     // not polling: only a handful of requests for the Node collection.
     let node_lists = cp

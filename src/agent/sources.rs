@@ -187,9 +187,26 @@ impl<R: RuntimeService> Agent<R> {
             .filter(|r| r.source == PodSource::Api && !sources.refused.contains_key(&r.uid))
             .filter_map(|r| refused.get(&r.uid).cloned())
             .collect();
+        // A refused API pod whose deletion was asked has nothing to stop:
+        // it is finished at once (the status sink sends the final DELETE,
+        // so it does not hang in Terminating).
+        let refused_deleted: Vec<(Rc<Pod>, admission::Rejection)> = rejected
+            .iter()
+            .filter(|r| r.source == PodSource::Api)
+            .filter_map(|r| refused.get(&r.uid))
+            .filter(|(p, _)| p.metadata.deletion_timestamp.is_some())
+            .filter(|(p, _)| {
+                sources
+                    .refused
+                    .get(accessors::uid(p))
+                    .is_none_or(|(before, _)| before.metadata.deletion_timestamp.is_none())
+            })
+            .cloned()
+            .collect();
         sources.refused = refused;
         drop(guard);
         self.report_refused(&newly_refused);
+        self.report_refused_deleted(&refused_deleted);
 
         let mut changed = Vec::new();
         let mut pods = self.pods.borrow_mut();

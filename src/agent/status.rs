@@ -49,6 +49,19 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 
+    /// Tells the sink that these refused pods, whose deletion was asked,
+    /// are finished (they never ran).
+    pub(super) fn report_refused_deleted(
+        &self,
+        refused: &[(Rc<Pod>, crate::pod::admission::Rejection)],
+    ) {
+        for (pod, why) in refused {
+            let qos = facts::qos(pod);
+            let status = status::refused_status(&why.reason, &why.message, qos.as_str());
+            self.report_terminated(pod, &status);
+        }
+    }
+
     /// Tells the sink that the pod is terminated and forgotten; `status` was
     /// computed before its entry went.
     pub(super) fn report_terminated(&self, pod: &Pod, status: &PodStatus) {
