@@ -56,7 +56,7 @@ pub(super) struct NodeFacts {
     pub user_ns_blocks: Vec<(String, u32)>,
     /// The labels and taints of the node's Node object, as its watch last
     /// said (`None` standalone, or before the API server or the cache said
-    /// anything: then the configured labels and no taints).
+    /// anything: then the node's own labels only, and no taints).
     pub api_node: Option<(BTreeMap<String, String>, Vec<Taint>)>,
 }
 
@@ -228,13 +228,15 @@ impl<R: RuntimeService> Agent<R> {
     /// The node as [`crate::pod::admission`] sees it.
     pub(super) fn node_view(&self) -> NodeView {
         let node = self.node.borrow();
-        let (labels, taints) = match &node.api_node {
-            Some((labels, taints)) => (labels.clone(), taints.clone()),
-            None => (
-                node_labels(&self.cfg.node_name, &self.cfg.node_labels),
-                Vec::new(),
-            ),
-        };
+        // The node's own labels (which registration writes to the API, and
+        // kubelet reconciles) under those in the API: a Node read before
+        // registration patched it never refuses a pod for them.
+        let mut labels = node_labels(&self.cfg.node_name, &self.cfg.node_labels);
+        let mut taints = Vec::new();
+        if let Some((api_labels, api_taints)) = &node.api_node {
+            labels.extend(api_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+            taints = api_taints.clone();
+        }
         NodeView {
             name: self.cfg.node_name.clone(),
             labels,
