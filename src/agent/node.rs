@@ -1,5 +1,6 @@
 //! The node as admission and the container configs see it: its labels
-//! (`kubernetes.io/{hostname,os,arch}` plus `--node-labels`), its
+//! (`kubernetes.io/{hostname,os,arch}` plus `--node-labels`, or, once the
+//! watch of its Node object said, the labels and taints in the API), its
 //! allocatable, and what the host and the runtime support: AppArmor, the
 //! hugepage sizes, the swap controller, the supplemental groups policy and
 //! user namespaces. The host is read once at start, the runtime once it
@@ -10,7 +11,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Taint};
 
 use super::Agent;
 use crate::config::SwapBehavior;
@@ -53,6 +54,10 @@ pub(super) struct NodeFacts {
     /// The user-namespace block of each pod given one, by pod UID (block
     /// n maps host IDs from `(n + 1) * 65536`).
     pub user_ns_blocks: Vec<(String, u32)>,
+    /// The labels and taints of the node's Node object, as its watch last
+    /// said (`None` standalone, or before the API server or the cache said
+    /// anything: then the node's own labels only, and no taints).
+    pub api_node: Option<(BTreeMap<String, String>, Vec<Taint>)>,
 }
 
 impl NodeFacts {
@@ -214,13 +219,28 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 
+    /// The labels and taints of the node's Node object in the API (from
+    /// its watch): admission of new pods uses them from now on.
+    pub fn set_node_object(&self, labels: BTreeMap<String, String>, taints: Vec<Taint>) {
+        self.node.borrow_mut().api_node = Some((labels, taints));
+    }
+
     /// The node as [`crate::pod::admission`] sees it.
     pub(super) fn node_view(&self) -> NodeView {
         let node = self.node.borrow();
+        // The node's own labels (which registration writes to the API, and
+        // kubelet reconciles) under those in the API: a Node read before
+        // registration patched it never refuses a pod for them.
+        let mut labels = node_labels(&self.cfg.node_name, &self.cfg.node_labels);
+        let mut taints = Vec::new();
+        if let Some((api_labels, api_taints)) = &node.api_node {
+            labels.extend(api_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+            taints = api_taints.clone();
+        }
         NodeView {
             name: self.cfg.node_name.clone(),
-            labels: node_labels(&self.cfg.node_name, &self.cfg.node_labels),
-            taints: Vec::new(),
+            labels,
+            taints,
             cpu_millis: node.cpu_millis,
             memory_bytes: Some(self.host.node_memory).filter(|m| *m > 0),
             max_pods: self.cfg.max_pods,

@@ -140,9 +140,14 @@ impl<R: RuntimeService> Agent<R> {
             .collect();
         let node = self.node_view();
         let host = self.host_support();
+        let refused_before: BTreeMap<String, admission::Rejection> = sources
+            .refused
+            .iter()
+            .map(|(u, (_, why))| (u.clone(), why.clone()))
+            .collect();
         let Merged {
             desired, rejected, ..
-        } = merge::merge(&sources.states, &node, &host, &admitted);
+        } = merge::merge(&sources.states, &node, &host, &admitted, &refused_before);
         let logged = &mut sources.rejected_logged;
         logged.retain(|u| !desired.contains_key(u));
         let mut refused = BTreeMap::new();
@@ -175,8 +180,33 @@ impl<R: RuntimeService> Agent<R> {
             .collect();
         sources.finished.retain(|u| desired.contains_key(u));
         let finished = sources.finished.clone();
+        // API pods refused for the first time (in this run) are Failed in
+        // the API too, with kubelet's reason and message.
+        let newly_refused: Vec<(Rc<Pod>, admission::Rejection)> = rejected
+            .iter()
+            .filter(|r| r.source == PodSource::Api && !sources.refused.contains_key(&r.uid))
+            .filter_map(|r| refused.get(&r.uid).cloned())
+            .collect();
+        // A refused API pod whose deletion was asked has nothing to stop:
+        // it is finished at once (the status sink sends the final DELETE,
+        // so it does not hang in Terminating).
+        let refused_deleted: Vec<(Rc<Pod>, admission::Rejection)> = rejected
+            .iter()
+            .filter(|r| r.source == PodSource::Api)
+            .filter_map(|r| refused.get(&r.uid))
+            .filter(|(p, _)| p.metadata.deletion_timestamp.is_some())
+            .filter(|(p, _)| {
+                sources
+                    .refused
+                    .get(accessors::uid(p))
+                    .is_none_or(|(before, _)| before.metadata.deletion_timestamp.is_none())
+            })
+            .cloned()
+            .collect();
         sources.refused = refused;
         drop(guard);
+        self.report_refused(&newly_refused);
+        self.report_refused_deleted(&refused_deleted);
 
         let mut changed = Vec::new();
         let mut pods = self.pods.borrow_mut();

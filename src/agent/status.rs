@@ -34,6 +34,34 @@ impl<R: RuntimeService> Agent<R> {
         sink.status(&pod, &status);
     }
 
+    /// Tells the sink that admission refused these pods: phase Failed, with
+    /// kubelet's reason and message (`Pod was rejected: ...`).
+    pub(super) fn report_refused(&self, refused: &[(Rc<Pod>, crate::pod::admission::Rejection)]) {
+        let Some(sink) = self.status_sink.borrow().clone() else {
+            return;
+        };
+        for (pod, why) in refused {
+            let qos = facts::qos(pod);
+            sink.status(
+                pod,
+                &status::refused_status(&why.reason, &why.message, qos.as_str()),
+            );
+        }
+    }
+
+    /// Tells the sink that these refused pods, whose deletion was asked,
+    /// are finished (they never ran).
+    pub(super) fn report_refused_deleted(
+        &self,
+        refused: &[(Rc<Pod>, crate::pod::admission::Rejection)],
+    ) {
+        for (pod, why) in refused {
+            let qos = facts::qos(pod);
+            let status = status::refused_status(&why.reason, &why.message, qos.as_str());
+            self.report_terminated(pod, &status);
+        }
+    }
+
     /// Tells the sink that the pod is terminated and forgotten; `status` was
     /// computed before its entry went.
     pub(super) fn report_terminated(&self, pod: &Pod, status: &PodStatus) {

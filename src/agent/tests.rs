@@ -471,3 +471,44 @@ fn a_pod_deleted_in_the_api_is_terminated_once_and_reported_to_the_sink() {
     apply(&agent, api_set(Vec::new()));
     assert!(agent.sources.borrow().finished.is_empty());
 }
+
+#[test]
+fn an_api_pod_the_node_refuses_is_reported_failed_once_stays_refused_and_finishes_when_deleted() {
+    let node = Node::new();
+    let agent = node.agent();
+    agent.sources.borrow_mut().configure(PodSource::Api);
+    let sink = Rc::new(Recorder::default());
+    agent.set_status_sink(sink.clone());
+    let mut pod = api_pod("api-uid-ssd");
+    pod.spec.as_mut().unwrap().node_selector = Some([("disk".into(), "ssd".into())].into());
+    apply(&agent, api_set(vec![pod.clone()]));
+    assert!(agent.pods.borrow().is_empty(), "never run");
+    assert_eq!(
+        *sink.statuses.borrow(),
+        [("api-uid-ssd".to_string(), Some("Failed".to_string()))]
+    );
+    // The same set again: nothing new to say.
+    apply(&agent, api_set(vec![pod.clone()]));
+    assert_eq!(sink.statuses.borrow().len(), 1);
+
+    // The node is labelled in the API: new pods may use the label, the
+    // refused one stays Failed.
+    agent.set_node_object([("disk".into(), "ssd".into())].into(), Vec::new());
+    apply(&agent, api_set(vec![pod.clone()]));
+    assert!(agent.pods.borrow().is_empty(), "a refusal is final");
+    assert_eq!(sink.statuses.borrow().len(), 1);
+
+    // `kubectl delete`: it never ran, so it is finished at once, once.
+    let mut deleting = pod.clone();
+    deleting.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+    apply(&agent, api_set(vec![deleting.clone()]));
+    apply(&agent, api_set(vec![deleting]));
+    assert_eq!(
+        *sink.terminated.borrow(),
+        [("api-uid-ssd".to_string(), Vec::<String>::new())]
+    );
+    assert!(node.running().is_empty());
+}

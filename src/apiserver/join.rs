@@ -5,7 +5,9 @@
 //! - the pod source ([`ApiPodSource`]) through the agent's source seam,
 //!   so its readiness is tracked on its own;
 //! - the status sync ([`StatusSync`]) as the agent's status sink;
-//! - the heartbeat ([`Heartbeat`]): Node registration, status and Lease.
+//! - the heartbeat ([`Heartbeat`]): Node registration, status and Lease;
+//! - the watch of the node's own Node object ([`NodeWatch`]), whose labels
+//!   and taints admission uses from then on.
 //!
 //! Nothing here waits for the API server: every piece retries on its own,
 //! and the node runs its cached and static pods meanwhile.
@@ -16,6 +18,7 @@ use std::rc::Rc;
 use super::heartbeat::{Heartbeat, HeartbeatConfig};
 use super::kubeconfig::{self, KubeconfigError};
 use super::node::{validate_node_labels, NodeLabelError};
+use super::node_watch::NodeWatch;
 use super::pods::{ApiPodSource, MirrorPods};
 use super::status_sync::StatusSync;
 use super::tls::TlsError;
@@ -73,6 +76,12 @@ pub fn join(
     );
     agent.set_status_sink(status.clone());
     let source = ApiPodSource::new(client.clone(), node_name, &cfg.root_dir, mirrors);
+    // The Node's cached labels and taints reach admission before the pod
+    // source delivers its cached pods.
+    let node_watch = NodeWatch::new(client.clone(), node_name, &cfg.root_dir);
+    if let Some(n) = node_watch.current() {
+        agent.set_node_object(n.labels, n.taints);
+    }
     let heartbeat = Rc::new(Heartbeat::new(
         client,
         HeartbeatConfig::new(cfg, node_name),
@@ -83,6 +92,10 @@ pub fn join(
         agent.spawn_source(source),
         rt::spawn(status.clone().run()),
         rt::spawn(heartbeat.run()),
+        rt::spawn({
+            let agent = agent.clone();
+            node_watch.run(move |n| agent.set_node_object(n.labels.clone(), n.taints.clone()))
+        }),
     ];
     Ok(Some(Joined { tasks, status }))
 }

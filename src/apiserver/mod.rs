@@ -28,8 +28,9 @@
 //! - [`pods`]: the pod source (pods bound to this node, from the cache at
 //!   once, authoritative once synced); [`status_sync`]: the agent's status
 //!   sink (status patches, mirror pods, the final DELETE);
-//!   [`heartbeat`]: Node registration, status and Lease; [`join`]: starts
-//!   them from `--kubeconfig`.
+//!   [`heartbeat`]: Node registration, status and Lease; [`node_watch`]:
+//!   the watch of the node's own Node object (labels and taints for
+//!   admission); [`join`]: starts them from `--kubeconfig`.
 //! - [`node`], [`lease`], [`status_manager`], [`mirror`]: pure builders of
 //!   what the node writes: its Node object and conditions, its heartbeat
 //!   Lease, pod status patches and the queue keeping the latest status per
@@ -62,6 +63,7 @@ pub mod kubeconfig;
 pub mod lease;
 pub mod mirror;
 pub mod node;
+pub mod node_watch;
 pub mod pods;
 pub mod reflector;
 pub mod request;

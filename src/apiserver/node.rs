@@ -12,7 +12,8 @@
 //! Also kubelet's rule for `--node-labels` (which `kubernetes.io` and
 //! `k8s.io` labels a node may set on itself), the decision to post a
 //! status (when it changed, or when `nodeStatusReportFrequency` passed),
-//! and [`NodeView`], the part of the Node object a node reads back.
+//! [`NodeView`], the part of the Node object a node reads back, and
+//! [`WatchedNode`], what admission takes from it.
 //!
 //! No I/O, no clock: facts and the time come in as arguments.
 
@@ -111,6 +112,69 @@ impl Metadata for NodeView {
 
     fn metadata_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata
+    }
+}
+
+/// What the node takes from its own Node object, watched: the labels and
+/// taints admission decides on (an admin's `kubectl label node` or
+/// `kubectl taint node` included), `spec.unschedulable` and the object's
+/// resourceVersion.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WatchedNode {
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub unschedulable: bool,
+    pub resource_version: Option<String>,
+}
+
+impl WatchedNode {
+    /// The facts of `view` (as the watch last delivered it).
+    pub fn of(view: &NodeView) -> WatchedNode {
+        let spec = view.spec.as_ref();
+        WatchedNode {
+            labels: view.metadata.labels.clone().unwrap_or_default(),
+            taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
+            unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+            resource_version: view.metadata.resource_version.clone(),
+        }
+    }
+
+    /// Whether admission sees a different node in `self` than in
+    /// `before` (labels or taints; a new resourceVersion alone, such as a
+    /// status heartbeat, is no change).
+    pub fn admission_differs(&self, before: Option<&WatchedNode>) -> bool {
+        before.is_none_or(|b| b.labels != self.labels || b.taints != self.taints)
+    }
+
+    /// A one-line summary for the log: `labels a=b,c=d; taints k=v:NoExecute`.
+    pub fn summary(&self) -> String {
+        let labels: Vec<String> = self
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let taints: Vec<String> = self
+            .taints
+            .iter()
+            .map(|t| match t.value.as_deref().filter(|v| !v.is_empty()) {
+                Some(v) => format!("{}={v}:{}", t.key, t.effect),
+                None => format!("{}:{}", t.key, t.effect),
+            })
+            .collect();
+        format!(
+            "labels {}; taints {}{}",
+            labels.join(","),
+            if taints.is_empty() {
+                "none".to_string()
+            } else {
+                taints.join(",")
+            },
+            if self.unschedulable {
+                "; unschedulable"
+            } else {
+                ""
+            }
+        )
     }
 }
 
@@ -641,6 +705,36 @@ mod tests {
         assert_eq!(
             crate::apiserver::request::object_path::<NodeView>(None, "pi"),
             "/api/v1/nodes/pi"
+        );
+    }
+
+    #[test]
+    fn a_watched_node_gives_admission_its_labels_and_taints_and_ignores_heartbeats() {
+        let json = r#"{"metadata":{"name":"pi","resourceVersion":"9","labels":{"a":"b"}},
+            "spec":{"unschedulable":true,"taints":[{"key":"k","value":"v","effect":"NoExecute"},{"key":"x","effect":"NoSchedule"}]}}"#;
+        let v: NodeView = serde_json::from_str(json).unwrap();
+        let w = WatchedNode::of(&v);
+        assert_eq!(w.labels.get("a").map(String::as_str), Some("b"));
+        assert_eq!(w.taints.len(), 2);
+        assert!(w.unschedulable);
+        assert_eq!(w.resource_version.as_deref(), Some("9"));
+        assert_eq!(
+            w.summary(),
+            "labels a=b; taints k=v:NoExecute,x:NoSchedule; unschedulable"
+        );
+        assert!(w.admission_differs(None));
+        let mut heartbeat = w.clone();
+        heartbeat.resource_version = Some("10".into());
+        assert!(!heartbeat.admission_differs(Some(&w)));
+        let mut labelled = heartbeat.clone();
+        labelled.labels.insert("disk".into(), "ssd".into());
+        assert!(labelled.admission_differs(Some(&heartbeat)));
+        let mut untainted = labelled.clone();
+        untainted.taints.clear();
+        assert!(untainted.admission_differs(Some(&labelled)));
+        assert_eq!(
+            WatchedNode::of(&NodeView::default()).summary(),
+            "labels ; taints none"
         );
     }
 

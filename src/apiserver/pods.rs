@@ -62,7 +62,7 @@ impl ApiPodSource {
     /// runs without one (it relists when it can).
     pub fn new(client: Client, node_name: &str, root_dir: &Path, mirrors: MirrorPods) -> Self {
         let dir = cache_dir(root_dir);
-        let cache = match Cache::open(&dir, 0o600) {
+        let cache = match Cache::open(&dir, 0o700) {
             Ok((cache, loaded)) => {
                 if loaded.discarded > 0 {
                     log::warn!(

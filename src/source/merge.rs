@@ -12,7 +12,8 @@
 //!   for API pods) and the host and runtime support what it asks for
 //!   ([`crate::pod::host_support::admit`]); newcomers are considered in UID
 //!   order, so the outcome does not depend on the order of files or events.
-//!   An established pod is never displaced by a newcomer;
+//!   An established pod is never displaced by a newcomer, and a refused
+//!   pod stays refused (its phase is Failed, which is final);
 //! - a source is ready once it delivered an authoritative set (see
 //!   [`super::SourceUpdate::authoritative`]).
 //!
@@ -98,12 +99,16 @@ pub fn may_remove(sources: &BTreeMap<PodSource, SourceState>, origin: Option<Pod
 ///
 /// `sources` holds every configured source; `node` and `host` what
 /// admission knows of the node (`node.max_pods` is `maxPods`); `admitted`
-/// the UIDs of the pods the node already runs (not those being terminated).
+/// the UIDs of the pods the node already runs (not those being terminated);
+/// `refused` the pods refused before, by UID, with why: as kubelet's, a
+/// refusal is final (the pod is Failed), so they stay refused with the same
+/// reason even if the node could take them now.
 pub fn merge<'a>(
     sources: &'a BTreeMap<PodSource, SourceState>,
     node: &NodeView,
     host: &HostSupport,
     admitted: &BTreeSet<String>,
+    refused: &BTreeMap<String, admission::Rejection>,
 ) -> Merged<'a> {
     let mut rejected = Vec::new();
     let mut claimed: BTreeMap<&'a str, (PodSource, &'a Pod)> = BTreeMap::new();
@@ -137,8 +142,11 @@ pub fn merge<'a>(
     for (id, (source, pod)) in newcomers {
         let others: Vec<&Pod> = desired.values().map(|(_, p)| *p).collect();
         let is_static = source != PodSource::Api;
-        let verdict = admission::admit(pod, node, &others, is_static)
-            .and_then(|()| host_support::admit(pod, host));
+        let verdict = match refused.get(id) {
+            Some(before) => Err(before.clone()),
+            None => admission::admit(pod, node, &others, is_static)
+                .and_then(|()| host_support::admit(pod, host)),
+        };
         match verdict {
             Ok(()) => {
                 desired.insert(id.to_string(), (source, pod));
@@ -290,7 +298,13 @@ mod tests {
                 max_pods: c.max_pods,
                 ..Default::default()
             };
-            let m = merge(&sources, &node, &HostSupport::default(), &set(c.admitted));
+            let m = merge(
+                &sources,
+                &node,
+                &HostSupport::default(),
+                &set(c.admitted),
+                &BTreeMap::new(),
+            );
             let desired: Vec<&str> = m.desired.keys().map(String::as_str).collect();
             assert_eq!(desired, c.desired, "{}: desired", c.name);
             let rejected: Vec<(String, String)> = m
@@ -341,7 +355,13 @@ mod tests {
             max_pods: 110,
             ..Default::default()
         };
-        let m = merge(&sources, &node, &HostSupport::default(), &BTreeSet::new());
+        let m = merge(
+            &sources,
+            &node,
+            &HostSupport::default(),
+            &BTreeSet::new(),
+            &BTreeMap::new(),
+        );
         assert_eq!(m.desired.keys().collect::<Vec<_>>(), ["c"]);
         let reasons: Vec<(&str, &str)> = m
             .rejected
@@ -358,6 +378,55 @@ mod tests {
                 ("b", "UserNamespacesNotSupported"),
                 ("d", "OutOfcpu")
             ]
+        );
+    }
+
+    #[test]
+    fn a_refused_pod_stays_refused_when_the_node_could_take_it_later() {
+        let mut sources = BTreeMap::new();
+        sources.insert(
+            PodSource::Api,
+            SourceState {
+                pods: vec![
+                    manifest(
+                        "a",
+                        "spec: {nodeSelector: {disk: ssd}, containers: [{name: c}]}",
+                    ),
+                    manifest(
+                        "b",
+                        "spec: {nodeSelector: {disk: ssd}, containers: [{name: c}]}",
+                    ),
+                ],
+                ready: true,
+            },
+        );
+        let mut node = NodeView {
+            name: "node".into(),
+            max_pods: 110,
+            ..Default::default()
+        };
+        let host = HostSupport::default();
+        let first = merge(&sources, &node, &host, &BTreeSet::new(), &BTreeMap::new());
+        assert!(first.desired.is_empty());
+        let refused: BTreeMap<String, admission::Rejection> = first
+            .rejected
+            .iter()
+            .filter(|r| r.uid == "a")
+            .map(|r| match &r.reason {
+                Rejection::Refused(x) => (r.uid.clone(), x.clone()),
+                other => panic!("{other}"),
+            })
+            .collect();
+        // The node is labelled: a pod never refused is admitted now, the
+        // refused one stays Failed for the same reason.
+        node.labels.insert("disk".into(), "ssd".into());
+        let later = merge(&sources, &node, &host, &BTreeSet::new(), &refused);
+        assert_eq!(later.desired.keys().collect::<Vec<_>>(), ["b"]);
+        assert_eq!(later.rejected.len(), 1);
+        assert_eq!(later.rejected[0].uid, "a");
+        assert_eq!(
+            later.rejected[0].reason,
+            Rejection::Refused(refused["a"].clone())
         );
     }
 
