@@ -16,7 +16,13 @@
 //!   published in a [`MirrorPods`] view for the mirror-pod sync;
 //! - every pod is validated again with the API server's rules
 //!   ([`crate::pod::validation`]); one picolet would refuse is logged once
-//!   and not run.
+//!   and not run;
+//! - a pod whose phase in the API is already `Succeeded` or `Failed` when
+//!   this run first sees it (a job that finished before a restart, a pod
+//!   refused before a reboot) is not started again, as kubelet treats a
+//!   pod terminal in the API as terminated. A pod that turns terminal
+//!   while this run has it stays with the agent, which already knows it
+//!   finished ([`first_seen_terminal`]).
 //!
 //! This module must not know the agent's internals; it only implements
 //! [`Source`].
@@ -49,6 +55,9 @@ pub struct ApiPodSource {
     last: Option<(Vec<Pod>, bool)>,
     /// Pods refused by validation, logged once each (by UID).
     invalid: RefCell<std::collections::BTreeSet<String>>,
+    /// Pods this run has seen, by UID, and whether the API said they were
+    /// terminal then: those are not run.
+    seen: RefCell<BTreeMap<String, bool>>,
 }
 
 /// The cache directory of the pods (under `--root-dir`).
@@ -99,6 +108,7 @@ impl ApiPodSource {
             mirrors,
             last: None,
             invalid: RefCell::new(std::collections::BTreeSet::new()),
+            seen: RefCell::new(BTreeMap::new()),
         }
     }
 
@@ -123,11 +133,47 @@ impl ApiPodSource {
                 }
                 continue;
             }
+            if first_seen_terminal(&mut self.seen.borrow_mut(), pod) {
+                continue;
+            }
             pods.push(desired(pod));
         }
+        let present: std::collections::BTreeSet<&str> = self
+            .informer
+            .store()
+            .values()
+            .filter_map(|p| p.metadata.uid.as_deref())
+            .collect();
+        self.seen
+            .borrow_mut()
+            .retain(|uid, _| present.contains(uid.as_str()));
         *self.mirrors.borrow_mut() = mirrors;
         (pods, self.informer.reflector().is_synced())
     }
+}
+
+/// Whether `pod` is left out because the API already called it terminal
+/// (`Succeeded` or `Failed`) when this run first saw it. `seen` remembers
+/// the answer per UID, so a pod that turns terminal later (the node's own
+/// status report) stays with the agent, and one first seen terminal is
+/// logged once and never started.
+pub fn first_seen_terminal(seen: &mut BTreeMap<String, bool>, pod: &Pod) -> bool {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    if let Some(&terminal) = seen.get(&uid) {
+        return terminal;
+    }
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    let terminal = matches!(phase, Some("Succeeded" | "Failed"));
+    if terminal {
+        log::info!(
+            "pod {}/{} is {} in the API already; not starting it",
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+            pod.metadata.name.as_deref().unwrap_or_default(),
+            phase.unwrap_or_default()
+        );
+    }
+    seen.insert(uid, terminal);
+    terminal
 }
 
 /// What the agent runs of an API pod: the object without its status and
@@ -203,5 +249,37 @@ mod tests {
             k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         ));
         assert_ne!(desired(&a), desired(&c), "a deletion is a change");
+    }
+
+    fn pod_in_phase(uid: &str, phase: &str) -> Pod {
+        serde_yaml_ng::from_str(&format!(
+            "metadata: {{name: job, namespace: default, uid: {uid}}}\nspec: {{containers: [{{name: c, image: i}}]}}\nstatus: {{phase: {phase}}}\n"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_pod_terminal_in_the_api_when_first_seen_is_not_run_but_one_that_finishes_later_stays() {
+        let mut seen = BTreeMap::new();
+        assert!(first_seen_terminal(
+            &mut seen,
+            &pod_in_phase("done", "Succeeded")
+        ));
+        assert!(first_seen_terminal(
+            &mut seen,
+            &pod_in_phase("refused", "Failed")
+        ));
+        assert!(!first_seen_terminal(
+            &mut seen,
+            &pod_in_phase("job", "Running")
+        ));
+        assert!(
+            !first_seen_terminal(&mut seen, &pod_in_phase("job", "Failed")),
+            "it finished while this run had it: the agent keeps it"
+        );
+        assert!(first_seen_terminal(
+            &mut seen,
+            &pod_in_phase("done", "Succeeded")
+        ));
     }
 }
