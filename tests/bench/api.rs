@@ -277,11 +277,17 @@ fn outage(cp: &ControlPlane, proxy: &FaultProxy, p: &Picolet, secs: u64) -> Outa
         LONG,
         || {
             let new: Vec<AuditedRequest> = cp.requests_by(user).split_off(before);
-            let resumed = watched.iter().all(|path| {
-                new.iter().any(|r| {
-                    r.verb == "watch" && path_of(&r.uri) == path && r.code.is_some_and(|c| c < 300)
-                })
-            });
+            // An outage shorter than the PING timeout: the connection
+            // lives on and the watches with it; only the Lease tells.
+            let survived = accepted_during == 0;
+            let resumed = survived
+                || watched.iter().all(|path| {
+                    new.iter().any(|r| {
+                        r.verb == "watch"
+                            && path_of(&r.uri) == path
+                            && r.code.is_some_and(|c| c < 300)
+                    })
+                });
             let renewed = new
                 .iter()
                 .any(|r| r.uri.contains("/leases/") && r.verb == "update" && r.code == Some(200));
