@@ -265,12 +265,12 @@ fn demo(started: &mut Started) -> Result<(), Interrupted> {
         .expect("picolet get pods");
     print!("{}", String::from_utf8_lossy(&out.stdout));
 
-    println!(
-        "\nTry: KUBECONFIG={} {} get nodes,pods -o wide",
-        cp.admin_kubeconfig().display(),
-        harness::kube::assets::binary("kubectl").display()
-    );
     if std::env::var("DEMO_WAIT").as_deref() != Ok("0") {
+        println!(
+            "\nTry: KUBECONFIG={} {} get nodes,pods -o wide",
+            cp.admin_kubeconfig().display(),
+            harness::kube::assets::binary("kubectl").display()
+        );
         println!("Ctrl-C stops the demo and removes everything.");
         // No deadline: until Ctrl-C.
         while !STOP.load(Ordering::SeqCst) {
