@@ -19,6 +19,9 @@
 //! window; `PICOLET_BENCH_PODS` picks the pod counts (e.g. "0,30").
 
 mod harness;
+// The API-mode table (issue #8), in its own file.
+#[path = "bench/api.rs"]
+mod api;
 
 use std::time::{Duration, Instant};
 
@@ -298,4 +301,7 @@ fn main() {
     }
     println!();
     println!("Reference, upstream kubelet v1.36 on this machine with 30 static pods: 96 MB RSS, 11 threads, 1.1 s CPU per idle minute, 6.2 s to start them all, 83 MB binary.");
+    if std::env::var("PICOLET_BENCH_API").as_deref() != Ok("0") {
+        api::run();
+    }
 }
