@@ -276,6 +276,43 @@ impl<R: RuntimeService> Agent<R> {
         Ok(obs)
     }
 
+    /// The sandbox this worker just created, as [`Agent::observe`] would
+    /// find it, from one PodSandboxStatus instead of two lists and a
+    /// status (the start path of issue #13); its IPs are cached as
+    /// `observe` caches them.
+    pub(super) async fn observe_new_sandbox(
+        &self,
+        uid: &str,
+        id: &str,
+    ) -> Result<ObservedSandbox, CriError> {
+        let st = self
+            .runtime
+            .pod_sandbox_status(api::PodSandboxStatusRequest {
+                pod_sandbox_id: id.to_string(),
+                verbose: false,
+            })
+            .await?;
+        let status = st.status.clone().unwrap_or_default();
+        let ready = sandbox_ready(status.state);
+        let (ip, additional_ips) = if ready {
+            let v = sandbox_ips(st);
+            if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+                e.sandbox_ips.insert(id.to_string(), v.clone());
+            }
+            v
+        } else {
+            Default::default()
+        };
+        Ok(ObservedSandbox {
+            id: id.to_string(),
+            attempt: status.metadata.map(|m| m.attempt).unwrap_or(0),
+            ready,
+            created_at: status.created_at,
+            ip,
+            additional_ips,
+        })
+    }
+
     /// Lists every sandbox and container (or only the sandboxes, when the
     /// containers were just listed); records the GC input.
     pub(super) async fn relist(

@@ -110,8 +110,22 @@ impl<R: RuntimeService> Agent<R> {
                 Action::CreateSandbox { attempt } => {
                     match Box::pin(self.create_sandbox(&pod, attempt)).await {
                         Ok(id) => {
+                            // A pod that had nothing in the runtime has
+                            // only this sandbox now: ask for it alone.
+                            let fresh =
+                                observed.sandboxes.is_empty() && observed.containers.is_empty();
+                            let again = if fresh {
+                                Box::pin(self.observe_new_sandbox(uid, &id))
+                                    .await
+                                    .map(|s| ObservedPod {
+                                        sandboxes: vec![s],
+                                        ..Default::default()
+                                    })
+                            } else {
+                                Box::pin(self.observe(uid)).await
+                            };
                             sandbox = Some((id, attempt));
-                            match Box::pin(self.observe(uid)).await {
+                            match again {
                                 Ok(o) => observed = o,
                                 Err(_) => return Some(RETRY_AFTER_ERROR),
                             }
