@@ -30,6 +30,8 @@
 //! it. `PICOLET_BENCH_IDLE_SECS` shortens the idle window;
 //! `PICOLET_BENCH_PODS` picks the pod counts (e.g. "0,30");
 //! `PICOLET_BENCH_PROBE_PODS=0` skips the probe table;
+//! `PICOLET_BENCH_ROUNDS` repeats the start measurements (bare client and
+//! picolet alternately) and reports their medians;
 //! `PICOLET_BENCH_ARGS` adds flags to picolet's command line (`-v=6` logs
 //! every CRI call with its duration: the start profile) and
 //! `PICOLET_BENCH_LOGS=dir` keeps picolet's log of each row there.
@@ -167,6 +169,12 @@ fn footprint(pid: u32, idle: Duration, row: &mut Row) {
     row.rss_kib = proc_status_field(pid, "VmRSS:");
     row.hwm_kib = proc_status_field(pid, "VmHWM:");
     row.threads = proc_status_field(pid, "Threads:");
+}
+
+/// The middle of the measured times (the lower middle for an even count).
+fn median(mut v: Vec<Duration>) -> Option<Duration> {
+    v.sort();
+    v.get(v.len().saturating_sub(1) / 2).copied()
 }
 
 fn measure_picolet(n: usize, idle: Duration) -> Row {
@@ -442,18 +450,41 @@ fn main() {
         picolet: Row,
         kubelet: Option<Row>,
     }
+    let rounds: usize = std::env::var("PICOLET_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
     let measured: Vec<Measured> = counts
         .iter()
-        .map(|&n| Measured {
-            bare: (n > 0).then(|| measure_bare(n)),
-            picolet: measure_picolet(n, idle),
-            kubelet: kubelet.as_deref().map(|k| measure_kubelet(k, n, idle)),
+        .map(|&n| {
+            // Rounds alternate the bare client and picolet, so that a
+            // machine getting busier or quieter weighs on both; the idle
+            // window and footprint are the first round's.
+            let mut bare = Vec::new();
+            let mut starts = Vec::new();
+            let mut picolet = None;
+            for round in 0..rounds {
+                if n > 0 {
+                    bare.push(measure_bare(n));
+                }
+                let row = measure_picolet(n, if round == 0 { idle } else { Duration::ZERO });
+                starts.extend(row.start);
+                picolet.get_or_insert(row);
+            }
+            let mut picolet = picolet.expect("one round at least");
+            picolet.start = median(starts);
+            Measured {
+                bare: median(bare),
+                picolet,
+                kubelet: kubelet.as_deref().map(|k| measure_kubelet(k, n, idle)),
+            }
         })
         .collect();
 
     println!();
     println!(
-        "picolet bench ({}, {}; idle window {} s; binary {} = {:.2} MiB)",
+        "picolet bench ({}, {}; idle window {} s; start times: median of {rounds}; binary {} = {:.2} MiB)",
         std::env::consts::ARCH,
         harness::runtime_kind().runtime_name(),
         idle.as_secs(),

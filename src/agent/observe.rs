@@ -449,6 +449,16 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 
+    fn stream_opened(&self, cadence: &RefCell<pleg::Cadence>, kick: &smol::channel::Sender<()>) {
+        log::info!(
+            "container runtime events: evented PLEG, relisting every {:?} as a backstop",
+            pleg::EVENTED_RELIST_PERIOD
+        );
+        cadence.borrow_mut().stream_opened();
+        // Catch up on what happened before the stream opened.
+        let _ = kick.try_send(());
+    }
+
     /// The event stream (`GetContainerEvents`): while it is open, every
     /// event asks the PLEG for a relist and the timed relist slows to a
     /// backstop; when it fails, the 1 s relist resumes at once and the
@@ -472,7 +482,18 @@ impl<R: RuntimeService> Agent<R> {
                     continue;
                 }
             }
-            let mut stream = match self.runtime.get_container_events().await {
+            // A runtime without events says so at once; one with them may
+            // answer only with its first event. So the stream counts as
+            // open once it did not fail within STREAM_SETTLE.
+            let mut open = Box::pin(self.runtime.get_container_events());
+            let opened = match rt::timeout(STREAM_SETTLE, &mut open).await {
+                Some(r) => r,
+                None => {
+                    self.stream_opened(&cadence, &kick);
+                    open.await
+                }
+            };
+            let mut stream = match opened {
                 Ok(s) => s,
                 Err(e) if e.code() == tonic::Code::Unimplemented => {
                     log::info!(
@@ -488,13 +509,9 @@ impl<R: RuntimeService> Agent<R> {
                     continue;
                 }
             };
-            log::info!(
-                "container runtime events: evented PLEG, relisting every {:?} as a backstop",
-                pleg::EVENTED_RELIST_PERIOD
-            );
-            cadence.borrow_mut().stream_opened();
-            // Catch up on what happened before the stream opened.
-            let _ = kick.try_send(());
+            if cadence.borrow().events != pleg::Events::Streaming {
+                self.stream_opened(&cadence, &kick);
+            }
             let why = loop {
                 match stream.next().await {
                     Ok(Some(_)) => {
@@ -510,6 +527,10 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 }
+
+/// How long a runtime has to refuse `GetContainerEvents` before the stream
+/// counts as open (an Unimplemented answer takes a round trip).
+const STREAM_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What the PLEG task keeps between passes.
 struct PlegState {

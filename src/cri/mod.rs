@@ -277,18 +277,20 @@ impl Runtime {
         .map(RawContainers)
     }
 
-    /// GetContainerEvents: the stream of container lifecycle events. The
-    /// deadline covers the answer's headers only; the stream then lasts
-    /// until either side ends it. Runtimes without it (containerd 1.6)
-    /// answer Unimplemented.
+    /// GetContainerEvents: the stream of container lifecycle events, which
+    /// lasts until either side ends it. No deadline: a runtime written
+    /// with grpc-go sends the answer's headers with the first event, which
+    /// may come hours later, so this returns only then. Runtimes without it
+    /// (containerd 1.6) answer Unimplemented at once.
     pub async fn get_container_events(&self) -> Result<ContainerEvents, CriError> {
-        self.call("GetEventsRequest", self.timeout, |ch| async move {
-            RuntimeServiceClient::with_origin(ch, origin())
-                .get_container_events(api::GetEventsRequest {})
-                .await
-        })
-        .await
-        .map(ContainerEvents::new)
+        RuntimeServiceClient::with_origin(self.channel.clone(), origin())
+            .get_container_events(api::GetEventsRequest {})
+            .await
+            .map(|r| ContainerEvents::new(r.into_inner()))
+            .map_err(|status| CriError::Status {
+                op: "GetEventsRequest",
+                status,
+            })
     }
 
     /// StopContainer; the deadline is the grace period plus the call timeout.
