@@ -121,7 +121,10 @@ pub enum Events {
     Streaming,
     /// The stream failed; it is tried again at `retry_at`, and `backoff`
     /// is the wait after that one.
-    Broken { retry_at: Instant, backoff: Duration },
+    Broken {
+        retry_at: Instant,
+        backoff: Duration,
+    },
 }
 
 /// When to relist and what to list: the PLEG's schedule, advanced by what

@@ -263,8 +263,11 @@ fn measure_kubelet(bin: &Path, n: usize, idle: Duration) -> Row {
     });
     let t0 = Instant::now();
     for i in 0..n {
-        std::fs::write(k.manifests_dir().join(format!("bench-{i}.yaml")), sleeper(i))
-            .expect("static pod manifest for kubelet");
+        std::fs::write(
+            k.manifests_dir().join(format!("bench-{i}.yaml")),
+            sleeper(i),
+        )
+        .expect("static pod manifest for kubelet");
     }
     let mut row = Row {
         pods: n,
@@ -394,7 +397,9 @@ fn print_side_by_side(bare: Option<Duration>, p: &Row, k: Option<&Row>) {
     let n = p.pods;
     let kcol = |f: &dyn Fn(&Row) -> String| k.map(f).unwrap_or_else(|| "absent".into());
     println!();
-    println!("| N = {n} | bare CRI client | picolet | kubelet | picolet / bare | picolet / kubelet |");
+    println!(
+        "| N = {n} | bare CRI client | picolet | kubelet | picolet / bare | picolet / kubelet |"
+    );
     println!("|---|---:|---:|---:|---:|---:|");
     if n > 0 {
         println!(

@@ -521,7 +521,9 @@ impl<R: RuntimeService> Agent<R> {
                     Err(e) => break e.to_string(),
                 }
             };
-            log::warn!("container event stream closed ({why}); relisting every second until it is back");
+            log::warn!(
+                "container event stream closed ({why}); relisting every second until it is back"
+            );
             cadence.borrow_mut().stream_failed(Instant::now());
             let _ = kick.try_send(());
         }

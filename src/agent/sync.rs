@@ -125,12 +125,12 @@ impl<R: RuntimeService> Agent<R> {
                             let fresh =
                                 observed.sandboxes.is_empty() && observed.containers.is_empty();
                             let again = if fresh {
-                                Box::pin(self.observe_new_sandbox(uid, &id))
-                                    .await
-                                    .map(|s| ObservedPod {
+                                Box::pin(self.observe_new_sandbox(uid, &id)).await.map(|s| {
+                                    ObservedPod {
                                         sandboxes: vec![s],
                                         ..Default::default()
-                                    })
+                                    }
+                                })
                             } else {
                                 Box::pin(self.observe(uid)).await
                             };

@@ -23,7 +23,10 @@ pub const IN_FLIGHT: usize = 8;
 fn labels(name: &str, uid: &str, container: Option<&str>) -> HashMap<String, String> {
     let mut l = HashMap::from([
         ("io.kubernetes.pod.name".to_string(), name.to_string()),
-        ("io.kubernetes.pod.namespace".to_string(), "default".to_string()),
+        (
+            "io.kubernetes.pod.namespace".to_string(),
+            "default".to_string(),
+        ),
         ("io.kubernetes.pod.uid".to_string(), uid.to_string()),
     ]);
     if let Some(c) = container {

@@ -58,7 +58,10 @@ impl Kubelet {
         let child = Command::new(bin)
             .arg(format!("--config={}", config_path.display()))
             .arg(format!("--root-dir={}", dir.path().join("root").display()))
-            .arg(format!("--hostname-override=bench-kubelet-{}", std::process::id()))
+            .arg(format!(
+                "--hostname-override=bench-kubelet-{}",
+                std::process::id()
+            ))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("kubelet log"))
             .stderr(log)
@@ -82,7 +85,11 @@ impl Kubelet {
     /// Removes every static pod and waits (up to a minute) for kubelet to
     /// stop them, so the runtime is left clean for the next row.
     pub fn stop_pods(&self, still_running: impl Fn() -> usize) {
-        for e in std::fs::read_dir(self.manifests_dir()).into_iter().flatten().flatten() {
+        for e in std::fs::read_dir(self.manifests_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             let _ = std::fs::remove_file(e.path());
         }
         let _ = crate::harness::poll_until(std::time::Duration::from_secs(60), || {
