@@ -501,11 +501,13 @@ impl<R: RuntimeService> Agent<R> {
                         pleg::RELIST_PERIOD
                     );
                     cadence.borrow_mut().stream_unsupported();
+                    let _ = kick.try_send(());
                     continue;
                 }
                 Err(e) => {
                     log::debug!("container events: {e}; relisting every second meanwhile");
                     cadence.borrow_mut().stream_failed(Instant::now());
+                    let _ = kick.try_send(());
                     continue;
                 }
             };
