@@ -391,7 +391,7 @@ impl<R: RuntimeService> Agent<R> {
     /// changed (or the sandbox backstop is due, or the runtime came back)
     /// are they decoded, the sandboxes listed and the snapshots diffed
     /// ([`pleg::Cadence`]). Nothing is allocated per container otherwise.
-    async fn pleg_tick(self: &Rc<Self>, st: &mut PlegState) {
+    pub(super) async fn pleg_tick(self: &Rc<Self>, st: &mut PlegState) {
         let raw = self.runtime.list_containers_raw().await;
         if self.runtime.connects() != st.connects {
             st.cadence.borrow_mut().reconnected();
@@ -436,12 +436,7 @@ impl<R: RuntimeService> Agent<R> {
         let me = self.clone();
         let events_cadence = cadence.clone();
         let _events = rt::spawn(async move { me.events_loop(events_cadence, kick).await });
-        let mut st = PlegState {
-            last: pleg::Snapshot::default(),
-            down: false,
-            connects: self.runtime.connects(),
-            cadence,
-        };
+        let mut st = PlegState::new(self.runtime.connects(), cadence);
         loop {
             self.pleg_tick(&mut st).await;
             let period = st.cadence.borrow().period();
@@ -537,11 +532,22 @@ impl<R: RuntimeService> Agent<R> {
 const STREAM_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What the PLEG task keeps between passes.
-struct PlegState {
+pub(super) struct PlegState {
     last: pleg::Snapshot,
     down: bool,
     connects: u64,
     cadence: Rc<RefCell<pleg::Cadence>>,
+}
+
+impl PlegState {
+    pub(super) fn new(connects: u64, cadence: Rc<RefCell<pleg::Cadence>>) -> Self {
+        PlegState {
+            last: pleg::Snapshot::default(),
+            down: false,
+            connects,
+            cadence,
+        }
+    }
 }
 
 #[cfg(test)]
