@@ -119,12 +119,8 @@ pub enum Events {
     Unsupported,
     /// The stream is open: relists are a backstop.
     Streaming,
-    /// The stream failed; it is tried again at `retry_at`, and `backoff`
-    /// is the wait after that one.
-    Broken {
-        retry_at: Instant,
-        backoff: Duration,
-    },
+    /// The stream failed or ended; it is tried again at `retry_at`.
+    Broken { retry_at: Instant },
 }
 
 /// When to relist and what to list: the PLEG's schedule, advanced by what
@@ -136,6 +132,8 @@ pub struct Cadence {
     sandboxes_listed: Option<Instant>,
     /// The containers' fingerprint at the last full relist.
     fingerprint: Option<(u32, u64)>,
+    /// The wait before the stream is tried again after its next failure.
+    backoff: Duration,
 }
 
 impl Default for Cadence {
@@ -144,6 +142,7 @@ impl Default for Cadence {
             events: Events::Unknown,
             sandboxes_listed: None,
             fingerprint: None,
+            backoff: STREAM_RETRY_INITIAL,
         }
     }
 }
@@ -191,16 +190,17 @@ impl Cadence {
     }
 
     /// The stream failed to open, failed or ended: back to the 1 s relist,
-    /// and a retry after the back-off (reset when it had been streaming).
-    pub fn stream_failed(&mut self, now: Instant) {
-        let wait = match self.events {
-            Events::Broken { backoff, .. } => backoff,
-            _ => STREAM_RETRY_INITIAL,
-        };
+    /// and a retry after the back-off. The back-off starts over only when
+    /// the stream had `delivered` events: a runtime that ends it at once
+    /// (CRI-O with `enable_pod_events = false`) is asked less and less.
+    pub fn stream_failed(&mut self, now: Instant, delivered: bool) {
+        if delivered {
+            self.backoff = STREAM_RETRY_INITIAL;
+        }
         self.events = Events::Broken {
-            retry_at: now + wait,
-            backoff: (wait * 2).min(STREAM_RETRY_MAX),
+            retry_at: now + self.backoff,
         };
+        self.backoff = (self.backoff * 2).min(STREAM_RETRY_MAX);
     }
 
     /// The connection to the runtime was made again (a restarted or
@@ -217,7 +217,7 @@ impl Cadence {
     pub fn stream_retry_in(&self, now: Instant) -> Option<Duration> {
         match self.events {
             Events::Unknown => Some(Duration::ZERO),
-            Events::Broken { retry_at, .. } => Some(retry_at.saturating_duration_since(now)),
+            Events::Broken { retry_at } => Some(retry_at.saturating_duration_since(now)),
             Events::Streaming | Events::Unsupported => None,
         }
     }
@@ -414,25 +414,27 @@ mod tests {
         c.stream_opened();
         assert_eq!(c.period(), EVENTED_RELIST_PERIOD);
         assert_eq!(c.stream_retry_in(t0), None);
-        c.stream_failed(t0);
+        c.stream_failed(t0, true);
         assert_eq!(c.period(), RELIST_PERIOD);
         assert_eq!(c.stream_retry_in(t0), Some(STREAM_RETRY_INITIAL));
     }
 
     #[test]
-    fn stream_retries_back_off_up_to_the_maximum_and_reset_after_streaming() {
+    fn stream_retries_back_off_up_to_the_maximum_and_start_over_after_events() {
         let t0 = Instant::now();
         let mut c = Cadence::default();
         let mut waits = Vec::new();
         for _ in 0..10 {
-            c.stream_failed(t0);
+            // Opened, then ended without an event: still backing off.
+            c.stream_opened();
+            c.stream_failed(t0, false);
             waits.push(c.stream_retry_in(t0).expect("a retry is due"));
         }
         assert_eq!(waits[0], STREAM_RETRY_INITIAL);
         assert_eq!(waits[1], STREAM_RETRY_INITIAL * 2);
         assert_eq!(*waits.last().expect("ten waits"), STREAM_RETRY_MAX);
         c.stream_opened();
-        c.stream_failed(t0);
+        c.stream_failed(t0, true);
         assert_eq!(c.stream_retry_in(t0), Some(STREAM_RETRY_INITIAL));
     }
 

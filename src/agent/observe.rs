@@ -444,14 +444,22 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 
-    fn stream_opened(&self, cadence: &RefCell<pleg::Cadence>, kick: &smol::channel::Sender<()>) {
-        log::info!(
-            "container runtime events: evented PLEG, relisting every {:?} as a backstop",
-            pleg::EVENTED_RELIST_PERIOD
-        );
+    /// The stream counts as open: say so when that is news, and relist
+    /// at once to catch up on what happened before. Returns true.
+    fn stream_opened(
+        &self,
+        cadence: &RefCell<pleg::Cadence>,
+        kick: &smol::channel::Sender<()>,
+    ) -> bool {
+        if cadence.borrow().events != pleg::Events::Streaming {
+            log::info!(
+                "container runtime events: evented PLEG, relisting every {:?} as a backstop",
+                pleg::EVENTED_RELIST_PERIOD
+            );
+        }
         cadence.borrow_mut().stream_opened();
-        // Catch up on what happened before the stream opened.
         let _ = kick.try_send(());
+        true
     }
 
     /// The event stream (`GetContainerEvents`): while it is open, every
@@ -464,6 +472,7 @@ impl<R: RuntimeService> Agent<R> {
         cadence: Rc<RefCell<pleg::Cadence>>,
         kick: smol::channel::Sender<()>,
     ) {
+        let mut said_ended = false;
         loop {
             let wait = cadence.borrow().stream_retry_in(Instant::now());
             match wait {
@@ -477,19 +486,39 @@ impl<R: RuntimeService> Agent<R> {
                     continue;
                 }
             }
-            // A runtime without events says so at once; one with them may
-            // answer only with its first event. So the stream counts as
-            // open once it did not fail within STREAM_SETTLE.
-            let mut open = Box::pin(self.runtime.get_container_events());
-            let opened = match rt::timeout(STREAM_SETTLE, &mut open).await {
+            // A runtime without events says so at once (Unimplemented), and
+            // one with events turned off ends the stream at once; one with
+            // them may answer only with its first event. So the stream
+            // counts as open when its first event came, or when nothing
+            // ended it within STREAM_SETTLE.
+            let mut first = Box::pin(async {
+                let mut stream = self.runtime.get_container_events().await?;
+                let event = stream.next().await?;
+                Ok::<_, CriError>((stream, event))
+            });
+            let mut opened = false;
+            let outcome = match rt::timeout(STREAM_SETTLE, &mut first).await {
                 Some(r) => r,
                 None => {
-                    self.stream_opened(&cadence, &kick);
-                    open.await
+                    opened = self.stream_opened(&cadence, &kick);
+                    first.await
                 }
             };
-            let mut stream = match opened {
-                Ok(s) => s,
+            let mut stream = match outcome {
+                Ok((stream, Some(_))) => stream,
+                Ok((_, None)) => {
+                    if !said_ended {
+                        log::info!(
+                            "container runtime ends its event stream at once (events turned off? \
+                             CRI-O: enable_pod_events); relisting every {:?}",
+                            pleg::RELIST_PERIOD
+                        );
+                        said_ended = true;
+                    }
+                    cadence.borrow_mut().stream_failed(Instant::now(), false);
+                    let _ = kick.try_send(());
+                    continue;
+                }
                 Err(e) if e.code() == tonic::Code::Unimplemented => {
                     log::info!(
                         "container runtime has no GetContainerEvents; relisting every {:?}",
@@ -501,14 +530,15 @@ impl<R: RuntimeService> Agent<R> {
                 }
                 Err(e) => {
                     log::debug!("container events: {e}; relisting every second meanwhile");
-                    cadence.borrow_mut().stream_failed(Instant::now());
+                    cadence.borrow_mut().stream_failed(Instant::now(), false);
                     let _ = kick.try_send(());
                     continue;
                 }
             };
-            if cadence.borrow().events != pleg::Events::Streaming {
+            if !opened {
                 self.stream_opened(&cadence, &kick);
             }
+            let _ = kick.try_send(());
             let why = loop {
                 match stream.next().await {
                     Ok(Some(_)) => {
@@ -521,7 +551,7 @@ impl<R: RuntimeService> Agent<R> {
             log::warn!(
                 "container event stream closed ({why}); relisting every second until it is back"
             );
-            cadence.borrow_mut().stream_failed(Instant::now());
+            cadence.borrow_mut().stream_failed(Instant::now(), true);
             let _ = kick.try_send(());
         }
     }
