@@ -257,7 +257,7 @@ fn measure_kubelet(bin: &Path, n: usize, idle: Duration) -> Row {
     let k = kubelet::Kubelet::start(bin, &c.endpoint(), &cgroup_root);
     // Ready once its container manager wrote its state (its pods' start
     // must not include its own start).
-    let ready = k.root_dir().join("memory_manager_state");
+    let ready = k.root_dir().join("cpu_manager_state");
     wait_until("kubelet started", Duration::from_secs(120), || {
         ready.exists().then_some(())
     });

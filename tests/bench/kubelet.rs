@@ -4,7 +4,9 @@
 //! kubelet runs standalone (no API server: static pods only, as picolet
 //! does in the bench) against the same private runtime, with its HTTP
 //! server off, the cgroupfs driver, its own cgroup root and pod logs
-//! directory, and its defaults otherwise (`syncFrequency` 1m). Eviction
+//! directory (made beforehand: kubelet refuses a missing one), and its
+//! defaults otherwise (`syncFrequency` 1m). Untested here: no kubelet
+//! binary was at hand when this was written. Eviction
 //! thresholds are zeroed so a busy build machine's disk does not make it
 //! refuse the pods.
 
@@ -52,6 +54,7 @@ impl Kubelet {
             manifests = dir.path().join("manifests").display(),
             logs = dir.path().join("logs").display(),
         );
+        make_cgroup_root(cgroup_root);
         let config_path = dir.path().join("config.yaml");
         std::fs::write(&config_path, config).expect("kubelet config");
         let log = std::fs::File::create(dir.path().join("kubelet.log")).expect("kubelet log");
@@ -102,5 +105,22 @@ impl Drop for Kubelet {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// kubelet refuses a `cgroupRoot` that does not exist: make it, in the
+/// unified hierarchy or in every v1 controller.
+fn make_cgroup_root(root: &str) {
+    let base = Path::new("/sys/fs/cgroup");
+    let rel = root.trim_start_matches('/');
+    if base.join("cgroup.controllers").exists() {
+        let _ = std::fs::create_dir_all(base.join(rel));
+        return;
+    }
+    for e in std::fs::read_dir(base).into_iter().flatten().flatten() {
+        let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+        if is_dir {
+            let _ = std::fs::create_dir_all(e.path().join(rel));
+        }
     }
 }
