@@ -5,10 +5,9 @@
 //! does in the bench) against the same private runtime, with its HTTP
 //! server off, the cgroupfs driver, its own cgroup root and pod logs
 //! directory (made beforehand: kubelet refuses a missing one), and its
-//! defaults otherwise (`syncFrequency` 1m). Untested here: no kubelet
-//! binary was at hand when this was written. Eviction
-//! thresholds are zeroed so a busy build machine's disk does not make it
-//! refuse the pods.
+//! defaults otherwise (`syncFrequency` 1m). Eviction thresholds are zeroed
+//! so a busy build machine's disk does not make it refuse the pods.
+//! Untested: no kubelet binary was at hand when this was written.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
