@@ -1,11 +1,38 @@
 //! PLEG: the pod lifecycle event generator.
 //!
-//! Every second the agent relists sandboxes and containers from the runtime
-//! and hands the result to [`Snapshot::from_records`]. [`diff`] compares two
-//! snapshots and says which pods changed, so the agent wakes only those pods'
-//! workers. This module is pure: no CRI types, no I/O, no clock.
+//! The agent relists sandboxes and containers from the runtime and hands
+//! the result to [`Snapshot::from_records`]. [`diff`] compares two
+//! snapshots and says which pods changed, so the agent wakes only those
+//! pods' workers. [`Cadence`] decides when to relist and what to list
+//! (issue #13):
+//!
+//! - Without runtime events (containerd 1.6 answers `GetContainerEvents`
+//!   with Unimplemented) containers are listed every [`RELIST_PERIOD`]
+//!   (1 s, kubelet's generic PLEG period). The answer is compared by a
+//!   fingerprint of its (ID, state) pairs before anything is decoded, and
+//!   when it did not change, `ListPodSandbox` is skipped too: a sandbox
+//!   whose containers did not change changed only if it died behind
+//!   picolet's back (its pause process killed), since picolet itself
+//!   creates, stops and removes sandboxes and its workers observe that
+//!   directly. kubelet's generic PLEG lists both every second and would see
+//!   that within 1 s; here sandboxes are listed at least every
+//!   [`SANDBOX_BACKSTOP`] (10 s), which bounds that case, and after the
+//!   runtime came back.
+//! - With runtime events (CRI-O, containerd >= 1.7), detected at start, an
+//!   event triggers a relist at once and the timed relist becomes a
+//!   backstop every [`EVENTED_RELIST_PERIOD`]. kubelet's evented PLEG uses
+//!   300 s because its pod cache is fed from the events themselves; here
+//!   the relist is still what feeds GC and orphan adoption and what sees
+//!   sandbox-only changes, so the backstop is the same 10 s bound as
+//!   above (a full relist of 30 pods every 10 s is ~1% of the idle budget).
+//!   When the stream fails or ends, the 1 s relist resumes at once and the
+//!   stream is retried with a back-off ([`STREAM_RETRY_INITIAL`] doubling
+//!   to [`STREAM_RETRY_MAX`]).
+//!
+//! This module is pure: no CRI types, no I/O, no clock (time comes in).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 /// A runtime object's state as PLEG sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -40,14 +67,18 @@ pub struct Record {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Snapshot {
     records: BTreeMap<String, Record>,
+    /// Every pod UID in `records`, kept so that asking costs nothing
+    /// between relists.
+    uids: BTreeSet<String>,
 }
 
 impl Snapshot {
     /// Builds a snapshot from relisted records.
     pub fn from_records(records: impl IntoIterator<Item = Record>) -> Self {
-        Snapshot {
-            records: records.into_iter().map(|r| (r.id.clone(), r)).collect(),
-        }
+        let records: BTreeMap<String, Record> =
+            records.into_iter().map(|r| (r.id.clone(), r)).collect();
+        let uids = records.values().map(|r| r.pod_uid.clone()).collect();
+        Snapshot { records, uids }
     }
 
     /// Number of records.
@@ -60,12 +91,135 @@ impl Snapshot {
         self.records.is_empty()
     }
 
-    /// Every pod UID that has at least one sandbox or container.
+    /// Every pod UID that has at least one sandbox or container, in order.
     pub fn pod_uids(&self) -> impl Iterator<Item = &str> {
-        let mut uids: Vec<&str> = self.records.values().map(|r| r.pod_uid.as_str()).collect();
-        uids.sort_unstable();
-        uids.dedup();
-        uids.into_iter()
+        self.uids.iter().map(String::as_str)
+    }
+}
+
+/// How often the containers are listed without runtime events (kubelet's
+/// generic PLEG period).
+pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
+/// The backstop relist while runtime events arrive.
+pub const EVENTED_RELIST_PERIOD: Duration = Duration::from_secs(10);
+/// The longest sandboxes go unlisted.
+pub const SANDBOX_BACKSTOP: Duration = Duration::from_secs(10);
+/// The first wait before the event stream is tried again.
+pub const STREAM_RETRY_INITIAL: Duration = Duration::from_secs(1);
+/// The longest wait before the event stream is tried again.
+pub const STREAM_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// Where the runtime's event stream (`GetContainerEvents`) stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Events {
+    /// Not asked yet.
+    Unknown,
+    /// The runtime does not have it (Unimplemented): relist every second,
+    /// until the runtime is replaced (a reconnect asks again).
+    Unsupported,
+    /// The stream is open: relists are a backstop.
+    Streaming,
+    /// The stream failed or ended; it is tried again at `retry_at`.
+    Broken { retry_at: Instant },
+}
+
+/// When to relist and what to list: the PLEG's schedule, advanced by what
+/// happened (a relist, the event stream's fate).
+#[derive(Clone, Debug)]
+pub struct Cadence {
+    pub events: Events,
+    /// When sandboxes were last listed (`None`: never, or they must be).
+    sandboxes_listed: Option<Instant>,
+    /// The containers' fingerprint at the last full relist.
+    fingerprint: Option<(u32, u64)>,
+    /// The wait before the stream is tried again after its next failure.
+    backoff: Duration,
+}
+
+impl Default for Cadence {
+    fn default() -> Self {
+        Cadence {
+            events: Events::Unknown,
+            sandboxes_listed: None,
+            fingerprint: None,
+            backoff: STREAM_RETRY_INITIAL,
+        }
+    }
+}
+
+impl Cadence {
+    /// The wait between two timed relists.
+    pub fn period(&self) -> Duration {
+        match self.events {
+            Events::Streaming => EVENTED_RELIST_PERIOD,
+            _ => RELIST_PERIOD,
+        }
+    }
+
+    /// Whether the containers just listed (their fingerprint; `None` when
+    /// it could not be read) need a full relist: decoding them, listing
+    /// sandboxes, diffing. No when nothing changed and sandboxes were
+    /// listed within [`SANDBOX_BACKSTOP`].
+    pub fn needs_full_relist(&self, fingerprint: Option<(u32, u64)>, now: Instant) -> bool {
+        let fresh = self
+            .sandboxes_listed
+            .is_some_and(|t| now.saturating_duration_since(t) < SANDBOX_BACKSTOP);
+        !(fresh && fingerprint.is_some() && fingerprint == self.fingerprint)
+    }
+
+    /// A full relist succeeded.
+    pub fn relisted(&mut self, fingerprint: Option<(u32, u64)>, now: Instant) {
+        self.fingerprint = fingerprint;
+        self.sandboxes_listed = Some(now);
+    }
+
+    /// The runtime failed or came back: the next pass relists fully.
+    pub fn forget(&mut self) {
+        self.fingerprint = None;
+        self.sandboxes_listed = None;
+    }
+
+    /// The event stream opened.
+    pub fn stream_opened(&mut self) {
+        self.events = Events::Streaming;
+    }
+
+    /// The runtime answered Unimplemented.
+    pub fn stream_unsupported(&mut self) {
+        self.events = Events::Unsupported;
+    }
+
+    /// The stream failed to open, failed or ended: back to the 1 s relist,
+    /// and a retry after the back-off. The back-off starts over only when
+    /// the stream had `delivered` events: a runtime that ends it at once
+    /// (CRI-O with `enable_pod_events = false`) is asked less and less.
+    pub fn stream_failed(&mut self, now: Instant, delivered: bool) {
+        if delivered {
+            self.backoff = STREAM_RETRY_INITIAL;
+        }
+        self.events = Events::Broken {
+            retry_at: now + self.backoff,
+        };
+        self.backoff = (self.backoff * 2).min(STREAM_RETRY_MAX);
+    }
+
+    /// The connection to the runtime was made again (a restarted or
+    /// upgraded runtime may have gained events): ask again.
+    pub fn reconnected(&mut self) {
+        if self.events == Events::Unsupported {
+            self.events = Events::Unknown;
+        }
+        self.forget();
+    }
+
+    /// How long until the stream should be tried (again); `None` while it
+    /// streams or when the runtime does not have it.
+    pub fn stream_retry_in(&self, now: Instant) -> Option<Duration> {
+        match self.events {
+            Events::Unknown => Some(Duration::ZERO),
+            Events::Broken { retry_at } => Some(retry_at.saturating_duration_since(now)),
+            Events::Streaming | Events::Unsupported => None,
+        }
     }
 }
 
@@ -225,6 +379,73 @@ mod tests {
             c("c3", "p1", State::Exited),
         ]);
         assert_eq!(changed_pods(&diff(&a, &b)), vec!["p1".to_string()]);
+    }
+
+    #[test]
+    fn pod_uids_are_distinct_and_ordered() {
+        let a = Snapshot::from_records([
+            c("c1", "p2", State::Running),
+            s("s1", "p1", State::Running),
+            c("c2", "p1", State::Running),
+        ]);
+        assert_eq!(a.pod_uids().collect::<Vec<_>>(), vec!["p1", "p2"]);
+    }
+
+    #[test]
+    fn an_unchanged_container_list_skips_the_full_relist_until_the_sandbox_backstop() {
+        let t0 = Instant::now();
+        let mut c = Cadence::default();
+        assert!(c.needs_full_relist(Some((1, 7)), t0), "never relisted");
+        c.relisted(Some((1, 7)), t0);
+        assert!(!c.needs_full_relist(Some((1, 7)), t0 + RELIST_PERIOD));
+        assert!(c.needs_full_relist(Some((2, 9)), t0 + RELIST_PERIOD));
+        assert!(c.needs_full_relist(None, t0 + RELIST_PERIOD));
+        assert!(c.needs_full_relist(Some((1, 7)), t0 + SANDBOX_BACKSTOP));
+        c.forget();
+        assert!(c.needs_full_relist(Some((1, 7)), t0 + RELIST_PERIOD));
+    }
+
+    #[test]
+    fn events_make_the_relist_a_backstop_and_a_failure_brings_back_the_second() {
+        let t0 = Instant::now();
+        let mut c = Cadence::default();
+        assert_eq!(c.stream_retry_in(t0), Some(Duration::ZERO));
+        assert_eq!(c.period(), RELIST_PERIOD);
+        c.stream_opened();
+        assert_eq!(c.period(), EVENTED_RELIST_PERIOD);
+        assert_eq!(c.stream_retry_in(t0), None);
+        c.stream_failed(t0, true);
+        assert_eq!(c.period(), RELIST_PERIOD);
+        assert_eq!(c.stream_retry_in(t0), Some(STREAM_RETRY_INITIAL));
+    }
+
+    #[test]
+    fn stream_retries_back_off_up_to_the_maximum_and_start_over_after_events() {
+        let t0 = Instant::now();
+        let mut c = Cadence::default();
+        let mut waits = Vec::new();
+        for _ in 0..10 {
+            // Opened, then ended without an event: still backing off.
+            c.stream_opened();
+            c.stream_failed(t0, false);
+            waits.push(c.stream_retry_in(t0).expect("a retry is due"));
+        }
+        assert_eq!(waits[0], STREAM_RETRY_INITIAL);
+        assert_eq!(waits[1], STREAM_RETRY_INITIAL * 2);
+        assert_eq!(*waits.last().expect("ten waits"), STREAM_RETRY_MAX);
+        c.stream_opened();
+        c.stream_failed(t0, true);
+        assert_eq!(c.stream_retry_in(t0), Some(STREAM_RETRY_INITIAL));
+    }
+
+    #[test]
+    fn a_runtime_without_events_is_asked_again_after_a_reconnect() {
+        let mut c = Cadence::default();
+        c.stream_unsupported();
+        assert_eq!(c.stream_retry_in(Instant::now()), None);
+        assert_eq!(c.period(), RELIST_PERIOD);
+        c.reconnected();
+        assert_eq!(c.stream_retry_in(Instant::now()), Some(Duration::ZERO));
     }
 
     #[test]

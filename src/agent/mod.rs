@@ -180,6 +180,8 @@ pub struct Agent<R: RuntimeService = Runtime> {
     probe_metrics: RefCell<ProbeMetrics>,
     /// Where pod statuses go (`None`: standalone, nobody listens).
     status_sink: RefCell<Option<Rc<dyn StatusSink>>>,
+    /// RunPodSandbox calls in flight at most (see `sync.rs`).
+    sandbox_starts: smol::lock::Semaphore,
 }
 
 fn now_unix_nanos() -> i64 {
@@ -237,6 +239,7 @@ impl<R: RuntimeService> Agent<R> {
             relist: RefCell::new(observe::Relist::default()),
             probe_metrics: RefCell::new(ProbeMetrics::default()),
             status_sink: RefCell::new(None),
+            sandbox_starts: smol::lock::Semaphore::new(sync::SANDBOX_STARTS_IN_FLIGHT),
             cfg,
         })
     }

@@ -4,16 +4,19 @@
 //! [`ObservedPod`] ([`observed_sandbox`], [`observed_container`]), and a
 //! relist becomes the PLEG snapshot plus the GC input ([`relist_of`]). The
 //! I/O half: [`Agent::observe`] (one pod, by its UID label) and the PLEG
-//! task, which relists every second, diffs ([`pleg::diff`]) and wakes only
-//! the affected pods' workers.
+//! task, which relists on the schedule of [`pleg::Cadence`] (every second
+//! without runtime events, cheaply: see [`crate::cri::raw`]; on each event
+//! and every 10 s with them), diffs ([`pleg::diff`]) and wakes only the
+//! affected pods' workers.
 //!
 //! A runtime that is down is never read as "no containers": the PLEG keeps
 //! its last snapshot and workers retry. This file must not decide anything
 //! about what to do with what it observed.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::Instant;
 
 use super::Agent;
 use crate::cri::{api, CriError, RuntimeService};
@@ -26,8 +29,6 @@ use crate::pod::labels::{
 use crate::pod::{ObservedContainer, ObservedPod, ObservedSandbox};
 use crate::rt;
 use crate::source::PodSource;
-
-const PLEG_PERIOD: Duration = Duration::from_secs(1);
 
 /// The last relist, as GC and orphan adoption need it.
 #[derive(Debug, Default)]
@@ -275,18 +276,63 @@ impl<R: RuntimeService> Agent<R> {
         Ok(obs)
     }
 
-    /// Lists every sandbox and container; records the GC input.
-    pub(super) async fn relist(&self) -> Result<pleg::Snapshot, CriError> {
+    /// The sandbox this worker just created, as [`Agent::observe`] would
+    /// find it, from one PodSandboxStatus instead of two lists and a
+    /// status (the start path of issue #13); its IPs are cached as
+    /// `observe` caches them.
+    pub(super) async fn observe_new_sandbox(
+        &self,
+        uid: &str,
+        id: &str,
+    ) -> Result<ObservedSandbox, CriError> {
+        let st = self
+            .runtime
+            .pod_sandbox_status(api::PodSandboxStatusRequest {
+                pod_sandbox_id: id.to_string(),
+                verbose: false,
+            })
+            .await?;
+        let status = st.status.clone().unwrap_or_default();
+        let ready = sandbox_ready(status.state);
+        let (ip, additional_ips) = if ready {
+            let v = sandbox_ips(st);
+            if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+                e.sandbox_ips.insert(id.to_string(), v.clone());
+            }
+            v
+        } else {
+            Default::default()
+        };
+        Ok(ObservedSandbox {
+            id: id.to_string(),
+            attempt: status.metadata.map(|m| m.attempt).unwrap_or(0),
+            ready,
+            created_at: status.created_at,
+            ip,
+            additional_ips,
+        })
+    }
+
+    /// Lists every sandbox and container (or only the sandboxes, when the
+    /// containers were just listed); records the GC input.
+    pub(super) async fn relist(
+        &self,
+        containers: Option<Vec<api::Container>>,
+    ) -> Result<pleg::Snapshot, CriError> {
         let sandboxes = self
             .runtime
             .list_pod_sandbox(api::ListPodSandboxRequest::default())
             .await?
             .items;
-        let containers = self
-            .runtime
-            .list_containers(api::ListContainersRequest::default())
-            .await?
-            .containers;
+        let containers = match containers {
+            Some(c) => c,
+            None => {
+                self.runtime
+                    .list_containers(api::ListContainersRequest::default())
+                    .await?
+                    .containers
+            }
+        };
         let (snap, rl) = relist_of(&sandboxes, &containers);
         *self.relist.borrow_mut() = rl;
         Ok(snap)
@@ -294,14 +340,27 @@ impl<R: RuntimeService> Agent<R> {
 
     /// One PLEG pass: relist, wake the pods that changed (all of them after
     /// the runtime came back), adopt orphans. Returns the new snapshot, or
-    /// `None` when the runtime could not be listed.
+    /// `None` when the runtime could not be listed. (The PLEG task runs
+    /// [`Agent::pleg_tick`]; unit tests run full passes.)
+    #[cfg(test)]
     pub(super) async fn pleg_pass(
         self: &Rc<Self>,
         last: &pleg::Snapshot,
         connects: &mut u64,
         down: &mut bool,
     ) -> Option<pleg::Snapshot> {
-        match self.relist().await {
+        let listed = self.relist(None).await;
+        self.after_relist(listed, last, connects, down)
+    }
+
+    fn after_relist(
+        self: &Rc<Self>,
+        listed: Result<pleg::Snapshot, CriError>,
+        last: &pleg::Snapshot,
+        connects: &mut u64,
+        down: &mut bool,
+    ) -> Option<pleg::Snapshot> {
+        match listed {
             Ok(snap) => {
                 let reconnected = self.runtime.connects() != *connects;
                 *connects = self.runtime.connects();
@@ -327,15 +386,196 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 
-    pub(super) async fn pleg_loop(self: Rc<Self>) {
-        let mut last = pleg::Snapshot::default();
-        let mut down = false;
-        let mut connects = self.runtime.connects();
-        loop {
-            if let Some(snap) = self.pleg_pass(&last, &mut connects, &mut down).await {
-                last = snap;
+    /// One timed or event-triggered PLEG pass, cheap when nothing changed:
+    /// the containers are listed undecoded, and only when their fingerprint
+    /// changed (or the sandbox backstop is due, or the runtime came back)
+    /// are they decoded, the sandboxes listed and the snapshots diffed
+    /// ([`pleg::Cadence`]). Nothing is allocated per container otherwise.
+    pub(super) async fn pleg_tick(self: &Rc<Self>, st: &mut PlegState) {
+        let raw = self.runtime.list_containers_raw().await;
+        if self.runtime.connects() != st.connects {
+            st.cadence.borrow_mut().reconnected();
+        }
+        let now = Instant::now();
+        let listed = match raw {
+            Ok(raw) => {
+                let fp = raw.fingerprint().map(|f| (f.containers, f.hash));
+                if !st.down && !st.cadence.borrow().needs_full_relist(fp, now) {
+                    self.adopt_orphans(&st.last);
+                    return;
+                }
+                match raw.decode() {
+                    Ok(r) => {
+                        let listed = self.relist(Some(r.containers)).await;
+                        if listed.is_ok() {
+                            st.cadence.borrow_mut().relisted(fp, now);
+                        }
+                        listed
+                    }
+                    Err(e) => Err(CriError::Status {
+                        op: "ListContainersResponse",
+                        status: tonic::Status::internal(e.to_string()),
+                    }),
+                }
             }
-            rt::sleep(PLEG_PERIOD).await;
+            Err(e) => Err(e),
+        };
+        if listed.is_err() {
+            st.cadence.borrow_mut().forget();
+        }
+        if let Some(snap) = self.after_relist(listed, &st.last, &mut st.connects, &mut st.down) {
+            st.last = snap;
+        }
+    }
+
+    pub(super) async fn pleg_loop(self: Rc<Self>) {
+        let cadence = Rc::new(RefCell::new(pleg::Cadence::default()));
+        // An event (or the stream's end) asks for a relist now; one
+        // pending request is enough, however many events came.
+        let (kick, kicked) = smol::channel::bounded::<()>(1);
+        let me = self.clone();
+        let events_cadence = cadence.clone();
+        let _events = rt::spawn(async move { me.events_loop(events_cadence, kick).await });
+        let mut st = PlegState::new(self.runtime.connects(), cadence);
+        loop {
+            self.pleg_tick(&mut st).await;
+            let period = st.cadence.borrow().period();
+            let _ = rt::timeout(period, kicked.recv()).await;
+        }
+    }
+
+    /// The stream counts as open: say so when that is news, and relist
+    /// at once to catch up on what happened before. Returns true.
+    fn stream_opened(
+        &self,
+        cadence: &RefCell<pleg::Cadence>,
+        kick: &smol::channel::Sender<()>,
+    ) -> bool {
+        if cadence.borrow().events != pleg::Events::Streaming {
+            log::info!(
+                "container runtime events: evented PLEG, relisting every {:?} as a backstop",
+                pleg::EVENTED_RELIST_PERIOD
+            );
+        }
+        cadence.borrow_mut().stream_opened();
+        let _ = kick.try_send(());
+        true
+    }
+
+    /// The event stream (`GetContainerEvents`): while it is open, every
+    /// event asks the PLEG for a relist and the timed relist slows to a
+    /// backstop; when it fails, the 1 s relist resumes at once and the
+    /// stream is retried with a back-off. A runtime without it is asked
+    /// again only after a reconnect.
+    async fn events_loop(
+        self: Rc<Self>,
+        cadence: Rc<RefCell<pleg::Cadence>>,
+        kick: smol::channel::Sender<()>,
+    ) {
+        let mut said_ended = false;
+        loop {
+            let wait = cadence.borrow().stream_retry_in(Instant::now());
+            match wait {
+                Some(d) if !d.is_zero() => rt::sleep(d).await,
+                Some(_) => {}
+                // Streaming cannot be (this task owns the stream), so the
+                // runtime lacks events: look again after the backstop, in
+                // case a reconnect reset that.
+                None => {
+                    rt::sleep(pleg::SANDBOX_BACKSTOP).await;
+                    continue;
+                }
+            }
+            // A runtime without events says so at once (Unimplemented), and
+            // one with events turned off ends the stream at once; one with
+            // them may answer only with its first event. So the stream
+            // counts as open when its first event came, or when nothing
+            // ended it within STREAM_SETTLE.
+            let mut first = Box::pin(async {
+                let mut stream = self.runtime.get_container_events().await?;
+                let event = stream.next().await?;
+                Ok::<_, CriError>((stream, event))
+            });
+            let mut opened = false;
+            let outcome = match rt::timeout(STREAM_SETTLE, &mut first).await {
+                Some(r) => r,
+                None => {
+                    opened = self.stream_opened(&cadence, &kick);
+                    first.await
+                }
+            };
+            let mut stream = match outcome {
+                Ok((stream, Some(_))) => stream,
+                Ok((_, None)) => {
+                    if !said_ended {
+                        log::info!(
+                            "container runtime ends its event stream at once (events turned off? \
+                             CRI-O: enable_pod_events); relisting every {:?}",
+                            pleg::RELIST_PERIOD
+                        );
+                        said_ended = true;
+                    }
+                    cadence.borrow_mut().stream_failed(Instant::now(), false);
+                    let _ = kick.try_send(());
+                    continue;
+                }
+                Err(e) if e.code() == tonic::Code::Unimplemented => {
+                    log::info!(
+                        "container runtime has no GetContainerEvents; relisting every {:?}",
+                        pleg::RELIST_PERIOD
+                    );
+                    cadence.borrow_mut().stream_unsupported();
+                    let _ = kick.try_send(());
+                    continue;
+                }
+                Err(e) => {
+                    log::debug!("container events: {e}; relisting every second meanwhile");
+                    cadence.borrow_mut().stream_failed(Instant::now(), false);
+                    let _ = kick.try_send(());
+                    continue;
+                }
+            };
+            if !opened {
+                self.stream_opened(&cadence, &kick);
+            }
+            let _ = kick.try_send(());
+            let why = loop {
+                match stream.next().await {
+                    Ok(Some(_)) => {
+                        let _ = kick.try_send(());
+                    }
+                    Ok(None) => break "the runtime ended it".to_string(),
+                    Err(e) => break e.to_string(),
+                }
+            };
+            log::warn!(
+                "container event stream closed ({why}); relisting every second until it is back"
+            );
+            cadence.borrow_mut().stream_failed(Instant::now(), true);
+            let _ = kick.try_send(());
+        }
+    }
+}
+
+/// How long a runtime has to refuse `GetContainerEvents` before the stream
+/// counts as open (an Unimplemented answer takes a round trip).
+const STREAM_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What the PLEG task keeps between passes.
+pub(super) struct PlegState {
+    last: pleg::Snapshot,
+    down: bool,
+    connects: u64,
+    cadence: Rc<RefCell<pleg::Cadence>>,
+}
+
+impl PlegState {
+    pub(super) fn new(connects: u64, cadence: Rc<RefCell<pleg::Cadence>>) -> Self {
+        PlegState {
+            last: pleg::Snapshot::default(),
+            down: false,
+            connects,
+            cadence,
         }
     }
 }

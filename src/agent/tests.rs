@@ -162,6 +162,30 @@ fn ids(containers: &[MemoryContainer]) -> Vec<String> {
 }
 
 #[test]
+fn a_quiet_relist_lists_only_containers_and_a_changed_container_lists_sandboxes_too() {
+    let node = Node::new();
+    let pod = static_pod(WEB);
+    let agent = node.agent();
+    apply(&agent, file_set(vec![pod.clone()]));
+    sync(&agent, &pod);
+    let cadence = std::rc::Rc::new(std::cell::RefCell::new(pleg::Cadence::default()));
+    let mut st = super::observe::PlegState::new(agent.runtime.connects(), cadence);
+    block_on(Box::pin(agent.pleg_tick(&mut st)));
+    node.runtime.clear_calls();
+    block_on(Box::pin(agent.pleg_tick(&mut st)));
+    assert_eq!(node.runtime.calls(), vec!["ListContainers"]);
+
+    let id = node.running()[0].id.clone();
+    node.runtime.exit(&id, 1);
+    node.runtime.clear_calls();
+    block_on(Box::pin(agent.pleg_tick(&mut st)));
+    assert_eq!(
+        node.runtime.calls(),
+        vec!["ListContainers", "ListPodSandbox"]
+    );
+}
+
+#[test]
 fn a_restarted_agent_adopts_running_containers_without_restarting_them() {
     let node = Node::new();
     let pod = static_pod(WEB);

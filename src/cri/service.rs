@@ -11,7 +11,32 @@
 //! This module knows CRI messages only; it must not know pods, the agent or
 //! the executor.
 
-use super::{api, CriError, Runtime};
+use super::{api, CriError, RawContainers, Runtime};
+
+/// The stream of a `GetContainerEvents` call.
+pub struct ContainerEvents(Option<tonic::Streaming<api::ContainerEventResponse>>);
+
+impl ContainerEvents {
+    pub(super) fn new(s: tonic::Streaming<api::ContainerEventResponse>) -> Self {
+        ContainerEvents(Some(s))
+    }
+
+    /// A stream that ends at once (a runtime with nothing to say).
+    pub fn ended() -> Self {
+        ContainerEvents(None)
+    }
+
+    /// The next event; `Ok(None)` when the runtime ended the stream.
+    pub async fn next(&mut self) -> Result<Option<api::ContainerEventResponse>, CriError> {
+        let Some(s) = self.0.as_mut() else {
+            return Ok(None);
+        };
+        s.message().await.map_err(|status| CriError::Status {
+            op: "ContainerEventResponse",
+            status,
+        })
+    }
+}
 
 /// The CRI runtime and image service calls the agent uses.
 // `async fn` in a public trait: callers cannot add a `Send` bound to the
@@ -76,6 +101,25 @@ pub trait RuntimeService: 'static {
         req: api::PullImageRequest,
     ) -> Result<api::PullImageResponse, CriError>;
 
+    /// ListContainers with no filter, undecoded (the PLEG decodes only
+    /// when the fingerprint changed). By default: the decoded answer,
+    /// encoded again.
+    async fn list_containers_raw(&self) -> Result<RawContainers, CriError> {
+        let r = self
+            .list_containers(api::ListContainersRequest::default())
+            .await?;
+        Ok(RawContainers::from_response(&r))
+    }
+
+    /// GetContainerEvents. By default the runtime does not have it
+    /// (Unimplemented), as containerd 1.6.
+    async fn get_container_events(&self) -> Result<ContainerEvents, CriError> {
+        Err(CriError::Status {
+            op: "GetEventsRequest",
+            status: tonic::Status::unimplemented("GetContainerEvents"),
+        })
+    }
+
     /// How many times the connection to the runtime was (re)established; a
     /// change means the runtime restarted and every pod is resynced.
     fn connects(&self) -> u64;
@@ -116,6 +160,14 @@ impl RuntimeService for Runtime {
         reopen_container_log(ReopenContainerLogRequest) -> ReopenContainerLogResponse;
         image_status(ImageStatusRequest) -> ImageStatusResponse;
         pull_image(PullImageRequest) -> PullImageResponse;
+    }
+
+    async fn list_containers_raw(&self) -> Result<RawContainers, CriError> {
+        Runtime::list_containers_raw(self).await
+    }
+
+    async fn get_container_events(&self) -> Result<ContainerEvents, CriError> {
+        Runtime::get_container_events(self).await
     }
 
     fn connects(&self) -> u64 {

@@ -244,6 +244,8 @@ pinns_path = "{pinns}"
 container_exits_dir = "{exits}"
 container_attach_socket_dir = "{attach}"
 namespaces_dir = "{ns}"
+# GetContainerEvents streams events only with this (picolet's evented PLEG).
+enable_pod_events = true
 
 # No CAP_SYS_RESOURCE here: the wrapper keeps runc from lowering
 # oom_score_adj (CRI-O has no restrict_oom_score_adj). conmon runs it with
