@@ -15,6 +15,8 @@
 //! - `host_files.rs`: what a pod needs on the host (directories, volumes,
 //!   hosts file, termination logs) and host facts (IP, memory, resolv.conf);
 //! - `logs.rs`: container log rotation;
+//! - `eviction.rs`: node-pressure eviction (kernel stats, the pure
+//!   manager, reclaim, one pod per pass) and the pressure conditions;
 //! - `gc.rs`: the GC task ([`crate::gc::collect`], log dirs, cgroups);
 //! - `status.rs`: pod status assembly for the admin socket and for a
 //!   [`StatusSink`] (the API-server status sync);
@@ -47,6 +49,7 @@ use crate::rt;
 use crate::status::Waiting;
 
 mod config;
+mod eviction;
 mod gc;
 mod host_files;
 mod images;
@@ -60,7 +63,8 @@ mod sync;
 #[cfg(test)]
 mod tests;
 
-pub use config::{AgentConfig, AgentConfigError};
+pub use config::{AgentConfig, AgentConfigError, EvictionConfig};
+pub use eviction::PressureCell;
 pub use probes::ProbeMetrics;
 
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(2);
@@ -114,6 +118,8 @@ struct PodEntry {
     containers: BTreeMap<String, ContainerEntry>,
     /// The spec's warnings were logged (once per pod).
     warned: bool,
+    /// Evicted for node pressure: stopped, phase Failed, reason Evicted.
+    evicted: Option<eviction::Evicted>,
     probe_tasks: Vec<smol::Task<()>>,
     _task: Option<smol::Task<()>>,
 }
@@ -180,6 +186,7 @@ pub struct Agent<R: RuntimeService = Runtime> {
     probe_metrics: RefCell<ProbeMetrics>,
     /// Where pod statuses go (`None`: standalone, nobody listens).
     status_sink: RefCell<Option<Rc<dyn StatusSink>>>,
+    eviction: eviction::EvictionState,
 }
 
 fn now_unix_nanos() -> i64 {
@@ -237,6 +244,7 @@ impl<R: RuntimeService> Agent<R> {
             relist: RefCell::new(observe::Relist::default()),
             probe_metrics: RefCell::new(ProbeMetrics::default()),
             status_sink: RefCell::new(None),
+            eviction: eviction::EvictionState::new(&cfg),
             cfg,
         })
     }
@@ -257,6 +265,8 @@ impl<R: RuntimeService> Agent<R> {
         tasks.push(rt::spawn(async move { me.pleg_loop().await }));
         let me = self.clone();
         tasks.push(rt::spawn(async move { me.gc_loop().await }));
+        let me = self.clone();
+        tasks.push(rt::spawn(async move { me.eviction_loop().await }));
         let me = self.clone();
         tasks.push(rt::spawn(async move { me.log_rotation_loop().await }));
         let me = self.clone();
