@@ -12,7 +12,7 @@
 //! comes back when the pressure that evicted it is over. This file decides
 //! nothing itself: it reads, asks the pure manager and executes.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -23,7 +23,8 @@ use k8s_openapi::api::core::v1::PodSpec;
 use super::Agent;
 use crate::cri::RuntimeService;
 use crate::node::eviction::{
-    self, threshold, Condition, Conditions, Manager, Observation, Observations, PodUsage, Threshold,
+    self, threshold, Condition, Conditions, Manager, Observation, Observations, PodUsage,
+    PressureCell, Threshold,
 };
 use crate::node::stats::{self, node::NodePaths, Buf};
 use crate::pod::{accessors, facts};
@@ -44,17 +45,6 @@ pub(super) struct Evicted {
     pub condition: Condition,
     /// When (Unix seconds), for the `DisruptionTarget` condition.
     pub at_unix: i64,
-}
-
-/// The node's pressure conditions, shared with the Node status (cheap to
-/// clone; read with [`PressureCell::get`]).
-#[derive(Clone, Debug, Default)]
-pub struct PressureCell(Rc<Cell<Conditions>>);
-
-impl PressureCell {
-    pub fn get(&self) -> Conditions {
-        self.0.get()
-    }
 }
 
 /// What the last pass saw, for `picolet get node`.
@@ -155,7 +145,7 @@ impl<R: RuntimeService> Agent<R> {
             .manager
             .borrow_mut()
             .step(Instant::now(), &obs);
-        let before = self.eviction.pressure.0.replace(decision.conditions);
+        let before = self.eviction.pressure.replace(decision.conditions);
         for c in Condition::ALL {
             if before.get(c) != decision.conditions.get(c) {
                 log::info!(

@@ -64,7 +64,6 @@ mod sync;
 mod tests;
 
 pub use config::{AgentConfig, AgentConfigError, EvictionConfig};
-pub use eviction::PressureCell;
 pub use probes::ProbeMetrics;
 
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(2);

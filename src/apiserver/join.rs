@@ -75,7 +75,7 @@ pub fn join(
     let source = ApiPodSource::new(client.clone(), node_name, &cfg.root_dir, mirrors);
     let heartbeat = Rc::new(Heartbeat::new(
         client,
-        HeartbeatConfig::new(cfg, node_name),
+        HeartbeatConfig::new(cfg, node_name).with_pressure(agent.pressure()),
         agent.runtime().clone(),
         node_uid,
     ));

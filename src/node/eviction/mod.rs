@@ -16,5 +16,5 @@ pub mod threshold;
 
 pub use manager::{Decision, Manager};
 pub use rank::{rank, PodUsage};
-pub use signal::{observe, Condition, Conditions, Observation, Observations, Signal};
+pub use signal::{observe, Condition, Conditions, Observation, Observations, PressureCell, Signal};
 pub use threshold::{Threshold, ThresholdError};

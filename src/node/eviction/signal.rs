@@ -154,6 +154,22 @@ impl Conditions {
     }
 }
 
+/// The node's pressure conditions, written by the eviction task and read
+/// by the Node status and admission: a shared cell, cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct PressureCell(std::rc::Rc<std::cell::Cell<Conditions>>);
+
+impl PressureCell {
+    pub fn get(&self) -> Conditions {
+        self.0.get()
+    }
+
+    /// Stores `now` and returns what was there.
+    pub fn replace(&self, now: Conditions) -> Conditions {
+        self.0.replace(now)
+    }
+}
+
 /// One signal's value: how much is available (negative when usage is above
 /// allocatable) out of what capacity. Bytes, inodes or tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
