@@ -57,7 +57,7 @@ pub(super) struct EvictionView {
 /// The eviction task's state.
 pub(super) struct EvictionState {
     manager: RefCell<Manager>,
-    paths: NodePaths,
+    paths: RefCell<NodePaths>,
     buf: RefCell<Buf>,
     pressure: PressureCell,
     view: RefCell<EvictionView>,
@@ -81,7 +81,7 @@ impl EvictionState {
                 cfg.eviction.thresholds.clone(),
                 cfg.eviction.pressure_transition_period,
             )),
-            paths: NodePaths {
+            paths: RefCell::new(NodePaths {
                 cgroup_mount: cfg.cgroup_mount.clone(),
                 version,
                 pods_cgroup,
@@ -89,7 +89,7 @@ impl EvictionState {
                 root_dir: cfg.root_dir.clone(),
                 log_dir: cfg.pod_logs_dir.clone(),
                 image_dir: cfg.eviction.image_dir.clone(),
-            },
+            }),
             buf: RefCell::new(Buf::new()),
             pressure: PressureCell::default(),
             view: RefCell::new(EvictionView::default()),
@@ -109,9 +109,37 @@ impl<R: RuntimeService> Agent<R> {
         if self.eviction.manager.borrow().thresholds().is_empty() {
             log::info!("eviction: no thresholds configured; node-pressure eviction is off");
         }
+        self.find_image_fs().await;
         loop {
             self.eviction_pass().await;
             rt::sleep(MONITORING_PERIOD).await;
+        }
+    }
+
+    /// Asks the runtime where its images live (CRI `ImageFsInfo`); imagefs
+    /// is nodefs unless that is another filesystem.
+    async fn find_image_fs(&self) {
+        if self.eviction.paths.borrow().image_dir.is_some() {
+            return;
+        }
+        match self
+            .runtime
+            .image_fs_info(crate::cri::api::ImageFsInfoRequest {})
+            .await
+        {
+            Ok(info) => {
+                let mount = info
+                    .image_filesystems
+                    .iter()
+                    .filter_map(|f| f.fs_id.as_ref())
+                    .map(|id| PathBuf::from(&id.mountpoint))
+                    .find(|p| p.is_absolute());
+                if let Some(dir) = mount {
+                    log::info!("eviction: imagefs is the filesystem of {}", dir.display());
+                    self.eviction.paths.borrow_mut().image_dir = Some(dir);
+                }
+            }
+            Err(e) => log::warn!("eviction: asking the runtime for its image filesystem: {e}"),
         }
     }
 
@@ -119,7 +147,7 @@ impl<R: RuntimeService> Agent<R> {
     fn observe_node(&self) -> Observations {
         let mut first_error = None;
         let stats = stats::node::read(
-            &self.eviction.paths,
+            &self.eviction.paths.borrow(),
             &mut self.eviction.buf.borrow_mut(),
             |e| {
                 if first_error.is_none() {
@@ -160,16 +188,18 @@ impl<R: RuntimeService> Agent<R> {
             met: decision.met.clone(),
         };
         self.readmit_static_pods(decision.conditions);
+        self.image_gc_if_due(&obs).await;
         let Some((threshold, observed)) = decision.act else {
             return;
         };
         let mut observed = observed;
         if threshold.signal.reclaimable_by_gc() {
             log::info!(
-                "eviction: {} below its threshold; removing dead containers first",
+                "eviction: {} below its threshold; removing dead containers and unused images first",
                 threshold.signal.as_str()
             );
             self.collect_garbage().await;
+            self.image_gc_pass(Some(u64::MAX)).await;
             let obs = self.observe_node();
             if !self.eviction.manager.borrow().still_met(&threshold, &obs) {
                 log::info!(
@@ -249,7 +279,7 @@ impl<R: RuntimeService> Agent<R> {
     /// being deleted), with the usage `condition`'s ranking needs.
     fn pod_usages(&self, condition: Condition) -> Vec<PodUsage> {
         let pods = self.pods.borrow();
-        let paths = &self.eviction.paths;
+        let paths = self.eviction.paths.borrow();
         let mut buf = self.eviction.buf.borrow_mut();
         pods.iter()
             .filter(|(_, e)| !e.deleted && e.evicted.is_none() && e.observed.is_active())

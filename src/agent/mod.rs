@@ -17,6 +17,7 @@
 //! - `logs.rs`: container log rotation;
 //! - `eviction.rs`: node-pressure eviction (kernel stats, the pure
 //!   manager, reclaim, one pod per pass) and the pressure conditions;
+//! - `image_gc.rs`: image GC (thresholds, LRU), run by the eviction task;
 //! - `gc.rs`: the GC task ([`crate::gc::collect`], log dirs, cgroups);
 //! - `status.rs`: pod status assembly for the admin socket and for a
 //!   [`StatusSink`] (the API-server status sync);
@@ -52,6 +53,7 @@ mod config;
 mod eviction;
 mod gc;
 mod host_files;
+mod image_gc;
 mod images;
 mod logs;
 mod node;
@@ -186,6 +188,7 @@ pub struct Agent<R: RuntimeService = Runtime> {
     /// Where pod statuses go (`None`: standalone, nobody listens).
     status_sink: RefCell<Option<Rc<dyn StatusSink>>>,
     eviction: eviction::EvictionState,
+    image_gc: RefCell<image_gc::ImageGcState>,
 }
 
 fn now_unix_nanos() -> i64 {
@@ -244,6 +247,7 @@ impl<R: RuntimeService> Agent<R> {
             probe_metrics: RefCell::new(ProbeMetrics::default()),
             status_sink: RefCell::new(None),
             eviction: eviction::EvictionState::new(&cfg),
+            image_gc: RefCell::new(image_gc::ImageGcState::default()),
             cfg,
         })
     }

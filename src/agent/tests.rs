@@ -554,3 +554,27 @@ fn with_no_pod_left_eviction_does_nothing() {
     agent.evict_one(&memory_threshold(), low_memory());
     assert!(agent.pods.borrow().is_empty());
 }
+
+#[test]
+fn image_gc_removes_unused_images_and_keeps_the_one_in_use() {
+    let node = Node::new();
+    node.runtime.add_image("docker.io/library/old:1");
+    node.runtime.add_image("docker.io/library/older:1");
+    let agent = node.agent();
+    let web = static_pod(WEB);
+    apply(&agent, file_set(vec![web.clone()]));
+    sync(&agent, &web);
+    assert_eq!(node.running().len(), 2);
+
+    let freed = block_on(Box::pin(agent.image_gc_pass(Some(u64::MAX))));
+    assert_eq!(freed, 2 << 20, "two unused images of 1 MiB");
+    let left = block_on(Box::pin(
+        agent
+            .runtime
+            .list_images(crate::cri::api::ListImagesRequest::default()),
+    ))
+    .unwrap()
+    .images;
+    let tags: Vec<_> = left.iter().flat_map(|i| i.repo_tags.clone()).collect();
+    assert_eq!(tags, [IMAGE]);
+}

@@ -75,6 +75,21 @@ pub trait RuntimeService: 'static {
         &self,
         req: api::PullImageRequest,
     ) -> Result<api::PullImageResponse, CriError>;
+    /// Image GC: the images present.
+    async fn list_images(
+        &self,
+        req: api::ListImagesRequest,
+    ) -> Result<api::ListImagesResponse, CriError>;
+    /// Image GC: removes one image.
+    async fn remove_image(
+        &self,
+        req: api::RemoveImageRequest,
+    ) -> Result<api::RemoveImageResponse, CriError>;
+    /// Where the runtime keeps its images (imagefs).
+    async fn image_fs_info(
+        &self,
+        req: api::ImageFsInfoRequest,
+    ) -> Result<api::ImageFsInfoResponse, CriError>;
 
     /// How many times the connection to the runtime was (re)established; a
     /// change means the runtime restarted and every pod is resynced.
@@ -116,6 +131,9 @@ impl RuntimeService for Runtime {
         reopen_container_log(ReopenContainerLogRequest) -> ReopenContainerLogResponse;
         image_status(ImageStatusRequest) -> ImageStatusResponse;
         pull_image(PullImageRequest) -> PullImageResponse;
+        list_images(ListImagesRequest) -> ListImagesResponse;
+        remove_image(RemoveImageRequest) -> RemoveImageResponse;
+        image_fs_info(ImageFsInfoRequest) -> ImageFsInfoResponse;
     }
 
     fn connects(&self) -> u64 {
