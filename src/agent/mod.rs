@@ -276,9 +276,11 @@ impl<R: RuntimeService> Agent<R> {
         let socket = self.cfg.admin_socket.clone();
         tasks.push(rt::spawn(async move {
             let me2 = me.clone();
+            let me3 = me.clone();
             let handlers = crate::admin::Handlers {
                 pods: Rc::new(move || me.pod_list()),
                 metrics: Some(Rc::new(move || me2.metrics())),
+                node: Some(Rc::new(move || me3.eviction_json())),
             };
             if let Err(e) = crate::admin::serve(&socket, handlers).await {
                 log::error!("admin socket {}: {e}", socket.display());
