@@ -80,6 +80,7 @@ impl<R: RuntimeService> Agent<R> {
                     self.record_observed(uid, &o);
                 }
             }
+            host_files::remove_empty_dirs(&self.cfg, &pod);
             return Some(self.cfg.sync_frequency);
         }
 
