@@ -35,11 +35,8 @@ fn memory_available() -> i64 {
         log_dir: "/".into(),
         image_dir: None,
     };
-    let stats = picolet::node::stats::node::read(
-        &paths,
-        &mut picolet::node::stats::Buf::new(),
-        |_| {},
-    );
+    let stats =
+        picolet::node::stats::node::read(&paths, &mut picolet::node::stats::Buf::new(), |_| {});
     picolet::node::eviction::observe(&stats, None)
         .get(picolet::node::eviction::Signal::MemoryAvailable)
         .expect("memory.available observed")
@@ -63,15 +60,17 @@ fn phase(pod: &Value) -> &str {
 
 fn running_id(pod: &Value) -> Option<String> {
     let c = &pod["status"]["containerStatuses"][0];
-    c["state"]["running"].is_object().then(|| {
-        c["containerID"].as_str().unwrap_or_default().to_string()
-    })
+    c["state"]["running"]
+        .is_object()
+        .then(|| c["containerID"].as_str().unwrap_or_default().to_string())
 }
 
 fn wait_running(p: &Picolet, name: &str) -> String {
     wait_until(&format!("pod {name} running"), LONG, || {
         let pod = p.find_pod(name)?;
-        (phase(&pod) == "Running").then(|| running_id(&pod)).flatten()
+        (phase(&pod) == "Running")
+            .then(|| running_id(&pod))
+            .flatten()
     })
 }
 
@@ -88,9 +87,15 @@ fn pressure(p: &Picolet, condition: &str) -> bool {
 /// The pods that survive must not have been touched: same container, still
 /// running, never evicted.
 fn assert_untouched(p: &Picolet, name: &str, id: &str) {
-    let pod = p.find_pod(name).unwrap_or_else(|| panic!("pod {name} gone"));
+    let pod = p
+        .find_pod(name)
+        .unwrap_or_else(|| panic!("pod {name} gone"));
     assert_eq!(phase(&pod), "Running", "{pod}");
-    assert_eq!(running_id(&pod).as_deref(), Some(id), "{name} restarted: {pod}");
+    assert_eq!(
+        running_id(&pod).as_deref(),
+        Some(id),
+        "{name} restarted: {pod}"
+    );
     assert_ne!(pod["status"]["reason"], "Evicted", "{pod}");
 }
 
@@ -101,15 +106,24 @@ fn under_memory_pressure_the_best_effort_pod_is_evicted_first_and_comes_back_aft
     // The hog allocates 1.5 GiB once (a marker on the host says it did) and
     // holds it; the threshold is 1 GiB below what is available now.
     let threshold = memory_available() - 1024 * MI;
-    assert!(threshold > 512 * MI, "this test needs ~2 GiB of free memory");
+    assert!(
+        threshold > 512 * MI,
+        "this test needs ~2 GiB of free memory"
+    );
     let p = Picolet::start_with(
         &runtime,
         &format!(
             "evictionHard:\n  memory.available: \"{threshold}\"\nevictionPressureTransitionPeriod: 10s\n"
         ),
     );
-    p.write_manifest("guaranteed", &pod_manifest("guaranteed", GUARANTEED, SLEEP, ""));
-    p.write_manifest("burstable", &pod_manifest("burstable", BURSTABLE, SLEEP, ""));
+    p.write_manifest(
+        "guaranteed",
+        &pod_manifest("guaranteed", GUARANTEED, SLEEP, ""),
+    );
+    p.write_manifest(
+        "burstable",
+        &pod_manifest("burstable", BURSTABLE, SLEEP, ""),
+    );
     let guaranteed = wait_running(&p, "guaranteed");
     let burstable = wait_running(&p, "burstable");
     assert!(!pressure(&p, "MemoryPressure"), "{}", node(&p));
@@ -151,9 +165,15 @@ fn under_memory_pressure_the_best_effort_pod_is_evicted_first_and_comes_back_aft
     assert_untouched(&p, "guaranteed", &guaranteed);
     assert_untouched(&p, "burstable", &burstable);
     let log = p.log();
-    assert!(log.contains("eviction: evicting pod hog-"), "{log}");
-    assert!(!log.contains("eviction: evicting pod guaranteed-"), "{log}");
-    assert!(!log.contains("eviction: evicting pod burstable-"), "{log}");
+    assert!(log.contains("eviction: evicting pod default/hog-"), "{log}");
+    assert!(
+        !log.contains("eviction: evicting pod default/guaranteed-"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("eviction: evicting pod default/burstable-"),
+        "{log}"
+    );
 }
 
 /// tmpfs mounts made for one test, unmounted when it ends (after picolet,
