@@ -250,3 +250,39 @@ fn under_disk_pressure_the_emptydir_writer_is_evicted_and_the_space_comes_back()
     drop(p);
     drop(mounts);
 }
+
+fn image_tags(runtime: &ContainerRuntime) -> Vec<String> {
+    let socket = picolet::cri::socket_path(&runtime.endpoint()).expect("unix endpoint");
+    let cri = picolet::cri::Runtime::new(socket, Duration::from_secs(30));
+    picolet::rt::block_on(cri.list_images(picolet::cri::api::ListImagesRequest::default()))
+        .expect("ListImages")
+        .images
+        .into_iter()
+        .flat_map(|i| i.repo_tags)
+        .collect()
+}
+
+#[test]
+fn image_gc_removes_unused_images_and_keeps_the_one_in_use_and_the_sandbox_image() {
+    let runtime = ContainerRuntime::start();
+    runtime.import_test_image("grpc-health");
+    let has = |tags: &[String], name: &str| tags.iter().any(|t| t.contains(name));
+    assert!(has(&image_tags(&runtime), "picolet/grpc-health"));
+    // Past the high threshold on any disk that holds anything; an image
+    // must be known for 20 s before it may go, by which time busybox is in
+    // use.
+    let p = Picolet::start_with(
+        &runtime,
+        "imageGCHighThresholdPercent: 1\nimageGCLowThresholdPercent: 0\nimageMinimumGCAge: 20s\n",
+    );
+    p.write_manifest("user", &pod_manifest("user", "", SLEEP, ""));
+    let user = wait_running(&p, "user");
+    let tags = wait_until("the unused image removed", LONG, || {
+        let tags = image_tags(&runtime);
+        (!has(&tags, "picolet/grpc-health")).then_some(tags)
+    });
+    assert!(has(&tags, "busybox"), "the image in use stays: {tags:?}");
+    assert!(has(&tags, "pause"), "the sandbox image stays: {tags:?}");
+    assert_untouched(&p, "user", &user);
+    assert!(p.log().contains("image GC: removed image"), "{}", p.log());
+}

@@ -5,8 +5,10 @@
 //! - least recently used first (an image never used by a container before
 //!   one that was; then the first detected first);
 //! - never an image a container (running or not) uses, a pinned image (the
-//!   runtime pins its sandbox image), or one first seen less than
-//!   `imageMinimumGCAge` ago.
+//!   runtime pins its sandbox image), a `pause` image (runtimes that do not
+//!   pin it yet, such as containerd 1.6: removing it would leave the next
+//!   sandbox to a pull that may be impossible offline), or one first seen
+//!   less than `imageMinimumGCAge` ago.
 //!
 //! [`ImageGc`] remembers when each image was first detected and last used,
 //! across passes; the agent lists images and containers, calls
@@ -27,6 +29,15 @@ pub struct Image {
 }
 
 impl Image {
+    /// A sandbox image by its name: a tag of a repository called `pause`
+    /// (`registry.k8s.io/pause:3.9`).
+    fn is_sandbox_image(&self) -> bool {
+        self.repo_tags.iter().any(|t| {
+            let repo = t.rsplit_once(':').map_or(t.as_str(), |(r, _)| r);
+            repo.rsplit('/').next() == Some("pause")
+        })
+    }
+
     /// True when a container's image reference names this image (its ID,
     /// a tag or a digest).
     fn used_by(&self, in_use: &BTreeSet<String>) -> bool {
@@ -102,7 +113,7 @@ impl ImageGc {
     ) -> Vec<String> {
         let mut candidates: Vec<(&Image, Record)> = images
             .iter()
-            .filter(|i| !i.pinned && !i.used_by(in_use))
+            .filter(|i| !i.pinned && !i.is_sandbox_image() && !i.used_by(in_use))
             .filter_map(|i| self.records.get(&i.id).map(|r| (i, *r)))
             .filter(|(_, r)| now.saturating_duration_since(r.first_detected) >= min_age)
             .collect();
@@ -192,9 +203,11 @@ mod tests {
     #[test]
     fn pinned_and_young_images_stay() {
         let t0 = Instant::now();
+        let mut pinned = image("pinned", 1);
+        pinned.pinned = true;
         let mut pause = image("pause", 1);
-        pause.pinned = true;
-        let images = vec![pause, image("old", 5)];
+        pause.repo_tags = vec!["registry.k8s.io/pause:3.9".into()];
+        let images = vec![pinned, pause, image("old", 5)];
         let mut gc = ImageGc::default();
         gc.detect(t0, &images, &BTreeSet::new());
         let young = image("young", 5);
