@@ -165,6 +165,9 @@ fn under_memory_pressure_the_best_effort_pod_is_evicted_first_and_comes_back_aft
     assert_untouched(&p, "guaranteed", &guaranteed);
     assert_untouched(&p, "burstable", &burstable);
     let log = p.log();
+    for line in log.lines().filter(|l| l.contains("eviction:")) {
+        eprintln!("{line}");
+    }
     assert!(log.contains("eviction: evicting pod default/hog-"), "{log}");
     assert!(
         !log.contains("eviction: evicting pod default/guaranteed-"),

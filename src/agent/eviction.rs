@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::PodSpec;
 
+use super::memory_notify::{usage_threshold, MemoryNotifier};
 use super::Agent;
 use crate::cri::RuntimeService;
 use crate::node::eviction::{
@@ -110,10 +111,69 @@ impl<R: RuntimeService> Agent<R> {
             log::info!("eviction: no thresholds configured; node-pressure eviction is off");
         }
         self.find_image_fs().await;
+        let mut notify_failed = false;
         loop {
             self.eviction_pass().await;
-            rt::sleep(MONITORING_PERIOD).await;
+            match self.arm_memory_notifier() {
+                Ok(Some(n)) => {
+                    if rt::timeout(MONITORING_PERIOD, n.crossed()).await.is_some() {
+                        log::info!("eviction: memory usage crossed its threshold; measuring now");
+                    }
+                }
+                Ok(None) => rt::sleep(MONITORING_PERIOD).await,
+                Err(e) => {
+                    if !notify_failed {
+                        log::warn!(
+                            "eviction: memory threshold notification: {e}; 10 s passes only"
+                        );
+                        notify_failed = true;
+                    }
+                    rt::sleep(MONITORING_PERIOD).await;
+                }
+            }
         }
+    }
+
+    /// Arms the memcg notification for the highest `memory.available`
+    /// threshold (the first one usage crosses), on cgroup v1; `None` without
+    /// such a threshold or on v2.
+    fn arm_memory_notifier(&self) -> std::io::Result<Option<MemoryNotifier>> {
+        let paths = self.eviction.paths.borrow();
+        if paths.version != crate::cgroups::CgroupVersion::V1 {
+            return Ok(None);
+        }
+        let Some(capacity) = self
+            .eviction
+            .view
+            .borrow()
+            .observations
+            .get(eviction::Signal::MemoryAvailable)
+            .map(|o| o.capacity)
+        else {
+            return Ok(None);
+        };
+        let Some(threshold) = self
+            .eviction
+            .manager
+            .borrow()
+            .thresholds()
+            .iter()
+            .filter(|t| t.signal == eviction::Signal::MemoryAvailable)
+            .map(|t| t.quantity(capacity))
+            .max()
+        else {
+            return Ok(None);
+        };
+        let memcg = stats::cgroup_dir(&paths.cgroup_mount, paths.version, "memory", "/");
+        let stat = self
+            .eviction
+            .buf
+            .borrow_mut()
+            .read(&memcg.join("memory.stat"))
+            .map(|text| stats::keyed(text, "total_inactive_file").unwrap_or(0))
+            .map_err(std::io::Error::other)?;
+        let usage = usage_threshold(capacity, threshold, stat);
+        MemoryNotifier::arm(&memcg, usage).map(Some)
     }
 
     /// Asks the runtime where its images live (CRI `ImageFsInfo`); imagefs

@@ -56,6 +56,7 @@ mod host_files;
 mod image_gc;
 mod images;
 mod logs;
+mod memory_notify;
 mod node;
 mod observe;
 mod probes;
