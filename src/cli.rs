@@ -37,6 +37,9 @@ pub enum Command {
     Run(RunArgs),
     /// `picolet get pods`: ask a running picolet over its admin socket.
     GetPods(GetArgs),
+    /// `picolet get node`: the node's eviction signals, thresholds and
+    /// pressure conditions, from the admin socket.
+    GetNode(GetArgs),
     /// `picolet version` / `--version`.
     Version,
     /// `picolet help`, `--help`, `-h`, or no arguments at all.
@@ -95,9 +98,9 @@ pub enum CliError {
     NotUnicode { flag: String },
     #[error("unexpected argument {0:?}")]
     UnexpectedArgument(String),
-    #[error("`picolet get` needs a resource: picolet get pods")]
+    #[error("`picolet get` needs a resource: picolet get pods, picolet get node")]
     MissingResource,
-    #[error("unknown resource {0:?}; picolet can only get pods")]
+    #[error("unknown resource {0:?}; picolet can get pods or node")]
     UnknownResource(String),
     #[error(transparent)]
     Parse(#[from] lexopt::Error),
@@ -113,6 +116,7 @@ picolet: a kubelet for constrained edge hardware
 Usage:
   picolet run [--config FILE] [flags...]   run the node agent
   picolet get pods [-o wide|json]          list pods of a running picolet
+  picolet get node [-o json]               its eviction signals, thresholds, pressure
   picolet version                          print the version
   picolet help                             print this help
 
@@ -140,7 +144,7 @@ picolet run:
   Flags take --flag=value or --flag value; booleans take --flag or --flag=false.
   DUR is a Go duration (30s, 1m30s); SIZE a quantity (10Mi, 1G).
 
-picolet get pods:
+picolet get pods, picolet get node:
   --admin-socket PATH              [/run/picolet/picolet.sock]
   -o, --output wide|json           output format [table]
 ",
@@ -310,6 +314,10 @@ fn parse_get(mut parser: lexopt::Parser) -> Result<Command, CliError> {
     match resource.as_deref() {
         None => Err(CliError::MissingResource),
         Some("pods" | "pod" | "po") => Ok(Command::GetPods(GetArgs {
+            admin_socket,
+            output,
+        })),
+        Some("node" | "nodes" | "no") => Ok(Command::GetNode(GetArgs {
             admin_socket,
             output,
         })),
@@ -609,12 +617,15 @@ mod tests {
     fn get_needs_a_known_resource_and_output_format() {
         assert_eq!(
             err(&["get"]),
-            "`picolet get` needs a resource: picolet get pods"
+            "`picolet get` needs a resource: picolet get pods, picolet get node"
         );
         assert_eq!(
-            err(&["get", "nodes"]),
-            r#"unknown resource "nodes"; picolet can only get pods"#
+            err(&["get", "deployments"]),
+            r#"unknown resource "deployments"; picolet can get pods or node"#
         );
+        for args in [&["get", "node"][..], &["get", "nodes", "-o", "json"]] {
+            assert!(matches!(p(args), Ok(Command::GetNode(_))), "{args:?}");
+        }
         assert_eq!(
             err(&["get", "pods", "extra"]),
             r#"unexpected argument "extra""#

@@ -31,6 +31,7 @@ fn real_main() -> Result<()> {
             Ok(())
         }
         Command::GetPods(args) => get_pods(&args),
+        Command::GetNode(args) => get_node(&args),
         Command::Run(args) => run(args),
     }
 }
@@ -56,6 +57,24 @@ fn get_pods(args: &cli::GetArgs) -> Result<()> {
         "{}",
         picolet::admin::pods_table(&list, now, args.output == cli::OutputFormat::Wide)
     );
+    Ok(())
+}
+
+fn get_node(args: &cli::GetArgs) -> Result<()> {
+    let (status, body) = picolet::admin::get(&args.admin_socket, "/node")?;
+    if status != 200 {
+        bail!(
+            "admin socket {}: HTTP {status}: {}",
+            args.admin_socket.display(),
+            String::from_utf8_lossy(&body)
+        );
+    }
+    let node: serde_json::Value = serde_json::from_slice(&body).context("decoding the node")?;
+    if args.output == cli::OutputFormat::Json {
+        println!("{}", serde_json::to_string_pretty(&node)?);
+        return Ok(());
+    }
+    print!("{}", picolet::admin::node_table(&node));
     Ok(())
 }
 

@@ -31,7 +31,7 @@ pub use server::{
     bind, serve, serve_listener, serve_router, Handlers, MetricsFn, PodsFn, CONNECTION_TIMEOUT,
     HEADER_TIMEOUT, MAX_CONNECTIONS,
 };
-pub use table::{human_duration, pod_row, pods_table};
+pub use table::{human_duration, node_table, pod_row, pods_table};
 
 /// The admin socket's and its client's errors. `Debug` prints the message,
 /// like `Display`: a derived one costs half a KiB of binary and says less.

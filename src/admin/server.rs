@@ -10,8 +10,9 @@
 //! client cannot pin memory in the agent.
 //!
 //! The routes are [`Handlers`], registered by whoever starts the server:
-//! `GET /healthz` → `ok`, `GET /pods` → a v1 `PodList` as JSON, and
-//! `GET /metrics` when a renderer is given.
+//! `GET /healthz` → `ok`, `GET /pods` → a v1 `PodList` as JSON,
+//! `GET /metrics` when a renderer is given, and `GET /node` (eviction
+//! signals, thresholds, pressure conditions) when the agent gives it.
 
 use std::cell::Cell;
 use std::convert::Infallible;
@@ -51,6 +52,9 @@ pub struct Handlers {
     pub pods: PodsFn,
     /// `GET /metrics`; `None` answers 404.
     pub metrics: Option<MetricsFn>,
+    /// `GET /node`: the node's eviction signals, thresholds and pressure
+    /// conditions as JSON; `None` answers 404.
+    pub node: Option<PodsFn>,
 }
 
 impl From<PodsFn> for Handlers {
@@ -58,6 +62,7 @@ impl From<PodsFn> for Handlers {
         Handlers {
             pods,
             metrics: None,
+            node: None,
         }
     }
 }
@@ -66,9 +71,12 @@ impl Handlers {
     /// The admin routes: `GET /healthz`, `GET /pods`, and `GET /metrics`
     /// when there is a renderer.
     pub fn router(self) -> Router {
-        let router = Router::new()
+        let mut router = Router::new()
             .get("/healthz", Handler::Text("ok"))
             .get("/pods", Handler::Json(self.pods));
+        if let Some(node) = self.node {
+            router = router.get("/node", Handler::Json(node));
+        }
         match self.metrics {
             Some(m) => router.get(
                 "/metrics",

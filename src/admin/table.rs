@@ -267,13 +267,17 @@ pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool) -> String
         }
         rows.push(row);
     }
-    // kubectl's tabwriter: columns padded to the widest cell plus 3 spaces.
+    tabulate(&rows)
+}
+
+/// kubectl's tabwriter: columns padded to the widest cell plus 3 spaces.
+fn tabulate(rows: &[Vec<String>]) -> String {
     let columns = rows[0].len();
     let widths: Vec<usize> = (0..columns)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
-    for row in &rows {
+    for row in rows {
         for (i, cell) in row.iter().enumerate() {
             if i + 1 == columns {
                 out.push_str(cell);
@@ -286,10 +290,134 @@ pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool) -> String
     out
 }
 
+/// A signal's amount for people: bytes in Mi (or Ki when small), counts
+/// (inodes, PIDs) as they are.
+fn amount(signal: &str, v: Option<i64>) -> String {
+    let Some(v) = v else {
+        return "-".into();
+    };
+    if signal.ends_with("inodesFree") || signal.starts_with("pid.") {
+        return v.to_string();
+    }
+    if v.abs() >= 1 << 20 {
+        format!("{}Mi", v / (1 << 20))
+    } else {
+        format!("{}Ki", v / 1024)
+    }
+}
+
+/// Renders `GET /node` (the eviction task's view) for `picolet get node`:
+/// the pressure conditions, then each observed signal with its thresholds.
+pub fn node_table(node: &serde_json::Value) -> String {
+    let mut rows = vec![["CONDITION", "STATUS"].map(String::from).to_vec()];
+    if let Some(conds) = node.get("conditions").and_then(|c| c.as_object()) {
+        for (name, v) in conds {
+            let status = if v.as_bool() == Some(true) {
+                "True"
+            } else {
+                "False"
+            };
+            rows.push(vec![name.clone(), status.into()]);
+        }
+    }
+    let mut out = tabulate(&rows);
+    out.push('\n');
+    let mut rows = vec![["SIGNAL", "AVAILABLE", "CAPACITY", "THRESHOLD", "MET"]
+        .map(String::from)
+        .to_vec()];
+    let empty = serde_json::Map::new();
+    let signals = node
+        .get("signals")
+        .and_then(|s| s.as_object())
+        .unwrap_or(&empty);
+    let thresholds: Vec<&serde_json::Value> = node
+        .get("thresholds")
+        .and_then(|t| t.as_array())
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut names: Vec<&str> = signals.keys().map(String::as_str).collect();
+    for t in &thresholds {
+        if let Some(s) = t.get("signal").and_then(|s| s.as_str()) {
+            if !names.contains(&s) {
+                names.push(s);
+            }
+        }
+    }
+    for name in names {
+        let obs = signals.get(name);
+        let field = |k: &str| obs.and_then(|o| o.get(k)).and_then(|v| v.as_i64());
+        let mine: Vec<&&serde_json::Value> = thresholds
+            .iter()
+            .filter(|t| t.get("signal").and_then(|s| s.as_str()) == Some(name))
+            .collect();
+        let threshold = if mine.is_empty() {
+            "<none>".to_string()
+        } else {
+            mine.iter()
+                .map(|t| {
+                    let value = t.get("value").and_then(|v| v.as_str()).unwrap_or("?");
+                    if t.get("hard").and_then(|h| h.as_bool()) == Some(true) {
+                        format!("<{value}")
+                    } else {
+                        let grace = t
+                            .get("gracePeriodSeconds")
+                            .and_then(|g| g.as_u64())
+                            .unwrap_or(0);
+                        format!("<{value} soft {}", human_duration(grace as i64))
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let met = mine
+            .iter()
+            .any(|t| t.get("met").and_then(|m| m.as_bool()) == Some(true));
+        rows.push(vec![
+            name.to_string(),
+            amount(name, field("available")),
+            amount(name, field("capacity")),
+            threshold,
+            if met { "yes" } else { "no" }.into(),
+        ]);
+    }
+    out.push_str(&tabulate(&rows));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_node_table_shows_conditions_signals_and_thresholds() {
+        let node = json!({
+            "conditions": {"MemoryPressure": true, "DiskPressure": false, "PIDPressure": false},
+            "signals": {
+                "memory.available": {"available": 52428800, "capacity": 1073741824},
+                "nodefs.inodesFree": {"available": 1000, "capacity": 5000},
+            },
+            "thresholds": [
+                {"signal": "memory.available", "value": "104857600", "hard": true, "gracePeriodSeconds": 0, "met": true},
+                {"signal": "memory.available", "value": "200Mi", "hard": false, "gracePeriodSeconds": 90, "met": false},
+                {"signal": "pid.available", "value": "10%", "hard": true, "gracePeriodSeconds": 0, "met": false},
+            ],
+        });
+        let t = node_table(&node);
+        let want = "\
+CONDITION        STATUS
+DiskPressure     False
+MemoryPressure   True
+PIDPressure      False
+
+SIGNAL              AVAILABLE   CAPACITY   THRESHOLD                     MET
+memory.available    50Mi        1024Mi     <104857600, <200Mi soft 90s   yes
+nodefs.inodesFree   1000        5000       <none>                        no
+pid.available       -           -          <10%                          no
+";
+        assert_eq!(t, want, "{t}");
+    }
 
     const NOW: i64 = 1_700_000_000;
 

@@ -42,6 +42,24 @@ pub struct AgentConfig {
     /// `--offline-image-fallback`: run a present image when its pull fails
     /// for a network reason.
     pub offline_image_fallback: bool,
+    /// Node-pressure eviction and image GC.
+    pub eviction: EvictionConfig,
+}
+
+/// What the eviction task and image GC need of the configuration.
+#[derive(Clone, Debug, Default)]
+pub struct EvictionConfig {
+    /// `evictionHard` and `evictionSoft` with their grace periods and
+    /// `evictionMinimumReclaim`.
+    pub thresholds: Vec<crate::node::eviction::Threshold>,
+    pub pressure_transition_period: Duration,
+    pub max_pod_grace_period: i64,
+    /// The runtime's image store, when it is on its own filesystem
+    /// (imagefs); `None`: imagefs is nodefs.
+    pub image_dir: Option<PathBuf>,
+    pub image_gc_high_threshold_percent: u8,
+    pub image_gc_low_threshold_percent: u8,
+    pub image_minimum_gc_age: Duration,
 }
 
 /// A configuration the agent cannot run with.
@@ -49,6 +67,8 @@ pub struct AgentConfig {
 pub enum AgentConfigError {
     #[error("containerRuntimeEndpoint {0:?} is not a unix socket")]
     RuntimeEndpoint(String),
+    #[error(transparent)]
+    Eviction(#[from] crate::node::eviction::ThresholdError),
 }
 
 impl AgentConfig {
@@ -81,6 +101,20 @@ impl AgentConfig {
             node_labels: cfg.node_labels.clone(),
             memory_swap_behavior: cfg.memory_swap_behavior,
             offline_image_fallback: cfg.offline_image_fallback,
+            eviction: EvictionConfig {
+                thresholds: crate::node::eviction::threshold::from_config(
+                    &cfg.eviction_hard,
+                    &cfg.eviction_soft,
+                    &cfg.eviction_soft_grace_period,
+                    &cfg.eviction_minimum_reclaim,
+                )?,
+                pressure_transition_period: cfg.eviction_pressure_transition_period,
+                max_pod_grace_period: cfg.eviction_max_pod_grace_period,
+                image_dir: None,
+                image_gc_high_threshold_percent: cfg.image_gc_high_threshold_percent,
+                image_gc_low_threshold_percent: cfg.image_gc_low_threshold_percent,
+                image_minimum_gc_age: cfg.image_minimum_gc_age,
+            },
         })
     }
 

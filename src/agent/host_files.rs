@@ -82,6 +82,20 @@ pub(super) fn remove_pod_dirs(cfg: &AgentConfig, pod: &Pod) {
     }
 }
 
+/// Tears down the emptyDir volumes of a pod that stopped for good (an
+/// evicted pod), as kubelet's volume manager does for terminated pods: the
+/// space goes back to nodefs. A pod that runs again gets new ones.
+pub(super) fn remove_empty_dirs(cfg: &AgentConfig, pod: &Pod) {
+    let uid = accessors::uid(pod);
+    if uid.is_empty() {
+        return;
+    }
+    let dir = facts::pod_dir(&cfg.root_dir, uid).join("volumes/kubernetes.io~empty-dir");
+    if dir.exists() {
+        remove_dir_logged(&dir);
+    }
+}
+
 /// What [`prepare_container_files`] made for one container.
 pub(super) struct ContainerFiles {
     /// emptyDir volume name → host directory.

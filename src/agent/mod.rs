@@ -15,6 +15,9 @@
 //! - `host_files.rs`: what a pod needs on the host (directories, volumes,
 //!   hosts file, termination logs) and host facts (IP, memory, resolv.conf);
 //! - `logs.rs`: container log rotation;
+//! - `eviction.rs`: node-pressure eviction (kernel stats, the pure
+//!   manager, reclaim, one pod per pass) and the pressure conditions;
+//! - `image_gc.rs`: image GC (thresholds, LRU), run by the eviction task;
 //! - `gc.rs`: the GC task ([`crate::gc::collect`], log dirs, cgroups);
 //! - `status.rs`: pod status assembly for the admin socket and for a
 //!   [`StatusSink`] (the API-server status sync);
@@ -47,10 +50,13 @@ use crate::rt;
 use crate::status::Waiting;
 
 mod config;
+mod eviction;
 mod gc;
 mod host_files;
+mod image_gc;
 mod images;
 mod logs;
+mod memory_notify;
 mod node;
 mod observe;
 mod probes;
@@ -60,7 +66,7 @@ mod sync;
 #[cfg(test)]
 mod tests;
 
-pub use config::{AgentConfig, AgentConfigError};
+pub use config::{AgentConfig, AgentConfigError, EvictionConfig};
 pub use probes::ProbeMetrics;
 
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(2);
@@ -114,6 +120,8 @@ struct PodEntry {
     containers: BTreeMap<String, ContainerEntry>,
     /// The spec's warnings were logged (once per pod).
     warned: bool,
+    /// Evicted for node pressure: stopped, phase Failed, reason Evicted.
+    evicted: Option<eviction::Evicted>,
     probe_tasks: Vec<smol::Task<()>>,
     _task: Option<smol::Task<()>>,
 }
@@ -182,6 +190,8 @@ pub struct Agent<R: RuntimeService = Runtime> {
     status_sink: RefCell<Option<Rc<dyn StatusSink>>>,
     /// RunPodSandbox calls in flight at most (see `sync.rs`).
     sandbox_starts: smol::lock::Semaphore,
+    eviction: eviction::EvictionState,
+    image_gc: RefCell<image_gc::ImageGcState>,
 }
 
 fn now_unix_nanos() -> i64 {
@@ -240,6 +250,8 @@ impl<R: RuntimeService> Agent<R> {
             probe_metrics: RefCell::new(ProbeMetrics::default()),
             status_sink: RefCell::new(None),
             sandbox_starts: smol::lock::Semaphore::new(sync::SANDBOX_STARTS_IN_FLIGHT),
+            eviction: eviction::EvictionState::new(&cfg),
+            image_gc: RefCell::new(image_gc::ImageGcState::default()),
             cfg,
         })
     }
@@ -261,14 +273,18 @@ impl<R: RuntimeService> Agent<R> {
         let me = self.clone();
         tasks.push(rt::spawn(async move { me.gc_loop().await }));
         let me = self.clone();
+        tasks.push(rt::spawn(async move { me.eviction_loop().await }));
+        let me = self.clone();
         tasks.push(rt::spawn(async move { me.log_rotation_loop().await }));
         let me = self.clone();
         let socket = self.cfg.admin_socket.clone();
         tasks.push(rt::spawn(async move {
             let me2 = me.clone();
+            let me3 = me.clone();
             let handlers = crate::admin::Handlers {
                 pods: Rc::new(move || me.pod_list()),
                 metrics: Some(Rc::new(move || me2.metrics())),
+                node: Some(Rc::new(move || me3.eviction_json())),
             };
             if let Err(e) = crate::admin::serve(&socket, handlers).await {
                 log::error!("admin socket {}: {e}", socket.display());

@@ -244,6 +244,7 @@ impl<R: RuntimeService> Agent<R> {
             cpu_millis: node.cpu_millis,
             memory_bytes: Some(self.host.node_memory).filter(|m| *m > 0),
             max_pods: self.cfg.max_pods,
+            pressure: self.pressure().get(),
         }
     }
 

@@ -296,6 +296,7 @@ impl<R: RuntimeService> Agent<R> {
             sandbox_ips: HashMap::new(),
             containers: BTreeMap::new(),
             warned: false,
+            evicted: None,
             probe_tasks: Vec::new(),
             _task: Some(task),
         }

@@ -7,12 +7,32 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 
 use super::{now_unix_nanos, Agent, PodEntry, StatusSink};
 use crate::cri::RuntimeService;
 use crate::pod::facts;
 use crate::status::{self, Waiting};
+
+/// kubelet's status of a pod evicted for node pressure: phase Failed,
+/// reason `Evicted`, the message, and the `DisruptionTarget` condition
+/// (reason `TerminationByKubelet`).
+fn evicted_status(st: &mut PodStatus, message: &str, at_unix: i64) {
+    st.phase = Some("Failed".into());
+    st.reason = Some("Evicted".into());
+    st.message = Some(message.to_string());
+    let conditions = st.conditions.get_or_insert_with(Vec::new);
+    if !conditions.iter().any(|c| c.type_ == "DisruptionTarget") {
+        conditions.push(PodCondition {
+            type_: "DisruptionTarget".into(),
+            status: "True".into(),
+            reason: Some("TerminationByKubelet".into()),
+            message: Some(message.to_string()),
+            last_transition_time: Some(status::time_from_unix(at_unix)),
+            ..Default::default()
+        });
+    }
+}
 
 impl<R: RuntimeService> Agent<R> {
     /// Sends every pod's status to `sink` from now on (the API-server
@@ -100,6 +120,9 @@ impl<R: RuntimeService> Agent<R> {
             now_unix: now_unix_nanos() / 1_000_000_000,
             runtime_name: &runtime_name,
         });
+        if let Some(ev) = &e.evicted {
+            evicted_status(&mut st, &ev.message, ev.at_unix);
+        }
         // Say why picolet killed a container (probe failure, hook failure).
         for cs in st.container_statuses.iter_mut().flatten() {
             let Some(entry) = e.containers.get(&cs.name) else {

@@ -89,6 +89,26 @@ impl<R: RuntimeService> Agent<R> {
             return Box::pin(self.finish_pod(uid, &pod, &observed)).await;
         }
 
+        // Evicted for node pressure: keep it stopped (its status says why).
+        if self
+            .pods
+            .borrow()
+            .get(uid)
+            .is_some_and(|e| e.evicted.is_some())
+        {
+            if observed.is_active() {
+                if let Err(e) = Box::pin(self.terminate_pod(&pod, &observed, false)).await {
+                    log::warn!("stopping evicted pod {}: {e}", full_name(&pod));
+                    return Some(RETRY_AFTER_ERROR);
+                }
+                if let Ok(o) = Box::pin(self.observe(uid)).await {
+                    self.record_observed(uid, &o);
+                }
+            }
+            host_files::remove_empty_dirs(&self.cfg, &pod);
+            return Some(self.cfg.sync_frequency);
+        }
+
         let hashes: HashMap<String, String> = accessors::all_containers(&pod)
             .map(|(c, _)| (c.name.clone(), spec::container_hash(c)))
             .collect();
@@ -542,7 +562,16 @@ impl<R: RuntimeService> Agent<R> {
         observed: &ObservedPod,
         remove: bool,
     ) -> Result<(), String> {
-        let grace = facts::grace_period(pod);
+        // An evicted pod gets the eviction's grace period when shorter.
+        let evicted = self
+            .pods
+            .borrow()
+            .get(accessors::uid(pod))
+            .and_then(|e| e.evicted.as_ref().map(|v| v.grace));
+        let grace = evicted.map_or_else(
+            || facts::grace_period(pod),
+            |g| g.min(facts::grace_period(pod)),
+        );
         let began = Instant::now();
         for wave in plan::termination_waves(pod, observed.running()) {
             let left = grace

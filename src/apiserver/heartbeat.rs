@@ -31,6 +31,7 @@ use super::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
 use super::transport::{Body, Client};
 use crate::config::{EvictionThreshold, KubeletConfig};
 use crate::cri::{api, Runtime};
+use crate::node::eviction::Condition;
 use crate::rt;
 
 const JSON: &str = "application/json";
@@ -64,6 +65,8 @@ pub struct HeartbeatConfig {
     system_reserved: crate::config::ReservedResources,
     hard_memory: Option<EvictionThreshold>,
     hard_nodefs: Option<EvictionThreshold>,
+    /// The eviction task's pressure conditions (`None`: always False).
+    pressure: Option<crate::node::eviction::PressureCell>,
 }
 
 impl HeartbeatConfig {
@@ -84,7 +87,15 @@ impl HeartbeatConfig {
             system_reserved: cfg.system_reserved,
             hard_memory: cfg.eviction_hard.get("memory.available").cloned(),
             hard_nodefs: cfg.eviction_hard.get("nodefs.available").cloned(),
+            pressure: None,
         }
+    }
+
+    /// Reports the MemoryPressure, DiskPressure and PIDPressure conditions
+    /// of `pressure` (the eviction task's).
+    pub fn with_pressure(mut self, pressure: crate::node::eviction::PressureCell) -> Self {
+        self.pressure = Some(pressure);
+        self
     }
 }
 
@@ -167,6 +178,12 @@ impl Heartbeat {
         } else {
             self.cfg.node_ips.iter().map(|ip| ip.to_string()).collect()
         };
+        let pressure = self
+            .cfg
+            .pressure
+            .as_ref()
+            .map(|p| p.get())
+            .unwrap_or_default();
         NodeFacts {
             name: self.cfg.node_name.clone(),
             hostname: self.cfg.node_name.clone(),
@@ -186,9 +203,9 @@ impl Heartbeat {
             taints: self.cfg.taints.clone(),
             kubelet_port: i32::from(self.cfg.port),
             ready,
-            memory_pressure: false,
-            disk_pressure: false,
-            pid_pressure: false,
+            memory_pressure: pressure.get(Condition::MemoryPressure),
+            disk_pressure: pressure.get(Condition::DiskPressure),
+            pid_pressure: pressure.get(Condition::PIDPressure),
         }
     }
 

@@ -84,7 +84,7 @@ pub fn join(
     }
     let heartbeat = Rc::new(Heartbeat::new(
         client,
-        HeartbeatConfig::new(cfg, node_name),
+        HeartbeatConfig::new(cfg, node_name).with_pressure(agent.pressure()),
         agent.runtime().clone(),
         node_uid,
     ));

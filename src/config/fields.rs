@@ -25,10 +25,10 @@ use serde_json::Value;
 use super::values::swap_behavior;
 use super::values::{
     absolute_path, anonymous_authentication, board_name, boolean, cgroup_driver, cgroup_root,
-    dns_domain, eviction_map, hostname_override, ip_list, log_files, log_size, node_ips,
-    node_labels, normalize_node_name, optional_path, parse_runtime_endpoint, percent, pids_limit,
-    port, positive_duration, positive_u32, read_only_port, reserved, runtime_endpoint,
-    static_pod_path, taints, verbosity,
+    dns_domain, eviction_grace_map, eviction_map, grace_seconds, hostname_override, ip_list,
+    log_files, log_size, node_ips, node_labels, non_negative_duration, normalize_node_name,
+    optional_path, parse_runtime_endpoint, percent, pids_limit, port, positive_duration,
+    positive_u32, read_only_port, reserved, runtime_endpoint, static_pod_path, taints, verbosity,
 };
 
 /// picolet's default `staticPodPath`. Kubelet's default is empty (no static
@@ -195,6 +195,26 @@ kubelet_config! {
         /// flag *replaces* the defaults (kubelet without MergeDefaultEvictionSettings).
         eviction_hard: BTreeMap<String, EvictionThreshold> = default_eviction_hard(),
             file("evictionHard") => eviction_map;
+        /// `evictionSoft`, signal -> threshold; each needs a grace period in
+        /// `evictionSoftGracePeriod`. Default empty.
+        eviction_soft: BTreeMap<String, EvictionThreshold> = BTreeMap::new(),
+            file("evictionSoft") => eviction_map;
+        /// `evictionSoftGracePeriod`, signal -> how long a soft threshold
+        /// must hold before pods are evicted. Default empty.
+        eviction_soft_grace_period: BTreeMap<String, Duration> = BTreeMap::new(),
+            file("evictionSoftGracePeriod") => eviction_grace_map;
+        /// `evictionMinimumReclaim`, signal -> how much beyond the threshold
+        /// to reclaim once eviction starts. Default empty (none).
+        eviction_minimum_reclaim: BTreeMap<String, EvictionThreshold> = BTreeMap::new(),
+            file("evictionMinimumReclaim") => eviction_map;
+        /// `evictionPressureTransitionPeriod`: how long a pressure
+        /// condition stays after its threshold stops being met. Default 5m.
+        eviction_pressure_transition_period: Duration = Duration::from_secs(300),
+            file("evictionPressureTransitionPeriod") => positive_duration;
+        /// `evictionMaxPodGracePeriod`: the longest grace period (seconds)
+        /// a pod evicted for a soft threshold gets. Default 0.
+        eviction_max_pod_grace_period: i64 = 0,
+            file("evictionMaxPodGracePeriod") => grace_seconds;
         /// `systemReserved`.
         system_reserved: ReservedResources = ReservedResources::default(),
             file("systemReserved") => reserved;
@@ -207,6 +227,10 @@ kubelet_config! {
         /// `imageGCLowThresholdPercent`, 0..=100 and < high. Default 80.
         image_gc_low_threshold_percent: u8 = 80,
             file("imageGCLowThresholdPercent") => percent;
+        /// `imageMinimumGCAge`: an unused image younger than this is not
+        /// garbage-collected. Default 2m.
+        image_minimum_gc_age: Duration = Duration::from_secs(120),
+            file("imageMinimumGCAge") => non_negative_duration;
         /// `nodeStatusUpdateFrequency`. Default 10s.
         node_status_update_frequency: Duration = Duration::from_secs(10),
             file("nodeStatusUpdateFrequency") => positive_duration;
@@ -373,6 +397,26 @@ impl KubeletConfig {
                     "must be less than imageGCHighThresholdPercent ({}), got {}",
                     self.image_gc_high_threshold_percent, self.image_gc_low_threshold_percent
                 ),
+            ));
+        }
+        if let Some(signal) = self
+            .eviction_soft
+            .keys()
+            .find(|s| !self.eviction_soft_grace_period.contains_key(*s))
+        {
+            return Err((
+                "evictionSoftGracePeriod",
+                format!("evictionSoft has {signal:?} but no grace period for it"),
+            ));
+        }
+        if let Some(signal) = self
+            .eviction_soft_grace_period
+            .keys()
+            .find(|s| !self.eviction_soft.contains_key(*s))
+        {
+            return Err((
+                "evictionSoftGracePeriod",
+                format!("{signal:?} has a grace period but no evictionSoft threshold"),
             ));
         }
         Ok(())

@@ -771,3 +771,45 @@ nodeStatusReportFrequency: 1m
     assert!(!c.register_node);
     assert_eq!(c.node_status_report_frequency, Duration::from_secs(60));
 }
+
+#[test]
+fn a_soft_threshold_without_a_grace_period_is_a_config_error() {
+    let e = parse_err("evictionSoft:\n  memory.available: 200Mi\n");
+    assert!(
+        e.contains(r#"field "evictionSoftGracePeriod": evictionSoft has "memory.available" but no grace period for it"#),
+        "{e}"
+    );
+    let e = parse_err("evictionSoftGracePeriod:\n  nodefs.available: 1m\n");
+    assert!(
+        e.contains("has a grace period but no evictionSoft threshold"),
+        "{e}"
+    );
+}
+
+#[test]
+fn soft_thresholds_reclaim_and_grace_periods_are_parsed() {
+    let c = parse_ok(
+        "evictionSoft:\n  memory.available: 200Mi\n  nodefs.available: 15%\nevictionSoftGracePeriod:\n  memory.available: 1m30s\n  nodefs.available: 0s\nevictionMinimumReclaim:\n  nodefs.available: 100Mi\nevictionPressureTransitionPeriod: 30s\nevictionMaxPodGracePeriod: 20\nimageMinimumGCAge: 0s\n",
+    )
+    .config;
+    assert_eq!(
+        c.eviction_soft["nodefs.available"],
+        EvictionThreshold::Percentage(15.0)
+    );
+    assert_eq!(
+        c.eviction_soft_grace_period["memory.available"],
+        Duration::from_secs(90)
+    );
+    assert_eq!(
+        c.eviction_minimum_reclaim["nodefs.available"],
+        EvictionThreshold::Quantity(100 << 20)
+    );
+    assert_eq!(
+        c.eviction_pressure_transition_period,
+        Duration::from_secs(30)
+    );
+    assert_eq!(c.eviction_max_pod_grace_period, 20);
+    assert_eq!(c.image_minimum_gc_age, Duration::ZERO);
+    let e = parse_err("evictionSoftGracePeriod:\n  memory.avail: 1m\n");
+    assert!(e.contains("unknown eviction signal"), "{e}");
+}

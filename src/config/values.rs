@@ -87,6 +87,17 @@ pub(super) fn verbosity(v: &Value) -> Result<u8, String> {
     .map(|n| n as u8)
 }
 
+/// A Go duration, zero allowed (`imageMinimumGCAge: 0s`).
+pub(super) fn non_negative_duration(v: &Value) -> Result<Duration, String> {
+    let s = v.as_str().ok_or_else(|| {
+        format!(
+            "expected a duration string such as \"1m30s\", got {}",
+            show(v)
+        )
+    })?;
+    duration::parse(s).map_err(|e| e.to_string())
+}
+
 pub(super) fn positive_duration(v: &Value) -> Result<Duration, String> {
     let s = v.as_str().ok_or_else(|| {
         format!(
@@ -233,6 +244,38 @@ pub(super) fn log_size(v: &Value) -> Result<u64, String> {
         ));
     }
     Ok(bytes)
+}
+
+/// `evictionSoftGracePeriod`: signal -> Go duration (zero allowed).
+pub(super) fn eviction_grace_map(v: &Value) -> Result<BTreeMap<String, Duration>, String> {
+    let map = v.as_object().ok_or_else(|| {
+        format!(
+            "expected a mapping of signal to grace period, got {}",
+            show(v)
+        )
+    })?;
+    let mut out = BTreeMap::new();
+    for (signal, value) in map {
+        if !EVICTION_SIGNALS.contains(&signal.as_str()) {
+            return Err(format!(
+                "unknown eviction signal {signal:?}; expected one of {}",
+                EVICTION_SIGNALS.join(", ")
+            ));
+        }
+        let d = non_negative_duration(value).map_err(|e| format!("signal {signal:?}: {e}"))?;
+        out.insert(signal.clone(), d);
+    }
+    Ok(out)
+}
+
+/// A grace period in seconds (`evictionMaxPodGracePeriod`): an int32.
+pub(super) fn grace_seconds(v: &Value) -> Result<i64, String> {
+    integer(
+        v,
+        i64::from(i32::MIN),
+        i64::from(i32::MAX),
+        "a number of seconds",
+    )
 }
 
 pub(super) fn eviction_map(v: &Value) -> Result<BTreeMap<String, EvictionThreshold>, String> {

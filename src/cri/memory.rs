@@ -544,6 +544,44 @@ impl RuntimeService for MemoryRuntime {
         })
     }
 
+    async fn list_images(
+        &self,
+        _req: api::ListImagesRequest,
+    ) -> Result<api::ListImagesResponse, CriError> {
+        let s = self.record("ListImages");
+        Ok(api::ListImagesResponse {
+            images: s
+                .images
+                .iter()
+                .map(|name| api::Image {
+                    id: format!("sha256:{name}"),
+                    repo_tags: vec![name.clone()],
+                    size: 1 << 20,
+                    ..Default::default()
+                })
+                .collect(),
+        })
+    }
+
+    async fn remove_image(
+        &self,
+        req: api::RemoveImageRequest,
+    ) -> Result<api::RemoveImageResponse, CriError> {
+        let mut s = self.record("RemoveImage");
+        let name = req.image.map(|i| i.image).unwrap_or_default();
+        let name = name.strip_prefix("sha256:").unwrap_or(&name).to_string();
+        s.images.remove(&name);
+        Ok(api::RemoveImageResponse {})
+    }
+
+    async fn image_fs_info(
+        &self,
+        _req: api::ImageFsInfoRequest,
+    ) -> Result<api::ImageFsInfoResponse, CriError> {
+        self.record("ImageFsInfo");
+        Ok(api::ImageFsInfoResponse::default())
+    }
+
     fn connects(&self) -> u64 {
         self.state.borrow().connects
     }

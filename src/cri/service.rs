@@ -100,6 +100,21 @@ pub trait RuntimeService: 'static {
         &self,
         req: api::PullImageRequest,
     ) -> Result<api::PullImageResponse, CriError>;
+    /// Image GC: the images present.
+    async fn list_images(
+        &self,
+        req: api::ListImagesRequest,
+    ) -> Result<api::ListImagesResponse, CriError>;
+    /// Image GC: removes one image.
+    async fn remove_image(
+        &self,
+        req: api::RemoveImageRequest,
+    ) -> Result<api::RemoveImageResponse, CriError>;
+    /// Where the runtime keeps its images (imagefs).
+    async fn image_fs_info(
+        &self,
+        req: api::ImageFsInfoRequest,
+    ) -> Result<api::ImageFsInfoResponse, CriError>;
 
     /// ListContainers with no filter, undecoded (the PLEG decodes only
     /// when the fingerprint changed). By default: the decoded answer,
@@ -160,6 +175,9 @@ impl RuntimeService for Runtime {
         reopen_container_log(ReopenContainerLogRequest) -> ReopenContainerLogResponse;
         image_status(ImageStatusRequest) -> ImageStatusResponse;
         pull_image(PullImageRequest) -> PullImageResponse;
+        list_images(ListImagesRequest) -> ListImagesResponse;
+        remove_image(RemoveImageRequest) -> RemoveImageResponse;
+        image_fs_info(ImageFsInfoRequest) -> ImageFsInfoResponse;
     }
 
     async fn list_containers_raw(&self) -> Result<RawContainers, CriError> {

@@ -1,6 +1,9 @@
 //! The node itself, apart from its pods: what the machine is ([`info`]),
-//! and later the kernel stats, eviction and image GC of the node-pressure
-//! work. Must not know pods' sync, the API server or the runtime's
-//! transport: it reads the kernel and returns plain values.
+//! the kernel's resource stats ([`stats`]), and what node-pressure
+//! eviction ([`eviction`]) and image GC ([`image_gc`]) decide on them. Must not know pods' sync, the API server or the
+//! runtime's transport: it reads the kernel and returns plain values.
 
+pub mod eviction;
+pub mod image_gc;
 pub mod info;
+pub mod stats;

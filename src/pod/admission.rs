@@ -4,6 +4,10 @@
 //! The checks run in kubelet's order and the first failure is the answer,
 //! with kubelet's reason and message, so `kubectl describe` reads the same
 //! as on any node:
+//! 0. node pressure (the eviction manager's admit handler): under
+//!    MemoryPressure alone a BestEffort pod is refused unless it tolerates
+//!    the memory-pressure taint; under DiskPressure or PIDPressure every pod
+//!    is; critical (and static) pods never are (`Evicted`);
 //! 1. resources fit: pods (`OutOfpods`), then the `cpu` and `memory`
 //!    requests against allocatable (`OutOfcpu`, `OutOfmemory`);
 //! 2. the node name (`NodeName`), host ports (`NodePorts`), node selector and
@@ -34,6 +38,8 @@ pub struct NodeView {
     pub memory_bytes: Option<u64>,
     /// `maxPods`.
     pub max_pods: usize,
+    /// The pressure conditions of the eviction manager.
+    pub pressure: crate::node::eviction::Conditions,
 }
 
 /// Why a pod was refused: kubelet's `reason` and `message`.
@@ -70,6 +76,7 @@ pub fn admit(
     let Some(spec) = pod.spec.as_ref() else {
         return Ok(());
     };
+    under_pressure(pod, &node.pressure, is_static)?;
     if admitted.len() + 1 > node.max_pods {
         return Err(insufficient(
             "pods",
@@ -235,6 +242,43 @@ fn requirement_matches(r: &NodeSelectorRequirement, value: Option<&str>) -> bool
 /// The API's toleration rule: effects match (empty tolerates all), keys
 /// match (empty key with `Exists` tolerates every key), and `Exists` or an
 /// equal value.
+/// kubelet's eviction admit handler.
+fn under_pressure(
+    pod: &Pod,
+    pressure: &crate::node::eviction::Conditions,
+    is_static: bool,
+) -> Result<(), Rejection> {
+    use crate::node::eviction::Condition;
+    if !pressure.any() || is_static || crate::pod::facts::is_critical(pod) {
+        return Ok(());
+    }
+    let only_memory = pressure.get(Condition::MemoryPressure) && pressure.iter().count() == 1;
+    if only_memory {
+        let spec = crate::pod::accessors::spec(pod);
+        if qos::pod_qos(spec) != qos::QosClass::BestEffort {
+            return Ok(());
+        }
+        let taint = Taint {
+            key: Condition::MemoryPressure.taint_key().into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        };
+        if spec
+            .tolerations
+            .iter()
+            .flatten()
+            .any(|t| tolerates(t, &taint))
+        {
+            return Ok(());
+        }
+    }
+    let names: Vec<&str> = pressure.iter().map(|c| c.as_str()).collect();
+    Err(Rejection {
+        reason: "Evicted".into(),
+        message: format!("The node had condition: [{}]. ", names.join(" ")),
+    })
+}
+
 pub fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
     let effect_ok = tol
         .effect
@@ -275,6 +319,55 @@ mod tests {
             cpu_millis: Some(2000),
             memory_bytes: Some(512 << 20),
             max_pods: 3,
+            pressure: Default::default(),
+        }
+    }
+
+    #[test]
+    fn node_pressure_refuses_pods_as_the_eviction_admit_handler_does() {
+        use crate::node::eviction::{Condition, Conditions};
+        let best_effort = pod("metadata: {name: be, annotations: {kubernetes.io/config.source: api}}\nspec:\n  containers: [{name: a, image: x}]\n");
+        let burstable = pod("metadata: {name: bu, annotations: {kubernetes.io/config.source: api}}\nspec:\n  containers: [{name: a, image: x, resources: {requests: {memory: 1Mi}}}]\n");
+        let tolerant = pod("metadata: {name: t, annotations: {kubernetes.io/config.source: api}}\nspec:\n  tolerations: [{key: node.kubernetes.io/memory-pressure, operator: Exists, effect: NoSchedule}]\n  containers: [{name: a, image: x}]\n");
+        let critical = pod("metadata: {name: c, annotations: {kubernetes.io/config.source: api}}\nspec:\n  priority: 2000001000\n  containers: [{name: a, image: x}]\n");
+        let with = |cs: &[Condition]| {
+            let mut p = Conditions::default();
+            cs.iter().for_each(|c| p.set(*c));
+            NodeView {
+                pressure: p,
+                ..node()
+            }
+        };
+        let mem = with(&[Condition::MemoryPressure]);
+        let disk = with(&[Condition::MemoryPressure, Condition::DiskPressure]);
+        let table = [
+            (
+                &best_effort,
+                &mem,
+                false,
+                Some("The node had condition: [MemoryPressure]. "),
+            ),
+            (&burstable, &mem, false, None),
+            (&tolerant, &mem, false, None),
+            (&best_effort, &mem, true, None),
+            (&critical, &disk, false, None),
+            (
+                &burstable,
+                &disk,
+                false,
+                Some("The node had condition: [MemoryPressure DiskPressure]. "),
+            ),
+            (&best_effort, &node(), false, None),
+        ];
+        for (p, n, is_static, want) in table {
+            let got = admit(p, n, &[], is_static).err();
+            assert_eq!(
+                got.as_ref()
+                    .map(|r| (r.reason.as_str(), r.message.as_str())),
+                want.map(|m| ("Evicted", m)),
+                "{:?}",
+                p.metadata.name
+            );
         }
     }
 

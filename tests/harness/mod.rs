@@ -363,6 +363,8 @@ impl Picolet {
              podLogsDir: {logs}\n\
              fileCheckFrequency: 2s\n\
              {sync}\
+             {eviction}\
+             {image_gc}\
              {extra}",
             manifests = p.manifests_dir().display(),
             endpoint = runtime.endpoint(),
@@ -374,6 +376,19 @@ impl Picolet {
                 ""
             } else {
                 "syncFrequency: 10s\n"
+            },
+            // Node-pressure eviction and image GC act on this shared
+            // machine's real disk and memory: absolute thresholds far from
+            // what tests use, and no image GC, unless a test sets its own.
+            eviction = if extra_config.contains("evictionHard:") {
+                ""
+            } else {
+                "evictionHard: {memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}\n"
+            },
+            image_gc = if extra_config.contains("imageGCHighThresholdPercent:") {
+                ""
+            } else {
+                "imageGCHighThresholdPercent: 100\n"
             },
             extra = extra_config,
         );

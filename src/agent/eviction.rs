@@ -1,0 +1,504 @@
+//! The eviction task: every 10 s (kubelet's monitoring interval) it reads
+//! the node's numbers from the kernel ([`crate::node::stats`]), steps the
+//! eviction manager ([`crate::node::eviction::Manager`]), publishes the
+//! pressure conditions (for the Node status and admission), and when a
+//! threshold must be relieved: reclaims at node level first (dead
+//! containers through the GC pass), measures again, and evicts at most one
+//! pod, the first of kubelet's ranking.
+//!
+//! Evicting marks the pod's entry; its own worker stops it with the
+//! eviction's grace period, and its status says phase Failed, reason
+//! `Evicted`, with the message naming the signal. An evicted static pod
+//! comes back when the pressure that evicted it is over. This file decides
+//! nothing itself: it reads, asks the pure manager and executes.
+
+use std::cell::RefCell;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::PodSpec;
+
+use super::memory_notify::{usage_threshold, MemoryNotifier};
+use super::Agent;
+use crate::cri::RuntimeService;
+use crate::node::eviction::{
+    self, threshold, Condition, Conditions, Manager, Observation, Observations, PodUsage,
+    PressureCell, Threshold,
+};
+use crate::node::stats::{self, node::NodePaths, Buf};
+use crate::pod::{accessors, facts};
+use crate::qos;
+use crate::rt;
+
+/// kubelet's `evictionMonitoringPeriod`.
+pub const MONITORING_PERIOD: Duration = Duration::from_secs(10);
+
+/// Why and how a pod was evicted (kept on its entry).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Evicted {
+    /// The status message.
+    pub message: String,
+    /// The grace period its containers are stopped with.
+    pub grace: i64,
+    /// The pressure that evicted it; a static pod comes back when it ends.
+    pub condition: Condition,
+    /// When (Unix seconds), for the `DisruptionTarget` condition.
+    pub at_unix: i64,
+}
+
+/// What the last pass saw, for `picolet get node`.
+#[derive(Clone, Debug, Default)]
+pub(super) struct EvictionView {
+    pub observations: Observations,
+    pub met: Vec<Threshold>,
+}
+
+/// The eviction task's state.
+pub(super) struct EvictionState {
+    manager: RefCell<Manager>,
+    paths: RefCell<NodePaths>,
+    buf: RefCell<Buf>,
+    pressure: PressureCell,
+    view: RefCell<EvictionView>,
+    /// A stats file that failed, logged once until it works again.
+    failing: RefCell<Option<String>>,
+    max_pod_grace: i64,
+}
+
+impl EvictionState {
+    pub fn new(cfg: &super::AgentConfig) -> EvictionState {
+        let version =
+            crate::cgroups::detect(&cfg.cgroup_mount).unwrap_or(crate::cgroups::CgroupVersion::V1);
+        let root = cfg.cgroup_root.trim_matches('/');
+        let pods_cgroup = match (root.is_empty(), cfg.cgroups_per_qos) {
+            (true, true) => "/kubepods".to_string(),
+            (false, true) => format!("/{root}/kubepods"),
+            (_, false) => format!("/{root}"),
+        };
+        EvictionState {
+            manager: RefCell::new(Manager::new(
+                cfg.eviction.thresholds.clone(),
+                cfg.eviction.pressure_transition_period,
+            )),
+            paths: RefCell::new(NodePaths {
+                cgroup_mount: cfg.cgroup_mount.clone(),
+                version,
+                pods_cgroup,
+                proc: PathBuf::from("/proc"),
+                root_dir: cfg.root_dir.clone(),
+                log_dir: cfg.pod_logs_dir.clone(),
+                image_dir: cfg.eviction.image_dir.clone(),
+            }),
+            buf: RefCell::new(Buf::new()),
+            pressure: PressureCell::default(),
+            view: RefCell::new(EvictionView::default()),
+            failing: RefCell::new(None),
+            max_pod_grace: cfg.eviction.max_pod_grace_period,
+        }
+    }
+}
+
+impl<R: RuntimeService> Agent<R> {
+    /// The node's pressure conditions, kept current by the eviction task.
+    pub fn pressure(&self) -> PressureCell {
+        self.eviction.pressure.clone()
+    }
+
+    pub(super) async fn eviction_loop(self: Rc<Self>) {
+        if self.eviction.manager.borrow().thresholds().is_empty() {
+            log::info!("eviction: no thresholds configured; node-pressure eviction is off");
+        }
+        self.find_image_fs().await;
+        let mut notify_failed = false;
+        loop {
+            self.eviction_pass().await;
+            match self.arm_memory_notifier() {
+                Ok(Some(n)) => {
+                    if rt::timeout(MONITORING_PERIOD, n.crossed()).await.is_some() {
+                        log::info!("eviction: memory usage crossed its threshold; measuring now");
+                    }
+                }
+                Ok(None) => rt::sleep(MONITORING_PERIOD).await,
+                Err(e) => {
+                    if !notify_failed {
+                        log::warn!(
+                            "eviction: memory threshold notification: {e}; 10 s passes only"
+                        );
+                        notify_failed = true;
+                    }
+                    rt::sleep(MONITORING_PERIOD).await;
+                }
+            }
+        }
+    }
+
+    /// Arms the memcg notification for the highest `memory.available`
+    /// threshold (the first one usage crosses), on cgroup v1; `None` without
+    /// such a threshold or on v2.
+    fn arm_memory_notifier(&self) -> std::io::Result<Option<MemoryNotifier>> {
+        let paths = self.eviction.paths.borrow();
+        if paths.version != crate::cgroups::CgroupVersion::V1 {
+            return Ok(None);
+        }
+        let Some(capacity) = self
+            .eviction
+            .view
+            .borrow()
+            .observations
+            .get(eviction::Signal::MemoryAvailable)
+            .map(|o| o.capacity)
+        else {
+            return Ok(None);
+        };
+        let Some(threshold) = self
+            .eviction
+            .manager
+            .borrow()
+            .thresholds()
+            .iter()
+            .filter(|t| t.signal == eviction::Signal::MemoryAvailable)
+            .map(|t| t.quantity(capacity))
+            .max()
+        else {
+            return Ok(None);
+        };
+        let memcg = stats::cgroup_dir(&paths.cgroup_mount, paths.version, "memory", "/");
+        let stat = self
+            .eviction
+            .buf
+            .borrow_mut()
+            .read(&memcg.join("memory.stat"))
+            .map(|text| stats::keyed(text, "total_inactive_file").unwrap_or(0))
+            .map_err(std::io::Error::other)?;
+        let usage = usage_threshold(capacity, threshold, stat);
+        MemoryNotifier::arm(&memcg, usage).map(Some)
+    }
+
+    /// Asks the runtime where its images live (CRI `ImageFsInfo`); imagefs
+    /// is nodefs unless that is another filesystem.
+    async fn find_image_fs(&self) {
+        if self.eviction.paths.borrow().image_dir.is_some() {
+            return;
+        }
+        match self
+            .runtime
+            .image_fs_info(crate::cri::api::ImageFsInfoRequest {})
+            .await
+        {
+            Ok(info) => {
+                let mount = info
+                    .image_filesystems
+                    .iter()
+                    .filter_map(|f| f.fs_id.as_ref())
+                    .map(|id| PathBuf::from(&id.mountpoint))
+                    .find(|p| p.is_absolute());
+                if let Some(dir) = mount {
+                    log::info!("eviction: imagefs is the filesystem of {}", dir.display());
+                    self.eviction.paths.borrow_mut().image_dir = Some(dir);
+                }
+            }
+            Err(e) => log::warn!("eviction: asking the runtime for its image filesystem: {e}"),
+        }
+    }
+
+    /// The signals now.
+    fn observe_node(&self) -> Observations {
+        let mut first_error = None;
+        let stats = stats::node::read(
+            &self.eviction.paths.borrow(),
+            &mut self.eviction.buf.borrow_mut(),
+            |e| {
+                if first_error.is_none() {
+                    first_error = Some(e.to_string());
+                }
+            },
+        );
+        let mut failing = self.eviction.failing.borrow_mut();
+        if first_error != *failing {
+            if let Some(e) = &first_error {
+                log::warn!("eviction: {e}; signals from it are not observed");
+            }
+            *failing = first_error;
+        }
+        eviction::observe(&stats, None)
+    }
+
+    /// One pass: measure, decide, reclaim, evict at most one pod.
+    pub(super) async fn eviction_pass(self: &Rc<Self>) {
+        let obs = self.observe_node();
+        let decision = self
+            .eviction
+            .manager
+            .borrow_mut()
+            .step(Instant::now(), &obs);
+        let before = self.eviction.pressure.replace(decision.conditions);
+        for c in Condition::ALL {
+            if before.get(c) != decision.conditions.get(c) {
+                log::info!(
+                    "eviction: node condition {} is now {}",
+                    c.as_str(),
+                    decision.conditions.get(c)
+                );
+            }
+        }
+        *self.eviction.view.borrow_mut() = EvictionView {
+            observations: obs,
+            met: decision.met.clone(),
+        };
+        self.readmit_static_pods(decision.conditions);
+        self.image_gc_if_due(&obs).await;
+        let Some((threshold, observed)) = decision.act else {
+            return;
+        };
+        let mut observed = observed;
+        if threshold.signal.reclaimable_by_gc() {
+            log::info!(
+                "eviction: {} below its threshold; removing dead containers and unused images first",
+                threshold.signal.as_str()
+            );
+            self.collect_garbage().await;
+            self.image_gc_pass(Some(u64::MAX)).await;
+            let obs = self.observe_node();
+            if !self.eviction.manager.borrow().still_met(&threshold, &obs) {
+                log::info!(
+                    "eviction: node-level reclaim relieved {}",
+                    threshold.signal.as_str()
+                );
+                return;
+            }
+            observed = obs.get(threshold.signal).unwrap_or(observed);
+        }
+        self.evict_one(&threshold, observed);
+    }
+
+    /// Marks the first pod of the ranking as evicted and wakes its worker.
+    pub(super) fn evict_one(&self, threshold: &Threshold, observed: Observation) {
+        let mut ranked = self.pod_usages(threshold.signal.condition());
+        eviction::rank(threshold.signal, &mut ranked);
+        let Some(victim) = ranked.first() else {
+            log::warn!(
+                "eviction: {} is below its threshold and no pod is left to evict",
+                threshold.signal.as_str()
+            );
+            return;
+        };
+        let message = threshold::message(threshold, observed.capacity, observed.available);
+        {
+            let mut pods = self.pods.borrow_mut();
+            let Some(e) = pods.get_mut(&victim.uid) else {
+                return;
+            };
+            let grace = threshold::pod_grace_period(
+                threshold,
+                self.eviction.max_pod_grace,
+                accessors::spec(&e.pod).termination_grace_period_seconds,
+            );
+            log::warn!(
+                "eviction: evicting pod {} (grace {grace}s): {message}",
+                accessors::full_name(&e.pod)
+            );
+            e.evicted = Some(Evicted {
+                message,
+                grace,
+                condition: threshold.signal.condition(),
+                at_unix: super::now_unix_nanos() / 1_000_000_000,
+            });
+        }
+        self.wake(&victim.uid);
+    }
+
+    /// Brings back evicted static (and critical) pods whose pressure ended.
+    pub(super) fn readmit_static_pods(&self, now: Conditions) {
+        let back: Vec<String> = {
+            let mut pods = self.pods.borrow_mut();
+            pods.iter_mut()
+                .filter(|(_, e)| !e.deleted && facts::is_critical(&e.pod))
+                .filter_map(|(uid, e)| {
+                    let ev = e.evicted.as_ref()?;
+                    if now.get(ev.condition) {
+                        return None;
+                    }
+                    log::info!(
+                        "eviction: {} is over; starting static pod {} again",
+                        ev.condition.as_str(),
+                        accessors::full_name(&e.pod)
+                    );
+                    e.evicted = None;
+                    Some(uid.clone())
+                })
+                .collect()
+        };
+        for uid in back {
+            self.wake(&uid);
+        }
+    }
+
+    /// The pods eviction may choose from (running, not already evicted or
+    /// being deleted), with the usage `condition`'s ranking needs.
+    fn pod_usages(&self, condition: Condition) -> Vec<PodUsage> {
+        let pods = self.pods.borrow();
+        let paths = self.eviction.paths.borrow();
+        let mut buf = self.eviction.buf.borrow_mut();
+        pods.iter()
+            .filter(|(_, e)| !e.deleted && e.evicted.is_none() && e.observed.is_active())
+            .map(|(uid, e)| {
+                let pod = &e.pod;
+                let spec = accessors::spec(pod);
+                let cgroup = facts::cgroup_parent(pod, self.cgroups.as_ref());
+                let cg = |controller| {
+                    (!cgroup.is_empty()).then(|| {
+                        stats::cgroup_dir(&paths.cgroup_mount, paths.version, controller, &cgroup)
+                    })
+                };
+                let mut u = PodUsage {
+                    uid: uid.clone(),
+                    priority: spec.priority.unwrap_or(0),
+                    critical: facts::is_critical(pod),
+                    memory_request: qos::pod_resources(spec).memory_request_bytes,
+                    memory_working_set: None,
+                    ephemeral_request: ephemeral_request(spec),
+                    ephemeral_usage: None,
+                    processes: None,
+                };
+                match condition {
+                    Condition::MemoryPressure => {
+                        u.memory_working_set = cg("memory").and_then(|d| {
+                            stats::memory::read(&d, paths.version, &mut buf)
+                                .ok()
+                                .map(|m| m.working_set)
+                        });
+                    }
+                    Condition::PIDPressure => {
+                        u.processes =
+                            cg("pids").and_then(|d| stats::pids::read_current(&d, &mut buf).ok());
+                    }
+                    Condition::DiskPressure => {
+                        let dirs = [
+                            facts::pod_dir(&self.cfg.root_dir, uid),
+                            facts::log_dir(&self.cfg.pod_logs_dir, pod),
+                        ];
+                        u.ephemeral_usage = Some(dirs.iter().map(|d| disk_usage(d)).sum());
+                    }
+                }
+                u
+            })
+            .collect()
+    }
+
+    /// The last pass's signals, thresholds and conditions as JSON (`picolet
+    /// get node`).
+    pub fn eviction_json(&self) -> serde_json::Value {
+        let view = self.eviction.view.borrow();
+        let manager = self.eviction.manager.borrow();
+        let signals: serde_json::Map<String, serde_json::Value> = view
+            .observations
+            .iter()
+            .map(|(s, o)| {
+                (
+                    s.as_str().to_string(),
+                    serde_json::json!({"available": o.available, "capacity": o.capacity}),
+                )
+            })
+            .collect();
+        let thresholds: Vec<serde_json::Value> = manager
+            .thresholds()
+            .iter()
+            .map(|t| {
+                let capacity = view.observations.get(t.signal).map(|o| o.capacity);
+                serde_json::json!({
+                    "signal": t.signal.as_str(),
+                    "value": t.value.to_string(),
+                    "quantity": capacity.map(|c| t.quantity(c)),
+                    "hard": t.hard,
+                    "gracePeriodSeconds": t.grace_period.as_secs(),
+                    "minimumReclaim": t.min_reclaim.map(|m| m.to_string()),
+                    "met": view.met.contains(t),
+                })
+            })
+            .collect();
+        let pressure = self.eviction.pressure.get();
+        let conditions: serde_json::Map<String, serde_json::Value> = Condition::ALL
+            .iter()
+            .map(|c| (c.as_str().to_string(), pressure.get(*c).into()))
+            .collect();
+        serde_json::json!({
+            "signals": signals,
+            "thresholds": thresholds,
+            "conditions": conditions,
+        })
+    }
+}
+
+/// The pod's `ephemeral-storage` requests, summed over its app containers
+/// (init containers run before and leave nothing behind).
+fn ephemeral_request(spec: &PodSpec) -> u64 {
+    spec.containers
+        .iter()
+        .filter_map(|c| {
+            c.resources
+                .as_ref()?
+                .requests
+                .as_ref()?
+                .get("ephemeral-storage")
+        })
+        .filter_map(|q| crate::quantity::Quantity::parse(&q.0).ok()?.value().ok())
+        .sum()
+}
+
+/// Bytes allocated under `dir` (blocks, as `du`), not following symlinks
+/// or crossing into other filesystems' mounts. Only walked under disk
+/// pressure.
+fn disk_usage(dir: &Path) -> u64 {
+    let Ok(top) = std::fs::symlink_metadata(dir) else {
+        return 0;
+    };
+    let dev = top.dev();
+    let mut total = top.blocks() * 512;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(m) = entry.metadata() else { continue };
+            if m.dev() != dev {
+                continue;
+            }
+            total += m.blocks() * 512;
+            if m.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disk_usage_counts_the_files_under_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+        std::fs::write(dir.path().join("a/b/f"), vec![1u8; 64 * 1024]).unwrap();
+        let used = disk_usage(dir.path());
+        assert!(used >= 64 * 1024, "{used}");
+        assert_eq!(disk_usage(&dir.path().join("missing")), 0);
+    }
+
+    #[test]
+    fn the_ephemeral_request_sums_the_app_containers() {
+        let spec: PodSpec = serde_json::from_value(serde_json::json!({
+            "containers": [
+                {"name": "a", "resources": {"requests": {"ephemeral-storage": "1Mi"}}},
+                {"name": "b", "resources": {"requests": {"ephemeral-storage": "2Mi", "memory": "1Gi"}}},
+                {"name": "c"}
+            ]
+        }))
+        .unwrap();
+        assert_eq!(ephemeral_request(&spec), 3 << 20);
+    }
+}

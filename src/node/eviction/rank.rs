@@ -1,0 +1,172 @@
+//! Which pod to evict first, as kubelet ranks them for each kind of
+//! pressure:
+//! - memory: pods whose working set exceeds their memory request first,
+//!   then by priority (lowest first), then by how far usage is above the
+//!   request (most first);
+//! - disk: the same with local ephemeral usage (emptyDir, logs, writable
+//!   layer) against the ephemeral-storage request;
+//! - PIDs: by priority, then by process count (most first).
+//!
+//! picolet evicts static and critical pods too (kubelet refuses), but only
+//! after every other pod: a board may have nothing else to give back, and
+//! an evicted static pod comes back when the pressure ends.
+
+use std::cmp::Reverse;
+
+use super::signal::{Condition, Signal};
+
+/// One pod as ranking sees it. A usage that could not be read is `None`
+/// and counts as zero.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodUsage {
+    pub uid: String,
+    /// `spec.priority` (0 when unset).
+    pub priority: i32,
+    /// Static, or at a system-critical priority.
+    pub critical: bool,
+    pub memory_request: u64,
+    pub memory_working_set: Option<u64>,
+    pub ephemeral_request: u64,
+    pub ephemeral_usage: Option<u64>,
+    pub processes: Option<u64>,
+}
+
+/// Usage above the request: negative when below it.
+fn above(usage: Option<u64>, request: u64) -> i128 {
+    i128::from(usage.unwrap_or(0)) - i128::from(request)
+}
+
+/// Sorts `pods` so that the first is the one to evict for `signal`. The
+/// sort is stable: pods that rank equal keep their order.
+pub fn rank(signal: Signal, pods: &mut [PodUsage]) {
+    match signal.condition() {
+        Condition::MemoryPressure => pods.sort_by_key(|p| {
+            let over = above(p.memory_working_set, p.memory_request);
+            (p.critical, over <= 0, p.priority, Reverse(over))
+        }),
+        Condition::DiskPressure => pods.sort_by_key(|p| {
+            let over = above(p.ephemeral_usage, p.ephemeral_request);
+            (p.critical, over <= 0, p.priority, Reverse(over))
+        }),
+        Condition::PIDPressure => {
+            pods.sort_by_key(|p| (p.critical, p.priority, Reverse(p.processes.unwrap_or(0))))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MI: u64 = 1 << 20;
+
+    fn pod(uid: &str, priority: i32, request: u64, usage: Option<u64>) -> PodUsage {
+        PodUsage {
+            uid: uid.into(),
+            priority,
+            critical: false,
+            memory_request: request,
+            memory_working_set: usage,
+            ephemeral_request: request,
+            ephemeral_usage: usage,
+            processes: usage.map(|u| u / MI),
+        }
+    }
+
+    fn order(signal: Signal, mut pods: Vec<PodUsage>) -> Vec<String> {
+        rank(signal, &mut pods);
+        pods.into_iter().map(|p| p.uid).collect()
+    }
+
+    #[test]
+    fn memory_ranks_usage_above_requests_then_priority_then_excess() {
+        let table: [(&str, Vec<PodUsage>, &[&str]); 5] = [
+            (
+                "a BestEffort pod using memory goes before a Guaranteed pod within its request",
+                vec![
+                    pod("guaranteed", 0, 100 * MI, Some(90 * MI)),
+                    pod("besteffort", 0, 0, Some(10 * MI)),
+                ],
+                &["besteffort", "guaranteed"],
+            ),
+            (
+                "among pods above their requests, the lower priority goes first",
+                vec![
+                    pod("high", 1000, 0, Some(500 * MI)),
+                    pod("low", 0, 0, Some(10 * MI)),
+                ],
+                &["low", "high"],
+            ),
+            (
+                "at one priority, the pod furthest above its request goes first",
+                vec![
+                    pod("a", 0, 50 * MI, Some(60 * MI)),
+                    pod("b", 0, 0, Some(40 * MI)),
+                    pod("c", 0, 10 * MI, Some(100 * MI)),
+                ],
+                &["c", "b", "a"],
+            ),
+            (
+                "pods within their requests rank by priority, then by usage minus request",
+                vec![
+                    pod("x", 10, 100 * MI, Some(10 * MI)),
+                    pod("y", 0, 100 * MI, Some(10 * MI)),
+                    pod("z", 0, 100 * MI, Some(90 * MI)),
+                ],
+                &["z", "y", "x"],
+            ),
+            (
+                "a pod without stats counts as using nothing",
+                vec![pod("nostats", 0, 0, None), pod("user", 0, 0, Some(MI))],
+                &["user", "nostats"],
+            ),
+        ];
+        for (what, pods, want) in table {
+            assert_eq!(order(Signal::MemoryAvailable, pods), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn critical_and_static_pods_are_evicted_last() {
+        let mut critical = pod("static", -10, 0, Some(900 * MI));
+        critical.critical = true;
+        let pods = vec![critical, pod("guaranteed", 100, 100 * MI, Some(MI))];
+        for signal in [
+            Signal::MemoryAvailable,
+            Signal::NodeFsAvailable,
+            Signal::PidAvailable,
+        ] {
+            assert_eq!(
+                order(signal, pods.clone()),
+                ["guaranteed", "static"],
+                "{signal:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn disk_ranks_by_local_ephemeral_usage_against_its_request() {
+        let pods = vec![
+            pod("small", 0, 0, Some(MI)),
+            pod("requested", 0, 500 * MI, Some(400 * MI)),
+            pod("writer", 0, 0, Some(300 * MI)),
+        ];
+        assert_eq!(
+            order(Signal::NodeFsAvailable, pods),
+            ["writer", "small", "requested"]
+        );
+    }
+
+    #[test]
+    fn pid_pressure_ranks_by_priority_then_process_count() {
+        let pods = vec![
+            pod("many-high", 100, 0, Some(900 * MI)),
+            pod("few", 0, 0, Some(2 * MI)),
+            pod("many", 0, 0, Some(50 * MI)),
+        ];
+        assert_eq!(
+            order(Signal::PidAvailable, pods),
+            ["many", "few", "many-high"]
+        );
+    }
+}

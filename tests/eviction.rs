@@ -1,0 +1,291 @@
+//! Node-pressure eviction on a real container runtime (containerd or
+//! CRI-O, as `PICOLET_TEST_RUNTIME` says) and this machine's kernel: the
+//! signals come from the real cgroup files, `/proc` and statfs, and the pods
+//! really run and really allocate.
+//!
+//! Thresholds are set relative to what the node has when the test starts,
+//! so that the test's own pod tips the node over; other work on the machine
+//! may move the numbers, which the ranking must then cope with too. Waits
+//! are polls on what picolet reports (`GET /pods`, `GET /node`); nothing
+//! asserts on timing.
+
+mod harness;
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use harness::{wait_until, ContainerRuntime, Picolet};
+use serde_json::Value;
+
+const LONG: Duration = Duration::from_secs(180);
+const MI: i64 = 1 << 20;
+
+/// memory.available as picolet computes it, now.
+fn memory_available() -> i64 {
+    let mount = Path::new("/sys/fs/cgroup");
+    let version = picolet::cgroups::detect(mount).expect("cgroup mount");
+    let paths = picolet::node::stats::node::NodePaths {
+        cgroup_mount: mount.into(),
+        version,
+        pods_cgroup: "/".into(),
+        proc: "/proc".into(),
+        root_dir: "/".into(),
+        log_dir: "/".into(),
+        image_dir: None,
+    };
+    let stats =
+        picolet::node::stats::node::read(&paths, &mut picolet::node::stats::Buf::new(), |_| {});
+    picolet::node::eviction::observe(&stats, None)
+        .get(picolet::node::eviction::Signal::MemoryAvailable)
+        .expect("memory.available observed")
+        .available
+}
+
+fn pod_manifest(name: &str, resources: &str, command: &str, volumes: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: main\n    image: busybox\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {command:?}]\n{resources}{volumes}"
+    )
+}
+
+const SLEEP: &str = "exec sleep 100000";
+const BURSTABLE: &str = "    resources: {requests: {memory: 16Mi}}\n";
+const GUARANTEED: &str =
+    "    resources: {requests: {memory: 32Mi, cpu: 50m}, limits: {memory: 32Mi, cpu: 50m}}\n";
+
+fn phase(pod: &Value) -> &str {
+    pod["status"]["phase"].as_str().unwrap_or("")
+}
+
+fn running_id(pod: &Value) -> Option<String> {
+    let c = &pod["status"]["containerStatuses"][0];
+    c["state"]["running"]
+        .is_object()
+        .then(|| c["containerID"].as_str().unwrap_or_default().to_string())
+}
+
+fn wait_running(p: &Picolet, name: &str) -> String {
+    wait_until(&format!("pod {name} running"), LONG, || {
+        let pod = p.find_pod(name)?;
+        (phase(&pod) == "Running")
+            .then(|| running_id(&pod))
+            .flatten()
+    })
+}
+
+fn node(p: &Picolet) -> Value {
+    let (status, body) = p.get("/node");
+    assert_eq!(status, 200, "GET /node: {body}");
+    serde_json::from_str(&body).expect("GET /node is JSON")
+}
+
+fn pressure(p: &Picolet, condition: &str) -> bool {
+    node(p)["conditions"][condition] == true
+}
+
+/// The pods that survive must not have been touched: same container, still
+/// running, never evicted.
+fn assert_untouched(p: &Picolet, name: &str, id: &str) {
+    let pod = p
+        .find_pod(name)
+        .unwrap_or_else(|| panic!("pod {name} gone"));
+    assert_eq!(phase(&pod), "Running", "{pod}");
+    assert_eq!(
+        running_id(&pod).as_deref(),
+        Some(id),
+        "{name} restarted: {pod}"
+    );
+    assert_ne!(pod["status"]["reason"], "Evicted", "{pod}");
+}
+
+#[test]
+fn under_memory_pressure_the_best_effort_pod_is_evicted_first_and_comes_back_after() {
+    let runtime = ContainerRuntime::start();
+    let mark = tempfile::tempdir().expect("marker dir");
+    // The hog allocates 1.5 GiB once (a marker on the host says it did) and
+    // holds it; the threshold is 1 GiB below what is available now.
+    let threshold = memory_available() - 1024 * MI;
+    assert!(
+        threshold > 512 * MI,
+        "this test needs ~2 GiB of free memory"
+    );
+    let p = Picolet::start_with(
+        &runtime,
+        &format!(
+            "evictionHard:\n  memory.available: \"{threshold}\"\nevictionPressureTransitionPeriod: 10s\n"
+        ),
+    );
+    p.write_manifest(
+        "guaranteed",
+        &pod_manifest("guaranteed", GUARANTEED, SLEEP, ""),
+    );
+    p.write_manifest(
+        "burstable",
+        &pod_manifest("burstable", BURSTABLE, SLEEP, ""),
+    );
+    let guaranteed = wait_running(&p, "guaranteed");
+    let burstable = wait_running(&p, "burstable");
+    assert!(!pressure(&p, "MemoryPressure"), "{}", node(&p));
+
+    let hog = "if [ -e /mark/done ]; then exec sleep 100000; fi; touch /mark/done; \
+               dd if=/dev/zero bs=1610612736 count=1 | sleep 100000";
+    let volumes = format!(
+        "    volumeMounts: [{{name: mark, mountPath: /mark}}]\n  volumes:\n  - name: mark\n    hostPath: {{path: {}, type: Directory}}\n",
+        mark.path().display()
+    );
+    p.write_manifest("hog", &pod_manifest("hog", "", hog, &volumes));
+
+    // Pressure comes, and the BestEffort pod is the one evicted.
+    let seen_pressure = RefCell::new(false);
+    let evicted = wait_until("pod hog evicted", LONG, || {
+        if pressure(&p, "MemoryPressure") {
+            *seen_pressure.borrow_mut() = true;
+        }
+        let pod = p.find_pod("hog")?;
+        (pod["status"]["reason"] == "Evicted").then_some(pod)
+    });
+    assert_eq!(phase(&evicted), "Failed", "{evicted}");
+    let message = evicted["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("low on resource: memory"), "{message}");
+    assert!(message.contains("memory.available"), "{message}");
+    assert_eq!(evicted["status"]["qosClass"], "BestEffort");
+    wait_until("MemoryPressure reported", LONG, || {
+        (*seen_pressure.borrow() || pressure(&p, "MemoryPressure")).then_some(())
+    });
+    assert_untouched(&p, "guaranteed", &guaranteed);
+    assert_untouched(&p, "burstable", &burstable);
+
+    // The memory is given back: the pressure ends after the transition
+    // period, and the static pod runs again (without allocating this time).
+    wait_until("MemoryPressure cleared", LONG, || {
+        (!pressure(&p, "MemoryPressure")).then_some(())
+    });
+    wait_running(&p, "hog");
+    assert_untouched(&p, "guaranteed", &guaranteed);
+    assert_untouched(&p, "burstable", &burstable);
+    let log = p.log();
+    for line in log.lines().filter(|l| l.contains("eviction:")) {
+        eprintln!("{line}");
+    }
+    assert!(log.contains("eviction: evicting pod default/hog-"), "{log}");
+    assert!(
+        !log.contains("eviction: evicting pod default/guaranteed-"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("eviction: evicting pod default/burstable-"),
+        "{log}"
+    );
+}
+
+/// tmpfs mounts made for one test, unmounted when it ends (after picolet,
+/// which is declared later and so dropped first).
+#[derive(Default)]
+struct Mounts(RefCell<Vec<PathBuf>>);
+
+impl Mounts {
+    fn tmpfs(&self, dir: &Path, size: &str) {
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("mount")
+            .success();
+        assert!(ok, "mounting a tmpfs on {}", dir.display());
+        self.0.borrow_mut().push(dir.to_path_buf());
+    }
+}
+
+impl Drop for Mounts {
+    fn drop(&mut self) {
+        for dir in self.0.borrow().iter().rev() {
+            let _ = Command::new("umount").arg("-l").arg(dir).status();
+        }
+    }
+}
+
+#[test]
+fn under_disk_pressure_the_emptydir_writer_is_evicted_and_the_space_comes_back() {
+    let runtime = ContainerRuntime::start();
+    let mounts = Mounts::default();
+    // The root dir on a small filesystem: nodefs is 64 MiB, and pressure
+    // starts below 24 MiB available.
+    let mut p = Picolet::start_with_args(
+        &runtime,
+        "evictionHard:\n  nodefs.available: 24Mi\nevictionPressureTransitionPeriod: 10s\n",
+        |p| {
+            mounts.tmpfs(&p.root_dir(), "64m");
+            Vec::new()
+        },
+    );
+    p.write_manifest("quiet", &pod_manifest("quiet", GUARANTEED, SLEEP, ""));
+    let quiet = wait_running(&p, "quiet");
+    assert!(!pressure(&p, "DiskPressure"), "{}", node(&p));
+
+    let writer = "dd if=/dev/zero of=/scratch/fill bs=1048576 count=48; exec sleep 100000";
+    let volumes = "    volumeMounts: [{name: scratch, mountPath: /scratch}]\n  volumes:\n  - name: scratch\n    emptyDir: {}\n";
+    p.write_manifest("writer", &pod_manifest("writer", "", writer, volumes));
+
+    let seen_pressure = RefCell::new(false);
+    let evicted = wait_until("pod writer evicted", LONG, || {
+        if pressure(&p, "DiskPressure") {
+            *seen_pressure.borrow_mut() = true;
+        }
+        let pod = p.find_pod("writer")?;
+        (pod["status"]["reason"] == "Evicted").then_some(pod)
+    });
+    let message = evicted["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("ephemeral-storage"), "{message}");
+    assert!(message.contains("nodefs.available"), "{message}");
+    assert!(*seen_pressure.borrow() || pressure(&p, "DiskPressure"));
+    assert_untouched(&p, "quiet", &quiet);
+
+    // The evicted pod's emptyDir is torn down: the pressure ends. The
+    // writer is a static pod, so it comes back and writes again; by then
+    // the test has seen what it needed.
+    p.remove_manifest("writer");
+    wait_until("DiskPressure cleared", LONG, || {
+        (!pressure(&p, "DiskPressure")).then_some(())
+    });
+    assert_untouched(&p, "quiet", &quiet);
+    p.stop();
+    drop(p);
+    drop(mounts);
+}
+
+fn image_tags(runtime: &ContainerRuntime) -> Vec<String> {
+    let socket = picolet::cri::socket_path(&runtime.endpoint()).expect("unix endpoint");
+    let cri = picolet::cri::Runtime::new(socket, Duration::from_secs(30));
+    picolet::rt::block_on(cri.list_images(picolet::cri::api::ListImagesRequest::default()))
+        .expect("ListImages")
+        .images
+        .into_iter()
+        .flat_map(|i| i.repo_tags)
+        .collect()
+}
+
+#[test]
+fn image_gc_removes_unused_images_and_keeps_the_one_in_use_and_the_sandbox_image() {
+    let runtime = ContainerRuntime::start();
+    runtime.import_test_image("grpc-health");
+    let has = |tags: &[String], name: &str| tags.iter().any(|t| t.contains(name));
+    assert!(has(&image_tags(&runtime), "picolet/grpc-health"));
+    // Past the high threshold on any disk that holds anything; an image
+    // must be known for 20 s before it may go, by which time busybox is in
+    // use.
+    let p = Picolet::start_with(
+        &runtime,
+        "imageGCHighThresholdPercent: 1\nimageGCLowThresholdPercent: 0\nimageMinimumGCAge: 20s\n",
+    );
+    p.write_manifest("user", &pod_manifest("user", "", SLEEP, ""));
+    let user = wait_running(&p, "user");
+    let tags = wait_until("the unused image removed", LONG, || {
+        let tags = image_tags(&runtime);
+        (!has(&tags, "picolet/grpc-health")).then_some(tags)
+    });
+    assert!(has(&tags, "busybox"), "the image in use stays: {tags:?}");
+    assert!(has(&tags, "pause"), "the sandbox image stays: {tags:?}");
+    assert_untouched(&p, "user", &user);
+    assert!(p.log().contains("image GC: removed image"), "{}", p.log());
+}
