@@ -201,7 +201,7 @@ impl<R: RuntimeService> Agent<R> {
                         });
                         g.unwrap_or_else(|| facts::grace_period(&pod))
                     };
-                    if let Err(e) = self.kill_container(&pod, &name, &id, grace).await {
+                    if let Err(e) = Box::pin(self.kill_container(&pod, &name, &id, grace)).await {
                         log::warn!("stopping container {name}: {e}");
                     }
                 }
@@ -210,7 +210,7 @@ impl<R: RuntimeService> Agent<R> {
                         "removing exited init container {name} ({id}) of pod {}",
                         full_name(&pod)
                     );
-                    self.remove_container(id).await;
+                    Box::pin(self.remove_container(id)).await;
                 }
                 Action::BackOff { name, remaining } => {
                     let delay = self
