@@ -755,7 +755,11 @@ fn managed_fields_never_enter_the_store_or_the_events() {
     let now = Instant::now();
     r.step(now, 0, Input::Tick);
     let s = r.step(now, 0, ev(WatchEvent::Added(managed(pod("b", "ub", "6")))));
-    let s2 = r.step(now, 0, ev(WatchEvent::Modified(managed(pod("a", "ua", "7")))));
+    let s2 = r.step(
+        now,
+        0,
+        ev(WatchEvent::Modified(managed(pod("a", "ua", "7")))),
+    );
     let events: Vec<&Event<Pod>> = s.events.iter().chain(&s2.events).collect();
     assert_eq!(events.len(), 2);
     for e in events {
@@ -765,11 +769,17 @@ fn managed_fields_never_enter_the_store_or_the_events() {
         assert_eq!(p.metadata.managed_fields, None);
     }
     assert_eq!(r.store().len(), 2);
-    assert!(r.store().values().all(|p| p.metadata.managed_fields.is_none()));
+    assert!(r
+        .store()
+        .values()
+        .all(|p| p.metadata.managed_fields.is_none()));
 
     let mut fresh = Reflector::<Pod>::new().without_streaming_list();
     fresh.step(now, 0, Input::Tick);
     fresh.step(now, 0, page(vec![managed(pod("c", "uc", "9"))], "9", None));
-    assert!(fresh.store().values().all(|p| p.metadata.managed_fields.is_none()));
+    assert!(fresh
+        .store()
+        .values()
+        .all(|p| p.metadata.managed_fields.is_none()));
     assert_eq!(fresh.store().len(), 1);
 }
