@@ -130,7 +130,19 @@ impl<R: RuntimeService> Agent<R> {
             log::info!("source {} is ready", update.source);
         }
         state.ready |= update.authoritative;
-        state.pods = update.pods;
+        // One copy of each pod: a pod the agent already runs unchanged
+        // keeps the agent's `Rc` (issue #8's memory budget).
+        state.pods = {
+            let running = self.pods.borrow();
+            update
+                .pods
+                .into_iter()
+                .map(|pod| match running.get(accessors::uid(&pod)) {
+                    Some(e) if *e.pod == pod => e.pod.clone(),
+                    _ => Rc::new(pod),
+                })
+                .collect()
+        };
         let admitted: BTreeSet<String> = self
             .pods
             .borrow()
@@ -158,7 +170,7 @@ impl<R: RuntimeService> Agent<R> {
                     .get(&r.source)
                     .and_then(|st| st.pods.iter().find(|p| accessors::uid(p) == r.uid));
                 if let Some(pod) = pod {
-                    refused.insert(r.uid.clone(), (Rc::new(pod.clone()), why.clone()));
+                    refused.insert(r.uid.clone(), (pod.clone(), why.clone()));
                 }
             }
             if logged.insert(r.uid.clone()) {
@@ -174,7 +186,7 @@ impl<R: RuntimeService> Agent<R> {
                 }
             }
         }
-        let desired: HashMap<String, (PodSource, Pod)> = desired
+        let desired: HashMap<String, (PodSource, Rc<Pod>)> = desired
             .into_iter()
             .map(|(u, (s, p))| (u, (s, p.clone())))
             .collect();
@@ -223,7 +235,7 @@ impl<R: RuntimeService> Agent<R> {
             }
         }
         // Additions and updates.
-        let mut sorted: Vec<(String, (PodSource, Pod))> = desired.into_iter().collect();
+        let mut sorted: Vec<(String, (PodSource, Rc<Pod>))> = desired.into_iter().collect();
         sorted.sort_by(|a, b| a.0.cmp(&b.0));
         for (uid, (source, pod)) in sorted {
             // Deletion asked in the API (`deletionTimestamp`): terminate
@@ -232,11 +244,11 @@ impl<R: RuntimeService> Agent<R> {
             // containers are gone.
             if pod.metadata.deletion_timestamp.is_some() {
                 match pods.get_mut(&uid) {
-                    Some(e) if e.deleted && *e.pod == pod => {}
+                    Some(e) if e.deleted && e.pod == pod => {}
                     Some(e) => {
                         log::info!("pod {} is being deleted; terminating it", full_name(&pod));
                         e.source = Some(source);
-                        e.pod = Rc::new(pod);
+                        e.pod = pod;
                         e.deleted = true;
                         let _ = e.wake.try_send(());
                     }
@@ -252,8 +264,8 @@ impl<R: RuntimeService> Agent<R> {
                 let revived = e.deleted;
                 e.source = Some(source);
                 e.deleted = false;
-                if *e.pod != pod || revived {
-                    e.pod = Rc::new(pod);
+                if e.pod != pod || revived {
+                    e.pod = pod;
                     e.probe_tasks.clear();
                     e.clear_probe_results();
                     e.warned = false;
@@ -278,7 +290,7 @@ impl<R: RuntimeService> Agent<R> {
     pub(super) fn new_entry(
         self: &Rc<Self>,
         uid: String,
-        pod: Pod,
+        pod: Rc<Pod>,
         source: Option<PodSource>,
         deleted: bool,
     ) -> PodEntry {
@@ -287,7 +299,7 @@ impl<R: RuntimeService> Agent<R> {
         let worker_uid = uid.clone();
         let task = rt::spawn(async move { me.pod_worker(worker_uid, rx).await });
         PodEntry {
-            pod: Rc::new(pod),
+            pod,
             source,
             deleted,
             wake: tx,
@@ -345,7 +357,7 @@ impl<R: RuntimeService> Agent<R> {
             new_entries.push((uid, pod));
         }
         for (uid, pod) in new_entries {
-            let entry = self.new_entry(uid.clone(), pod, None, true);
+            let entry = self.new_entry(uid.clone(), Rc::new(pod), None, true);
             self.pods.borrow_mut().insert(uid, entry);
         }
     }

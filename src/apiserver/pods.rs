@@ -12,6 +12,12 @@
 //! - only what the agent runs is compared: status, resourceVersion and
 //!   managedFields are dropped, so the node's own status patches (which come
 //!   back as MODIFIED events) never look like a changed pod;
+//! - the source keeps no copy of the set it handed the agent, only a
+//!   digest of it ([`SetDigest`]): the agent holds the pods, the informer
+//!   holds the API objects, and a third copy of every pod is what made 110
+//!   API pods cost too much memory (issue #8). A MODIFIED event whose
+//!   desired form did not change yields the same digest and nothing is
+//!   sent;
 //! - mirror pods (the API's copies of static pods) are not run: they are
 //!   published in a [`MirrorPods`] view for the mirror-pod sync;
 //! - every pod is validated again with the API server's rules
@@ -51,8 +57,9 @@ pub type MirrorPods = Rc<RefCell<BTreeMap<ObjectKey, Pod>>>;
 pub struct ApiPodSource {
     informer: Informer<Pod>,
     mirrors: MirrorPods,
-    /// The last set handed to the agent (`None` before the first).
-    last: Option<(Vec<Pod>, bool)>,
+    /// The digest of the last set handed to the agent, and whether it was
+    /// authoritative (`None` before the first).
+    last: Option<(SetDigest, bool)>,
     /// Pods refused by validation, logged once each (by UID).
     invalid: RefCell<std::collections::BTreeSet<String>>,
     /// Pods this run has seen, by UID, and whether the API said they were
@@ -112,8 +119,9 @@ impl ApiPodSource {
         }
     }
 
-    /// The set the agent runs now, and whether it is authoritative.
-    fn current(&self) -> (Vec<Pod>, bool) {
+    /// The keys of the pods the agent runs now (in the store), and
+    /// whether the set is authoritative.
+    fn current(&self) -> (Vec<ObjectKey>, bool) {
         let mut mirrors = BTreeMap::new();
         let mut pods = Vec::new();
         for (key, pod) in self.informer.store() {
@@ -136,7 +144,7 @@ impl ApiPodSource {
             if first_seen_terminal(&mut self.seen.borrow_mut(), pod) {
                 continue;
             }
-            pods.push(desired(pod));
+            pods.push(key.clone());
         }
         let present: std::collections::BTreeSet<&str> = self
             .informer
@@ -195,6 +203,38 @@ pub fn desired(pod: &Pod) -> Pod {
     p
 }
 
+/// A digest of a set of desired pods: SipHash-1-3 (std's `DefaultHasher`,
+/// fixed keys) of their JSON in order. Two sets with the same digest are
+/// taken as equal; for different sets that has a chance of 2^-64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetDigest(u64);
+
+impl SetDigest {
+    /// The digest of `pods`, each serialized straight into the hasher (one
+    /// pod in memory at a time when `pods` makes them lazily).
+    pub fn of(pods: impl IntoIterator<Item = Pod>) -> Self {
+        use std::hash::Hasher;
+        struct Feed(std::hash::DefaultHasher);
+        impl std::io::Write for Feed {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.write(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut feed = Feed(std::hash::DefaultHasher::new());
+        for pod in pods {
+            // Writing into a hasher cannot fail, and a Pod always
+            // serializes; a failure would only weaken the digest.
+            let _ = serde_json::to_writer(&mut feed, &pod);
+            feed.0.write_u8(b'\n');
+        }
+        SetDigest(feed.0.finish())
+    }
+}
+
 impl Source for ApiPodSource {
     fn kind(&self) -> PodSource {
         PodSource::Api
@@ -211,13 +251,15 @@ impl Source for ApiPodSource {
                     );
                 }
             }
-            let now = self.current();
-            if self.last.as_ref() != Some(&now) {
-                self.last = Some(now.clone());
-                let (pods, authoritative) = now;
+            let (keys, authoritative) = self.current();
+            let store = self.informer.store();
+            let desired_of = || keys.iter().filter_map(|k| store.get(k)).map(desired);
+            let now = (SetDigest::of(desired_of()), authoritative);
+            if self.last != Some(now) {
+                self.last = Some(now);
                 return SourceUpdate {
                     source: PodSource::Api,
-                    pods,
+                    pods: desired_of().collect(),
                     authoritative,
                 };
             }
@@ -249,6 +291,24 @@ mod tests {
             k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         ));
         assert_ne!(desired(&a), desired(&c), "a deletion is a change");
+    }
+
+    #[test]
+    fn the_set_digest_changes_with_any_pod_and_with_the_order_but_not_without_a_change() {
+        let a: Pod = serde_yaml_ng::from_str(
+            "metadata: {name: a, namespace: default, uid: u1}\nspec: {containers: [{name: c, image: i}]}\n",
+        )
+        .unwrap();
+        let mut b = a.clone();
+        b.metadata.name = Some("b".into());
+        let ab = SetDigest::of([a.clone(), b.clone()]);
+        assert_eq!(ab, SetDigest::of([a.clone(), b.clone()]));
+        assert_ne!(ab, SetDigest::of([b.clone(), a.clone()]));
+        assert_ne!(ab, SetDigest::of([a.clone()]));
+        assert_ne!(SetDigest::of([]), SetDigest::of([a.clone()]));
+        let mut image = b.clone();
+        image.spec.as_mut().unwrap().containers[0].image = Some("j".into());
+        assert_ne!(ab, SetDigest::of([a, image]));
     }
 
     fn pod_in_phase(uid: &str, phase: &str) -> Pod {

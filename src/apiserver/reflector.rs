@@ -40,6 +40,14 @@
 //! first bookmark (the server has sent everything up to it) or after the
 //! relist a `410` causes.
 //!
+//! The store keeps no `metadata.managedFields`: nothing in picolet reads
+//! them, and as the API server sends a pod (kubectl's fields plus the
+//! node's own status fields) they are the largest part of it once decoded
+//! (a `serde_json::Value` tree). Every object is stripped of them as it
+//! enters ([`Input::Page`], [`Input::Event`], [`Reflector::resume`]), so
+//! the store, the events and the disk cache never hold them (issue #8's
+//! memory budget).
+//!
 //! ResourceVersions are compared as numbers when both are decimal (as
 //! Kubernetes now documents them to be comparable), so an event older than
 //! the stored object, replayed after resuming from an older
@@ -256,6 +264,12 @@ fn is_newer(incoming: &str, stored: &str) -> bool {
     }
 }
 
+/// `o` without its `managedFields` (see the module docs).
+pub fn without_managed_fields<K: Object>(mut o: K) -> K {
+    o.metadata_mut().managed_fields = None;
+    o
+}
+
 fn uid<K: Object>(o: &K) -> Option<&str> {
     o.metadata().uid.as_deref()
 }
@@ -307,6 +321,7 @@ impl<K: Object> Reflector<K> {
         let mut r = Reflector::new();
         r.store = objects
             .into_iter()
+            .map(without_managed_fields)
             .filter_map(|o| Some((ObjectKey::of(&o)?, o)))
             .collect();
         r.resource_version = Some(resource_version).filter(|v| !v.is_empty());
@@ -354,8 +369,19 @@ impl<K: Object> Reflector<K> {
         let mut events = Vec::new();
         let next = match input {
             Input::Tick => self.tick(now, rand),
-            Input::Page(page) => self.page(now, rand, page, &mut events),
-            Input::Event(ev) => self.event(now, rand, ev, &mut events),
+            Input::Page(mut page) => {
+                page.items = page.items.into_iter().map(without_managed_fields).collect();
+                self.page(now, rand, page, &mut events)
+            }
+            Input::Event(ev) => {
+                let ev = match ev {
+                    WatchEvent::Added(o) => WatchEvent::Added(without_managed_fields(o)),
+                    WatchEvent::Modified(o) => WatchEvent::Modified(without_managed_fields(o)),
+                    WatchEvent::Deleted(o) => WatchEvent::Deleted(without_managed_fields(o)),
+                    other => other,
+                };
+                self.event(now, rand, ev, &mut events)
+            }
             Input::Ended => self.ended(now, rand),
             Input::Failed(f) => self.failed(now, rand, f),
         };

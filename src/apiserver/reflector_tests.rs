@@ -740,3 +740,46 @@ fn objects_are_keyed_by_namespace_and_name() {
     assert_eq!(ObjectKey::of(&n).unwrap().to_string(), "pi");
     assert!(ObjectKey::of(&Pod::default()).is_none());
 }
+
+#[test]
+fn managed_fields_never_enter_the_store_or_the_events() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    let managed = |mut p: Pod| {
+        p.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kubectl-create".into()),
+            ..Default::default()
+        }]);
+        p
+    };
+    let mut r = Reflector::resume(vec![managed(pod("a", "ua", "3"))], "5".into());
+    let now = Instant::now();
+    r.step(now, 0, Input::Tick);
+    let s = r.step(now, 0, ev(WatchEvent::Added(managed(pod("b", "ub", "6")))));
+    let s2 = r.step(
+        now,
+        0,
+        ev(WatchEvent::Modified(managed(pod("a", "ua", "7")))),
+    );
+    let events: Vec<&Event<Pod>> = s.events.iter().chain(&s2.events).collect();
+    assert_eq!(events.len(), 2);
+    for e in events {
+        let Event::Applied(p) = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(p.metadata.managed_fields, None);
+    }
+    assert_eq!(r.store().len(), 2);
+    assert!(r
+        .store()
+        .values()
+        .all(|p| p.metadata.managed_fields.is_none()));
+
+    let mut fresh = Reflector::<Pod>::new().without_streaming_list();
+    fresh.step(now, 0, Input::Tick);
+    fresh.step(now, 0, page(vec![managed(pod("c", "uc", "9"))], "9", None));
+    assert!(fresh
+        .store()
+        .values()
+        .all(|p| p.metadata.managed_fields.is_none()));
+    assert_eq!(fresh.store().len(), 1);
+}

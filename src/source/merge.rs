@@ -26,6 +26,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::rc::Rc;
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -37,8 +38,9 @@ use crate::pod::host_support::{self, HostSupport};
 /// What the agent keeps of one configured source.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SourceState {
-    /// The source's last set (empty before its first).
-    pub pods: Vec<Pod>,
+    /// The source's last set (empty before its first). Shared with the
+    /// agent's entries of the pods it runs: one copy of each pod.
+    pub pods: Vec<Rc<Pod>>,
     /// The source delivered an authoritative set at least once.
     pub ready: bool,
 }
@@ -77,7 +79,7 @@ pub struct Rejected {
 #[derive(Debug, PartialEq)]
 pub struct Merged<'a> {
     /// The pods the node should run, by UID, with the source that wants them.
-    pub desired: BTreeMap<String, (PodSource, &'a Pod)>,
+    pub desired: BTreeMap<String, (PodSource, &'a Rc<Pod>)>,
     /// Pods a source wants that were not admitted.
     pub rejected: Vec<Rejected>,
     /// The sources that delivered an authoritative set.
@@ -111,7 +113,7 @@ pub fn merge<'a>(
     refused: &BTreeMap<String, admission::Rejection>,
 ) -> Merged<'a> {
     let mut rejected = Vec::new();
-    let mut claimed: BTreeMap<&'a str, (PodSource, &'a Pod)> = BTreeMap::new();
+    let mut claimed: BTreeMap<&'a str, (PodSource, &'a Rc<Pod>)> = BTreeMap::new();
     // BTreeMap iterates in PodSource order, which is ALL's precedence order.
     for (&source, state) in sources {
         for pod in &state.pods {
@@ -129,7 +131,7 @@ pub fn merge<'a>(
             }
         }
     }
-    let mut desired: BTreeMap<String, (PodSource, &'a Pod)> = BTreeMap::new();
+    let mut desired: BTreeMap<String, (PodSource, &'a Rc<Pod>)> = BTreeMap::new();
     let mut newcomers = Vec::new();
     for (id, claim) in claimed {
         if admitted.contains(id) {
@@ -140,7 +142,7 @@ pub fn merge<'a>(
     }
     // `claimed` is a BTreeMap: newcomers are already in UID order.
     for (id, (source, pod)) in newcomers {
-        let others: Vec<&Pod> = desired.values().map(|(_, p)| *p).collect();
+        let others: Vec<&Pod> = desired.values().map(|(_, p)| p.as_ref()).collect();
         let is_static = source != PodSource::Api;
         let verdict = match refused.get(id) {
             Some(before) => Err(before.clone()),
@@ -191,7 +193,7 @@ mod tests {
 
     fn state(uids: &[&str], ready: bool) -> SourceState {
         SourceState {
-            pods: uids.iter().map(|u| pod(u)).collect(),
+            pods: uids.iter().map(|u| Rc::new(pod(u))).collect(),
             ready,
         }
     }
@@ -323,11 +325,11 @@ mod tests {
         }
     }
 
-    fn manifest(uid: &str, yaml: &str) -> Pod {
+    fn manifest(uid: &str, yaml: &str) -> Rc<Pod> {
         let mut p: Pod = serde_yaml_ng::from_str(yaml).expect("test pod parses");
         p.metadata.uid = Some(uid.into());
         p.metadata.name = Some(uid.into());
-        p
+        Rc::new(p)
     }
 
     #[test]
