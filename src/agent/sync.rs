@@ -35,7 +35,7 @@ use smol::channel::Receiver;
 use super::{host_files, now_unix_nanos, Agent, RETRY_AFTER_ERROR};
 use crate::backoff::Backoff;
 use crate::cri::{api, CriError, RuntimeService};
-use crate::pleg::State;
+use crate::pleg::{Kind, State};
 use crate::pod::accessors::{self, full_name};
 use crate::pod::plan::{self, Action, KillReason};
 use crate::pod::{facts, spec, ObservedPod};
@@ -55,35 +55,85 @@ pub(super) const SANDBOX_STARTS_IN_FLIGHT: usize = 8;
 
 impl<R: RuntimeService> Agent<R> {
     pub(super) async fn pod_worker(self: Rc<Self>, uid: String, wake: Receiver<()>) {
+        let mut woken = true;
         loop {
             // Boxed: the sync's state machine is large (~60 KB) and only
             // lives while a sync runs, not for the life of every pod.
-            let next = match Box::pin(self.sync_pod(&uid)).await {
+            let next = match Box::pin(self.sync_pod_after(&uid, woken)).await {
                 Some(d) => d,
                 None => return,
             };
             self.report_status(&uid);
-            let _ = rt::timeout(next, wake.recv()).await;
-            while wake.try_recv().is_ok() {}
+            woken = rt::timeout(next, wake.recv()).await.is_some();
+            while wake.try_recv().is_ok() {
+                woken = true;
+            }
         }
     }
 
-    /// One sync of one pod. Returns when to sync again, or `None` when the
-    /// pod is gone for good.
+    /// One sync of one pod, reading the runtime. Returns when to sync
+    /// again, or `None` when the pod is gone for good.
+    #[cfg(test)]
     pub(super) async fn sync_pod(self: &Rc<Self>, uid: &str) -> Option<Duration> {
+        self.sync_pod_after(uid, true).await
+    }
+
+    /// The pod's last observation, when a resync on the timer (not
+    /// `woken`) may plan from it instead of reading the runtime: the pod
+    /// cache of [`crate::pleg::observation_holds`].
+    fn cached_observation(&self, uid: &str, woken: bool) -> Option<ObservedPod> {
+        let pods = self.pods.borrow();
+        let e = pods.get(uid)?;
+        let relist = self.relist.borrow();
+        let observed: Vec<crate::pleg::Seen> = e
+            .observed
+            .sandboxes
+            .iter()
+            .map(|s| {
+                let state = if s.ready { State::Running } else { State::Exited };
+                (Kind::Sandbox, s.id.as_str(), state)
+            })
+            .chain(
+                e.observed
+                    .containers
+                    .iter()
+                    .map(|c| (Kind::Container, c.id.as_str(), c.state)),
+            )
+            .collect();
+        let relisted = relist.seen(uid);
+        let holds = crate::pleg::observation_holds(&crate::pleg::Resync {
+            woken,
+            deleted: e.deleted,
+            observed_at: e.observed_at,
+            relisted_at: relist.began,
+            observed: &observed,
+            relisted: &relisted,
+        });
+        holds.then(|| e.observed.clone())
+    }
+
+    /// One sync of one pod; `woken` says the worker was woken (by a
+    /// source, a probe, the PLEG) rather than by its timer. Returns when
+    /// to sync again, or `None` when the pod is gone for good.
+    async fn sync_pod_after(self: &Rc<Self>, uid: &str, woken: bool) -> Option<Duration> {
         let (pod, deleted) = {
             let pods = self.pods.borrow();
             let e = pods.get(uid)?;
             (e.pod.clone(), e.deleted)
         };
-        let observed = match Box::pin(self.observe(uid)).await {
-            Ok(o) => o,
-            Err(e) => {
-                log::warn!("observing pod {}: {e}", full_name(&pod));
-                return Some(RETRY_AFTER_ERROR);
-            }
+        let observed = match self.cached_observation(uid, woken) {
+            Some(o) => o,
+            None => match Box::pin(self.observe(uid)).await {
+                Ok(o) => {
+                    self.record_observed(uid, &o);
+                    o
+                }
+                Err(e) => {
+                    log::warn!("observing pod {}: {e}", full_name(&pod));
+                    return Some(RETRY_AFTER_ERROR);
+                }
+            },
         };
-        self.record_observed(uid, &observed);
 
         if deleted {
             return Box::pin(self.finish_pod(uid, &pod, &observed)).await;
@@ -118,6 +168,11 @@ impl<R: RuntimeService> Agent<R> {
             return Some(next);
         }
         log::debug!("pod {}: {:?}", full_name(&pod), actions);
+        // What follows changes the runtime: the observation no longer
+        // stands for it until the closing read below.
+        if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+            e.observed_at = None;
+        }
         let mut sandbox: Option<(String, u32)> = observed
             .latest_sandbox()
             .filter(|s| s.ready)
@@ -284,6 +339,9 @@ impl<R: RuntimeService> Agent<R> {
     /// again meanwhile).
     async fn finish_pod(&self, uid: &str, pod: &Pod, observed: &ObservedPod) -> Option<Duration> {
         let mut observed = observed.clone();
+        if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+            e.observed_at = None; // terminating changes the runtime
+        }
         if self.status_sink.borrow().is_some() {
             // Stop first and look again, so that the last status says how
             // each container ended; then remove.
@@ -293,6 +351,9 @@ impl<R: RuntimeService> Agent<R> {
             }
             if let Ok(o) = Box::pin(self.observe(uid)).await {
                 self.record_observed(uid, &o);
+                if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+                    e.observed_at = None; // the removal below changes it again
+                }
                 observed = o;
             }
         }
@@ -329,6 +390,7 @@ impl<R: RuntimeService> Agent<R> {
     fn record_observed(&self, uid: &str, observed: &ObservedPod) {
         if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
             e.observed = observed.clone();
+            e.observed_at = Some(Instant::now());
             // A running container is no longer waiting.
             for (name, c) in e.containers.iter_mut() {
                 if observed
