@@ -53,7 +53,11 @@ impl Relist {
     /// compares them.
     pub fn seen(&self, uid: &str) -> Vec<pleg::Seen<'_>> {
         let sandboxes = self.sandboxes.iter().filter(|s| s.pod_uid == uid).map(|s| {
-            let state = if s.ready { State::Running } else { State::Exited };
+            let state = if s.ready {
+                State::Running
+            } else {
+                State::Exited
+            };
             (Kind::Sandbox, s.id.as_str(), state)
         });
         let containers = self

@@ -90,7 +90,11 @@ impl<R: RuntimeService> Agent<R> {
             .sandboxes
             .iter()
             .map(|s| {
-                let state = if s.ready { State::Running } else { State::Exited };
+                let state = if s.ready {
+                    State::Running
+                } else {
+                    State::Exited
+                };
                 (Kind::Sandbox, s.id.as_str(), state)
             })
             .chain(
@@ -115,7 +119,11 @@ impl<R: RuntimeService> Agent<R> {
     /// One sync of one pod; `woken` says the worker was woken (by a
     /// source, a probe, the PLEG) rather than by its timer. Returns when
     /// to sync again, or `None` when the pod is gone for good.
-    async fn sync_pod_after(self: &Rc<Self>, uid: &str, woken: bool) -> Option<Duration> {
+    pub(super) async fn sync_pod_after(
+        self: &Rc<Self>,
+        uid: &str,
+        woken: bool,
+    ) -> Option<Duration> {
         let (pod, deleted) = {
             let pods = self.pods.borrow();
             let e = pods.get(uid)?;
