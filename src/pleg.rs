@@ -567,10 +567,13 @@ mod tests {
         (Kind::Container, "c1", State::Unknown),
     ];
 
+    /// One row's change to the base case.
+    type Change = fn(&mut Resync<'static>);
+
     /// A timed resync of a pod with one sandbox and one running container,
     /// observed at t0 and relisted at t0 + 1 s, identical: the base case
     /// each row below changes one thing of.
-    fn resync_row(change: fn(&mut Resync<'static>)) -> bool {
+    fn resync_row(change: Change) -> bool {
         let t0 = Instant::now();
         let mut r = Resync {
             woken: false,
@@ -591,7 +594,7 @@ mod tests {
 
     #[test]
     fn a_resync_reads_the_runtime_when_anything_could_have_changed() {
-        let rows: [(&str, fn(&mut Resync<'static>)); 11] = [
+        let rows: [(&str, Change); 11] = [
             ("woken by a spec change, probe or PLEG event", |r| {
                 r.woken = true
             }),
