@@ -20,6 +20,15 @@
 //! nothing in the runtime learns its new sandbox from one
 //! PodSandboxStatus. The measured effect is in README's footprint section.
 //!
+//! The idle path (issue #13): a sync on the worker's timer alone plans
+//! from the pod's last observation instead of reading the runtime when
+//! [`crate::pleg::observation_holds`] says the PLEG's later relist vouches
+//! for it (the invariant is written there). The plan still runs, with the
+//! current time, so an expiring crash-loop back-off still restarts its
+//! container; a sync that acts forgets when its observation was made
+//! until its closing read, so its next timed sync reads the runtime
+//! unless a relist followed that read.
+//!
 //! What a pod is and what to do with it is decided elsewhere (`pod::plan`,
 //! `pod::spec`, `pod::facts`); this file must not contain such rules, only
 //! their execution and the bookkeeping of what happened (waiting reasons,
