@@ -114,6 +114,9 @@ struct PodEntry {
     deleted: bool,
     wake: Sender<()>,
     observed: ObservedPod,
+    /// When `observed` was read from the runtime; `None` when the last
+    /// sync acted on the runtime after that (see `pleg::observation_holds`).
+    observed_at: Option<std::time::Instant>,
     first_seen_unix: i64,
     /// Sandbox IPs by sandbox ID (a sandbox's IP never changes).
     sandbox_ips: HashMap<String, (String, Vec<String>)>,

@@ -42,10 +42,32 @@ pub(super) struct Relist {
     /// The source each pod came from, per pod UID, from the sandbox's
     /// `kubernetes.io/config.source` annotation (absent: unknown).
     pub sources: HashMap<String, PodSource>,
+    /// When this relist began (its first list call): what a pod's cached
+    /// observation is compared against ([`pleg::observation_holds`]).
+    pub began: Option<Instant>,
 }
 
 impl Relist {
     /// A sandbox is ready or a container runs (or is in an unknown state).
+    /// One pod's sandboxes and containers, as [`pleg::observation_holds`]
+    /// compares them.
+    pub fn seen(&self, uid: &str) -> Vec<pleg::Seen<'_>> {
+        let sandboxes = self.sandboxes.iter().filter(|s| s.pod_uid == uid).map(|s| {
+            let state = if s.ready {
+                State::Running
+            } else {
+                State::Exited
+            };
+            (Kind::Sandbox, s.id.as_str(), state)
+        });
+        let containers = self
+            .containers
+            .iter()
+            .filter(|c| c.pod_uid == uid)
+            .map(|c| (Kind::Container, c.id.as_str(), c.state));
+        sandboxes.chain(containers).collect()
+    }
+
     pub fn is_active(&self, uid: &str) -> bool {
         self.sandboxes.iter().any(|s| s.pod_uid == uid && s.ready)
             || self
@@ -315,9 +337,12 @@ impl<R: RuntimeService> Agent<R> {
 
     /// Lists every sandbox and container (or only the sandboxes, when the
     /// containers were just listed); records the GC input.
+    /// `began` is when the first list call of this relist was made (the
+    /// containers' when they were listed before).
     pub(super) async fn relist(
         &self,
         containers: Option<Vec<api::Container>>,
+        began: Instant,
     ) -> Result<pleg::Snapshot, CriError> {
         let sandboxes = self
             .runtime
@@ -333,7 +358,8 @@ impl<R: RuntimeService> Agent<R> {
                     .containers
             }
         };
-        let (snap, rl) = relist_of(&sandboxes, &containers);
+        let (snap, mut rl) = relist_of(&sandboxes, &containers);
+        rl.began = Some(began);
         *self.relist.borrow_mut() = rl;
         Ok(snap)
     }
@@ -349,7 +375,7 @@ impl<R: RuntimeService> Agent<R> {
         connects: &mut u64,
         down: &mut bool,
     ) -> Option<pleg::Snapshot> {
-        let listed = self.relist(None).await;
+        let listed = self.relist(None, Instant::now()).await;
         self.after_relist(listed, last, connects, down)
     }
 
@@ -392,6 +418,7 @@ impl<R: RuntimeService> Agent<R> {
     /// are they decoded, the sandboxes listed and the snapshots diffed
     /// ([`pleg::Cadence`]). Nothing is allocated per container otherwise.
     pub(super) async fn pleg_tick(self: &Rc<Self>, st: &mut PlegState) {
+        let began = Instant::now();
         let raw = self.runtime.list_containers_raw().await;
         if self.runtime.connects() != st.connects {
             st.cadence.borrow_mut().reconnected();
@@ -406,7 +433,7 @@ impl<R: RuntimeService> Agent<R> {
                 }
                 match raw.decode() {
                     Ok(r) => {
-                        let listed = self.relist(Some(r.containers)).await;
+                        let listed = self.relist(Some(r.containers), began).await;
                         if listed.is_ok() {
                             st.cadence.borrow_mut().relisted(fp, now);
                         }

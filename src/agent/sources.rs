@@ -304,6 +304,7 @@ impl<R: RuntimeService> Agent<R> {
             deleted,
             wake: tx,
             observed: ObservedPod::default(),
+            observed_at: None,
             first_seen_unix: now_unix_nanos() / 1_000_000_000,
             sandbox_ips: HashMap::new(),
             containers: BTreeMap::new(),

@@ -20,6 +20,15 @@
 //! nothing in the runtime learns its new sandbox from one
 //! PodSandboxStatus. The measured effect is in README's footprint section.
 //!
+//! The idle path (issue #13): a sync on the worker's timer alone plans
+//! from the pod's last observation instead of reading the runtime when
+//! [`crate::pleg::observation_holds`] says the PLEG's later relist vouches
+//! for it (the invariant is written there). The plan still runs, with the
+//! current time, so an expiring crash-loop back-off still restarts its
+//! container; a sync that acts forgets when its observation was made
+//! until its closing read, so its next timed sync reads the runtime
+//! unless a relist followed that read.
+//!
 //! What a pod is and what to do with it is decided elsewhere (`pod::plan`,
 //! `pod::spec`, `pod::facts`); this file must not contain such rules, only
 //! their execution and the bookkeeping of what happened (waiting reasons,
@@ -35,7 +44,7 @@ use smol::channel::Receiver;
 use super::{host_files, now_unix_nanos, Agent, RETRY_AFTER_ERROR};
 use crate::backoff::Backoff;
 use crate::cri::{api, CriError, RuntimeService};
-use crate::pleg::State;
+use crate::pleg::{Kind, State};
 use crate::pod::accessors::{self, full_name};
 use crate::pod::plan::{self, Action, KillReason};
 use crate::pod::{facts, spec, ObservedPod};
@@ -55,6 +64,7 @@ pub(super) const SANDBOX_STARTS_IN_FLIGHT: usize = 8;
 
 impl<R: RuntimeService> Agent<R> {
     pub(super) async fn pod_worker(self: Rc<Self>, uid: String, wake: Receiver<()>) {
+        let mut woken = true;
         loop {
             // Boxed: the sync's state machine only lives while a sync runs,
             // not for the life of every pod. Every pod syncs at once when
@@ -63,32 +73,89 @@ impl<R: RuntimeService> Agent<R> {
             // ~25 KB, its kill ~8 KB), and `rt::timeout` no longer triples the
             // CRI calls (issue #8: 111 KB per starting pod before, 12 MiB
             // of heap at the peak with 110 API pods).
-            let next = match Box::pin(self.sync_pod(&uid)).await {
+            let next = match Box::pin(self.sync_pod_after(&uid, woken)).await {
                 Some(d) => d,
                 None => return,
             };
             self.report_status(&uid);
-            let _ = rt::timeout(next, wake.recv()).await;
-            while wake.try_recv().is_ok() {}
+            woken = rt::timeout(next, wake.recv()).await.is_some();
+            while wake.try_recv().is_ok() {
+                woken = true;
+            }
         }
     }
 
-    /// One sync of one pod. Returns when to sync again, or `None` when the
-    /// pod is gone for good.
+    /// One sync of one pod, reading the runtime. Returns when to sync
+    /// again, or `None` when the pod is gone for good.
+    #[cfg(test)]
     pub(super) async fn sync_pod(self: &Rc<Self>, uid: &str) -> Option<Duration> {
+        self.sync_pod_after(uid, true).await
+    }
+
+    /// The pod's last observation, when a resync on the timer (not
+    /// `woken`) may plan from it instead of reading the runtime: the pod
+    /// cache of [`crate::pleg::observation_holds`].
+    fn cached_observation(&self, uid: &str, woken: bool) -> Option<ObservedPod> {
+        let pods = self.pods.borrow();
+        let e = pods.get(uid)?;
+        let relist = self.relist.borrow();
+        let observed: Vec<crate::pleg::Seen> = e
+            .observed
+            .sandboxes
+            .iter()
+            .map(|s| {
+                let state = if s.ready {
+                    State::Running
+                } else {
+                    State::Exited
+                };
+                (Kind::Sandbox, s.id.as_str(), state)
+            })
+            .chain(
+                e.observed
+                    .containers
+                    .iter()
+                    .map(|c| (Kind::Container, c.id.as_str(), c.state)),
+            )
+            .collect();
+        let relisted = relist.seen(uid);
+        let holds = crate::pleg::observation_holds(&crate::pleg::Resync {
+            woken,
+            deleted: e.deleted,
+            observed_at: e.observed_at,
+            relisted_at: relist.began,
+            observed: &observed,
+            relisted: &relisted,
+        });
+        holds.then(|| e.observed.clone())
+    }
+
+    /// One sync of one pod; `woken` says the worker was woken (by a
+    /// source, a probe, the PLEG) rather than by its timer. Returns when
+    /// to sync again, or `None` when the pod is gone for good.
+    pub(super) async fn sync_pod_after(
+        self: &Rc<Self>,
+        uid: &str,
+        woken: bool,
+    ) -> Option<Duration> {
         let (pod, deleted) = {
             let pods = self.pods.borrow();
             let e = pods.get(uid)?;
             (e.pod.clone(), e.deleted)
         };
-        let observed = match Box::pin(self.observe(uid)).await {
-            Ok(o) => o,
-            Err(e) => {
-                log::warn!("observing pod {}: {e}", full_name(&pod));
-                return Some(RETRY_AFTER_ERROR);
-            }
+        let observed = match self.cached_observation(uid, woken) {
+            Some(o) => o,
+            None => match Box::pin(self.observe(uid)).await {
+                Ok(o) => {
+                    self.record_observed(uid, &o);
+                    o
+                }
+                Err(e) => {
+                    log::warn!("observing pod {}: {e}", full_name(&pod));
+                    return Some(RETRY_AFTER_ERROR);
+                }
+            },
         };
-        self.record_observed(uid, &observed);
 
         if deleted {
             return Box::pin(self.finish_pod(uid, &pod, &observed)).await;
@@ -143,6 +210,11 @@ impl<R: RuntimeService> Agent<R> {
             return Some(next);
         }
         log::debug!("pod {}: {:?}", full_name(&pod), actions);
+        // What follows changes the runtime: the observation no longer
+        // stands for it until the closing read below.
+        if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+            e.observed_at = None;
+        }
         let mut sandbox: Option<(String, u32)> = observed
             .latest_sandbox()
             .filter(|s| s.ready)
@@ -309,6 +381,9 @@ impl<R: RuntimeService> Agent<R> {
     /// again meanwhile).
     async fn finish_pod(&self, uid: &str, pod: &Pod, observed: &ObservedPod) -> Option<Duration> {
         let mut observed = observed.clone();
+        if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+            e.observed_at = None; // terminating changes the runtime
+        }
         if self.status_sink.borrow().is_some() {
             // Stop first and look again, so that the last status says how
             // each container ended; then remove.
@@ -318,6 +393,9 @@ impl<R: RuntimeService> Agent<R> {
             }
             if let Ok(o) = Box::pin(self.observe(uid)).await {
                 self.record_observed(uid, &o);
+                if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+                    e.observed_at = None; // the removal below changes it again
+                }
                 observed = o;
             }
         }
@@ -354,6 +432,7 @@ impl<R: RuntimeService> Agent<R> {
     fn record_observed(&self, uid: &str, observed: &ObservedPod) {
         if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
             e.observed = observed.clone();
+            e.observed_at = Some(Instant::now());
             // A running container is no longer waiting.
             for (name, c) in e.containers.iter_mut() {
                 if observed

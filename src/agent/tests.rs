@@ -186,6 +186,56 @@ fn a_quiet_relist_lists_only_containers_and_a_changed_container_lists_sandboxes_
     );
 }
 
+/// A sync on the worker's timer, not woken by anything.
+fn timed_sync(agent: &Rc<Agent<MemoryRuntime>>, pod: &Pod) -> Option<Duration> {
+    block_on(Box::pin(agent.sync_pod_after(crate::pod::uid(pod), false)))
+}
+
+#[test]
+fn a_timed_resync_after_a_quiet_relist_reads_nothing_from_the_runtime() {
+    let node = Node::new();
+    let pod = static_pod(WEB);
+    let agent = node.agent();
+    apply(&agent, file_set(vec![pod.clone()]));
+    sync(&agent, &pod);
+    pleg_pass(&agent);
+    node.runtime.clear_calls();
+    timed_sync(&agent, &pod);
+    assert_eq!(node.runtime.calls(), Vec::<&str>::new());
+
+    sync(&agent, &pod);
+    assert!(
+        node.runtime.calls().contains(&"ListPodSandbox"),
+        "a woken sync reads the runtime"
+    );
+    node.runtime.clear_calls();
+    timed_sync(&agent, &pod);
+    assert!(
+        node.runtime.calls().contains(&"ListPodSandbox"),
+        "no relist since that read: the runtime is read again"
+    );
+}
+
+#[test]
+fn a_timed_resync_after_a_relist_that_saw_a_container_exit_restarts_it() {
+    let node = Node::new();
+    let pod = static_pod(WEB);
+    let agent = node.agent();
+    apply(&agent, file_set(vec![pod.clone()]));
+    sync(&agent, &pod);
+    let app = node.named("app").remove(0);
+    node.runtime.exit(&app.id, 1);
+    pleg_pass(&agent);
+    timed_sync(&agent, &pod);
+    let apps = node.named("app");
+    assert_eq!(
+        apps.len(),
+        2,
+        "the exit was seen and the container restarted"
+    );
+    assert_eq!(apps[1].state, ContainerState::ContainerRunning);
+}
+
 #[test]
 fn a_restarted_agent_adopts_running_containers_without_restarting_them() {
     let node = Node::new();
