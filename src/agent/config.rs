@@ -180,4 +180,3 @@ mod tests {
         assert_eq!(AgentConfig::new(&k).unwrap().sources(), [PodSource::File]);
     }
 }
-

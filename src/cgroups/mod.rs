@@ -1139,8 +1139,11 @@ mod tests {
         let t = TempTree::v2("v2alloc", "cpu memory pids");
         let cg = PodCgroups::new(t.path(), "/picolet", true).unwrap();
         cg.ensure_qos_hierarchy().unwrap();
-        cg.enforce_node_allocatable(KubepodsLimits { pids: None, ..limits })
-            .unwrap();
+        cg.enforce_node_allocatable(KubepodsLimits {
+            pids: None,
+            ..limits
+        })
+        .unwrap();
         assert_eq!(t.get("picolet/kubepods/cpu.weight"), "127");
         assert_eq!(
             t.get("picolet/kubepods/memory.max"),

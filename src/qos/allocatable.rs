@@ -122,13 +122,53 @@ mod tests {
     fn kubepods_limits_subtract_both_reservations_but_not_the_eviction_threshold() {
         let cases = [
             // (capacity, system, kube, enforce, shares, memory MiB, pids)
-            (pi(1024, 4), res(0, 0, 0), res(0, 0, 0), true, 4096, 1024, 32768),
-            (pi(1024, 4), res(500, 100, 0), res(250, 50, 1000), true, 3328, 874, 31768),
-            (pi(256, 1), res(100, 32, 0), res(100, 32, 0), true, 819, 192, 32768),
+            (
+                pi(1024, 4),
+                res(0, 0, 0),
+                res(0, 0, 0),
+                true,
+                4096,
+                1024,
+                32768,
+            ),
+            (
+                pi(1024, 4),
+                res(500, 100, 0),
+                res(250, 50, 1000),
+                true,
+                3328,
+                874,
+                31768,
+            ),
+            (
+                pi(256, 1),
+                res(100, 32, 0),
+                res(100, 32, 0),
+                true,
+                819,
+                192,
+                32768,
+            ),
             // Not enforced: capacity, whatever is reserved.
-            (pi(256, 1), res(100, 32, 0), res(100, 32, 0), false, 1024, 256, 32768),
+            (
+                pi(256, 1),
+                res(100, 32, 0),
+                res(100, 32, 0),
+                false,
+                1024,
+                256,
+                32768,
+            ),
             // More reserved than there is: zero memory, minimum shares.
-            (pi(256, 1), res(2000, 300, 0), res(0, 0, 0), true, 2, 0, 32768),
+            (
+                pi(256, 1),
+                res(2000, 300, 0),
+                res(0, 0, 0),
+                true,
+                2,
+                0,
+                32768,
+            ),
         ];
         for (cap, sys, kube, enforce, shares, mem, pids) in cases {
             let got = kubepods_limits(cap, sys, kube, enforce);
