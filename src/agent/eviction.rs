@@ -53,6 +53,11 @@ pub(super) struct Evicted {
 pub(super) struct EvictionView {
     pub observations: Observations,
     pub met: Vec<Threshold>,
+    /// How long reading the node's stats and stepping the manager took
+    /// (on the one agent thread this is its CPU cost plus the syscalls').
+    pub measure_micros: u64,
+    /// The longest such measurement since start.
+    pub max_measure_micros: u64,
 }
 
 /// The eviction task's state.
@@ -231,12 +236,14 @@ impl<R: RuntimeService> Agent<R> {
 
     /// One pass: measure, decide, reclaim, evict at most one pod.
     pub(super) async fn eviction_pass(self: &Rc<Self>) {
+        let started = Instant::now();
         let obs = self.observe_node();
         let decision = self
             .eviction
             .manager
             .borrow_mut()
             .step(Instant::now(), &obs);
+        let measure_micros = started.elapsed().as_micros() as u64;
         let before = self.eviction.pressure.replace(decision.conditions);
         for c in Condition::ALL {
             if before.get(c) != decision.conditions.get(c) {
@@ -247,9 +254,17 @@ impl<R: RuntimeService> Agent<R> {
                 );
             }
         }
+        let max_measure_micros = self
+            .eviction
+            .view
+            .borrow()
+            .max_measure_micros
+            .max(measure_micros);
         *self.eviction.view.borrow_mut() = EvictionView {
             observations: obs,
             met: decision.met.clone(),
+            measure_micros,
+            max_measure_micros,
         };
         self.readmit_static_pods(decision.conditions);
         self.update_qos_shares();
@@ -489,6 +504,8 @@ impl<R: RuntimeService> Agent<R> {
             "signals": signals,
             "thresholds": thresholds,
             "conditions": conditions,
+            "lastPassMicros": view.measure_micros,
+            "maxPassMicros": view.max_measure_micros,
         })
     }
 }
