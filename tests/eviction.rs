@@ -287,7 +287,10 @@ fn image_gc_removes_unused_images_and_keeps_the_one_in_use_and_the_sandbox_image
     assert!(has(&tags, "busybox"), "the image in use stays: {tags:?}");
     assert!(has(&tags, "pause"), "the sandbox image stays: {tags:?}");
     assert_untouched(&p, "user", &user);
-    assert!(p.log().contains("image GC: removed image"), "{}", p.log());
+    // The runtime's removal is seen before picolet logs it: wait for the line.
+    wait_until("image GC logs the removal", LONG, || {
+        p.log().contains("image GC: removed image").then_some(())
+    });
 }
 
 /// A file of the instance's cgroup `rel` (under its cgroupRoot), in the
