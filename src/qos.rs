@@ -32,6 +32,9 @@
 //! * [`container_oom_score_adj`] — `pkg/kubelet/qos/policy.go`
 //!   `GetContainerOOMScoreAdjust`, with its node-critical, sidecar and
 //!   pod-level-request rules.
+//! * [`allocatable`] — the `kubepods` cgroup's limits from capacity minus
+//!   `systemReserved`/`kubeReserved`, and the QoS cgroups' CPU shares
+//!   (`pkg/kubelet/cm` node allocatable and QoS container managers).
 //!
 //! Defaulting: the API server copies a limit into the request when only the
 //! limit is set, per container and for pod-level resources. Static pods
@@ -53,6 +56,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::quantity::{self, QuantityError};
+
+pub mod allocatable;
 
 /// Kubernetes pod QoS class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

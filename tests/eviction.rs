@@ -287,5 +287,100 @@ fn image_gc_removes_unused_images_and_keeps_the_one_in_use_and_the_sandbox_image
     assert!(has(&tags, "busybox"), "the image in use stays: {tags:?}");
     assert!(has(&tags, "pause"), "the sandbox image stays: {tags:?}");
     assert_untouched(&p, "user", &user);
-    assert!(p.log().contains("image GC: removed image"), "{}", p.log());
+    // The runtime's removal is seen before picolet logs it: wait for the line.
+    wait_until("image GC logs the removal", LONG, || {
+        p.log().contains("image GC: removed image").then_some(())
+    });
+}
+
+/// A file of the instance's cgroup `rel` (under its cgroupRoot), in the
+/// controller's hierarchy on v1 or the unified one on v2.
+fn cgroup_file(p: &Picolet, controller: &str, rel: &str, v1: &str, v2: &str) -> PathBuf {
+    let mount = Path::new("/sys/fs/cgroup");
+    let root = p.cgroup_root().trim_start_matches('/');
+    match picolet::cgroups::detect(mount).expect("cgroup mount") {
+        picolet::cgroups::CgroupVersion::V1 => mount.join(controller).join(root).join(rel).join(v1),
+        picolet::cgroups::CgroupVersion::V2 => mount.join(root).join(rel).join(v2),
+    }
+}
+
+fn read_trimmed(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+#[test]
+fn the_kubepods_cgroup_gets_capacity_minus_reservations_and_burstable_shares_follow_requests() {
+    let runtime = ContainerRuntime::start();
+    let p = Picolet::start_with(
+        &runtime,
+        "systemReserved: {cpu: 200m, memory: 100Mi, pid: \"1000\"}\nkubeReserved: {memory: 50Mi}\n",
+    );
+    // What kubelet would write: MemTotal minus both reservations (the hard
+    // eviction threshold stays inside), shares of the CPUs left, pid_max
+    // minus the pids reserved.
+    let meminfo = std::fs::read_to_string("/proc/meminfo").expect("meminfo");
+    let mem_total = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("MemTotal")
+        * 1024;
+    let cpus: u64 = String::from_utf8(Command::new("nproc").output().expect("nproc").stdout)
+        .expect("nproc output")
+        .trim()
+        .parse()
+        .expect("nproc number");
+    let pid_max: u64 = read_trimmed(Path::new("/proc/sys/kernel/pid_max"))
+        .and_then(|s| s.parse().ok())
+        .expect("pid_max");
+    let shares = picolet::qos::milli_cpu_to_shares(cpus * 1000 - 200);
+    let want_memory = (mem_total - 150 * MI as u64).to_string();
+    let memory = cgroup_file(
+        &p,
+        "memory",
+        "kubepods",
+        "memory.limit_in_bytes",
+        "memory.max",
+    );
+    wait_until("kubepods memory limit set", LONG, || {
+        (read_trimmed(&memory)? == want_memory).then_some(())
+    });
+    let cpu = cgroup_file(&p, "cpu", "kubepods", "cpu.shares", "cpu.weight");
+    let want_cpu = if cpu.ends_with("cpu.weight") {
+        picolet::qos::shares_to_weight(shares)
+    } else {
+        shares
+    };
+    assert_eq!(
+        read_trimmed(&cpu),
+        Some(want_cpu.to_string()),
+        "{}",
+        cpu.display()
+    );
+    let pids = cgroup_file(&p, "pids", "kubepods", "pids.max", "pids.max");
+    assert_eq!(read_trimmed(&pids), Some((pid_max - 1000).to_string()));
+
+    // A Burstable pod's CPU request moves the Burstable cgroup's shares.
+    p.write_manifest(
+        "burstable",
+        &pod_manifest(
+            "burstable",
+            "    resources: {requests: {cpu: 300m}}\n",
+            SLEEP,
+            "",
+        ),
+    );
+    wait_running(&p, "burstable");
+    let burstable = cgroup_file(&p, "cpu", "kubepods/burstable", "cpu.shares", "cpu.weight");
+    let want = picolet::qos::milli_cpu_to_shares(300);
+    let want = if burstable.ends_with("cpu.weight") {
+        picolet::qos::shares_to_weight(want)
+    } else {
+        want
+    };
+    wait_until("burstable shares follow the pod's request", LONG, || {
+        (read_trimmed(&burstable)? == want.to_string()).then_some(())
+    });
 }

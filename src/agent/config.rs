@@ -60,6 +60,10 @@ pub struct EvictionConfig {
     pub image_gc_high_threshold_percent: u8,
     pub image_gc_low_threshold_percent: u8,
     pub image_minimum_gc_age: Duration,
+    /// `systemReserved` and `kubeReserved`, enforced on the `kubepods`
+    /// cgroup (kubelet's default `enforceNodeAllocatable: [pods]`).
+    pub system_reserved: crate::qos::allocatable::Reserved,
+    pub kube_reserved: crate::qos::allocatable::Reserved,
 }
 
 /// A configuration the agent cannot run with.
@@ -114,6 +118,8 @@ impl AgentConfig {
                 image_gc_high_threshold_percent: cfg.image_gc_high_threshold_percent,
                 image_gc_low_threshold_percent: cfg.image_gc_low_threshold_percent,
                 image_minimum_gc_age: cfg.image_minimum_gc_age,
+                system_reserved: reserved(&cfg.system_reserved),
+                kube_reserved: reserved(&cfg.kube_reserved),
             },
         })
     }
@@ -126,6 +132,15 @@ impl AgentConfig {
             v.push(PodSource::File);
         }
         v
+    }
+}
+
+/// The parts of a reservation that bound the `kubepods` cgroup.
+fn reserved(r: &crate::config::ReservedResources) -> crate::qos::allocatable::Reserved {
+    crate::qos::allocatable::Reserved {
+        cpu_millis: r.cpu_millis.unwrap_or(0),
+        memory_bytes: r.memory_bytes.unwrap_or(0),
+        pids: r.pids.unwrap_or(0),
     }
 }
 

@@ -53,6 +53,11 @@ pub(super) struct Evicted {
 pub(super) struct EvictionView {
     pub observations: Observations,
     pub met: Vec<Threshold>,
+    /// How long reading the node's stats and stepping the manager took
+    /// (on the one agent thread this is its CPU cost plus the syscalls').
+    pub measure_micros: u64,
+    /// The longest such measurement since start.
+    pub max_measure_micros: u64,
 }
 
 /// The eviction task's state.
@@ -65,6 +70,8 @@ pub(super) struct EvictionState {
     /// A stats file that failed, logged once until it works again.
     failing: RefCell<Option<String>>,
     max_pod_grace: i64,
+    /// The QoS cgroups' CPU shares last written (rewritten when they change).
+    qos_shares: std::cell::Cell<Option<qos::allocatable::QosShares>>,
 }
 
 impl EvictionState {
@@ -96,6 +103,7 @@ impl EvictionState {
             view: RefCell::new(EvictionView::default()),
             failing: RefCell::new(None),
             max_pod_grace: cfg.eviction.max_pod_grace_period,
+            qos_shares: std::cell::Cell::new(None),
         }
     }
 }
@@ -111,6 +119,7 @@ impl<R: RuntimeService> Agent<R> {
             log::info!("eviction: no thresholds configured; node-pressure eviction is off");
         }
         self.find_image_fs().await;
+        self.enforce_node_allocatable();
         let mut notify_failed = false;
         loop {
             self.eviction_pass().await;
@@ -227,12 +236,14 @@ impl<R: RuntimeService> Agent<R> {
 
     /// One pass: measure, decide, reclaim, evict at most one pod.
     pub(super) async fn eviction_pass(self: &Rc<Self>) {
+        let started = Instant::now();
         let obs = self.observe_node();
         let decision = self
             .eviction
             .manager
             .borrow_mut()
             .step(Instant::now(), &obs);
+        let measure_micros = started.elapsed().as_micros() as u64;
         let before = self.eviction.pressure.replace(decision.conditions);
         for c in Condition::ALL {
             if before.get(c) != decision.conditions.get(c) {
@@ -243,11 +254,20 @@ impl<R: RuntimeService> Agent<R> {
                 );
             }
         }
+        let max_measure_micros = self
+            .eviction
+            .view
+            .borrow()
+            .max_measure_micros
+            .max(measure_micros);
         *self.eviction.view.borrow_mut() = EvictionView {
             observations: obs,
             met: decision.met.clone(),
+            measure_micros,
+            max_measure_micros,
         };
         self.readmit_static_pods(decision.conditions);
+        self.update_qos_shares();
         self.image_gc_if_due(&obs).await;
         let Some((threshold, observed)) = decision.act else {
             return;
@@ -307,6 +327,63 @@ impl<R: RuntimeService> Agent<R> {
             });
         }
         self.wake(&victim.uid);
+    }
+
+    /// Writes node allocatable (capacity minus `systemReserved` and
+    /// `kubeReserved`) into the `kubepods` cgroup, once at start, as
+    /// kubelet's container manager does with `enforceNodeAllocatable: [pods]`.
+    fn enforce_node_allocatable(&self) {
+        let Some(cg) = &self.cgroups else { return };
+        let capacity = qos::allocatable::Capacity {
+            cpu_millis: self.node.borrow().cpu_millis.unwrap_or(0),
+            memory_bytes: self.host.node_memory,
+            pids: std::fs::read_to_string("/proc/sys/kernel/pid_max")
+                .ok()
+                .and_then(|s| s.trim().parse().ok()),
+        };
+        if capacity.cpu_millis == 0 || capacity.memory_bytes == 0 {
+            log::warn!("node allocatable: capacity unknown ({capacity:?}); kubepods not limited");
+            return;
+        }
+        let limits = qos::allocatable::kubepods_limits(
+            capacity,
+            self.cfg.eviction.system_reserved,
+            self.cfg.eviction.kube_reserved,
+            self.cfg.cgroups_per_qos,
+        );
+        match cg.enforce_node_allocatable(limits) {
+            Ok(()) => log::info!(
+                "node allocatable on kubepods: memory {} bytes, cpu shares {}, pids {:?}",
+                limits.memory_bytes,
+                limits.cpu_shares,
+                limits.pids
+            ),
+            Err(e) => log::warn!("node allocatable on kubepods: {e}"),
+        }
+    }
+
+    /// Recomputes the Burstable and BestEffort cgroups' CPU shares from the
+    /// pods' requests (kubelet's QoS container manager), writing on change.
+    fn update_qos_shares(&self) {
+        let Some(cg) = &self.cgroups else { return };
+        let shares = {
+            let pods = self.pods.borrow();
+            qos::allocatable::qos_shares(
+                pods.values()
+                    .filter(|e| e.evicted.is_none() && (!e.deleted || e.observed.is_active()))
+                    .map(|e| accessors::spec(&e.pod)),
+            )
+        };
+        if self.eviction.qos_shares.get() == Some(shares) {
+            return;
+        }
+        match cg.update_qos_shares(shares) {
+            Ok(()) => {
+                log::debug!("QoS cgroups: burstable cpu shares {}", shares.burstable);
+                self.eviction.qos_shares.set(Some(shares));
+            }
+            Err(e) => log::warn!("QoS cgroups' cpu shares: {e}"),
+        }
     }
 
     /// Brings back evicted static (and critical) pods whose pressure ended.
@@ -427,6 +504,8 @@ impl<R: RuntimeService> Agent<R> {
             "signals": signals,
             "thresholds": thresholds,
             "conditions": conditions,
+            "lastPassMicros": view.measure_micros,
+            "maxPassMicros": view.max_measure_micros,
         })
     }
 }

@@ -41,6 +41,7 @@ mod v2;
 
 pub use cpu::CpuStat;
 
+use crate::qos::allocatable::{KubepodsLimits, QosShares};
 use crate::qos::{
     milli_cpu_to_quota, milli_cpu_to_shares, PodResources, QosClass, MIN_SHARES, QUOTA_PERIOD_US,
 };
@@ -326,23 +327,42 @@ impl PodCgroups {
         Ok(found.into_iter().collect())
     }
 
-    /// Sets the Burstable QoS cgroup's CPU share to the sum of the CPU
-    /// requests of all Burstable pods (the kubelet's QoS manager does this
-    /// periodically), and re-asserts BestEffort's minimum.
-    pub fn update_qos_shares(&self, burstable_millis: u64) -> Result<(), CgroupError> {
+    /// Sets the QoS cgroups' CPU shares (`cpu.weight` on v2), computed by
+    /// [`crate::qos::allocatable::qos_shares`] from the Burstable pods'
+    /// requests, as the kubelet's QoS manager does periodically.
+    pub fn update_qos_shares(&self, shares: QosShares) -> Result<(), CgroupError> {
         if !self.per_qos {
             return Ok(());
         }
         let burstable = Settings {
-            cpu_shares: Some(milli_cpu_to_shares(burstable_millis)),
+            cpu_shares: Some(shares.burstable),
             ..Default::default()
         };
         self.apply(&self.qos_rel(QosClass::Burstable), &burstable)?;
         let besteffort = Settings {
-            cpu_shares: Some(MIN_SHARES),
+            cpu_shares: Some(shares.besteffort),
             ..Default::default()
         };
         self.apply(&self.qos_rel(QosClass::BestEffort), &besteffort)
+    }
+
+    /// Writes node allocatable into the `kubepods` cgroup (CPU shares or
+    /// weight, memory limit, `pids.max`), from
+    /// [`crate::qos::allocatable::kubepods_limits`]. A zero memory or pids
+    /// value is left unset, as libcontainer does. Without `per_qos` there is
+    /// no `kubepods` cgroup and nothing is written.
+    pub fn enforce_node_allocatable(&self, limits: KubepodsLimits) -> Result<(), CgroupError> {
+        if !self.per_qos {
+            return Ok(());
+        }
+        let to_i64 = |v: u64| i64::try_from(v).ok().filter(|v| *v > 0);
+        let settings = Settings {
+            cpu_shares: Some(limits.cpu_shares),
+            memory_limit: to_i64(limits.memory_bytes),
+            pids_max: limits.pids.and_then(to_i64),
+            ..Default::default()
+        };
+        self.apply(&self.qos_rel(QosClass::Guaranteed), &settings)
     }
 
     // ---- stats; `cgroup` is an absolute cgroup path such as the one
@@ -1079,19 +1099,57 @@ mod tests {
     }
 
     #[test]
-    fn burstable_shares_track_the_sum_of_burstable_requests() {
+    fn qos_shares_are_written_as_shares_on_v1_and_weight_on_v2() {
+        let shares = |burstable| QosShares {
+            burstable,
+            besteffort: MIN_SHARES,
+        };
         let t = TempTree::v1("v1shares", V1_ALL);
         let cg = PodCgroups::new(t.path(), "/", true).unwrap();
         cg.ensure_qos_hierarchy().unwrap();
-        cg.update_qos_shares(1500).unwrap();
+        cg.update_qos_shares(shares(1536)).unwrap();
         assert_eq!(t.get("cpu/kubepods/burstable/cpu.shares"), "1536");
-        cg.update_qos_shares(0).unwrap();
+        cg.update_qos_shares(shares(2)).unwrap();
         assert_eq!(t.get("cpu/kubepods/burstable/cpu.shares"), "2");
+        assert_eq!(t.get("cpu/kubepods/besteffort/cpu.shares"), "2");
         let t = TempTree::v2("v2shares", "cpu");
         let cg = PodCgroups::new(t.path(), "/", true).unwrap();
         cg.ensure_qos_hierarchy().unwrap();
-        cg.update_qos_shares(1000).unwrap();
+        cg.update_qos_shares(shares(1024)).unwrap();
         assert_eq!(t.get("kubepods/burstable/cpu.weight"), "39");
+    }
+
+    #[test]
+    fn node_allocatable_lands_on_the_kubepods_cgroup() {
+        let limits = KubepodsLimits {
+            cpu_shares: 3328,
+            memory_bytes: 874 << 20,
+            pids: Some(31768),
+        };
+        let t = TempTree::v1("v1alloc", V1_ALL);
+        let cg = PodCgroups::new(t.path(), "/", true).unwrap();
+        cg.ensure_qos_hierarchy().unwrap();
+        cg.enforce_node_allocatable(limits).unwrap();
+        assert_eq!(t.get("cpu/kubepods/cpu.shares"), "3328");
+        assert_eq!(
+            t.get("memory/kubepods/memory.limit_in_bytes"),
+            (874u64 << 20).to_string()
+        );
+        assert_eq!(t.get("pids/kubepods/pids.max"), "31768");
+        let t = TempTree::v2("v2alloc", "cpu memory pids");
+        let cg = PodCgroups::new(t.path(), "/picolet", true).unwrap();
+        cg.ensure_qos_hierarchy().unwrap();
+        cg.enforce_node_allocatable(KubepodsLimits {
+            pids: None,
+            ..limits
+        })
+        .unwrap();
+        assert_eq!(t.get("picolet/kubepods/cpu.weight"), "127");
+        assert_eq!(
+            t.get("picolet/kubepods/memory.max"),
+            (874u64 << 20).to_string()
+        );
+        assert!(!t.exists("picolet/kubepods/pids.max"));
     }
 
     #[test]
