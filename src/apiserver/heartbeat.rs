@@ -25,6 +25,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Taint};
 use k8s_openapi::jiff::Timestamp;
 
+use super::event_sync::EventSync;
+use super::events::{reason, EventType};
 use super::lease;
 use super::node::{self, NodeFacts, NodeView, Readiness, Resources};
 use super::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
@@ -131,6 +133,8 @@ pub struct Heartbeat {
     runtime: Runtime,
     /// Filled in once the Node exists: status sync and Lease need it.
     node_uid: Rc<RefCell<Option<String>>>,
+    /// Where the Node's events go (Starting, Rebooted, NodeReady, ...).
+    events: Option<Rc<EventSync>>,
 }
 
 impl Heartbeat {
@@ -145,6 +149,19 @@ impl Heartbeat {
             cfg,
             runtime,
             node_uid,
+            events: None,
+        }
+    }
+
+    /// Records the Node's events with `events`.
+    pub fn with_events(mut self, events: Rc<EventSync>) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    fn node_event(&self, type_: EventType, reason: &str, message: &str) {
+        if let Some(e) = &self.events {
+            e.node_event(type_, reason, message);
         }
     }
 
@@ -302,7 +319,26 @@ impl Heartbeat {
 
     /// Registers the node, then keeps its status and Lease current.
     pub async fn run(self: Rc<Self>) {
+        self.node_event(EventType::Normal, reason::STARTING, "Starting kubelet.");
         let node = self.register().await;
+        let before = node
+            .status
+            .as_ref()
+            .and_then(|s| s.node_info.as_ref())
+            .map(|i| i.boot_id.clone())
+            .filter(|b| !b.is_empty());
+        let boot_id = crate::node::info::read(&self.cfg.root_dir).boot_id;
+        if let Some(before) = before.filter(|b| *b != boot_id && !boot_id.is_empty()) {
+            log::info!("node was rebooted (boot id {before} -> {boot_id})");
+            self.node_event(
+                EventType::Warning,
+                reason::REBOOTED,
+                &format!(
+                    "Node {} has been rebooted, boot id: {boot_id}",
+                    self.cfg.node_name
+                ),
+            );
+        }
         *self.node_uid.borrow_mut() = node.metadata.uid.clone();
         let me = self.clone();
         let _lease = rt::spawn(async move { me.lease_loop().await });
@@ -329,7 +365,18 @@ impl Heartbeat {
                             log::info!("node status posted again");
                         }
                         if changed_readiness(last_posted.as_ref(), &status) {
-                            log::info!("node {} is {}", self.cfg.node_name, ready_word(&status));
+                            let word = ready_word(&status);
+                            log::info!("node {} is {word}", self.cfg.node_name);
+                            let reason = if word == "Ready" {
+                                reason::NODE_READY
+                            } else {
+                                reason::NODE_NOT_READY
+                            };
+                            self.node_event(
+                                EventType::Normal,
+                                reason,
+                                &format!("Node {} status is now: {reason}", self.cfg.node_name),
+                            );
                         }
                         last_posted = Some(status);
                         posted_at = Instant::now();
