@@ -360,6 +360,16 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 
+    /// kubelet's `Failed` event for a container that could not start.
+    fn container_failed_event(&self, pod: &Pod, name: &str, w: &Waiting) {
+        let text = if w.reason.starts_with("ErrImage") || w.reason == "ImagePullBackOff" {
+            format!("Error: {}", w.reason)
+        } else {
+            format!("Error: {}", w.message)
+        };
+        self.event(pod, Some(name), true, "Failed", &text);
+    }
+
     fn wake(&self, uid: &str) {
         if let Some(e) = self.pods.borrow().get(uid) {
             let _ = e.wake.try_send(());

@@ -448,22 +448,6 @@ fn event(key: &Key, e: &Entry, host: &str, namespace: &str) -> Event {
     }
 }
 
-/// kubelet's `Successfully pulled image "x" in 1.2s (1.2s including
-/// waiting). Image size: N bytes.`, without the size picolet does not ask
-/// for.
-pub fn pulled_message(image: &str, took: Duration) -> String {
-    format!(
-        "Successfully pulled image \"{image}\" in {:.3}s ({:.3}s including waiting)",
-        took.as_secs_f64(),
-        took.as_secs_f64()
-    )
-}
-
-/// kubelet's crash-loop message.
-pub fn back_off_message(container: &str, pod: &str, namespace: &str, uid: &str) -> String {
-    format!("Back-off restarting failed container {container} in pod {pod}_{namespace}({uid})")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -515,13 +499,13 @@ mod tests {
     #[test]
     fn the_same_event_again_patches_its_count_and_last_timestamp() {
         let mut r = recorder();
-        let msg = back_off_message("c", "p", "ns", "u1");
-        r.record(pod("c"), EventType::Warning, reason::BACK_OFF, &msg, t(0));
+        let msg = "Back-off restarting failed container c in pod p_ns(u1)";
+        r.record(pod("c"), EventType::Warning, reason::BACK_OFF, msg, t(0));
         let created = drain(&mut r, t(0));
         let Write::Create { event, .. } = &created[0] else {
             panic!()
         };
-        r.record(pod("c"), EventType::Warning, reason::BACK_OFF, &msg, t(10));
+        r.record(pod("c"), EventType::Warning, reason::BACK_OFF, msg, t(10));
         let w = drain(&mut r, t(10));
         assert_eq!(
             w,
@@ -657,17 +641,5 @@ mod tests {
         r.record(pod("c"), EventType::Normal, "B", "m", t(4));
         let w = drain(&mut r, t(4));
         assert!(matches!(&w[..], [Write::Create { event, .. }] if event.count == Some(1)));
-    }
-
-    #[test]
-    fn kubelets_messages() {
-        assert_eq!(
-            back_off_message("c", "p", "ns", "u"),
-            "Back-off restarting failed container c in pod p_ns(u)"
-        );
-        assert_eq!(
-            pulled_message("busybox", Duration::from_millis(1500)),
-            "Successfully pulled image \"busybox\" in 1.500s (1.500s including waiting)"
-        );
     }
 }
