@@ -135,6 +135,8 @@ pub struct Heartbeat {
     node_uid: Rc<RefCell<Option<String>>>,
     /// Where the Node's events go (Starting, Rebooted, NodeReady, ...).
     events: Option<Rc<EventSync>>,
+    /// This run created the Node (its first readiness is an event).
+    created: std::cell::Cell<bool>,
 }
 
 impl Heartbeat {
@@ -150,6 +152,7 @@ impl Heartbeat {
             runtime,
             node_uid,
             events: None,
+            created: std::cell::Cell::new(false),
         }
     }
 
@@ -157,6 +160,17 @@ impl Heartbeat {
     pub fn with_events(mut self, events: Rc<EventSync>) -> Self {
         self.events = Some(events);
         self
+    }
+
+    /// kubelet's `NodeReady`/`NodeNotReady`: `Node <n> status is now: <r>`.
+    fn readiness_event(&self, status: &NodeStatus) {
+        let reason = if ready_word(status) == "Ready" {
+            reason::NODE_READY
+        } else {
+            reason::NODE_NOT_READY
+        };
+        let message = format!("Node {} status is now: {reason}", self.cfg.node_name);
+        self.node_event(EventType::Normal, reason, &message);
     }
 
     fn node_event(&self, type_: EventType, reason: &str, message: &str) {
@@ -305,7 +319,10 @@ impl Heartbeat {
                     )
                     .await?;
                 match code {
-                    c if c.is_success() => decode(&body),
+                    c if c.is_success() => {
+                        self.created.set(true);
+                        decode(&body)
+                    }
                     StatusCode::CONFLICT => Err("created meanwhile; reading it".into()),
                     c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
                 }
@@ -343,6 +360,10 @@ impl Heartbeat {
         let me = self.clone();
         let _lease = rt::spawn(async move { me.lease_loop().await });
         let mut last_posted: Option<NodeStatus> = Some(node.previous_status());
+        if self.created.get() {
+            // A new Node's first readiness, as kubelet records it.
+            self.readiness_event(&node.previous_status());
+        }
         let mut posted_at = Instant::now();
         let path = format!("{}/status", object_path::<Node>(None, &self.cfg.node_name));
         let mut logged: Option<String> = None;
@@ -365,18 +386,8 @@ impl Heartbeat {
                             log::info!("node status posted again");
                         }
                         if changed_readiness(last_posted.as_ref(), &status) {
-                            let word = ready_word(&status);
-                            log::info!("node {} is {word}", self.cfg.node_name);
-                            let reason = if word == "Ready" {
-                                reason::NODE_READY
-                            } else {
-                                reason::NODE_NOT_READY
-                            };
-                            self.node_event(
-                                EventType::Normal,
-                                reason,
-                                &format!("Node {} status is now: {reason}", self.cfg.node_name),
-                            );
+                            log::info!("node {} is {}", self.cfg.node_name, ready_word(&status));
+                            self.readiness_event(&status);
                         }
                         last_posted = Some(status);
                         posted_at = Instant::now();
