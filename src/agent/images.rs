@@ -125,7 +125,13 @@ impl<R: RuntimeService> Agent<R> {
             None
         };
         log::info!("pulling image {image} for pod {}", full_name(pod));
-        self.event(pod, Some(&c.name), false, "Pulling", &format!("Pulling image \"{user}\""));
+        self.event(
+            pod,
+            Some(&c.name),
+            false,
+            "Pulling",
+            &format!("Pulling image \"{user}\""),
+        );
         let pull_started = Instant::now();
         let req = api::PullImageRequest {
             image: Some(spec.clone()),

@@ -353,7 +353,14 @@ impl<R: RuntimeService> Agent<R> {
     }
 
     /// Records an event about `pod` (or its container), if anyone listens.
-    fn event(&self, pod: &Pod, container: Option<&str>, warning: bool, reason: &str, message: &str) {
+    fn event(
+        &self,
+        pod: &Pod,
+        container: Option<&str>,
+        warning: bool,
+        reason: &str,
+        message: &str,
+    ) {
         let sink = self.event_sink.borrow().clone();
         if let Some(sink) = sink {
             sink.pod_event(pod, container, warning, reason, message);

@@ -355,7 +355,13 @@ impl<R: RuntimeService> Agent<R> {
         grace: i64,
     ) -> Result<(), crate::cri::CriError> {
         let mut grace = grace.max(0);
-        self.event(pod, Some(name), false, "Killing", &format!("Stopping container {name}"));
+        self.event(
+            pod,
+            Some(name),
+            false,
+            "Killing",
+            &format!("Stopping container {name}"),
+        );
         let spec = accessors::container(pod, name).cloned();
         if let Some(c) = spec {
             if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) {

@@ -146,7 +146,13 @@ impl EventSync {
         };
         let reply = self
             .client
-            .request(method, &path, Some(body), ERROR_BODY_LIMIT, REQUEST_DEADLINE)
+            .request(
+                method,
+                &path,
+                Some(body),
+                ERROR_BODY_LIMIT,
+                REQUEST_DEADLINE,
+            )
             .await;
         let outcome = match reply {
             Ok(r) if r.status.is_success() => Outcome::Accepted,

@@ -136,7 +136,10 @@ struct Entry {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Write {
     /// `POST namespaces/<ns>/events`.
-    Create { namespace: String, event: Box<Event> },
+    Create {
+        namespace: String,
+        event: Box<Event>,
+    },
     /// `PATCH namespaces/<ns>/events/<name>` (strategic merge) with
     /// [`Write::body`].
     Patch {
@@ -476,7 +479,13 @@ mod tests {
     #[test]
     fn a_first_event_is_created_with_kubelets_source_and_field_path() {
         let mut r = recorder();
-        r.record(pod("c"), EventType::Normal, reason::STARTED, "Started container c", t(0));
+        r.record(
+            pod("c"),
+            EventType::Normal,
+            reason::STARTED,
+            "Started container c",
+            t(0),
+        );
         let w = drain(&mut r, t(0));
         let [Write::Create { namespace, event }] = w.as_slice() else {
             panic!("{w:?}")
@@ -562,7 +571,13 @@ mod tests {
     fn a_full_buffer_drops_the_oldest_write_first() {
         let mut r = Recorder::new("pi-1", 0.0, 1, 3, 16);
         for i in 0..5 {
-            r.record(pod("c"), EventType::Normal, "Started", &format!("m{i}"), t(i));
+            r.record(
+                pod("c"),
+                EventType::Normal,
+                "Started",
+                &format!("m{i}"),
+                t(i),
+            );
         }
         assert_eq!(r.len(), 3);
         assert_eq!(r.dropped(), 2);
@@ -611,7 +626,13 @@ mod tests {
     fn the_token_bucket_allows_a_burst_then_qps() {
         let mut r = Recorder::new("pi-1", 2.0, 3, 100, 100);
         for i in 0..10 {
-            r.record(pod("c"), EventType::Normal, "Started", &format!("m{i}"), t(0));
+            r.record(
+                pod("c"),
+                EventType::Normal,
+                "Started",
+                &format!("m{i}"),
+                t(0),
+            );
         }
         let mut sent = 0;
         while let Ok(Some(tk)) = r.next(t(0)) {

@@ -92,13 +92,15 @@ pub fn join(
     if let Some(n) = node_watch.current() {
         agent.set_node_object(n.labels, n.taints);
     }
-    let heartbeat = Rc::new(Heartbeat::new(
-        client,
-        HeartbeatConfig::new(cfg, node_name).with_pressure(agent.pressure()),
-        agent.runtime().clone(),
-        node_uid,
-    )
-    .with_events(events.clone()));
+    let heartbeat = Rc::new(
+        Heartbeat::new(
+            client,
+            HeartbeatConfig::new(cfg, node_name).with_pressure(agent.pressure()),
+            agent.runtime().clone(),
+            node_uid,
+        )
+        .with_events(events.clone()),
+    );
     let tasks = vec![
         agent.spawn_source(source),
         rt::spawn(status.clone().run()),

@@ -26,9 +26,10 @@ use super::values::swap_behavior;
 use super::values::{
     absolute_path, anonymous_authentication, board_name, boolean, cgroup_driver, cgroup_root,
     dns_domain, eviction_grace_map, eviction_map, grace_seconds, hostname_override, ip_list,
-    log_files, log_size, node_ips, node_labels, non_negative_duration, non_negative_u32, normalize_node_name,
-    optional_path, parse_runtime_endpoint, percent, pids_limit, port, positive_duration,
-    positive_u32, read_only_port, reserved, runtime_endpoint, static_pod_path, taints, verbosity,
+    log_files, log_size, node_ips, node_labels, non_negative_duration, non_negative_u32,
+    normalize_node_name, optional_path, parse_runtime_endpoint, percent, pids_limit, port,
+    positive_duration, positive_u32, read_only_port, reserved, runtime_endpoint, static_pod_path,
+    taints, verbosity,
 };
 
 /// picolet's default `staticPodPath`. Kubelet's default is empty (no static
