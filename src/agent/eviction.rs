@@ -319,6 +319,7 @@ impl<R: RuntimeService> Agent<R> {
                 "eviction: evicting pod {} (grace {grace}s): {message}",
                 accessors::full_name(&e.pod)
             );
+            self.event(&e.pod, None, true, "Evicted", &message);
             e.evicted = Some(Evicted {
                 message,
                 grace,

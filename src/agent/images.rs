@@ -91,7 +91,11 @@ impl<R: RuntimeService> Agent<R> {
             }
         };
         match (policy, present.clone()) {
-            ("Never", Some(id)) | ("IfNotPresent", Some(id)) => return Ok(id),
+            ("Never", Some(id)) | ("IfNotPresent", Some(id)) => {
+                let text = format!("Container image \"{user}\" already present on machine");
+                self.event(pod, Some(&c.name), false, "Pulled", &text);
+                return Ok(id);
+            }
             ("Never", None) => {
                 return Err(Waiting {
                     reason: "ErrImageNeverPull".into(),
@@ -105,6 +109,8 @@ impl<R: RuntimeService> Agent<R> {
         let key = Backoff::key(uid(pod), &c.name);
         let now = Instant::now();
         if let Some(wait) = self.images.remaining(&key, now) {
+            let text = format!("Back-off pulling image \"{user}\"");
+            self.event(pod, Some(&c.name), false, "BackOff", &text);
             return Err(Waiting {
                 reason: "ImagePullBackOff".into(),
                 message: format!(
@@ -119,6 +125,14 @@ impl<R: RuntimeService> Agent<R> {
             None
         };
         log::info!("pulling image {image} for pod {}", full_name(pod));
+        self.event(
+            pod,
+            Some(&c.name),
+            false,
+            "Pulling",
+            &format!("Pulling image \"{user}\""),
+        );
+        let pull_started = Instant::now();
         let req = api::PullImageRequest {
             image: Some(spec.clone()),
             auth: None,
@@ -126,6 +140,11 @@ impl<R: RuntimeService> Agent<R> {
         };
         match self.runtime.pull_image(req).await {
             Ok(r) => {
+                let took = pull_started.elapsed().as_secs_f64();
+                let text = format!(
+                    "Successfully pulled image \"{user}\" in {took:.3}s ({took:.3}s including waiting)"
+                );
+                self.event(pod, Some(&c.name), false, "Pulled", &text);
                 self.images.offline.borrow_mut().remove(&key);
                 self.images.backoff.borrow_mut().reset(&key);
                 self.images.failed_at.borrow_mut().remove(&key);
@@ -147,6 +166,11 @@ impl<R: RuntimeService> Agent<R> {
                 {
                     // Said once per container until a pull works again.
                     if self.images.offline.borrow_mut().insert(key) {
+                        let text = format!(
+                            "Failed to pull image \"{user}\" ({}); running the image already on the node",
+                            e.message()
+                        );
+                        self.event(pod, Some(&c.name), true, "PullFailedUsingLocalImage", &text);
                         log::warn!(
                             "pulling image {image} for pod {} failed for a network reason ({}); \
                              running the image already on the node",
@@ -156,6 +180,8 @@ impl<R: RuntimeService> Agent<R> {
                     }
                     return Ok(id);
                 }
+                let text = format!("Failed to pull image \"{user}\": {}", e.message());
+                self.event(pod, Some(&c.name), true, "Failed", &text);
                 self.images.backoff.borrow_mut().next(&key, now);
                 self.images.failed_at.borrow_mut().insert(key, now);
                 Err(Waiting {

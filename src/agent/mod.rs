@@ -173,6 +173,22 @@ pub trait StatusSink {
     fn terminated(&self, pod: &Pod, status: &PodStatus);
 }
 
+/// Where the agent reports kubelet's events about its pods (Pulling,
+/// Created, Started, Killing, BackOff, Unhealthy, Evicted, ...): the
+/// API-server side records them as Events. Calls are cheap and
+/// synchronous; the sink deduplicates, rate-limits and buffers.
+pub trait EventSink {
+    /// An event about `pod`, or its container `container`.
+    fn pod_event(
+        &self,
+        pod: &Pod,
+        container: Option<&str>,
+        warning: bool,
+        reason: &str,
+        message: &str,
+    );
+}
+
 /// State shared by every task.
 pub struct Agent<R: RuntimeService = Runtime> {
     cfg: AgentConfig,
@@ -191,6 +207,8 @@ pub struct Agent<R: RuntimeService = Runtime> {
     probe_metrics: RefCell<ProbeMetrics>,
     /// Where pod statuses go (`None`: standalone, nobody listens).
     status_sink: RefCell<Option<Rc<dyn StatusSink>>>,
+    /// Where events go (`None`: standalone, nobody listens).
+    event_sink: RefCell<Option<Rc<dyn EventSink>>>,
     /// RunPodSandbox calls in flight at most (see `sync.rs`).
     sandbox_starts: smol::lock::Semaphore,
     eviction: eviction::EvictionState,
@@ -252,6 +270,7 @@ impl<R: RuntimeService> Agent<R> {
             relist: RefCell::new(observe::Relist::default()),
             probe_metrics: RefCell::new(ProbeMetrics::default()),
             status_sink: RefCell::new(None),
+            event_sink: RefCell::new(None),
             sandbox_starts: smol::lock::Semaphore::new(sync::SANDBOX_STARTS_IN_FLIGHT),
             eviction: eviction::EvictionState::new(&cfg),
             image_gc: RefCell::new(image_gc::ImageGcState::default()),
@@ -329,6 +348,36 @@ impl<R: RuntimeService> Agent<R> {
                 }
             }
         }
+    }
+
+    /// Sends kubelet's events to the API server from now on.
+    pub fn set_event_sink(&self, sink: Rc<dyn EventSink>) {
+        *self.event_sink.borrow_mut() = Some(sink);
+    }
+
+    /// Records an event about `pod` (or its container), if anyone listens.
+    fn event(
+        &self,
+        pod: &Pod,
+        container: Option<&str>,
+        warning: bool,
+        reason: &str,
+        message: &str,
+    ) {
+        let sink = self.event_sink.borrow().clone();
+        if let Some(sink) = sink {
+            sink.pod_event(pod, container, warning, reason, message);
+        }
+    }
+
+    /// kubelet's `Failed` event for a container that could not start.
+    fn container_failed_event(&self, pod: &Pod, name: &str, w: &Waiting) {
+        let text = if w.reason.starts_with("ErrImage") || w.reason == "ImagePullBackOff" {
+            format!("Error: {}", w.reason)
+        } else {
+            format!("Error: {}", w.message)
+        };
+        self.event(pod, Some(name), true, "Failed", &text);
     }
 
     fn wake(&self, uid: &str) {

@@ -250,11 +250,23 @@ impl<R: RuntimeService> Agent<R> {
                             result.message
                         );
                     }
+                    if result.outcome == Outcome::Failure {
+                        self.probe_failed_event(&uid, &name, kind, &result.message);
+                    }
                     if let Some(change) = worker.record(result.outcome) {
                         self.apply_probe_change(&uid, &name, kind, spec, change, &result.message);
                     }
                 }
             }
+        }
+    }
+
+    /// kubelet's `Unhealthy` event for one failed probe.
+    fn probe_failed_event(&self, uid: &str, name: &str, kind: ProbeType, message: &str) {
+        let pod = self.pods.borrow().get(uid).map(|e| e.pod.clone());
+        if let Some(pod) = pod {
+            let text = format!("{} probe failed: {message}", kind.as_str());
+            self.event(&pod, Some(name), true, "Unhealthy", text.trim_end());
         }
     }
 
@@ -343,6 +355,13 @@ impl<R: RuntimeService> Agent<R> {
         grace: i64,
     ) -> Result<(), crate::cri::CriError> {
         let mut grace = grace.max(0);
+        self.event(
+            pod,
+            Some(name),
+            false,
+            "Killing",
+            &format!("Stopping container {name}"),
+        );
         let spec = accessors::container(pod, name).cloned();
         if let Some(c) = spec {
             if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref()) {

@@ -307,6 +307,7 @@ impl<R: RuntimeService> Agent<R> {
                                     w.message
                                 );
                             }
+                            self.container_failed_event(&pod, &name, &w);
                             self.set_waiting(uid, &name, Some(w));
                             next = next.min(RETRY_AFTER_ERROR * 5);
                             // A regular init container holds the rest; a
@@ -366,6 +367,12 @@ impl<R: RuntimeService> Agent<R> {
                         reason: "CrashLoopBackOff".into(),
                         message: msg,
                     };
+                    let text = format!(
+                        "Back-off restarting failed container {name} in pod {}_{}({uid})",
+                        accessors::name(&pod),
+                        accessors::namespace(&pod),
+                    );
+                    self.event(&pod, Some(&name), true, "BackOff", &text);
                     self.set_waiting(uid, &name, Some(w));
                     next = next.min(remaining + Duration::from_millis(50));
                 }
@@ -588,6 +595,8 @@ impl<R: RuntimeService> Agent<R> {
                 message: e.message(),
             })?
             .container_id;
+        let created = format!("Created container: {}", c.name);
+        self.event(pod, Some(&c.name), false, "Created", &created);
         self.runtime
             .start_container(api::StartContainerRequest {
                 container_id: id.clone(),
@@ -597,6 +606,8 @@ impl<R: RuntimeService> Agent<R> {
                 reason: "RunContainerError".into(),
                 message: e.message(),
             })?;
+        let started = format!("Started container {}", c.name);
+        self.event(pod, Some(&c.name), false, "Started", &started);
         log::info!(
             "started container {} of pod {} (attempt {attempt})",
             c.name,

@@ -693,3 +693,37 @@ fn image_gc_removes_unused_images_and_keeps_the_one_in_use() {
     let tags: Vec<_> = left.iter().flat_map(|i| i.repo_tags.clone()).collect();
     assert_eq!(tags, [IMAGE]);
 }
+
+/// An event sink that records (container, reason, message).
+#[derive(Default)]
+struct Events(std::cell::RefCell<Vec<(Option<String>, String, String)>>);
+
+impl super::EventSink for Events {
+    fn pod_event(&self, _: &Pod, c: Option<&str>, _: bool, reason: &str, message: &str) {
+        self.0
+            .borrow_mut()
+            .push((c.map(str::to_string), reason.into(), message.into()));
+    }
+}
+
+#[test]
+fn starting_a_pod_records_kubelets_created_and_started_events() {
+    let node = Node::new();
+    let agent = node.agent();
+    agent.sources.borrow_mut().configure(PodSource::Api);
+    let events = Rc::new(Events::default());
+    agent.set_event_sink(events.clone());
+    let pod = api_pod("api-uid-ev");
+    apply(&agent, api_set(vec![pod.clone()]));
+    sync(&agent, &pod);
+    let seen = events.0.borrow();
+    let reasons: Vec<&str> = seen.iter().map(|(_, r, _)| r.as_str()).collect();
+    for want in ["Created", "Started"] {
+        assert!(reasons.contains(&want), "{want} in {seen:?}");
+    }
+    let (c, _, message) = seen.iter().find(|(_, r, _)| r == "Started").unwrap();
+    assert_eq!(
+        message,
+        &format!("Started container {}", c.as_deref().unwrap())
+    );
+}

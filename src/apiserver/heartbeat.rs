@@ -25,6 +25,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Taint};
 use k8s_openapi::jiff::Timestamp;
 
+use super::event_sync::EventSync;
+use super::events::{reason, EventType};
 use super::lease;
 use super::node::{self, NodeFacts, NodeView, Readiness, Resources};
 use super::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
@@ -131,6 +133,10 @@ pub struct Heartbeat {
     runtime: Runtime,
     /// Filled in once the Node exists: status sync and Lease need it.
     node_uid: Rc<RefCell<Option<String>>>,
+    /// Where the Node's events go (Starting, Rebooted, NodeReady, ...).
+    events: Option<Rc<EventSync>>,
+    /// This run created the Node (its first readiness is an event).
+    created: std::cell::Cell<bool>,
 }
 
 impl Heartbeat {
@@ -145,6 +151,31 @@ impl Heartbeat {
             cfg,
             runtime,
             node_uid,
+            events: None,
+            created: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Records the Node's events with `events`.
+    pub fn with_events(mut self, events: Rc<EventSync>) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    /// kubelet's `NodeReady`/`NodeNotReady`: `Node <n> status is now: <r>`.
+    fn readiness_event(&self, status: &NodeStatus) {
+        let reason = if ready_word(status) == "Ready" {
+            reason::NODE_READY
+        } else {
+            reason::NODE_NOT_READY
+        };
+        let message = format!("Node {} status is now: {reason}", self.cfg.node_name);
+        self.node_event(EventType::Normal, reason, &message);
+    }
+
+    fn node_event(&self, type_: EventType, reason: &str, message: &str) {
+        if let Some(e) = &self.events {
+            e.node_event(type_, reason, message);
         }
     }
 
@@ -288,7 +319,10 @@ impl Heartbeat {
                     )
                     .await?;
                 match code {
-                    c if c.is_success() => decode(&body),
+                    c if c.is_success() => {
+                        self.created.set(true);
+                        decode(&body)
+                    }
                     StatusCode::CONFLICT => Err("created meanwhile; reading it".into()),
                     c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
                 }
@@ -302,11 +336,34 @@ impl Heartbeat {
 
     /// Registers the node, then keeps its status and Lease current.
     pub async fn run(self: Rc<Self>) {
+        self.node_event(EventType::Normal, reason::STARTING, "Starting kubelet.");
         let node = self.register().await;
+        let before = node
+            .status
+            .as_ref()
+            .and_then(|s| s.node_info.as_ref())
+            .map(|i| i.boot_id.clone())
+            .filter(|b| !b.is_empty());
+        let boot_id = crate::node::info::read(&self.cfg.root_dir).boot_id;
+        if let Some(before) = before.filter(|b| *b != boot_id && !boot_id.is_empty()) {
+            log::info!("node was rebooted (boot id {before} -> {boot_id})");
+            self.node_event(
+                EventType::Warning,
+                reason::REBOOTED,
+                &format!(
+                    "Node {} has been rebooted, boot id: {boot_id}",
+                    self.cfg.node_name
+                ),
+            );
+        }
         *self.node_uid.borrow_mut() = node.metadata.uid.clone();
         let me = self.clone();
         let _lease = rt::spawn(async move { me.lease_loop().await });
         let mut last_posted: Option<NodeStatus> = Some(node.previous_status());
+        if self.created.get() {
+            // A new Node's first readiness, as kubelet records it.
+            self.readiness_event(&node.previous_status());
+        }
         let mut posted_at = Instant::now();
         let path = format!("{}/status", object_path::<Node>(None, &self.cfg.node_name));
         let mut logged: Option<String> = None;
@@ -330,6 +387,7 @@ impl Heartbeat {
                         }
                         if changed_readiness(last_posted.as_ref(), &status) {
                             log::info!("node {} is {}", self.cfg.node_name, ready_word(&status));
+                            self.readiness_event(&status);
                         }
                         last_posted = Some(status);
                         posted_at = Instant::now();

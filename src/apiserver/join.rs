@@ -5,6 +5,8 @@
 //! - the pod source ([`ApiPodSource`]) through the agent's source seam,
 //!   so its readiness is tracked on its own;
 //! - the status sync ([`StatusSync`]) as the agent's status sink;
+//! - the event recorder ([`EventSync`]) as the agent's event sink, and the
+//!   heartbeat's for the Node's events;
 //! - the heartbeat ([`Heartbeat`]): Node registration, status and Lease;
 //! - the watch of the node's own Node object ([`NodeWatch`]), whose labels
 //!   and taints admission uses from then on.
@@ -15,6 +17,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use super::event_sync::EventSync;
 use super::heartbeat::{Heartbeat, HeartbeatConfig};
 use super::kubeconfig::{self, KubeconfigError};
 use super::node::{validate_node_labels, NodeLabelError};
@@ -75,6 +78,13 @@ pub fn join(
         capacity,
     );
     agent.set_status_sink(status.clone());
+    let events = EventSync::new(
+        client.clone(),
+        node_name,
+        cfg.event_record_qps,
+        cfg.event_burst,
+    );
+    agent.set_event_sink(events.clone());
     let source = ApiPodSource::new(client.clone(), node_name, &cfg.root_dir, mirrors);
     // The Node's cached labels and taints reach admission before the pod
     // source delivers its cached pods.
@@ -82,16 +92,20 @@ pub fn join(
     if let Some(n) = node_watch.current() {
         agent.set_node_object(n.labels, n.taints);
     }
-    let heartbeat = Rc::new(Heartbeat::new(
-        client,
-        HeartbeatConfig::new(cfg, node_name).with_pressure(agent.pressure()),
-        agent.runtime().clone(),
-        node_uid,
-    ));
+    let heartbeat = Rc::new(
+        Heartbeat::new(
+            client,
+            HeartbeatConfig::new(cfg, node_name).with_pressure(agent.pressure()),
+            agent.runtime().clone(),
+            node_uid,
+        )
+        .with_events(events.clone()),
+    );
     let tasks = vec![
         agent.spawn_source(source),
         rt::spawn(status.clone().run()),
         rt::spawn(heartbeat.run()),
+        rt::spawn(events.run()),
         rt::spawn({
             let agent = agent.clone();
             node_watch.run(move |n| agent.set_node_object(n.labels.clone(), n.taints.clone()))

@@ -31,6 +31,9 @@
 //!   [`heartbeat`]: Node registration, status and Lease; [`node_watch`]:
 //!   the watch of the node's own Node object (labels and taints for
 //!   admission); [`join`]: starts them from `--kubeconfig`.
+//! - [`events`]: pure: the event recorder (kubelet's deduplication with
+//!   counts, token-bucket rate limit, bounded offline buffer);
+//!   [`event_sync`]: its sending task, the agent's event sink.
 //! - [`node`], [`lease`], [`status_manager`], [`mirror`]: pure builders of
 //!   what the node writes: its Node object and conditions, its heartbeat
 //!   Lease, pod status patches and the queue keeping the latest status per
@@ -51,11 +54,13 @@
 //! pod sources: the agent (or a source built on this module) decides what
 //! to do with [`reflector::Event`]s. The pure modules ([`request`],
 //! [`watch`], [`reflector`], [`node`], [`lease`], [`status_manager`],
-//! [`mirror`])
+//! [`mirror`], [`events`])
 //! never import smol, hyper, rustls or `std::fs`;
 //! time and randomness come in as arguments.
 
 pub mod cache;
+pub mod event_sync;
+pub mod events;
 pub mod heartbeat;
 pub mod informer;
 pub mod join;

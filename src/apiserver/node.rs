@@ -78,6 +78,17 @@ pub struct NodeView {
 pub struct NodeViewStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<NodeCondition>>,
+    /// The boot ID the node last reported (a change is kubelet's
+    /// `Rebooted` event).
+    #[serde(default, rename = "nodeInfo", skip_serializing_if = "Option::is_none")]
+    pub node_info: Option<NodeViewInfo>,
+}
+
+/// The part of `nodeInfo` a [`NodeView`] keeps.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+pub struct NodeViewInfo {
+    #[serde(default, rename = "bootID")]
+    pub boot_id: String,
 }
 
 impl NodeView {

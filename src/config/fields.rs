@@ -26,9 +26,10 @@ use super::values::swap_behavior;
 use super::values::{
     absolute_path, anonymous_authentication, board_name, boolean, cgroup_driver, cgroup_root,
     dns_domain, eviction_grace_map, eviction_map, grace_seconds, hostname_override, ip_list,
-    log_files, log_size, node_ips, node_labels, non_negative_duration, normalize_node_name,
-    optional_path, parse_runtime_endpoint, percent, pids_limit, port, positive_duration,
-    positive_u32, read_only_port, reserved, runtime_endpoint, static_pod_path, taints, verbosity,
+    log_files, log_size, node_ips, node_labels, non_negative_duration, non_negative_u32,
+    normalize_node_name, optional_path, parse_runtime_endpoint, percent, pids_limit, port,
+    positive_duration, positive_u32, read_only_port, reserved, runtime_endpoint, static_pod_path,
+    taints, verbosity,
 };
 
 /// picolet's default `staticPodPath`. Kubelet's default is empty (no static
@@ -170,6 +171,12 @@ kubelet_config! {
         /// `maxPods`. Default 110.
         max_pods: u32 = 110,
             file("maxPods") => positive_u32;
+        /// `eventRecordQPS`: event writes per second (0: no limit). Default 50.
+        event_record_qps: u32 = 50,
+            file("eventRecordQPS") => non_negative_u32;
+        /// `eventBurst`: event writes in a burst (with QPS > 0). Default 100.
+        event_burst: u32 = 100,
+            file("eventBurst") => positive_u32;
         /// `runtimeRequestTimeout`: CRI call timeout. Default 2m.
         runtime_request_timeout: Duration = Duration::from_secs(120),
             file("runtimeRequestTimeout") => positive_duration;

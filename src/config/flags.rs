@@ -164,6 +164,8 @@ pub const FLAGS: &[Flag] = &[
     row("node-status-report-frequency", Str,        "nodeStatusReportFrequency", "DUR",           "[5m0s]"),
     row("allow-insecure-kubeconfig",    Bool,       "allowInsecureKubeconfig",   "",              "accept insecure-skip-tls-verify [false]"),
     row("offline-image-fallback",       Bool,       "offlineImageFallback",      "",              "run a present image when a pull fails offline [true]"),
+    row("event-qps",                    Int,        "eventRecordQPS",            "N",             "event writes per second, 0 = no limit [50]"),
+    row("event-burst",                  Int,        "eventBurst",                "N",             "event writes in a burst [100]"),
     row("v",                            Int,        "logging.verbosity",         "LEVEL",         "log verbosity 0..10 [0]"),
 ];
 

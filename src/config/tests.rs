@@ -813,3 +813,19 @@ fn soft_thresholds_reclaim_and_grace_periods_are_parsed() {
     let e = parse_err("evictionSoftGracePeriod:\n  memory.avail: 1m\n");
     assert!(e.contains("unknown eviction signal"), "{e}");
 }
+
+#[test]
+fn event_qps_and_burst_default_to_kubelets_and_take_their_flags_and_fields() {
+    let d = resolve(None, &flags(&[])).unwrap().config;
+    assert_eq!((d.event_record_qps, d.event_burst), (50, 100));
+    let file = doc("eventRecordQPS: 5\neventBurst: 10\n");
+    let c = resolve(
+        Some((Path::new(ORIGIN), &file)),
+        &flags(&[("event-qps", "0")]),
+    )
+    .unwrap()
+    .config;
+    assert_eq!((c.event_record_qps, c.event_burst), (0, 10));
+    let bad = doc("eventBurst: 0\n");
+    assert!(resolve(Some((Path::new(ORIGIN), &bad)), &flags(&[])).is_err());
+}

@@ -65,6 +65,10 @@ pub(super) fn positive_u32(v: &Value) -> Result<u32, String> {
     integer(v, 1, i64::from(i32::MAX), "a positive integer").map(|n| n as u32)
 }
 
+pub(super) fn non_negative_u32(v: &Value) -> Result<u32, String> {
+    integer(v, 0, i64::from(i32::MAX), "a non-negative integer").map(|n| n as u32)
+}
+
 pub(super) fn log_files(v: &Value) -> Result<u32, String> {
     integer(v, 2, i64::from(i32::MAX), "an integer >= 2").map(|n| n as u32)
 }
