@@ -47,6 +47,9 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
+mod yaml_json;
+pub use yaml_json::{yaml_to_json, JsonDocument, YamlToJsonError};
+
 /// How much of a document picolet is willing to parse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -136,14 +139,14 @@ pub fn check_yaml(text: &str, limits: &Limits) -> Result<Shape, LimitError> {
                 walk.shape.documents += 1;
                 walk.add(1, Anchor::None)?;
             }
-            Event::Scalar(anchor) => walk.add(1, anchor)?,
+            Event::Scalar { anchor, .. } => walk.add(1, anchor)?,
             Event::Alias(name) => {
                 let size = walk.anchors.get(&name).copied().unwrap_or(1);
                 walk.alias(size)?;
             }
-            Event::CollectionStart(anchor) => walk.open(anchor)?,
+            Event::CollectionStart { anchor, .. } => walk.open(anchor)?,
             Event::CollectionEnd => walk.close(),
-            Event::Other => {}
+            Event::DocumentEnd | Event::Other => {}
         }
     }
     Ok(walk.shape)
@@ -306,13 +309,26 @@ enum Anchor {
     Named(Vec<u8>),
 }
 
-/// The events [`check_yaml`] cares about.
+/// The events [`check_yaml`] and [`yaml_json`] care about.
 enum Event {
     StreamEnd,
     DocumentStart,
-    Scalar(Anchor),
+    DocumentEnd,
+    Scalar {
+        anchor: Anchor,
+        value: Vec<u8>,
+        /// Written without quotes or block indicators, so its type is
+        /// resolved from its text.
+        plain: bool,
+        /// The explicit tag, if any (`!!str` arrives as
+        /// `tag:yaml.org,2002:str`).
+        tag: Option<Vec<u8>>,
+    },
     Alias(Vec<u8>),
-    CollectionStart(Anchor),
+    CollectionStart {
+        anchor: Anchor,
+        mapping: bool,
+    },
     CollectionEnd,
     Other,
 }
@@ -364,7 +380,8 @@ impl<'a> Parser<'a> {
         let mut event = MaybeUninit::<unsafe_libyaml::yaml_event_t>::uninit();
         // SAFETY: the parser was initialised in `new` and its input outlives
         // it ('a). After a successful parse the event is initialised; we copy
-        // what we need (anchors are NUL-terminated strings owned by the
+        // what we need (anchors and tags are NUL-terminated strings, values
+        // `length` bytes, all owned by the
         // event) before deleting it.
         unsafe {
             let parser = self.raw.as_mut_ptr();
@@ -383,17 +400,35 @@ impl<'a> Parser<'a> {
             let out = match (*e).type_ {
                 unsafe_libyaml::YAML_STREAM_END_EVENT => Event::StreamEnd,
                 unsafe_libyaml::YAML_DOCUMENT_START_EVENT => Event::DocumentStart,
-                unsafe_libyaml::YAML_SCALAR_EVENT => Event::Scalar(anchor((*e).data.scalar.anchor)),
+                unsafe_libyaml::YAML_DOCUMENT_END_EVENT => Event::DocumentEnd,
+                unsafe_libyaml::YAML_SCALAR_EVENT => {
+                    let d = &(*e).data.scalar;
+                    let value = if d.value.is_null() {
+                        Vec::new()
+                    } else {
+                        std::slice::from_raw_parts(d.value, d.length as usize).to_vec()
+                    };
+                    let tag = (!d.tag.is_null())
+                        .then(|| CStr::from_ptr(d.tag.cast()).to_bytes().to_vec());
+                    Event::Scalar {
+                        anchor: anchor(d.anchor),
+                        value,
+                        plain: d.style == unsafe_libyaml::YAML_PLAIN_SCALAR_STYLE,
+                        tag,
+                    }
+                }
                 unsafe_libyaml::YAML_ALIAS_EVENT => match anchor((*e).data.alias.anchor) {
                     Anchor::Named(name) => Event::Alias(name),
                     Anchor::None => Event::Alias(Vec::new()),
                 },
-                unsafe_libyaml::YAML_SEQUENCE_START_EVENT => {
-                    Event::CollectionStart(anchor((*e).data.sequence_start.anchor))
-                }
-                unsafe_libyaml::YAML_MAPPING_START_EVENT => {
-                    Event::CollectionStart(anchor((*e).data.mapping_start.anchor))
-                }
+                unsafe_libyaml::YAML_SEQUENCE_START_EVENT => Event::CollectionStart {
+                    anchor: anchor((*e).data.sequence_start.anchor),
+                    mapping: false,
+                },
+                unsafe_libyaml::YAML_MAPPING_START_EVENT => Event::CollectionStart {
+                    anchor: anchor((*e).data.mapping_start.anchor),
+                    mapping: true,
+                },
                 unsafe_libyaml::YAML_SEQUENCE_END_EVENT
                 | unsafe_libyaml::YAML_MAPPING_END_EVENT => Event::CollectionEnd,
                 _ => Event::Other,

@@ -306,47 +306,74 @@ fn decode_json(text: &str, path: &Path) -> Result<Pod, ManifestError> {
     serde_json::from_str(text).map_err(err)
 }
 
+/// YAML is read as kubelet reads it: converted to JSON, then decoded by the
+/// same JSON decoder as everything else (see [`decode::yaml_to_json`]), with
+/// errors located in the YAML.
 fn decode_yaml(text: &str, path: &Path) -> Result<Pod, ManifestError> {
-    let err = |e: serde_yaml_ng::Error| ManifestError::Decode {
+    let decode_error = |message: String, at: Option<decode::Position>| ManifestError::Decode {
         path: path.to_owned(),
         format: "YAML",
-        message: e.to_string(),
-        line: e.location().map(|l| l.line()),
-        column: e.location().map(|l| l.column()),
+        message,
+        line: at.map(|a| a.line),
+        column: at.map(|a| a.column),
     };
-    // Find the non-empty documents (`---` separators with nothing between
-    // them, or a trailing `---`, produce null documents, which are ignored).
-    // Only their type meta is kept: the rest is skipped, not built.
-    let mut found = None;
-    let mut count = 0;
-    for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let head = Head::deserialize(doc).map_err(err)?;
-        if !matches!(head, Head::Null) {
-            count += 1;
-            found.get_or_insert((i, head));
+    let docs = match decode::yaml_to_json(text) {
+        Ok(docs) => docs,
+        Err(decode::YamlToJsonError::Syntax) => return Err(yaml_syntax_error(text, path)),
+        Err(e @ decode::YamlToJsonError::ComplexKey { at })
+        | Err(e @ decode::YamlToJsonError::UnknownAlias { at })
+        | Err(e @ decode::YamlToJsonError::UnsupportedTag { at, .. }) => {
+            return Err(decode_error(format!("the document {e}"), Some(at)))
         }
-    }
-    let Some((index, head)) = found else {
+    };
+    // `---` separators with nothing between them, or a trailing `---`,
+    // produce null documents, which are ignored.
+    let mut docs = docs.into_iter().filter(|d| !d.is_null());
+    let Some(doc) = docs.next() else {
         return Err(ManifestError::Empty {
             path: path.to_owned(),
         });
     };
-    if count > 1 {
+    let more = docs.count();
+    if more > 0 {
         return Err(ManifestError::MultipleDocuments {
             path: path.to_owned(),
-            count,
+            count: more + 1,
         });
     }
-    let Head::Object { kind, api_version } = head else {
+    let err = |e: serde_json::Error| {
+        let (message, at) = doc.locate(&e);
+        decode_error(message, at)
+    };
+    let Head::Object { kind, api_version } = serde_json::from_str::<Head>(&doc.json).map_err(err)?
+    else {
         return Err(not_a_mapping(path));
     };
     check_kind(path, kind, api_version)?;
-    // Decode the Pod straight from the text so type errors keep their
-    // location.
-    let doc = serde_yaml_ng::Deserializer::from_str(text)
-        .nth(index)
-        .expect("the document was there a moment ago");
-    Pod::deserialize(doc).map_err(err)
+    serde_json::from_str(&doc.json).map_err(err)
+}
+
+/// libyaml's own message for a syntax error, with its location, through
+/// serde_yaml_ng (the converter cannot reach it).
+fn yaml_syntax_error(text: &str, path: &Path) -> ManifestError {
+    for doc in serde_yaml_ng::Deserializer::from_str(text) {
+        if let Err(e) = serde_yaml_ng::Value::deserialize(doc) {
+            return ManifestError::Decode {
+                path: path.to_owned(),
+                format: "YAML",
+                message: e.to_string(),
+                line: e.location().map(|l| l.line()),
+                column: e.location().map(|l| l.column()),
+            };
+        }
+    }
+    ManifestError::Decode {
+        path: path.to_owned(),
+        format: "YAML",
+        message: "not valid YAML".into(),
+        line: None,
+        column: None,
+    }
 }
 
 fn not_a_mapping(path: &Path) -> ManifestError {

@@ -340,10 +340,13 @@ fn odd_documents_get_clear_errors() {
         ("[1, 2]", "the document is not a mapping"),
         ("{\"kind\": 5, \"apiVersion\": \"v1\"}", "found kind \"\""),
         ("!!binary aGVsbG8=\n", "the document is not a mapping"),
-        ("kind: !custom Pod\napiVersion: v1\n", "found kind \"\""),
+        (
+            "kind: !custom Pod\napiVersion: v1\n",
+            "has a node tagged !custom, which Kubernetes objects do not use (at line 1 column 7)",
+        ),
         (
             "? [a, b]\n: c\nkind: Pod\n",
-            "found kind \"Pod\", apiVersion \"\"",
+            "has a mapping key that is not a scalar (at line 1 column 3)",
         ),
     ] {
         let err = parse(text).unwrap_err().to_string();
