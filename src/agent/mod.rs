@@ -211,6 +211,8 @@ pub struct Agent<R: RuntimeService = Runtime> {
     event_sink: RefCell<Option<Rc<dyn EventSink>>>,
     /// RunPodSandbox calls in flight at most (see `sync.rs`).
     sandbox_starts: smol::lock::Semaphore,
+    /// CreateContainer + StartContainer in flight at most (see `sync.rs`).
+    container_starts: smol::lock::Semaphore,
     eviction: eviction::EvictionState,
     image_gc: RefCell<image_gc::ImageGcState>,
 }
@@ -272,6 +274,7 @@ impl<R: RuntimeService> Agent<R> {
             status_sink: RefCell::new(None),
             event_sink: RefCell::new(None),
             sandbox_starts: smol::lock::Semaphore::new(sync::SANDBOX_STARTS_IN_FLIGHT),
+            container_starts: smol::lock::Semaphore::new(sync::CONTAINER_STARTS_IN_FLIGHT),
             eviction: eviction::EvictionState::new(&cfg),
             image_gc: RefCell::new(image_gc::ImageGcState::default()),
             cfg,
