@@ -53,8 +53,9 @@ use std::time::{Duration, Instant};
 use harness::{wait_until, Containerd, Picolet};
 use picolet::cri::{api, Runtime};
 
-/// kubelet's default resync period (the test harness uses 10 s).
-const KUBELET_DEFAULTS: &str = "syncFrequency: 1m0s\n";
+/// kubelet's default resync and manifest rescan periods (the test harness
+/// uses 10 s and 2 s).
+const KUBELET_DEFAULTS: &str = "syncFrequency: 1m0s\nfileCheckFrequency: 20s\n";
 
 /// How often the observer asks the runtime.
 const OBSERVE_EVERY: Duration = Duration::from_millis(20);
