@@ -60,6 +60,9 @@ struct Measured {
     cached_entries: usize,
     rss_kib: u64,
     hwm_kib: u64,
+    /// VmRSS split: heap and stacks / the binary's pages.
+    anon_kib: u64,
+    file_kib: u64,
     threads: u64,
     outage: Outage,
 }
@@ -354,6 +357,10 @@ fn measure(outage_secs: u64) -> Measured {
                 .count()
         })
         .unwrap_or(0);
+    let (anon_kib, file_kib) = (
+        proc_status_field(pid, "RssAnon:"),
+        proc_status_field(pid, "RssFile:"),
+    );
     let (rss_kib, hwm_kib, threads) = (
         proc_status_field(pid, "VmRSS:"),
         proc_status_field(pid, "VmHWM:"),
@@ -376,6 +383,8 @@ fn measure(outage_secs: u64) -> Measured {
         cached_entries,
         rss_kib,
         hwm_kib,
+        anon_kib,
+        file_kib,
         threads,
         outage,
     }
@@ -443,11 +452,13 @@ pub fn run() {
         m.ten_running_seen.as_secs_f64()
     );
     println!(
-        "| VmRSS / VmHWM, {MAX_PODS} API pods running and cached ({} running, {} cache entries; 100 more started in {:.1} s), {} threads | {:.1} / {:.1} MiB | {:.0} MiB | 88-95 MB |",
+        "| VmRSS / VmHWM, {MAX_PODS} API pods running and cached ({} running, {} cache entries; 100 more started in {:.1} s), {} threads; VmRSS is {:.1} MiB anonymous + {:.1} MiB of the binary | {:.1} / {:.1} MiB | {:.0} MiB | 88-95 MB |",
         m.running,
         m.cached_entries,
         m.fill.as_secs_f64(),
         m.threads,
+        mib(m.anon_kib),
+        mib(m.file_kib),
         mib(m.rss_kib),
         mib(m.hwm_kib),
         RSS_BUDGET_MIB
