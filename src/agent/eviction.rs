@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::PodSpec;
 
-use super::memory_notify::{usage_threshold, MemoryNotifier};
+use super::memory_notify::{keeps, usage_threshold, MemoryNotifier};
 use super::Agent;
 use crate::cri::RuntimeService;
 use crate::node::eviction::{
@@ -121,13 +121,15 @@ impl<R: RuntimeService> Agent<R> {
         self.find_image_fs().await;
         self.enforce_node_allocatable();
         let mut notify_failed = false;
+        let mut armed = None;
         loop {
             self.eviction_pass().await;
-            match self.arm_memory_notifier() {
+            match self.arm_memory_notifier(armed.take()) {
                 Ok(Some(n)) => {
                     if rt::timeout(MONITORING_PERIOD, n.crossed()).await.is_some() {
                         log::info!("eviction: memory usage crossed its threshold; measuring now");
                     }
+                    armed = Some(n);
                 }
                 Ok(None) => rt::sleep(MONITORING_PERIOD).await,
                 Err(e) => {
@@ -144,9 +146,13 @@ impl<R: RuntimeService> Agent<R> {
     }
 
     /// Arms the memcg notification for the highest `memory.available`
-    /// threshold (the first one usage crosses), on cgroup v1; `None` without
-    /// such a threshold or on v2.
-    fn arm_memory_notifier(&self) -> std::io::Result<Option<MemoryNotifier>> {
+    /// threshold (the first one usage crosses), on cgroup v1, or keeps the
+    /// `armed` one when it is close enough (see `memory_notify::keeps`);
+    /// `None` without such a threshold or on v2.
+    fn arm_memory_notifier(
+        &self,
+        armed: Option<MemoryNotifier>,
+    ) -> std::io::Result<Option<MemoryNotifier>> {
         let paths = self.eviction.paths.borrow();
         if paths.version != crate::cgroups::CgroupVersion::V1 {
             return Ok(None);
@@ -182,6 +188,9 @@ impl<R: RuntimeService> Agent<R> {
             .map(|text| stats::keyed(text, "total_inactive_file").unwrap_or(0))
             .map_err(std::io::Error::other)?;
         let usage = usage_threshold(capacity, threshold, stat);
+        if let Some(n) = armed.filter(|n| keeps(n.usage_bytes, usage, capacity)) {
+            return Ok(Some(n));
+        }
         MemoryNotifier::arm(&memcg, usage).map(Some)
     }
 
