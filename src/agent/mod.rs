@@ -70,6 +70,8 @@ mod sources;
 mod status;
 mod sync;
 #[cfg(test)]
+mod config_tests;
+#[cfg(test)]
 mod tests;
 
 pub use config::{AgentConfig, AgentConfigError, EvictionConfig};
