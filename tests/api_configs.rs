@@ -85,6 +85,11 @@ spec:
     configMap: {{name: app-config}}
   - name: sec
     secret: {{secretName: app-secret, defaultMode: 0400}}
+  - name: proj
+    projected:
+      sources:
+      - configMap: {{name: app-config, items: [{{key: greeting, path: g}}]}}
+      - downwardAPI: {{items: [{{path: name, fieldRef: {{fieldPath: metadata.name}}}}]}}
   containers:
   - name: main
     image: busybox
@@ -98,7 +103,8 @@ spec:
     volumeMounts:
     - {{name: cfg, mountPath: /cfg}}
     - {{name: sec, mountPath: /sec}}
-    command: ["sh", "-c", "while true; do echo \"file=$(cat /cfg/greeting) env=$CM_greeting secret=$(cat /sec/password) envsecret=$PW\"; sleep 1; done"]
+    - {{name: proj, mountPath: /proj}}
+    command: ["sh", "-c", "while true; do echo \"file=$(cat /cfg/greeting) env=$CM_greeting secret=$(cat /sec/password) envsecret=$PW proj=$(cat /proj/g)/$(cat /proj/name)\"; sleep 1; done"]
 "#
     )
 }
@@ -189,6 +195,22 @@ fn mode(p: &Path) -> u32 {
     fs::metadata(p).unwrap().permissions().mode() & 0o7777
 }
 
+/// Lazily unmounts every mount under `dir` (the tmpfs volumes a reboot
+/// would lose).
+fn unmount_under(dir: &Path) {
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let prefix = dir.to_string_lossy().into_owned();
+    for target in mounts.lines().filter_map(|l| l.split(' ').nth(1)) {
+        if target.starts_with(&prefix) {
+            let out = std::process::Command::new("umount")
+                .args(["-l", target])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "umount {target}: {out:?}");
+        }
+    }
+}
+
 fn is_mounted(path: &Path) -> bool {
     let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     let p = path.to_string_lossy();
@@ -205,7 +227,8 @@ fn a_pod_sees_its_configmap_and_secret_and_a_changed_configmap_reaches_it_withou
 
     cp.apply(&objects_yaml("hello", &password));
     cp.apply(&app_pod_yaml("app", &node));
-    let want = format!("file=hello env=hello secret={password} envsecret={password}");
+    let want =
+        format!("file=hello env=hello secret={password} envsecret={password} proj=hello/app");
     wait_line(&p, "app", Some(0), &want);
 
     // kubelet's layout: timestamped dir, ..data, per-key links; secret
@@ -238,7 +261,8 @@ fn a_pod_sees_its_configmap_and_secret_and_a_changed_configmap_reaches_it_withou
         "-p",
         r#"{"data":{"greeting":"bonjour"}}"#,
     ]);
-    let want = format!("file=bonjour env=hello secret={password} envsecret={password}");
+    let want =
+        format!("file=bonjour env=hello secret={password} envsecret={password} proj=bonjour/app");
     wait_line(&p, "app", Some(0), &want);
     let pod = api_pod(&cp, "app").unwrap();
     assert_eq!(container_status(&pod)["restartCount"], 0, "{pod}");
@@ -299,7 +323,8 @@ fn after_a_reboot_with_the_api_server_down_volumes_and_env_come_back_from_the_ca
 
     cp.apply(&objects_yaml("hello", &password));
     cp.apply(&app_pod_yaml("app", &node));
-    let want = format!("file=hello env=hello secret={password} envsecret={password}");
+    let want =
+        format!("file=hello env=hello secret={password} envsecret={password} proj=hello/app");
     wait_line(&p, "app", Some(0), &want);
     let uid = pod_uid(&cp, "app");
     let id = wait_until("the container's ID", LONG, || {
@@ -314,14 +339,7 @@ fn after_a_reboot_with_the_api_server_down_volumes_and_env_come_back_from_the_ca
     p.stop();
     let vols = p.root_dir().join("pods").join(&uid).join("volumes");
     let sec = vols.join("kubernetes.io~secret/sec");
-    if is_mounted(&sec) {
-        let out = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&sec)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "umount {}: {out:?}", sec.display());
-    }
+    unmount_under(&vols);
     fs::remove_dir_all(&vols).unwrap();
     kill_container(&c, &id);
 
