@@ -17,6 +17,13 @@
 //! once; a cache with a sync point that holds no object means the object
 //! did not exist then.
 //!
+//! Both kinds are read into one slim type, [`ConfigData`] (metadata,
+//! `data`, `binaryData`, as the API sends them), so the binary carries one
+//! informer and one small decoder for both instead of k8s-openapi's
+//! ConfigMap and Secret deserializers and serializers (the cache stores
+//! that form too); the agent gets k8s-openapi's types, built once per
+//! change.
+//!
 //! Lookups answer [`Lookup::NotYetKnown`] until the watch synced (or its
 //! cache had a sync point): never "not found" for lack of an answer.
 //! Nothing here logs an object's data; only kinds, namespaces and names.
@@ -28,14 +35,14 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::rc::{Rc, Weak};
 
+use base64::Engine;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use k8s_openapi::ListableResource;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{ByteString, ListableResource, Metadata, NamespaceResourceScope, Resource};
+use serde::{Deserialize, Serialize};
 
 use super::cache::Cache;
 use super::informer::Informer;
-use super::reflector::Object;
 use super::request::{collection_path, Selectors};
 use super::transport::Client;
 use crate::pod::config_objects::{self, ConfigObjects, Kind, Lookup, ObjectRef};
@@ -52,6 +59,88 @@ pub fn kind_dir(root_dir: &Path, kind: Kind) -> PathBuf {
 /// The cache directory of one object.
 pub fn cache_dir(root_dir: &Path, r: &ObjectRef) -> PathBuf {
     kind_dir(root_dir, r.kind).join(format!("{}_{}", r.namespace, r.name))
+}
+
+/// A ConfigMap or a Secret as the node reads and caches it: a Secret's
+/// `data` stays base64 until it is handed to the agent. No `Debug`: it may
+/// hold a Secret.
+#[derive(Clone, Default, Deserialize, Serialize)]
+pub struct ConfigData {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<BTreeMap<String, String>>,
+    #[serde(
+        default,
+        rename = "binaryData",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub binary_data: Option<BTreeMap<String, String>>,
+}
+
+// The informer is given its collection path explicitly (configmaps or
+// secrets); these constants only name the objects in rare log lines.
+impl Resource for ConfigData {
+    const API_VERSION: &'static str = "v1";
+    const GROUP: &'static str = "";
+    const KIND: &'static str = "ConfigMap/Secret";
+    const VERSION: &'static str = "v1";
+    const URL_PATH_SEGMENT: &'static str = "configmaps/secrets";
+    type Scope = NamespaceResourceScope;
+}
+
+impl ListableResource for ConfigData {
+    const LIST_KIND: &'static str = "List";
+}
+
+impl Metadata for ConfigData {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// Base64 values decoded; a value that does not decode is left out with a
+/// log line naming the object and key (never the value).
+fn decoded(
+    m: Option<&BTreeMap<String, String>>,
+    what: &ObjectRef,
+) -> Option<BTreeMap<String, ByteString>> {
+    let m = m?;
+    let mut out = BTreeMap::new();
+    for (k, v) in m {
+        match base64::engine::general_purpose::STANDARD.decode(v) {
+            Ok(bytes) => {
+                out.insert(k.clone(), ByteString(bytes));
+            }
+            Err(_) => log::warn!("{what}: key {k:?} is not valid base64; left out"),
+        }
+    }
+    Some(out)
+}
+
+/// The ConfigMap in `d`.
+pub fn to_config_map(d: &ConfigData, r: &ObjectRef) -> ConfigMap {
+    ConfigMap {
+        metadata: d.metadata.clone(),
+        data: d.data.clone(),
+        binary_data: decoded(d.binary_data.as_ref(), r),
+        ..Default::default()
+    }
+}
+
+/// The Secret in `d`.
+pub fn to_secret(d: &ConfigData, r: &ObjectRef) -> Secret {
+    Secret {
+        metadata: d.metadata.clone(),
+        data: decoded(d.data.as_ref(), r),
+        ..Default::default()
+    }
 }
 
 /// What a lookup answers for a watch holding `object` (or none), having
@@ -138,10 +227,7 @@ impl ConfigWatches {
             if self.slots.borrow().contains_key(&r) {
                 continue;
             }
-            let slot = match r.kind {
-                Kind::ConfigMap => self.start::<ConfigMap>(&r, Held::ConfigMap),
-                Kind::Secret => self.start::<Secret>(&r, Held::Secret),
-            };
+            let slot = self.start(&r);
             self.slots.borrow_mut().insert(r, slot);
         }
     }
@@ -170,10 +256,7 @@ impl ConfigWatches {
     }
 
     /// Opens the object's cache and starts its watch.
-    fn start<K>(&self, r: &ObjectRef, wrap: fn(Option<Rc<K>>) -> Held) -> Slot
-    where
-        K: Object + ListableResource + DeserializeOwned + Serialize + 'static,
-    {
+    fn start(&self, r: &ObjectRef) -> Slot {
         let dir = cache_dir(&self.root_dir, r);
         let cache = match open_private(&dir) {
             Ok((cache, loaded)) => Some((cache, loaded)),
@@ -185,16 +268,20 @@ impl ConfigWatches {
         let synced = cache
             .as_ref()
             .is_some_and(|(_, l)| l.resource_version.is_some());
-        let informer: Informer<K> = Informer::new(
+        let collection = match r.kind {
+            Kind::ConfigMap => collection_path::<ConfigMap>(Some(&r.namespace)),
+            Kind::Secret => collection_path::<Secret>(Some(&r.namespace)),
+        };
+        let informer: Informer<ConfigData> = Informer::new(
             self.client.clone(),
-            collection_path::<K>(Some(&r.namespace)),
+            collection,
             Selectors::fields(format!("metadata.name={}", r.name)),
             cache,
         );
         let object = find(&informer, &r.name);
         let version = object
             .as_ref()
-            .and_then(|o| o.metadata().resource_version.clone());
+            .and_then(|o| o.metadata.resource_version.clone());
         log::info!(
             "watching {r}{}",
             if object.is_some() {
@@ -203,9 +290,10 @@ impl ConfigWatches {
                 ""
             }
         );
-        let task = rt::spawn(run(informer, r.clone(), wrap, self.me.clone()));
+        let held = held(r, object);
+        let task = rt::spawn(run(informer, r.clone(), self.me.clone()));
         Slot {
-            held: wrap(object),
+            held,
             synced,
             version,
             _task: Some(task),
@@ -273,38 +361,33 @@ impl ConfigObjects for ConfigWatches {
 }
 
 /// The object named `name` in the informer's store.
-fn find<K>(informer: &Informer<K>, name: &str) -> Option<Rc<K>>
-where
-    K: Object + ListableResource + DeserializeOwned + Serialize,
-{
+fn find<'a>(informer: &'a Informer<ConfigData>, name: &str) -> Option<&'a ConfigData> {
     informer
         .store()
         .values()
-        .find(|o| o.metadata().name.as_deref() == Some(name))
-        .cloned()
-        .map(Rc::new)
+        .find(|o| o.metadata.name.as_deref() == Some(name))
+}
+
+/// The agent's form of what a watch holds.
+fn held(r: &ObjectRef, object: Option<&ConfigData>) -> Held {
+    match r.kind {
+        Kind::ConfigMap => Held::ConfigMap(object.map(|o| Rc::new(to_config_map(o, r)))),
+        Kind::Secret => Held::Secret(object.map(|o| Rc::new(to_secret(o, r)))),
+    }
 }
 
 /// One object's watch loop: every batch of events updates its slot.
-async fn run<K>(
-    mut informer: Informer<K>,
-    r: ObjectRef,
-    wrap: fn(Option<Rc<K>>) -> Held,
-    watches: Weak<ConfigWatches>,
-) where
-    K: Object + ListableResource + DeserializeOwned + Serialize,
-{
+async fn run(mut informer: Informer<ConfigData>, r: ObjectRef, watches: Weak<ConfigWatches>) {
     loop {
         informer.next().await;
         let Some(watches) = watches.upgrade() else {
             return;
         };
         let object = find(&informer, &r.name);
-        let version = object
-            .as_ref()
-            .and_then(|o| o.metadata().resource_version.clone());
+        let version = object.and_then(|o| o.metadata.resource_version.clone());
         let synced = informer.reflector().is_synced();
-        watches.update(&r, wrap(object), version, synced);
+        let held = held(&r, object);
+        watches.update(&r, held, version, synced);
     }
 }
 
@@ -376,11 +459,42 @@ mod tests {
     }
 
     #[test]
+    fn both_kinds_read_into_one_form_and_become_the_agents_types() {
+        let cm: ConfigData = serde_json::from_str(
+            r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cfg","resourceVersion":"7"},"data":{"a":"1"},"binaryData":{"b":"AAE="},"immutable":true}"#,
+        )
+        .unwrap();
+        let r_cm = r(Kind::ConfigMap, "team", "cfg");
+        let c = to_config_map(&cm, &r_cm);
+        assert_eq!(c.data.unwrap()["a"], "1");
+        assert_eq!(c.binary_data.unwrap()["b"].0, vec![0, 1]);
+        assert_eq!(c.metadata.resource_version.as_deref(), Some("7"));
+
+        let sec: ConfigData = serde_json::from_str(
+            r#"{"kind":"Secret","metadata":{"name":"db"},"type":"Opaque","data":{"pw":"aHVudGVyMg==","bad":"%%%"}}"#,
+        )
+        .unwrap();
+        let s = to_secret(&sec, &r(Kind::Secret, "team", "db"));
+        let data = s.data.unwrap();
+        assert_eq!(data["pw"].0, b"hunter2");
+        assert!(
+            !data.contains_key("bad"),
+            "a value that is not base64 is left out"
+        );
+
+        // The cached form is the API's shape, and reads back the same.
+        let json = serde_json::to_string(&cm).unwrap();
+        let again: ConfigData = serde_json::from_str(&json).unwrap();
+        assert_eq!(again.data, cm.data);
+        assert_eq!(again.binary_data, cm.binary_data);
+    }
+
+    #[test]
     fn a_secrets_cache_is_root_only_down_to_its_files() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = cache_dir(tmp.path(), &r(Kind::Secret, "team", "db"));
         let (mut cache, _) = open_private(&dir).unwrap();
-        let s: Secret =
+        let s: ConfigData =
             serde_json::from_str(r#"{"metadata":{"name":"db","namespace":"team","resourceVersion":"5"},"data":{"pw":"aHVudGVyMg=="}}"#)
                 .unwrap();
         cache.put_object(&s).unwrap();
