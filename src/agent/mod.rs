@@ -55,6 +55,8 @@ use crate::status::Waiting;
 
 mod atomic_writer;
 mod config;
+#[cfg(test)]
+mod config_tests;
 mod config_volumes;
 mod eviction;
 mod gc;
@@ -69,8 +71,6 @@ mod probes;
 mod sources;
 mod status;
 mod sync;
-#[cfg(test)]
-mod config_tests;
 #[cfg(test)]
 mod tests;
 
