@@ -104,7 +104,8 @@ spec:
     - {{name: cfg, mountPath: /cfg}}
     - {{name: sec, mountPath: /sec}}
     - {{name: proj, mountPath: /proj}}
-    command: ["sh", "-c", "while true; do echo \"file=$(cat /cfg/greeting) env=$CM_greeting secret=$(cat /sec/password) envsecret=$PW proj=$(cat /proj/g)/$(cat /proj/name)\"; sleep 1; done"]
+    - {{name: cfg, mountPath: /sub/greeting, subPath: greeting}}
+    command: ["sh", "-c", "while true; do echo \"file=$(cat /cfg/greeting) env=$CM_greeting secret=$(cat /sec/password) envsecret=$PW proj=$(cat /proj/g)/$(cat /proj/name) sub=$(cat /sub/greeting)\"; sleep 1; done"]
 "#
     )
 }
@@ -227,8 +228,9 @@ fn a_pod_sees_its_configmap_and_secret_and_a_changed_configmap_reaches_it_withou
 
     cp.apply(&objects_yaml("hello", &password));
     cp.apply(&app_pod_yaml("app", &node));
-    let want =
-        format!("file=hello env=hello secret={password} envsecret={password} proj=hello/app");
+    let want = format!(
+        "file=hello env=hello secret={password} envsecret={password} proj=hello/app sub=hello"
+    );
     wait_line(&p, "app", Some(0), &want);
 
     // kubelet's layout: timestamped dir, ..data, per-key links; secret
@@ -249,7 +251,8 @@ fn a_pod_sees_its_configmap_and_secret_and_a_changed_configmap_reaches_it_withou
     assert_eq!(mode(&sec.join("..data/password")), 0o400);
     assert!(is_mounted(&sec), "the secret volume is a tmpfs");
 
-    // The ConfigMap changes: the file follows, the env does not, and the
+    // The ConfigMap changes: the file follows, the env does not, a subPath
+    // mount keeps the file it was created with (kubelet's), and the
     // container is not restarted.
     cp.kubectl_ok(&[
         "patch",
@@ -261,8 +264,9 @@ fn a_pod_sees_its_configmap_and_secret_and_a_changed_configmap_reaches_it_withou
         "-p",
         r#"{"data":{"greeting":"bonjour"}}"#,
     ]);
-    let want =
-        format!("file=bonjour env=hello secret={password} envsecret={password} proj=bonjour/app");
+    let want = format!(
+        "file=bonjour env=hello secret={password} envsecret={password} proj=bonjour/app sub=hello"
+    );
     wait_line(&p, "app", Some(0), &want);
     let pod = api_pod(&cp, "app").unwrap();
     assert_eq!(container_status(&pod)["restartCount"], 0, "{pod}");
@@ -323,8 +327,9 @@ fn after_a_reboot_with_the_api_server_down_volumes_and_env_come_back_from_the_ca
 
     cp.apply(&objects_yaml("hello", &password));
     cp.apply(&app_pod_yaml("app", &node));
-    let want =
-        format!("file=hello env=hello secret={password} envsecret={password} proj=hello/app");
+    let want = format!(
+        "file=hello env=hello secret={password} envsecret={password} proj=hello/app sub=hello"
+    );
     wait_line(&p, "app", Some(0), &want);
     let uid = pod_uid(&cp, "app");
     let id = wait_until("the container's ID", LONG, || {
