@@ -489,6 +489,64 @@ mod tests {
         assert_eq!(again.binary_data, cm.binary_data);
     }
 
+    /// A client of an API server that never answers (nothing listens).
+    fn offline_client() -> Client {
+        use super::super::kubeconfig::{Kubeconfig, Server};
+        let k = Kubeconfig {
+            path: PathBuf::from("/test/kubelet.conf"),
+            context: "c".into(),
+            server: Server {
+                host: "127.0.0.1".into(),
+                port: 1,
+                base_path: String::new(),
+            },
+            tls_server_name: None,
+            certificate_authority: None,
+            insecure_skip_tls_verify: true,
+            client_certificate: None,
+            client_key: None,
+            token: None,
+        };
+        Client::new(&k, super::super::transport::Options::default()).unwrap()
+    }
+
+    fn pod(yaml: &str) -> Pod {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn tracking_watches_what_pods_reference_and_forgets_the_rest_with_its_cache() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        // Left by a pod that went while picolet was down.
+        let stale = cache_dir(root, &r(Kind::ConfigMap, "team", "old"));
+        open_private(&stale).unwrap();
+        // A Secret that did not exist when last synced: a sync point, no object.
+        let gone = r(Kind::Secret, "team", "gone");
+        let (mut c, _) = open_private(&cache_dir(root, &gone)).unwrap();
+        c.set_resource_version("42").unwrap();
+
+        let w = ConfigWatches::new(offline_client(), root);
+        let p = pod("metadata: {name: a, namespace: team}\nspec:\n  volumes: [{name: v, configMap: {name: cfg}}]\n  containers: [{name: c, image: i, envFrom: [{secretRef: {name: gone}}]}]\n");
+        w.track([&p]);
+        let want: BTreeSet<ObjectRef> = [r(Kind::ConfigMap, "team", "cfg"), gone.clone()].into();
+        assert_eq!(w.watched(), want);
+        assert!(!stale.exists(), "an unreferenced cache is removed");
+        assert!(matches!(w.config_map("team", "cfg"), Lookup::NotYetKnown));
+        assert!(
+            matches!(w.secret("team", "gone"), Lookup::NotFound),
+            "a cached sync point without the object means it did not exist"
+        );
+        assert!(
+            matches!(w.secret("team", "cfg"), Lookup::NotYetKnown),
+            "kinds do not mix"
+        );
+
+        w.track([]);
+        assert!(w.watched().is_empty());
+        assert!(!cache_dir(root, &gone).exists());
+    }
+
     #[test]
     fn a_secrets_cache_is_root_only_down_to_its_files() {
         let tmp = tempfile::tempdir().unwrap();
