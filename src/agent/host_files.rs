@@ -76,7 +76,9 @@ pub(super) fn remove_pod_dirs(cfg: &AgentConfig, pod: &Pod) {
     if uid.is_empty() {
         return;
     }
-    remove_dir_logged(&facts::pod_dir(&cfg.root_dir, uid));
+    let pod_dir = facts::pod_dir(&cfg.root_dir, uid);
+    super::config_volumes::unmount_volumes(&pod_dir);
+    remove_dir_logged(&pod_dir);
     if !accessors::name(pod).is_empty() {
         remove_dir_logged(&facts::log_dir(&cfg.pod_logs_dir, pod));
     }

@@ -14,6 +14,9 @@
 //!   back-off;
 //! - `host_files.rs`: what a pod needs on the host (directories, volumes,
 //!   hosts file, termination logs) and host facts (IP, memory, resolv.conf);
+//! - `config_volumes.rs`: configMap, secret, downwardAPI and projected
+//!   volumes (tmpfs for secrets), written by `atomic_writer.rs` (kubelet's
+//!   `..data` swap) at a container's start and refreshed at every sync;
 //! - `logs.rs`: container log rotation;
 //! - `eviction.rs`: node-pressure eviction (kernel stats, the pure
 //!   manager, reclaim, one pod per pass) and the pressure conditions;
@@ -44,12 +47,17 @@ use smol::channel::Sender;
 use crate::backoff::Backoff;
 use crate::cgroups::PodCgroups;
 use crate::cri::{api, Runtime, RuntimeService};
+use crate::pod::config_objects::{ConfigObjects, ObjectRef};
 use crate::pod::plan::{Health, KillReason};
 use crate::pod::ObservedPod;
 use crate::rt;
 use crate::status::Waiting;
 
+mod atomic_writer;
 mod config;
+#[cfg(test)]
+mod config_tests;
+mod config_volumes;
 mod eviction;
 mod gc;
 mod host_files;
@@ -125,6 +133,11 @@ struct PodEntry {
     warned: bool,
     /// Evicted for node pressure: stopped, phase Failed, reason Evicted.
     evicted: Option<eviction::Evicted>,
+    /// Digest of the files last written per configMap/secret/downwardAPI/
+    /// projected volume (see `config_volumes.rs`).
+    volume_digests: HashMap<String, u64>,
+    /// The last failure to refresh those volumes (logged when it changes).
+    volume_error: Option<String>,
     probe_tasks: Vec<smol::Task<()>>,
     _task: Option<smol::Task<()>>,
 }
@@ -215,6 +228,11 @@ pub struct Agent<R: RuntimeService = Runtime> {
     container_starts: smol::lock::Semaphore,
     eviction: eviction::EvictionState,
     image_gc: RefCell<image_gc::ImageGcState>,
+    /// Where API pods' ConfigMaps and Secrets are looked up (`None`:
+    /// standalone).
+    config_objects: RefCell<Option<Rc<dyn ConfigObjects>>>,
+    /// The "no tmpfs for secret volumes" warning was logged.
+    tmpfs_warned: std::cell::Cell<bool>,
 }
 
 fn now_unix_nanos() -> i64 {
@@ -277,6 +295,8 @@ impl<R: RuntimeService> Agent<R> {
             container_starts: smol::lock::Semaphore::new(sync::CONTAINER_STARTS_IN_FLIGHT),
             eviction: eviction::EvictionState::new(&cfg),
             image_gc: RefCell::new(image_gc::ImageGcState::default()),
+            config_objects: RefCell::new(None),
+            tmpfs_warned: std::cell::Cell::new(false),
             cfg,
         })
     }
@@ -358,6 +378,22 @@ impl<R: RuntimeService> Agent<R> {
         *self.event_sink.borrow_mut() = Some(sink);
     }
 
+    /// Looks API pods' ConfigMaps and Secrets up in `objects` from now on.
+    pub fn set_config_objects(&self, objects: Rc<dyn ConfigObjects>) {
+        *self.config_objects.borrow_mut() = Some(objects);
+    }
+
+    /// A watched ConfigMap or Secret changed (or became known): the pods
+    /// referencing it sync, which starts waiting containers and rewrites
+    /// their volumes.
+    pub fn config_object_changed(&self, r: &ObjectRef) {
+        for e in self.pods.borrow().values() {
+            if !e.deleted && crate::pod::config_objects::references(&e.pod).contains(r) {
+                let _ = e.wake.try_send(());
+            }
+        }
+    }
+
     /// Records an event about `pod` (or its container), if anyone listens.
     fn event(
         &self,
@@ -375,6 +411,11 @@ impl<R: RuntimeService> Agent<R> {
 
     /// kubelet's `Failed` event for a container that could not start.
     fn container_failed_event(&self, pod: &Pod, name: &str, w: &Waiting) {
+        if w.message.starts_with("MountVolume.SetUp failed") {
+            // kubelet reports a volume that cannot be set up on the pod.
+            self.event(pod, None, true, "FailedMount", &w.message);
+            return;
+        }
         let text = if w.reason.starts_with("ErrImage") || w.reason == "ImagePullBackOff" {
             format!("Error: {}", w.reason)
         } else {

@@ -310,6 +310,8 @@ impl<R: RuntimeService> Agent<R> {
             containers: BTreeMap::new(),
             warned: false,
             evicted: None,
+            volume_digests: HashMap::new(),
+            volume_error: None,
             probe_tasks: Vec::new(),
             _task: Some(task),
         }

@@ -186,6 +186,11 @@ impl<R: RuntimeService> Agent<R> {
             return Some(self.cfg.sync_frequency);
         }
 
+        // A changed ConfigMap or Secret reaches running containers' volumes.
+        if observed.is_active() {
+            self.refresh_config_volumes(&pod);
+        }
+
         let hashes: HashMap<String, String> = accessors::all_containers(&pod)
             .map(|(c, _)| (c.name.clone(), spec::container_hash(c)))
             .collect();
@@ -548,6 +553,7 @@ impl<R: RuntimeService> Agent<R> {
         sandbox_attempt: u32,
     ) -> Result<(), Waiting> {
         let uid = accessors::uid(pod);
+        let config_dirs = self.write_config_volumes(pod)?;
         let sandbox_config = self.sandbox_config(pod, sandbox_attempt);
         // Each step that awaits the runtime is boxed, so that a pod waiting
         // for its turn (below) holds a small future, not the CRI calls'.
@@ -568,7 +574,14 @@ impl<R: RuntimeService> Agent<R> {
         let pod_ip = pod_ips.first().cloned().unwrap_or_default();
         let files = host_files::prepare_container_files(&self.cfg, pod, c, attempt, &pod_ips)
             .map_err(config_err)?;
-        let volume_dir = |name: &str| files.empty_dirs.get(name).cloned();
+        let volume_dir = |name: &str| {
+            files
+                .empty_dirs
+                .get(name)
+                .or_else(|| config_dirs.get(name))
+                .cloned()
+        };
+        let objects = self.objects_for(pod);
         let parent = facts::cgroup_parent(pod, self.cgroups.as_ref());
         let seccomp_root = self.cfg.root_dir.join("seccomp");
         let hugepage_sizes = self.node.borrow().hugepage_sizes.clone();
@@ -593,9 +606,27 @@ impl<R: RuntimeService> Agent<R> {
             etc_hosts: files.etc_hosts.as_deref(),
             node_allocatable_memory_bytes: Some(self.host.node_memory),
             seccomp_profile_root: Some(&seccomp_root),
+            objects: objects.as_deref(),
         };
-        let config =
-            spec::container_config(pod, c, &params).map_err(|e| config_err(e.to_string()))?;
+        let config = spec::container_config(pod, c, &params).map_err(|e| match e.kind {
+            // Not synced yet, nothing cached: wait for the watch.
+            spec::SpecErrorKind::NotYetKnown => Waiting {
+                reason: "ContainerCreating".into(),
+                message: e.to_string(),
+            },
+            _ => config_err(e.to_string()),
+        })?;
+        if let Some(objects) = objects.as_deref() {
+            for text in spec::env_from_skipped(pod, c, objects) {
+                self.event(
+                    pod,
+                    Some(&c.name),
+                    true,
+                    "InvalidEnvironmentVariableNames",
+                    &text,
+                );
+            }
+        }
         let id = Box::pin(self.runtime.create_container(api::CreateContainerRequest {
             pod_sandbox_id: sandbox_id.to_string(),
             config: Some(config),

@@ -23,15 +23,15 @@ use crate::rt::block_on;
 use crate::source::file::parse_manifest;
 use crate::source::{PodSource, SourceUpdate};
 
-const IMAGE: &str = "docker.io/library/busybox:1.36";
+pub(super) const IMAGE: &str = "docker.io/library/busybox:1.36";
 
-struct Node {
+pub(super) struct Node {
     _dir: tempfile::TempDir,
-    runtime: MemoryRuntime,
+    pub(super) runtime: MemoryRuntime,
 }
 
 impl Node {
-    fn new() -> Node {
+    pub(super) fn new() -> Node {
         let runtime = MemoryRuntime::new();
         runtime.add_image(IMAGE);
         Node {
@@ -41,7 +41,7 @@ impl Node {
     }
 
     /// A (re)started agent on this node's runtime, with a file source.
-    fn agent(&self) -> Rc<Agent<MemoryRuntime>> {
+    pub(super) fn agent(&self) -> Rc<Agent<MemoryRuntime>> {
         let root = self._dir.path();
         let cfg = AgentConfig {
             node_name: "node1".into(),
@@ -76,7 +76,7 @@ impl Node {
         Agent::with_runtime(cfg, self.runtime.clone(), None, host)
     }
 
-    fn running(&self) -> Vec<MemoryContainer> {
+    pub(super) fn running(&self) -> Vec<MemoryContainer> {
         self.runtime
             .containers()
             .into_iter()
@@ -93,7 +93,7 @@ impl Node {
     }
 }
 
-fn static_pod(yaml: &str) -> Pod {
+pub(super) fn static_pod(yaml: &str) -> Pod {
     parse_manifest(
         yaml,
         Path::new("/etc/kubernetes/manifests/web.yaml"),
@@ -124,7 +124,7 @@ spec:
   - {name: app, image: "busybox:1.36"}
 "#;
 
-fn file_set(pods: Vec<Pod>) -> SourceUpdate {
+pub(super) fn file_set(pods: Vec<Pod>) -> SourceUpdate {
     SourceUpdate {
         source: PodSource::File,
         pods,
@@ -133,7 +133,7 @@ fn file_set(pods: Vec<Pod>) -> SourceUpdate {
 }
 
 /// Applies a set, then stops the pod workers: the test runs the syncs.
-fn apply(agent: &Rc<Agent<MemoryRuntime>>, update: SourceUpdate) {
+pub(super) fn apply(agent: &Rc<Agent<MemoryRuntime>>, update: SourceUpdate) {
     agent.apply_update(update);
     stop_workers(agent);
 }
@@ -144,7 +144,7 @@ fn stop_workers(agent: &Agent<MemoryRuntime>) {
     }
 }
 
-fn sync(agent: &Rc<Agent<MemoryRuntime>>, pod: &Pod) -> Option<Duration> {
+pub(super) fn sync(agent: &Rc<Agent<MemoryRuntime>>, pod: &Pod) -> Option<Duration> {
     // Boxed, as the worker does: a sync's future is large.
     block_on(Box::pin(agent.sync_pod(crate::pod::uid(pod))))
 }
@@ -494,7 +494,7 @@ fn api_pod(uid: &str) -> Pod {
     pod
 }
 
-fn api_set(pods: Vec<Pod>) -> SourceUpdate {
+pub(super) fn api_set(pods: Vec<Pod>) -> SourceUpdate {
     SourceUpdate {
         source: PodSource::Api,
         pods,

@@ -3,7 +3,9 @@
 //! [`join`] reads the kubeconfig (errors name the file and the field),
 //! builds the one [`Client`] every request and watch shares, and starts:
 //! - the pod source ([`ApiPodSource`]) through the agent's source seam,
-//!   so its readiness is tracked on its own;
+//!   so its readiness is tracked on its own, with the watches of the
+//!   ConfigMaps and Secrets its pods reference ([`ConfigWatches`]), which
+//!   the agent reads and which wake the pods that reference a changed one;
 //! - the status sync ([`StatusSync`]) as the agent's status sink;
 //! - the event recorder ([`EventSync`]) as the agent's event sink, and the
 //!   heartbeat's for the Node's events;
@@ -17,6 +19,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use super::configs::ConfigWatches;
 use super::event_sync::EventSync;
 use super::heartbeat::{Heartbeat, HeartbeatConfig};
 use super::kubeconfig::{self, KubeconfigError};
@@ -85,7 +88,20 @@ pub fn join(
         cfg.event_burst,
     );
     agent.set_event_sink(events.clone());
-    let source = ApiPodSource::new(client.clone(), node_name, &cfg.root_dir, mirrors);
+    // The ConfigMaps and Secrets of the API pods, watched one by one
+    // before the agent sees the pods that reference them.
+    let configs = ConfigWatches::new(client.clone(), &cfg.root_dir);
+    agent.set_config_objects(configs.clone());
+    configs.set_on_change({
+        let agent = Rc::downgrade(agent);
+        Rc::new(move |r| {
+            if let Some(agent) = agent.upgrade() {
+                agent.config_object_changed(r);
+            }
+        })
+    });
+    let source =
+        ApiPodSource::new(client.clone(), node_name, &cfg.root_dir, mirrors).with_configs(configs);
     // The Node's cached labels and taints reach admission before the pod
     // source delivers its cached pods.
     let node_watch = NodeWatch::new(client.clone(), node_name, &cfg.root_dir);

@@ -31,6 +31,9 @@
 //!   [`heartbeat`]: Node registration, status and Lease; [`node_watch`]:
 //!   the watch of the node's own Node object (labels and taints for
 //!   admission); [`join`]: starts them from `--kubeconfig`.
+//! - [`configs`]: the ConfigMaps and Secrets the node's pods reference,
+//!   each watched by name with its own cache (Secrets' 0700/0600), looked
+//!   up by the agent through [`crate::pod::config_objects::ConfigObjects`].
 //! - [`events`]: pure: the event recorder (kubelet's deduplication with
 //!   counts, token-bucket rate limit, bounded offline buffer);
 //!   [`event_sync`]: its sending task, the agent's event sink.
@@ -59,6 +62,7 @@
 //! time and randomness come in as arguments.
 
 pub mod cache;
+pub mod configs;
 pub mod event_sync;
 pub mod events;
 pub mod heartbeat;

@@ -65,6 +65,8 @@ pub struct ApiPodSource {
     /// Pods this run has seen, by UID, and whether the API said they were
     /// terminal then: those are not run.
     seen: RefCell<BTreeMap<String, bool>>,
+    /// Told the pods of every set, to watch what they reference.
+    configs: Option<Rc<super::configs::ConfigWatches>>,
 }
 
 /// The cache directory of the pods (under `--root-dir`).
@@ -116,7 +118,15 @@ impl ApiPodSource {
             last: None,
             invalid: RefCell::new(std::collections::BTreeSet::new()),
             seen: RefCell::new(BTreeMap::new()),
+            configs: None,
         }
+    }
+
+    /// Watches the ConfigMaps and Secrets of the pods handed out, before
+    /// the agent sees them.
+    pub fn with_configs(mut self, configs: Rc<super::configs::ConfigWatches>) -> Self {
+        self.configs = Some(configs);
+        self
     }
 
     /// The keys of the pods the agent runs now (in the store), and
@@ -257,6 +267,9 @@ impl Source for ApiPodSource {
             let now = (SetDigest::of(desired_of()), authoritative);
             if self.last != Some(now) {
                 self.last = Some(now);
+                if let Some(c) = &self.configs {
+                    c.track(keys.iter().filter_map(|k| store.get(k)));
+                }
                 return SourceUpdate {
                     source: PodSource::Api,
                     pods: desired_of().collect(),

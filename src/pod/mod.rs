@@ -17,7 +17,10 @@
 //!   (AppArmor, `supplementalGroupsPolicy: Strict`, `hostUsers: false`).
 
 //! - `validation`: the API server's pod validation, for every pod picolet
-//!   would run.
+//!   would run;
+//! - `config_objects`: which ConfigMaps and Secrets a pod references, and
+//!   the lookup (found / not found / not known yet) through which `spec`
+//!   reads them.
 //!
 //! Nothing here does I/O, reads a clock or logs; it must not know the
 //! runtime client, the executor or the agent. The agent executes the
@@ -25,6 +28,7 @@
 
 pub mod accessors;
 pub mod admission;
+pub mod config_objects;
 pub mod defaults;
 pub mod facts;
 pub mod host_support;

@@ -85,6 +85,9 @@ pub struct ContainerParams<'a> {
     pub etc_hosts: Option<&'a Path>,
     /// kubelet's seccomp profile root (`<root-dir>/seccomp`), for Localhost profiles.
     pub seccomp_profile_root: Option<&'a Path>,
+    /// Where ConfigMaps and Secrets are looked up (`None`: a static pod,
+    /// which may not reference them).
+    pub objects: Option<&'a dyn crate::pod::config_objects::ConfigObjects>,
 }
 
 impl Default for ContainerParams<'_> {
@@ -106,6 +109,7 @@ impl Default for ContainerParams<'_> {
             termination_log_host_path: None,
             etc_hosts: None,
             seccomp_profile_root: None,
+            objects: None,
         }
     }
 }

@@ -10,10 +10,11 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::container::ContainerParams;
-use super::{millis, parse_resource, units, SpecError};
+use super::{millis, parse_resource, units, SpecError, SpecErrorKind};
 use crate::pod::accessors::{
     self, name as pod_name, namespace as pod_namespace, spec, uid as pod_uid,
 };
+use crate::pod::config_objects::{is_env_var_name, ConfigObjects, Kind, Lookup};
 use crate::quantity::Quantity as Qty;
 
 /// kubelet's `expansion.Expand`: `$(NAME)` is replaced by `lookup(NAME)`,
@@ -93,8 +94,19 @@ pub(super) fn container_env(
     let mut env = Env::default();
     for (i, from) in c.env_from.iter().flatten().enumerate() {
         let field = format!("envFrom[{i}]");
+        let prefix = from.prefix.as_deref().unwrap_or_default();
+        let mut put = |k: &str, v: String| {
+            let key = format!("{prefix}{k}");
+            if is_env_var_name(&key) {
+                env.set(&key, v);
+            }
+        };
         if let Some(cm) = from.config_map_ref.as_ref() {
-            if cm.optional != Some(true) {
+            let optional = cm.optional == Some(true);
+            let Some(objects) = p.objects else {
+                if optional {
+                    continue;
+                }
                 return Err(SpecError::new(
                     &c.name,
                     field,
@@ -103,14 +115,46 @@ pub(super) fn container_env(
                         cm.name
                     ),
                 ));
+            };
+            let Some(obj) = found(
+                objects.config_map(pod_namespace(pod), &cm.name),
+                Kind::ConfigMap,
+                &cm.name,
+                optional,
+                &c.name,
+                &field,
+            )?
+            else {
+                continue;
+            };
+            for (k, v) in obj.data.iter().flatten() {
+                put(k, v.clone());
             }
         } else if let Some(sec) = from.secret_ref.as_ref() {
-            if sec.optional != Some(true) {
+            let optional = sec.optional == Some(true);
+            let Some(objects) = p.objects else {
+                if optional {
+                    continue;
+                }
                 return Err(SpecError::new(
                     &c.name,
                     field,
                     format!("secretRef {:?} is not supported for static pods", sec.name),
                 ));
+            };
+            let Some(obj) = found(
+                objects.secret(pod_namespace(pod), &sec.name),
+                Kind::Secret,
+                &sec.name,
+                optional,
+                &c.name,
+                &field,
+            )?
+            else {
+                continue;
+            };
+            for (k, v) in obj.data.iter().flatten() {
+                put(k, String::from_utf8_lossy(&v.0).into_owned());
             }
         }
     }
@@ -123,6 +167,76 @@ pub(super) fn container_env(
     Ok(env.vars)
 }
 
+/// The keys of `envFrom` sources that are skipped as invalid variable
+/// names, one message per source in kubelet's words (its
+/// `InvalidEnvironmentVariableNames` event); objects not found yield none.
+pub fn env_from_skipped(pod: &Pod, c: &Container, objects: &dyn ConfigObjects) -> Vec<String> {
+    let ns = pod_namespace(pod);
+    let mut out = Vec::new();
+    for from in c.env_from.iter().flatten() {
+        let prefix = from.prefix.as_deref().unwrap_or_default();
+        let (what, name, keys): (&str, &str, Vec<String>) =
+            if let Some(cm) = from.config_map_ref.as_ref() {
+                let keys = match objects.config_map(ns, &cm.name) {
+                    Lookup::Found(o) => o.data.iter().flatten().map(|(k, _)| k.clone()).collect(),
+                    _ => Vec::new(),
+                };
+                ("configMap", &cm.name, keys)
+            } else if let Some(s) = from.secret_ref.as_ref() {
+                let keys = match objects.secret(ns, &s.name) {
+                    Lookup::Found(o) => o.data.iter().flatten().map(|(k, _)| k.clone()).collect(),
+                    _ => Vec::new(),
+                };
+                ("secret", &s.name, keys)
+            } else {
+                continue;
+            };
+        let mut bad: Vec<String> = keys
+            .into_iter()
+            .map(|k| format!("{prefix}{k}"))
+            .filter(|k| !is_env_var_name(k))
+            .collect();
+        if bad.is_empty() {
+            continue;
+        }
+        bad.sort();
+        out.push(format!(
+            "Keys [{}] from the EnvFrom {what} {ns}/{name} were skipped since they are considered invalid environment variable names.",
+            bad.join(", ")
+        ));
+    }
+    out
+}
+
+/// The object behind a reference: `None` when an optional one is missing;
+/// kubelet's `configmap "x" not found` when a required one is; a wait when
+/// nothing is known yet.
+fn found<T>(
+    l: Lookup<T>,
+    kind: Kind,
+    name: &str,
+    optional: bool,
+    container: &str,
+    field: &str,
+) -> Result<Option<std::rc::Rc<T>>, SpecError> {
+    match l {
+        Lookup::Found(o) => Ok(Some(o)),
+        Lookup::NotFound if optional => Ok(None),
+        Lookup::NotFound => Err(SpecError::new(
+            container,
+            field,
+            format!("{} {name:?} not found", kind.as_str()),
+        )
+        .with_kind(SpecErrorKind::Missing)),
+        Lookup::NotYetKnown => Err(SpecError::new(
+            container,
+            field,
+            format!("{} {name:?} is not known yet", kind.as_str()),
+        )
+        .with_kind(SpecErrorKind::NotYetKnown)),
+    }
+}
+
 /// One env var's value; `None` when an optional source is skipped.
 fn env_value(
     pod: &Pod,
@@ -131,7 +245,8 @@ fn env_value(
     e: &EnvVar,
     env: &Env,
 ) -> Result<Option<String>, SpecError> {
-    let err = |reason: String| SpecError::new(&c.name, format!("env {:?}", e.name), reason);
+    let field = format!("env {:?}", e.name);
+    let err = |reason: String| SpecError::new(&c.name, field.clone(), reason);
     if let Some(v) = e.value.as_deref().filter(|v| !v.is_empty()) {
         return Ok(Some(expand(v, &|name| env.get(name))));
     }
@@ -144,19 +259,50 @@ fn env_value(
     if let Some(rf) = from.resource_field_ref.as_ref() {
         return resource_field_value(pod, c, p, rf).map(Some).map_err(err);
     }
+    let missing_key = |kind: &str, key: &str, name: &str| {
+        err(format!(
+            "couldn't find key {key} in {kind} {}/{name}",
+            pod_namespace(pod)
+        ))
+        .with_kind(SpecErrorKind::Missing)
+    };
     if let Some(cm) = from.config_map_key_ref.as_ref() {
-        if cm.optional == Some(true) {
+        let optional = cm.optional == Some(true);
+        let Some(objects) = p.objects else {
+            if optional {
+                return Ok(None);
+            }
+            return Err(err(
+                "configMapKeyRef is not supported for static pods".into()
+            ));
+        };
+        let l = objects.config_map(pod_namespace(pod), &cm.name);
+        let Some(obj) = found(l, Kind::ConfigMap, &cm.name, optional, &c.name, &field)? else {
             return Ok(None);
-        }
-        return Err(err(
-            "configMapKeyRef is not supported for static pods".into()
-        ));
+        };
+        return match obj.data.as_ref().and_then(|d| d.get(&cm.key)) {
+            Some(v) => Ok(Some(v.clone())),
+            None if optional => Ok(None),
+            None => Err(missing_key("ConfigMap", &cm.key, &cm.name)),
+        };
     }
     if let Some(s) = from.secret_key_ref.as_ref() {
-        if s.optional == Some(true) {
+        let optional = s.optional == Some(true);
+        let Some(objects) = p.objects else {
+            if optional {
+                return Ok(None);
+            }
+            return Err(err("secretKeyRef is not supported for static pods".into()));
+        };
+        let l = objects.secret(pod_namespace(pod), &s.name);
+        let Some(obj) = found(l, Kind::Secret, &s.name, optional, &c.name, &field)? else {
             return Ok(None);
-        }
-        return Err(err("secretKeyRef is not supported for static pods".into()));
+        };
+        return match obj.data.as_ref().and_then(|d| d.get(&s.key)) {
+            Some(v) => Ok(Some(String::from_utf8_lossy(&v.0).into_owned())),
+            None if optional => Ok(None),
+            None => Err(missing_key("Secret", &s.key, &s.name)),
+        };
     }
     if let Some(f) = from.file_key_ref.as_ref() {
         if f.optional == Some(true) {
@@ -188,7 +334,7 @@ fn go_quote(s: &str) -> String {
 }
 
 /// `k="v"` lines, sorted by key (kubelet's `fieldpath.FormatMap`).
-fn format_map(m: Option<&BTreeMap<String, String>>) -> String {
+pub(super) fn format_map(m: Option<&BTreeMap<String, String>>) -> String {
     m.into_iter()
         .flatten()
         .map(|(k, v)| format!("{k}={}", go_quote(v)))
@@ -197,7 +343,7 @@ fn format_map(m: Option<&BTreeMap<String, String>>) -> String {
 }
 
 /// kubelet's `podFieldSelectorRuntimeValue` + `ExtractFieldPathAsString`.
-fn field_ref_value(
+pub(super) fn field_ref_value(
     pod: &Pod,
     p: &ContainerParams,
     fr: &ObjectFieldSelector,
@@ -279,7 +425,7 @@ fn request_of<'c>(c: &'c Container, resource: &str) -> Option<&'c Quantity> {
 /// kubelet's `containerResourceRuntimeValue` with `defaultPodLimitsForDownwardAPI`:
 /// unset (or zero) limits default to node allocatable; values are rounded up
 /// to whole divisors.
-fn resource_field_value(
+pub(super) fn resource_field_value(
     pod: &Pod,
     c: &Container,
     p: &ContainerParams,

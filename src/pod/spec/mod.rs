@@ -37,6 +37,7 @@ use crate::quantity::Quantity as Qty;
 mod container;
 mod dns;
 mod env;
+mod payload;
 mod sandbox;
 mod security;
 #[cfg(test)]
@@ -51,7 +52,11 @@ pub use dns::{
     dns_config, host_network_hosts_file, hosts_file, MAX_DNS_NAMESERVERS,
     MAX_DNS_SEARCH_LIST_CHARS, MAX_DNS_SEARCH_PATHS,
 };
-pub use env::expand;
+pub use env::{env_from_skipped, expand};
+pub use payload::{
+    config_volumes, volume_payload, ConfigVolume, Downward, File, Payload, PayloadError,
+    DEFAULT_MODE,
+};
 pub use sandbox::{
     log_directory, namespace_options, pod_hostname_and_domain, sandbox_config, sandbox_labels,
     SandboxParams, UserNsMapping,
@@ -69,10 +74,12 @@ pub const ETC_HOSTS_PATH: &str = "/etc/hosts";
 // Errors
 // ---------------------------------------------------------------------------
 
-/// A container spec that cannot be turned into a CRI request. Displays as
-/// `container "app": env "FOO": configMapKeyRef is not supported for static pods`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("container {container:?}: {field}: {reason}")]
+/// A container spec that cannot be turned into a CRI request. An invalid
+/// spec displays as
+/// `container "app": env "FOO": configMapKeyRef is not supported for static pods`;
+/// a missing object displays as kubelet's message alone
+/// (`configmap "x" not found`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpecError {
     /// The container's name.
     pub container: String,
@@ -80,7 +87,37 @@ pub struct SpecError {
     pub field: String,
     /// What is wrong with it.
     pub reason: String,
+    /// Whether waiting can cure it.
+    pub kind: SpecErrorKind,
 }
+
+/// Why a container config cannot be made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecErrorKind {
+    /// The spec asks for what cannot be done.
+    Invalid,
+    /// A non-optional ConfigMap or Secret (or a key of one) does not exist
+    /// (kubelet's `CreateContainerConfigError`); it may appear later.
+    Missing,
+    /// A referenced object is not known yet (never synced, nothing cached):
+    /// wait, do not call it missing.
+    NotYetKnown,
+}
+
+impl std::fmt::Display for SpecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            SpecErrorKind::Invalid => write!(
+                f,
+                "container {:?}: {}: {}",
+                self.container, self.field, self.reason
+            ),
+            SpecErrorKind::Missing | SpecErrorKind::NotYetKnown => f.write_str(&self.reason),
+        }
+    }
+}
+
+impl std::error::Error for SpecError {}
 
 impl SpecError {
     pub(super) fn new(
@@ -92,7 +129,13 @@ impl SpecError {
             container: container.to_string(),
             field: field.into(),
             reason: reason.into(),
+            kind: SpecErrorKind::Invalid,
         }
+    }
+
+    pub(super) fn with_kind(mut self, kind: SpecErrorKind) -> Self {
+        self.kind = kind;
+        self
     }
 }
 

@@ -1,7 +1,10 @@
 //! Volumes and mounts (kubelet_pods.go `makeMounts` + kuberuntime
 //! `makeMounts`): which volumes need a host directory, and each container's
 //! mounts with subPath, read-only, propagation, the managed /etc/hosts and
-//! the termination-message file.
+//! the termination-message file. configMap, secret, downwardAPI and
+//! projected volumes are mounted read-only from the directory the caller
+//! wrote (their files: `payload`); a subPath of one is the file as it was
+//! when the container was created, as with kubelet.
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -83,6 +86,9 @@ pub(super) fn container_mounts(
         let vol = volumes
             .get(m.name.as_str())
             .ok_or_else(|| err(format!("volume {:?} not found in the pod", m.name)))?;
+        // kubelet mounts these read-only whatever the mount says (their
+        // files are the node's to swap, CVE-2017-1002102).
+        let forced_read_only = super::payload::ConfigVolume::of(vol).is_some();
         let (base, relabel) = match volume_type(vol).as_str() {
             "hostPath" => (
                 PathBuf::from(
@@ -97,6 +103,15 @@ pub(super) fn container_mounts(
                 let dir = (p.volume_dir)(&m.name).ok_or_else(|| {
                     err(format!(
                         "no host directory was prepared for emptyDir volume {:?}",
+                        m.name
+                    ))
+                })?;
+                (dir, true)
+            }
+            "configMap" | "secret" | "downwardAPI" | "projected" => {
+                let dir = (p.volume_dir)(&m.name).ok_or_else(|| {
+                    err(format!(
+                        "no host directory was prepared for volume {:?}",
                         m.name
                     ))
                 })?;
@@ -124,7 +139,7 @@ pub(super) fn container_mounts(
         mounts.push(api::Mount {
             container_path,
             host_path: host_path.to_string_lossy().into_owned(),
-            readonly: m.read_only.unwrap_or(false),
+            readonly: m.read_only.unwrap_or(false) || forced_read_only,
             selinux_relabel: relabel,
             propagation: mount_propagation(m, privileged).map_err(&err)? as i32,
             ..Default::default()

@@ -381,7 +381,7 @@ fn sub_path_with_dot_dot_or_absolute_is_rejected_naming_the_mount() {
 }
 
 #[test]
-fn unsupported_or_unknown_volumes_are_rejected_naming_volume_and_type() {
+fn config_volumes_mount_read_only_and_unknown_volumes_are_rejected_naming_them() {
     let p = pod(&VOLUMES.replace(
         "    - {name: data, mountPath: /data, readOnly: true}",
         "    - {name: cfg, mountPath: /cfg}",
@@ -390,11 +390,16 @@ fn unsupported_or_unknown_volumes_are_rejected_naming_volume_and_type() {
         volume_dir: &volume_dir,
         ..params()
     };
-    let err = container_config(&p, first(&p), &cp).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        r#"container "app": volumeMount "cfg": volume "cfg" of type configMap is not supported"#
-    );
+    // A configMap volume is mounted read-only from the directory the
+    // caller wrote, whatever the mount says.
+    let config = container_config(&p, first(&p), &cp).unwrap();
+    let cfg = config
+        .mounts
+        .iter()
+        .find(|m| m.container_path == "/cfg")
+        .unwrap();
+    assert!(cfg.readonly);
+    assert_eq!(cfg.host_path, volume_dir("cfg").unwrap().to_string_lossy());
     let p = pod(&VOLUMES.replace(
         "    - {name: data, mountPath: /data, readOnly: true}",
         "    - {name: nope, mountPath: /x}",

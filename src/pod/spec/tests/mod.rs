@@ -1,5 +1,6 @@
 //! Unit tests of `pod::spec`: the sandbox (and DNS, hosts) in `sandbox.rs`,
-//! containers (env, mounts, resources, security) in `container.rs`; shared
+//! containers (env, mounts, resources, security) in `container.rs`, env from
+//! ConfigMaps and Secrets in `config_env.rs`; shared
 //! pods and parameters here.
 
 pub(super) use std::path::{Path, PathBuf};
@@ -10,6 +11,7 @@ pub(super) use super::*;
 pub(super) use crate::cri::api;
 pub(super) use crate::pod::labels::*;
 
+mod config_env;
 mod container;
 mod sandbox;
 

@@ -1,0 +1,297 @@
+//! kubelet's atomic writer: a volume's files swapped in at once, so a
+//! container reading them while they change sees the old set or the new
+//! one, never a mix.
+//!
+//! The layout, as kubelet's (`pkg/volume/util/atomic_writer.go`):
+//!
+//! ```text
+//! <volume>/..2026_12_01_03_04_05.123456789/   the files, in a timestamped dir
+//! <volume>/..data -> ..2026_12_01_03_04_05.123456789
+//! <volume>/key    -> ..data/key                (one per top-level path)
+//! ```
+//!
+//! A write builds the new timestamped directory, points `..data_tmp` at it
+//! and renames that over `..data` (one atomic rename), adds the per-key
+//! links that are new, removes those no longer in the payload and then
+//! the old directory. Nothing is written when the files on disk already
+//! are the payload. The payload (`pod::spec::Payload`) is computed
+//! elsewhere; this file only does the filesystem work, and it never
+//! formats file contents (they may be Secrets).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{symlink, DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::pod::spec::{File, Payload};
+
+const DATA: &str = "..data";
+const DATA_TMP: &str = "..data_tmp";
+
+/// A failed write, naming the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{op} {}: {source}", path.display())]
+pub struct WriteError {
+    op: &'static str,
+    path: PathBuf,
+    source: io::Error,
+}
+
+fn err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> WriteError + use<> {
+    let path = path.to_path_buf();
+    move |source| WriteError { op, path, source }
+}
+
+/// `..YYYY_MM_DD_HH_MM_SS.nnnnnnnnn` (UTC) for `now`: kubelet's
+/// timestamped directory name, with nanoseconds for uniqueness.
+pub fn timestamp_dir_name(now: SystemTime) -> String {
+    let d = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, day) = civil_from_days(days as i64);
+    format!(
+        "..{y:04}_{m:02}_{day:02}_{:02}_{:02}_{:02}.{:09}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_nanos()
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
+/// (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// The top-level names of the payload's paths (`a/b` gives `a`).
+fn top_level(payload: &Payload) -> BTreeSet<String> {
+    payload
+        .0
+        .keys()
+        .map(|p| p.split('/').next().unwrap_or(p).to_string())
+        .collect()
+}
+
+/// Whether `dir` holds exactly the payload's files, bytes and modes.
+fn holds(dir: &Path, payload: &Payload) -> bool {
+    fn count(dir: &Path) -> Option<usize> {
+        let mut n = 0;
+        for e in fs::read_dir(dir).ok()? {
+            let e = e.ok()?;
+            let t = e.file_type().ok()?;
+            if t.is_dir() {
+                n += count(&e.path())?;
+            } else {
+                n += 1;
+            }
+        }
+        Some(n)
+    }
+    let same = |path: &str, f: &File| {
+        let p = dir.join(path);
+        match (fs::symlink_metadata(&p), fs::read(&p)) {
+            (Ok(m), Ok(data)) => {
+                m.is_file() && m.permissions().mode() & 0o7777 == f.mode && data == f.data
+            }
+            _ => false,
+        }
+    };
+    count(dir) == Some(payload.0.len()) && payload.0.iter().all(|(p, f)| same(p, f))
+}
+
+/// Writes `payload` into the volume directory `target` (which must
+/// exist). Returns whether anything was written.
+pub fn write(target: &Path, payload: &Payload, now: SystemTime) -> Result<bool, WriteError> {
+    let data_link = target.join(DATA);
+    let old = fs::read_link(&data_link).ok();
+    let wanted = top_level(payload);
+    if let Some(old) = &old {
+        let links_ok = wanted.iter().all(|t| target.join(t).exists());
+        if links_ok && holds(&target.join(old), payload) {
+            return Ok(false);
+        }
+    }
+
+    // The new timestamped directory, with every file.
+    let mut name = timestamp_dir_name(now);
+    let mut n = 0;
+    let ts_dir = loop {
+        let dir = target.join(&name);
+        match fs::DirBuilder::new().mode(0o755).create(&dir) {
+            Ok(()) => break dir,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 100 => {
+                n += 1;
+                name = format!("{}{n}", timestamp_dir_name(now));
+            }
+            Err(e) => return Err(err("creating", &dir)(e)),
+        }
+    };
+    // 0755 whatever the umask: others must be able to walk it.
+    fs::set_permissions(&ts_dir, fs::Permissions::from_mode(0o755))
+        .map_err(err("chmod", &ts_dir))?;
+    for (path, f) in &payload.0 {
+        let file = ts_dir.join(path);
+        if let Some(parent) = file.parent() {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(parent)
+                .map_err(err("creating", parent))?;
+        }
+        let mut out = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(f.mode)
+            .open(&file)
+            .map_err(err("creating", &file))?;
+        out.write_all(&f.data).map_err(err("writing", &file))?;
+        fs::set_permissions(&file, fs::Permissions::from_mode(f.mode))
+            .map_err(err("chmod", &file))?;
+    }
+
+    // The swap: one rename.
+    let tmp = target.join(DATA_TMP);
+    let _ = fs::remove_file(&tmp);
+    symlink(&name, &tmp).map_err(err("linking", &tmp))?;
+    fs::rename(&tmp, &data_link).map_err(err("renaming", &tmp))?;
+
+    // Per-key links: the new ones, then the stale ones go.
+    for t in &wanted {
+        let link = target.join(t);
+        if fs::symlink_metadata(&link).is_err() {
+            symlink(Path::new(DATA).join(t), &link).map_err(err("linking", &link))?;
+        }
+    }
+    if let Ok(entries) = fs::read_dir(target) {
+        for e in entries.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with("..") || wanted.contains(&n) {
+                continue;
+            }
+            let p = e.path();
+            let r = match fs::symlink_metadata(&p) {
+                Ok(m) if m.is_dir() => fs::remove_dir_all(&p),
+                _ => fs::remove_file(&p),
+            };
+            if let Err(e) = r {
+                log::warn!("removing {}: {e}", p.display());
+            }
+        }
+    }
+    // Old timestamped directories (the previous one, and any an
+    // interrupted write left).
+    if let Ok(entries) = fs::read_dir(target) {
+        for e in entries.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with("..") && n != DATA && n != name && e.path().is_dir() {
+                if let Err(e) = fs::remove_dir_all(e.path()) {
+                    log::warn!("removing {}: {e}", target.join(&n).display());
+                }
+            }
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn payload(items: &[(&str, &str, u32)]) -> Payload {
+        Payload(
+            items
+                .iter()
+                .map(|(p, d, m)| {
+                    (
+                        p.to_string(),
+                        File {
+                            data: d.as_bytes().to_vec(),
+                            mode: *m,
+                        },
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn the_directory_name_is_kubelets_utc_timestamp() {
+        // 2026-12-01T03:04:05.123Z
+        let t = UNIX_EPOCH + Duration::from_millis(1_796_094_245_123);
+        assert_eq!(timestamp_dir_name(t), "..2026_12_01_03_04_05.123000000");
+        assert_eq!(
+            timestamp_dir_name(UNIX_EPOCH),
+            "..1970_01_01_00_00_00.000000000"
+        );
+        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+    }
+
+    #[test]
+    fn files_appear_behind_the_data_link_with_per_key_links_and_modes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        let p = payload(&[("a", "1", 0o644), ("dir/b", "2", 0o400)]);
+        assert!(write(t, &p, at(1)).unwrap());
+        assert_eq!(
+            names(t),
+            vec!["..1970_01_01_00_00_01.000000000", "..data", "a", "dir"]
+        );
+        assert_eq!(fs::read_link(t.join("a")).unwrap(), Path::new("..data/a"));
+        assert_eq!(fs::read_to_string(t.join("a")).unwrap(), "1");
+        assert_eq!(fs::read_to_string(t.join("dir/b")).unwrap(), "2");
+        let mode = fs::metadata(t.join("dir/b")).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o400);
+    }
+
+    #[test]
+    fn the_same_payload_writes_nothing_and_a_change_swaps_everything() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        write(t, &payload(&[("a", "1", 0o644), ("b", "x", 0o644)]), at(1)).unwrap();
+        assert!(!write(t, &payload(&[("a", "1", 0o644), ("b", "x", 0o644)]), at(2)).unwrap());
+        assert!(write(t, &payload(&[("a", "2", 0o644)]), at(3)).unwrap());
+        assert_eq!(
+            names(t),
+            vec!["..1970_01_01_00_00_03.000000000", "..data", "a"],
+            "the old directory and the stale key are gone"
+        );
+        assert_eq!(fs::read_to_string(t.join("a")).unwrap(), "2");
+        // A mode change alone is a change.
+        assert!(write(t, &payload(&[("a", "2", 0o600)]), at(4)).unwrap());
+    }
+
+    #[test]
+    fn an_empty_payload_leaves_only_the_data_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        write(t, &Payload::default(), at(1)).unwrap();
+        assert_eq!(names(t), vec!["..1970_01_01_00_00_01.000000000", "..data"]);
+        assert!(!write(t, &Payload::default(), at(2)).unwrap());
+    }
+}

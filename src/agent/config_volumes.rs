@@ -1,0 +1,219 @@
+//! configMap, secret, downwardAPI and projected volumes on the host: where
+//! they live, tmpfs for the ones that may hold Secrets, and their files
+//! written with the atomic writer, at a container's start and again at
+//! every sync of a running pod, so a changed object reaches the running
+//! containers without a restart (kubelet's volume manager remount).
+//!
+//! The files are `pod::spec::volume_payload`'s; the objects come from the
+//! [`ConfigObjects`] the API-server side gave the agent (static pods have
+//! none and may not reference any). A write is skipped when the payload's
+//! digest is the one last written and the volume is still there. A failed
+//! refresh keeps the files the containers have (kubelet's behaviour when
+//! an object is deleted under a running pod).
+
+use std::collections::HashMap;
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+
+use super::{atomic_writer, Agent};
+use crate::cri::RuntimeService;
+use crate::pod::config_objects::{self, ConfigObjects, Lookup};
+use crate::pod::spec::{self, ConfigVolume, PayloadError};
+use crate::pod::{accessors, facts};
+use crate::status::Waiting;
+
+/// The lookup of a pod without an API server behind it.
+struct NoObjects;
+
+impl ConfigObjects for NoObjects {
+    fn config_map(&self, _: &str, _: &str) -> Lookup<ConfigMap> {
+        Lookup::NotFound
+    }
+    fn secret(&self, _: &str, _: &str) -> Lookup<Secret> {
+        Lookup::NotFound
+    }
+}
+
+/// The host directory of volume `name` of kind `kind`.
+pub(super) fn volume_dir(root_dir: &Path, uid: &str, kind: ConfigVolume, name: &str) -> PathBuf {
+    facts::pod_dir(root_dir, uid)
+        .join("volumes")
+        .join(kind.plugin_dir())
+        .join(name)
+}
+
+fn is_mount_point(dir: &Path) -> bool {
+    match (fs::metadata(dir), dir.parent().map(fs::metadata)) {
+        (Ok(d), Some(Ok(p))) => d.dev() != p.dev(),
+        _ => false,
+    }
+}
+
+/// Creates the volume's directory; a Secret or projected one gets a tmpfs
+/// (kubelet's memory-backed emptyDir), so Secrets never reach the disk.
+/// Returns whether tmpfs could not be mounted.
+fn prepare_dir(dir: &Path, kind: ConfigVolume) -> Result<bool, String> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)
+        .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    if !kind.in_memory() || is_mount_point(dir) {
+        return Ok(false);
+    }
+    let r = rustix::mount::mount(
+        "tmpfs",
+        dir,
+        "tmpfs",
+        rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV,
+        c"mode=0755",
+    );
+    match r {
+        Ok(()) => Ok(false),
+        Err(e) => {
+            // Without tmpfs (no CAP_SYS_ADMIN): a plain directory inside the
+            // pod's 0750 root-only directory.
+            log::debug!("mounting tmpfs on {}: {e}", dir.display());
+            let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o755));
+            Ok(true)
+        }
+    }
+}
+
+/// Unmounts the tmpfs volumes under a pod's directory before it is
+/// removed.
+pub(super) fn unmount_volumes(pod_dir: &Path) {
+    for kind in [ConfigVolume::Secret, ConfigVolume::Projected] {
+        let Ok(entries) = fs::read_dir(pod_dir.join("volumes").join(kind.plugin_dir())) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if is_mount_point(&p) {
+                if let Err(err) = rustix::mount::unmount(&p, rustix::mount::UnmountFlags::DETACH) {
+                    log::warn!("unmounting {}: {err}", p.display());
+                }
+            }
+        }
+    }
+}
+
+/// The message of a volume that cannot be set up, in kubelet's words.
+fn mount_failed(name: &str, e: &PayloadError) -> String {
+    format!("MountVolume.SetUp failed for volume {name:?} : {e}")
+}
+
+impl<R: RuntimeService> Agent<R> {
+    /// Where `pod` looks up its ConfigMaps and Secrets: the API server's
+    /// watches for an API pod, nothing for a static pod.
+    pub(super) fn objects_for(&self, pod: &Pod) -> Option<std::rc::Rc<dyn ConfigObjects>> {
+        let api = self
+            .pods
+            .borrow()
+            .get(accessors::uid(pod))
+            .is_some_and(|e| e.source == Some(crate::source::PodSource::Api));
+        if api {
+            self.config_objects.borrow().clone()
+        } else {
+            None
+        }
+    }
+
+    /// Writes every configMap, secret, downwardAPI and projected volume of
+    /// `pod` (unchanged ones are skipped) and returns volume name → host
+    /// directory. A volume that cannot be set up is the container's
+    /// waiting reason: `ContainerCreating` with kubelet's `MountVolume.SetUp
+    /// failed` message.
+    pub(super) fn write_config_volumes(
+        &self,
+        pod: &Pod,
+    ) -> Result<HashMap<String, PathBuf>, Waiting> {
+        let mut dirs = HashMap::new();
+        let volumes = spec::config_volumes(pod);
+        if volumes.is_empty() {
+            return Ok(dirs);
+        }
+        let objects = self.objects_for(pod);
+        let waiting = |message: String| Waiting {
+            reason: "ContainerCreating".into(),
+            message,
+        };
+        if objects.is_none() && !config_objects::references(pod).is_empty() {
+            return Err(Waiting {
+                reason: "CreateContainerConfigError".into(),
+                message: "configMap and secret volumes are not supported for static pods".into(),
+            });
+        }
+        let objects: &dyn ConfigObjects = match &objects {
+            Some(o) => o.as_ref(),
+            None => &NoObjects,
+        };
+        let uid = accessors::uid(pod);
+        let downward = spec::Downward {
+            node_allocatable_cpu_millis: None,
+            node_allocatable_memory_bytes: Some(self.host.node_memory),
+        };
+        for (v, kind) in volumes {
+            let dir = volume_dir(&self.cfg.root_dir, uid, kind, &v.name);
+            let payload = spec::volume_payload(pod, v, objects, &downward)
+                .map_err(|e| waiting(mount_failed(&v.name, &e)))?;
+            let digest = payload.digest();
+            let known = self
+                .pods
+                .borrow()
+                .get(uid)
+                .and_then(|e| e.volume_digests.get(&v.name).copied());
+            if known != Some(digest) || fs::symlink_metadata(dir.join("..data")).is_err() {
+                let no_tmpfs = prepare_dir(&dir, kind).map_err(waiting)?;
+                if no_tmpfs && !self.tmpfs_warned.replace(true) {
+                    log::warn!(
+                        "cannot mount tmpfs for secret volumes here; they are plain directories under {}",
+                        self.cfg.root_dir.display()
+                    );
+                }
+                let wrote =
+                    atomic_writer::write(&dir, &payload, SystemTime::now()).map_err(|e| {
+                        waiting(format!(
+                            "MountVolume.SetUp failed for volume {:?} : {e}",
+                            v.name
+                        ))
+                    })?;
+                if wrote && known.is_some() {
+                    log::info!(
+                        "volume {} of pod {} updated",
+                        v.name,
+                        accessors::full_name(pod)
+                    );
+                }
+                if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+                    e.volume_digests.insert(v.name.clone(), digest);
+                }
+            }
+            dirs.insert(v.name.clone(), dir);
+        }
+        Ok(dirs)
+    }
+
+    /// Brings a running pod's volumes up to date with its objects; a
+    /// failure is logged when it starts or changes, and the files stay.
+    pub(super) fn refresh_config_volumes(&self, pod: &Pod) {
+        if spec::config_volumes(pod).is_empty() {
+            return;
+        }
+        let uid = accessors::uid(pod);
+        let err = self.write_config_volumes(pod).err().map(|w| w.message);
+        let changed = self
+            .pods
+            .borrow_mut()
+            .get_mut(uid)
+            .map(|e| std::mem::replace(&mut e.volume_error, err.clone()) != err)
+            .unwrap_or(false);
+        if let (true, Some(e)) = (changed, err) {
+            log::warn!("pod {}: {e}", accessors::full_name(pod));
+        }
+    }
+}

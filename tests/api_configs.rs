@@ -1,0 +1,378 @@
+//! ConfigMaps and Secrets for API pods (issue #9), on real parts: a private
+//! etcd + kube-apiserver (Node,RBAC authorization, NodeRestriction: the
+//! node may only read, by name, the objects its pods reference), real
+//! containerd (or CRI-O with `PICOLET_TEST_RUNTIME=crio`), picolet joined
+//! with its `system:node:<name>` credential. Nothing mocked.
+//!
+//! What the containers see is read from their own output (each prints its
+//! files and environment every second into its CRI log); time passing is
+//! shown by new lines, never by a fixed sleep.
+//!
+//! Run: `flock /tmp/picolet-itest.lock cargo test --test api_configs --
+//! --test-threads=2`.
+
+mod harness;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use harness::kube::ControlPlane;
+use harness::{wait_until, Containerd, Picolet};
+use serde_json::Value;
+
+const LONG: Duration = Duration::from_secs(120);
+
+fn join(cp: &ControlPlane, c: &Containerd) -> Picolet {
+    Picolet::start_with_args(c, "", |p| {
+        let kubeconfig = cp.node_kubeconfig(p.hostname());
+        vec![
+            "--kubeconfig".to_string(),
+            kubeconfig.display().to_string(),
+            "--v=10".to_string(),
+        ]
+    })
+}
+
+fn get(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", "json"]);
+    let out = cp.kubectl(&all);
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+fn api_pod(cp: &ControlPlane, name: &str) -> Option<Value> {
+    get(cp, &["pod", name, "-n", "default"])
+}
+
+/// A unique secret value: a string that occurs nowhere else.
+fn secret_value() -> String {
+    format!(
+        "pw-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
+fn objects_yaml(greeting: &str, password: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-config\n  namespace: default\ndata:\n  greeting: {greeting}\n  mode: one\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: app-secret\n  namespace: default\nstringData:\n  password: {password}\n"
+    )
+}
+
+/// A pod whose container prints, every second, a ConfigMap file, a Secret
+/// file and env from both.
+fn app_pod_yaml(name: &str, node: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  nodeName: {node}
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: cfg
+    configMap: {{name: app-config}}
+  - name: sec
+    secret: {{secretName: app-secret, defaultMode: 0400}}
+  - name: proj
+    projected:
+      sources:
+      - configMap: {{name: app-config, items: [{{key: greeting, path: g}}]}}
+      - downwardAPI: {{items: [{{path: name, fieldRef: {{fieldPath: metadata.name}}}}]}}
+  containers:
+  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    envFrom:
+    - configMapRef: {{name: app-config}}
+      prefix: CM_
+    env:
+    - name: PW
+      valueFrom: {{secretKeyRef: {{name: app-secret, key: password}}}}
+    volumeMounts:
+    - {{name: cfg, mountPath: /cfg}}
+    - {{name: sec, mountPath: /sec}}
+    - {{name: proj, mountPath: /proj}}
+    - {{name: cfg, mountPath: /sub/greeting, subPath: greeting}}
+    command: ["sh", "-c", "while true; do echo \"file=$(cat /cfg/greeting) env=$CM_greeting secret=$(cat /sec/password) envsecret=$PW proj=$(cat /proj/g)/$(cat /proj/name) sub=$(cat /sub/greeting)\"; sleep 1; done"]
+"#
+    )
+}
+
+/// The CRI log files of the pod's container `container` (any attempt).
+fn log_files(p: &Picolet, pod: &str, container: &str) -> Vec<PathBuf> {
+    let prefix = format!("default_{pod}_");
+    let mut out = Vec::new();
+    for e in fs::read_dir(p.logs_dir()).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            for f in fs::read_dir(e.path().join(container))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                out.push(f.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The container's output lines (every attempt, CRI prefix dropped).
+fn output(p: &Picolet, pod: &str, attempt: Option<u32>) -> Vec<String> {
+    log_files(p, pod, "main")
+        .iter()
+        .filter(|f| {
+            attempt.is_none_or(|a| f.file_name().unwrap().to_string_lossy() == format!("{a}.log"))
+        })
+        .flat_map(|f| {
+            fs::read_to_string(f)
+                .unwrap_or_default()
+                .lines()
+                .map(|l| l.splitn(4, ' ').nth(3).unwrap_or("").to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn wait_line(p: &Picolet, pod: &str, attempt: Option<u32>, want: &str) {
+    wait_until(&format!("{pod} to print {want:?}"), LONG, || {
+        output(p, pod, attempt)
+            .iter()
+            .any(|l| l == want)
+            .then_some(())
+    });
+}
+
+fn container_status(pod: &Value) -> Value {
+    pod["status"]["containerStatuses"][0].clone()
+}
+
+fn pod_uid(cp: &ControlPlane, name: &str) -> String {
+    api_pod(cp, name).unwrap()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Every file under `dir` (not following links) whose bytes contain
+/// `needle`, except under `skip`.
+fn files_containing(dir: &Path, needle: &[u8], skip: &[PathBuf]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if skip.iter().any(|s| d.starts_with(s)) {
+            continue;
+        }
+        for e in fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = e.path();
+            let Ok(t) = e.file_type() else { continue };
+            if t.is_dir() {
+                stack.push(path);
+            } else if t.is_file() {
+                let bytes = fs::read(&path).unwrap_or_default();
+                if bytes.windows(needle.len()).any(|w| w == needle) {
+                    found.push(path);
+                }
+            }
+        }
+    }
+    found
+}
+
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// Lazily unmounts every mount under `dir` (the tmpfs volumes a reboot
+/// would lose).
+fn unmount_under(dir: &Path) {
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let prefix = dir.to_string_lossy().into_owned();
+    for target in mounts.lines().filter_map(|l| l.split(' ').nth(1)) {
+        if target.starts_with(&prefix) {
+            let out = std::process::Command::new("umount")
+                .args(["-l", target])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "umount {target}: {out:?}");
+        }
+    }
+}
+
+fn is_mounted(path: &Path) -> bool {
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let p = path.to_string_lossy();
+    mounts.lines().any(|l| l.split(' ').nth(1) == Some(&*p))
+}
+
+#[test]
+fn a_pod_sees_its_configmap_and_secret_and_a_changed_configmap_reaches_it_without_a_restart() {
+    let cp = ControlPlane::start();
+    let c = Containerd::start();
+    let p = join(&cp, &c);
+    let node = p.hostname().to_string();
+    let password = secret_value();
+
+    cp.apply(&objects_yaml("hello", &password));
+    cp.apply(&app_pod_yaml("app", &node));
+    let want = format!(
+        "file=hello env=hello secret={password} envsecret={password} proj=hello/app sub=hello"
+    );
+    wait_line(&p, "app", Some(0), &want);
+
+    // kubelet's layout: timestamped dir, ..data, per-key links; secret
+    // files with their defaultMode, on tmpfs.
+    let uid = pod_uid(&cp, "app");
+    let vols = p.root_dir().join("pods").join(&uid).join("volumes");
+    let cfg = vols.join("kubernetes.io~configmap/cfg");
+    assert_eq!(
+        fs::read_link(cfg.join("greeting")).unwrap(),
+        Path::new("..data/greeting")
+    );
+    let data = fs::read_link(cfg.join("..data")).unwrap();
+    assert!(
+        data.to_string_lossy().starts_with("..20"),
+        "..data points at a timestamped dir: {data:?}"
+    );
+    let sec = vols.join("kubernetes.io~secret/sec");
+    assert_eq!(mode(&sec.join("..data/password")), 0o400);
+    assert!(is_mounted(&sec), "the secret volume is a tmpfs");
+
+    // The ConfigMap changes: the file follows, the env does not, a subPath
+    // mount keeps the file it was created with (kubelet's), and the
+    // container is not restarted.
+    cp.kubectl_ok(&[
+        "patch",
+        "configmap",
+        "app-config",
+        "-n",
+        "default",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"greeting":"bonjour"}}"#,
+    ]);
+    let want = format!(
+        "file=bonjour env=hello secret={password} envsecret={password} proj=bonjour/app sub=hello"
+    );
+    wait_line(&p, "app", Some(0), &want);
+    let pod = api_pod(&cp, "app").unwrap();
+    assert_eq!(container_status(&pod)["restartCount"], 0, "{pod}");
+    assert_eq!(pod["status"]["phase"], "Running");
+
+    // A pod whose non-optional ConfigMap is missing waits with kubelet's
+    // reason; the other pod is untouched; the ConfigMap appears, it starts.
+    cp.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: late\n  namespace: default\nspec:\n  nodeName: {node}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: busybox\n    imagePullPolicy: IfNotPresent\n    envFrom: [{{configMapRef: {{name: late-config}}}}]\n    command: [\"sh\", \"-c\", \"while true; do echo late=$LATE; sleep 1; done\"]\n"
+    ));
+    let waiting = wait_until("late waiting with CreateContainerConfigError", LONG, || {
+        let pod = api_pod(&cp, "late")?;
+        let w = container_status(&pod)["state"]["waiting"].clone();
+        (w["reason"] == "CreateContainerConfigError").then_some(w)
+    });
+    assert_eq!(waiting["message"], r#"configmap "late-config" not found"#);
+    let before = output(&p, "app", None).len();
+    wait_until("app to keep printing", LONG, || {
+        (output(&p, "app", None).len() > before + 1).then_some(())
+    });
+    assert_eq!(
+        container_status(&api_pod(&cp, "app").unwrap())["restartCount"],
+        0
+    );
+    cp.apply("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: late-config\n  namespace: default\ndata:\n  LATE: arrived\n");
+    wait_line(&p, "late", Some(0), "late=arrived");
+
+    // The Secret's value is nowhere but in its 0700/0600 cache and its
+    // tmpfs volume: not in picolet's log at -v=10, not elsewhere under
+    // the root dir.
+    let secrets_cache = p.root_dir().join("apiserver/secrets");
+    assert_eq!(mode(&secrets_cache), 0o700);
+    for e in fs::read_dir(&secrets_cache).unwrap().flatten() {
+        assert_eq!(mode(&e.path()), 0o700);
+        for f in fs::read_dir(e.path()).unwrap().flatten() {
+            assert_eq!(mode(&f.path()), 0o600, "{}", f.path().display());
+        }
+    }
+    assert!(
+        !p.log().contains(&password),
+        "the secret's value is in picolet's log"
+    );
+    let leaks = files_containing(
+        &p.root_dir(),
+        password.as_bytes(),
+        &[secrets_cache, vols.join("kubernetes.io~secret")],
+    );
+    assert!(leaks.is_empty(), "the secret's value is in {leaks:?}");
+}
+
+#[test]
+fn after_a_reboot_with_the_api_server_down_volumes_and_env_come_back_from_the_cache() {
+    let cp = ControlPlane::start();
+    let c = Containerd::start();
+    let mut p = join(&cp, &c);
+    let node = p.hostname().to_string();
+    let password = secret_value();
+
+    cp.apply(&objects_yaml("hello", &password));
+    cp.apply(&app_pod_yaml("app", &node));
+    let want = format!(
+        "file=hello env=hello secret={password} envsecret={password} proj=hello/app sub=hello"
+    );
+    wait_line(&p, "app", Some(0), &want);
+    let uid = pod_uid(&cp, "app");
+    let id = wait_until("the container's ID", LONG, || {
+        let s = container_status(&api_pod(&cp, "app")?);
+        let id = s["containerID"].as_str()?;
+        Some(id.split_once("://").map_or(id, |(_, id)| id).to_string())
+    });
+
+    // The link goes down and picolet stops; the volumes are lost (a
+    // reboot empties tmpfs), and the container dies.
+    cp.stop_apiserver();
+    p.stop();
+    let vols = p.root_dir().join("pods").join(&uid).join("volumes");
+    let sec = vols.join("kubernetes.io~secret/sec");
+    unmount_under(&vols);
+    fs::remove_dir_all(&vols).unwrap();
+    kill_container(&c, &id);
+
+    // picolet comes back offline: the pod runs again from the cache, its
+    // volumes rewritten and its env resolved from the cached objects.
+    p.restart();
+    wait_line(&p, "app", Some(1), &want);
+    assert_eq!(
+        fs::read_link(vols.join("kubernetes.io~configmap/cfg/greeting")).unwrap(),
+        Path::new("..data/greeting")
+    );
+    assert!(is_mounted(&sec), "the secret volume is a tmpfs again");
+    assert!(!cp.apiserver_running());
+    assert!(!p.log().contains(&password));
+    cp.start_apiserver();
+}
+
+/// SIGKILLs the container's process through runc (either runtime's root).
+fn kill_container(c: &Containerd, id: &str) {
+    let killed = [c.runc_root().join("k8s.io"), c.runc_root()]
+        .iter()
+        .any(|root| {
+            std::process::Command::new("runc")
+                .arg("--root")
+                .arg(root)
+                .args(["kill", id, "KILL"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    assert!(killed, "runc kill {id}");
+}
