@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::PodSpec;
 
-use super::memory_notify::{usage_threshold, MemoryNotifier};
+use super::memory_notify::{usage_threshold, EventsWatch, MemoryNotifier};
 use super::Agent;
 use crate::cri::RuntimeService;
 use crate::node::eviction::{
@@ -34,6 +34,10 @@ use crate::rt;
 
 /// kubelet's `evictionMonitoringPeriod`.
 pub const MONITORING_PERIOD: Duration = Duration::from_secs(10);
+
+/// The least time between a pass a memory notification brought forward
+/// and the next wait for one.
+const EARLY_PASS_GAP: Duration = Duration::from_secs(1);
 
 /// Why and how a pod was evicted (kept on its entry).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,6 +76,8 @@ pub(super) struct EvictionState {
     max_pod_grace: i64,
     /// The QoS cgroups' CPU shares last written (rewritten when they change).
     qos_shares: std::cell::Cell<Option<qos::allocatable::QosShares>>,
+    /// Passes a memory notification brought forward (`picolet get node`).
+    notified_passes: std::cell::Cell<u64>,
 }
 
 impl EvictionState {
@@ -104,6 +110,7 @@ impl EvictionState {
             failing: RefCell::new(None),
             max_pod_grace: cfg.eviction.max_pod_grace_period,
             qos_shares: std::cell::Cell::new(None),
+            notified_passes: std::cell::Cell::new(0),
         }
     }
 }
@@ -121,12 +128,43 @@ impl<R: RuntimeService> Agent<R> {
         self.find_image_fs().await;
         self.enforce_node_allocatable();
         let mut notify_failed = false;
+        let mut events = self.watch_memory_events();
+        // The watch's own buffer: the pass's is borrowed across its awaits.
+        let mut buf = Buf::new();
         loop {
             self.eviction_pass().await;
+            if let Some(watch) = events.as_mut() {
+                match rt::timeout(MONITORING_PERIOD, watch.limit_reached(&mut buf)).await {
+                    None => {}
+                    Some(Ok(key)) => {
+                        log::info!(
+                            "eviction: the pods' memory reached node allocatable ({} {key}); measuring now",
+                            watch.file().display()
+                        );
+                        self.eviction
+                            .notified_passes
+                            .set(self.eviction.notified_passes.get() + 1);
+                        // A cgroup that stays at its limit keeps the file
+                        // changing: at most one early pass a second.
+                        rt::sleep(EARLY_PASS_GAP).await;
+                    }
+                    Some(Err(e)) => {
+                        log::warn!(
+                            "eviction: watching {}: {e}; 10 s passes only",
+                            watch.file().display()
+                        );
+                        events = None;
+                    }
+                }
+                continue;
+            }
             match self.arm_memory_notifier() {
                 Ok(Some(n)) => {
                     if rt::timeout(MONITORING_PERIOD, n.crossed()).await.is_some() {
                         log::info!("eviction: memory usage crossed its threshold; measuring now");
+                        self.eviction
+                            .notified_passes
+                            .set(self.eviction.notified_passes.get() + 1);
                     }
                 }
                 Ok(None) => rt::sleep(MONITORING_PERIOD).await,
@@ -139,6 +177,43 @@ impl<R: RuntimeService> Agent<R> {
                     }
                     rt::sleep(MONITORING_PERIOD).await;
                 }
+            }
+        }
+    }
+
+    /// On cgroup v2, the inotify watch on the `kubepods` cgroup's memory
+    /// events; `None` on v1, without a `memory.available` threshold, or when
+    /// it cannot be set up (logged).
+    fn watch_memory_events(&self) -> Option<EventsWatch> {
+        let paths = self.eviction.paths.borrow();
+        let wanted = paths.version == crate::cgroups::CgroupVersion::V2
+            && self
+                .eviction
+                .manager
+                .borrow()
+                .thresholds()
+                .iter()
+                .any(|t| t.signal == eviction::Signal::MemoryAvailable);
+        if !wanted {
+            return None;
+        }
+        let dir = stats::cgroup_dir(
+            &paths.cgroup_mount,
+            paths.version,
+            "memory",
+            &paths.pods_cgroup,
+        );
+        match EventsWatch::new(&dir, &mut self.eviction.buf.borrow_mut()) {
+            Ok(w) => {
+                log::info!("eviction: watching {} between passes", w.file().display());
+                Some(w)
+            }
+            Err(e) => {
+                log::warn!(
+                    "eviction: cannot watch {}: {e}; 10 s passes only",
+                    dir.display()
+                );
+                None
             }
         }
     }
@@ -507,6 +582,7 @@ impl<R: RuntimeService> Agent<R> {
             "conditions": conditions,
             "lastPassMicros": view.measure_micros,
             "maxPassMicros": view.max_measure_micros,
+            "notifiedPasses": self.eviction.notified_passes.get(),
         })
     }
 }

@@ -1,17 +1,36 @@
-//! The memcg threshold notification (cgroup v1 `cgroup.event_control` with
-//! an eventfd): the kernel wakes the eviction task as soon as the root
-//! cgroup's memory usage crosses the usage at which `memory.available`
-//! would meet its threshold, so a fast allocation is caught between two
-//! 10 s passes. Re-armed after every pass with the numbers of that pass
-//! (kubelet's `UpdateThreshold`). cgroup v2 has no usage thresholds; there
-//! the 10 s pass stays the only trigger for now.
+//! The memory notifications that wake the eviction task between two 10 s
+//! passes, so a fast allocation is caught before the next pass.
+//!
+//! - cgroup v1: the memcg threshold notification (`cgroup.event_control`
+//!   with an eventfd). The kernel wakes the task as soon as the root
+//!   cgroup's memory usage crosses the usage at which `memory.available`
+//!   would meet its threshold. Re-armed after every pass with the numbers
+//!   of that pass (kubelet's `UpdateThreshold`).
+//! - cgroup v2 has no usage thresholds. The `kubepods` cgroup's
+//!   `memory.events.local` (`memory.events` on kernels without it) is
+//!   watched with inotify: the kernel reports a file-modified event when
+//!   one of its counters changes, and a `max`, `high`, `oom` or `oom_kill`
+//!   that grew means the pods together reached node allocatable (the limit
+//!   enforced on `kubepods`). The pass that follows decides with the same
+//!   thresholds as every other pass.
+//!
+//! PSI triggers (`memory.pressure` with `some <stall> <window>`) are not
+//! used: a trigger fd reports itself with `POLLPRI` and is otherwise always
+//! readable, and `smol::Async` waits on readable/writable only, so it would
+//! wake at once forever; a thread blocked in `poll` would break the
+//! process's thread budget.
 
 use std::fs::File;
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 use smol::Async;
+
+use crate::node::stats::memory::MemoryEvents;
+use crate::node::stats::Buf;
 
 /// One armed notification; dropping it (closing the eventfd) unregisters
 /// it in the kernel.
@@ -54,6 +73,73 @@ impl MemoryNotifier {
     }
 }
 
+/// The inotify watch on the `kubepods` cgroup's memory events (cgroup v2).
+pub(super) struct EventsWatch {
+    fd: Async<OwnedFd>,
+    file: PathBuf,
+    last: MemoryEvents,
+}
+
+impl EventsWatch {
+    /// Watches `memory.events.local` (else `memory.events`) in the v2
+    /// cgroup directory `dir`, from the counters it shows now.
+    pub fn new(dir: &Path, buf: &mut Buf) -> io::Result<EventsWatch> {
+        let local = dir.join("memory.events.local");
+        let file = if local.exists() {
+            local
+        } else {
+            dir.join("memory.events")
+        };
+        let last = read_events(&file, buf)?;
+        let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
+        inotify::add_watch(&fd, &file, WatchFlags::MODIFY)?;
+        Ok(EventsWatch {
+            fd: Async::new(fd)?,
+            file,
+            last,
+        })
+    }
+
+    /// The file watched.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// Resolves when a limit counter grew, with its key (`max`, `oom`...).
+    /// Changes of the other counters are absorbed.
+    pub async fn limit_reached(&mut self, buf: &mut Buf) -> io::Result<&'static str> {
+        loop {
+            self.fd.readable().await?;
+            self.drain()?;
+            let now = read_events(&self.file, buf)?;
+            let grown = now.grown_since(&self.last);
+            self.last = now;
+            if let Some(key) = grown {
+                return Ok(key);
+            }
+        }
+    }
+
+    /// Reads every queued inotify event (they only say "changed").
+    fn drain(&self) -> io::Result<()> {
+        let mut raw = [MaybeUninit::<u8>::uninit(); 512];
+        let mut reader = inotify::Reader::new(self.fd.get_ref(), &mut raw);
+        loop {
+            match reader.next() {
+                Ok(_) => {}
+                Err(rustix::io::Errno::AGAIN) => return Ok(()),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+fn read_events(file: &Path, buf: &mut Buf) -> io::Result<MemoryEvents> {
+    buf.parse(file, MemoryEvents::parse)
+        .map_err(io::Error::other)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,5 +150,25 @@ mod tests {
         for (capacity, threshold, inactive, want) in table {
             assert_eq!(usage_threshold(capacity, threshold, inactive), want);
         }
+    }
+
+    #[test]
+    fn a_grown_max_counter_in_the_watched_file_wakes_the_watch() {
+        let t = crate::cgroups::testutil::TempTree::new("memory-events-watch");
+        t.put(
+            "kubepods/memory.events",
+            "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n",
+        );
+        let dir = t.path().join("kubepods");
+        let mut buf = Buf::new();
+        let mut watch = EventsWatch::new(&dir, &mut buf).unwrap();
+        assert_eq!(watch.file(), dir.join("memory.events"));
+        // The kernel's file-modified event, and `max` grown.
+        t.put(
+            "kubepods/memory.events",
+            "low 1\nhigh 0\nmax 4\noom 0\noom_kill 0\n",
+        );
+        let key = smol::block_on(watch.limit_reached(&mut buf)).unwrap();
+        assert_eq!(key, "max");
     }
 }
