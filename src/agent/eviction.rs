@@ -407,9 +407,22 @@ impl<R: RuntimeService> Agent<R> {
 
     /// Writes node allocatable (capacity minus `systemReserved` and
     /// `kubeReserved`) into the `kubepods` cgroup, once at start, as
-    /// kubelet's container manager does with `enforceNodeAllocatable: [pods]`.
+    /// kubelet's container manager does with `enforceNodeAllocatable: [pods]`;
+    /// without `pods` there, the capacity (kubelet still sizes the cgroup).
     fn enforce_node_allocatable(&self) {
         let Some(cg) = &self.cgroups else { return };
+        let enforce = self.cfg.eviction.enforce_node_allocatable;
+        let [system_cgroup, kube_cgroup] = &self.cfg.eviction.reserved_cgroups;
+        for (on, key, cgroup) in [
+            (enforce.system_reserved, "system-reserved", system_cgroup),
+            (enforce.kube_reserved, "kube-reserved", kube_cgroup),
+        ] {
+            if on {
+                log::warn!(
+                    "enforceNodeAllocatable: {key:?} is not supported by picolet; {cgroup} is not limited"
+                );
+            }
+        }
         let capacity = qos::allocatable::Capacity {
             cpu_millis: self.node.borrow().cpu_millis.unwrap_or(0),
             memory_bytes: self.host.node_memory,
@@ -425,11 +438,16 @@ impl<R: RuntimeService> Agent<R> {
             capacity,
             self.cfg.eviction.system_reserved,
             self.cfg.eviction.kube_reserved,
-            self.cfg.cgroups_per_qos,
+            self.cfg.cgroups_per_qos && enforce.pods,
         );
+        let what = if self.cfg.cgroups_per_qos && enforce.pods {
+            "node allocatable"
+        } else {
+            "not enforcing node allocatable (enforceNodeAllocatable has no \"pods\"); capacity"
+        };
         match cg.enforce_node_allocatable(limits) {
             Ok(()) => log::info!(
-                "node allocatable on kubepods: memory {} bytes, cpu shares {}, pids {:?}",
+                "{what} on kubepods: memory {} bytes, cpu shares {}, pids {:?}",
                 limits.memory_bytes,
                 limits.cpu_shares,
                 limits.pids
