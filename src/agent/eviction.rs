@@ -78,6 +78,8 @@ pub(super) struct EvictionState {
     qos_shares: std::cell::Cell<Option<qos::allocatable::QosShares>>,
     /// Passes a memory notification brought forward (`picolet get node`).
     notified_passes: std::cell::Cell<u64>,
+    /// The last pass found imagefs on its own filesystem (disk ranking).
+    separate_imagefs: std::cell::Cell<bool>,
 }
 
 impl EvictionState {
@@ -111,6 +113,7 @@ impl EvictionState {
             max_pod_grace: cfg.eviction.max_pod_grace_period,
             qos_shares: std::cell::Cell::new(None),
             notified_passes: std::cell::Cell::new(0),
+            separate_imagefs: std::cell::Cell::new(false),
         }
     }
 }
@@ -306,6 +309,7 @@ impl<R: RuntimeService> Agent<R> {
             }
             *failing = first_error;
         }
+        self.eviction.separate_imagefs.set(stats.imagefs.is_some());
         eviction::observe(&stats, None)
     }
 
@@ -370,7 +374,7 @@ impl<R: RuntimeService> Agent<R> {
 
     /// Marks the first pod of the ranking as evicted and wakes its worker.
     pub(super) fn evict_one(&self, threshold: &Threshold, observed: Observation) {
-        let mut ranked = self.pod_usages(threshold.signal.condition());
+        let mut ranked = self.pod_usages(threshold.signal);
         eviction::rank(threshold.signal, &mut ranked);
         let Some(victim) = ranked.first() else {
             log::warn!(
@@ -507,8 +511,10 @@ impl<R: RuntimeService> Agent<R> {
     }
 
     /// The pods eviction may choose from (running, not already evicted or
-    /// being deleted), with the usage `condition`'s ranking needs.
-    fn pod_usages(&self, condition: Condition) -> Vec<PodUsage> {
+    /// being deleted), with the usage `signal`'s ranking needs.
+    fn pod_usages(&self, signal: eviction::Signal) -> Vec<PodUsage> {
+        let condition = signal.condition();
+        let parts = eviction::disk_parts(signal, self.eviction.separate_imagefs.get());
         let pods = self.pods.borrow();
         let paths = self.eviction.paths.borrow();
         let mut buf = self.eviction.buf.borrow_mut();
@@ -546,11 +552,20 @@ impl<R: RuntimeService> Agent<R> {
                             cg("pids").and_then(|d| stats::pids::read_current(&d, &mut buf).ok());
                     }
                     Condition::DiskPressure => {
-                        let dirs = [
-                            facts::pod_dir(&self.cfg.root_dir, uid),
-                            facts::log_dir(&self.cfg.pod_logs_dir, pod),
-                        ];
-                        u.ephemeral_usage = Some(dirs.iter().map(|d| disk_usage(d)).sum());
+                        let dirs = if parts.volumes_and_logs {
+                            vec![
+                                facts::pod_dir(&self.cfg.root_dir, uid),
+                                facts::log_dir(&self.cfg.pod_logs_dir, pod),
+                            ]
+                        } else {
+                            Vec::new()
+                        };
+                        let layers = cg("memory")
+                            .filter(|_| parts.writable_layer)
+                            .map(|d| writable_layers(&d, &paths.proc, &mut buf))
+                            .unwrap_or_default();
+                        u.ephemeral_usage =
+                            Some(dirs.iter().chain(&layers).map(|d| disk_usage(d)).sum());
                     }
                 }
                 u
@@ -619,6 +634,31 @@ fn ephemeral_request(spec: &PodSpec) -> u64 {
         })
         .filter_map(|q| crate::quantity::Quantity::parse(&q.0).ok()?.value().ok())
         .sum()
+}
+
+/// The writable layers of a pod's containers: for each child cgroup of the
+/// pod's (a container, or the sandbox), the overlay upper dir of its first
+/// process's root. Containers without a process (exited) have none to
+/// find; the sandbox's is nearly empty.
+fn writable_layers(pod_cgroup: &Path, proc: &Path, buf: &mut Buf) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(pod_cgroup) else {
+        return Vec::new();
+    };
+    let mut layers = Vec::new();
+    for entry in entries.flatten() {
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(Some(pid)) = stats::layer::first_pid(&entry.path(), buf) else {
+            continue;
+        };
+        if let Ok(Some(upper)) = stats::layer::upper_dir_of(proc, pid, buf) {
+            if !layers.contains(&upper) {
+                layers.push(upper);
+            }
+        }
+    }
+    layers
 }
 
 /// Bytes allocated under `dir` (blocks, as `du`), not following symlinks
