@@ -62,6 +62,8 @@ pub(super) struct EvictionView {
     pub measure_micros: u64,
     /// The longest such measurement since start.
     pub max_measure_micros: u64,
+    /// Passes since start.
+    pub passes: u64,
 }
 
 /// The eviction task's state.
@@ -333,17 +335,16 @@ impl<R: RuntimeService> Agent<R> {
                 );
             }
         }
-        let max_measure_micros = self
-            .eviction
-            .view
-            .borrow()
-            .max_measure_micros
-            .max(measure_micros);
+        let (max_measure_micros, passes) = {
+            let view = self.eviction.view.borrow();
+            (view.max_measure_micros.max(measure_micros), view.passes + 1)
+        };
         *self.eviction.view.borrow_mut() = EvictionView {
             observations: obs,
             met: decision.met.clone(),
             measure_micros,
             max_measure_micros,
+            passes,
         };
         self.readmit_static_pods(decision.conditions);
         self.update_qos_shares();
@@ -615,6 +616,7 @@ impl<R: RuntimeService> Agent<R> {
             "conditions": conditions,
             "lastPassMicros": view.measure_micros,
             "maxPassMicros": view.max_measure_micros,
+            "passes": view.passes,
             "notifiedPasses": self.eviction.notified_passes.get(),
         })
     }
