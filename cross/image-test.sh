@@ -60,7 +60,9 @@ mkfs.ext4 -q -F -L picolet-data "$disk"
 cmdline="$(cat "$img/cmdline.txt") picolet.test=1 picolet.testpod=$pod picolet.timeout=$((timeout_s - 30))"
 marker=PICOLET-POD-RUNNING
 if [[ "$scenario" == eviction ]]; then
-    cmdline+=" picolet.scenario=eviction picolet.cgroup=v2"
+    # The initramfs root is a tmpfs capped at half the RAM, and the image
+    # unpacks to ~106 MiB: at 256 MiB it must be a ramfs (no cap).
+    cmdline+=" rootfstype=ramfs picolet.scenario=eviction picolet.cgroup=v2"
     marker=PICOLET-EVICTION-PASS
 fi
 

@@ -184,12 +184,18 @@ fi
 # The line of `picolet get pods` for static pod NAME (NAME-<node>).
 pod_line() { picolet get pods 2>/dev/null | awk -v p="$1-$NODE" '$1 == p'; }
 # picolet's eviction passes since it started (GET /node).
-passes() { picolet get node -o json 2>/dev/null | sed -n 's/.*"passes":\([0-9]*\).*/\1/p'; }
-# The check, polled every second until the hog is Evicted; then, two
-# eviction passes later (time enough to evict another pod if the pressure
-# stayed), the Guaranteed and hello pods must still be Running with no
-# restart, and picolet never restarted (its restart loop counts in
-# /run/picolet.restarts) nor named by the OOM killer.
+passes() { picolet get node -o json 2>/dev/null | tr ',' '\n' | sed -n 's/.*"passes": *\([0-9]*\).*/\1/p'; }
+# Both survivors Running without a restart.
+survivors_running() {
+    for p in guaranteed hello; do
+        pod_line $p | awk '$3 == "Running" && $4 == 0 { ok = 1 } END { exit !ok }' || return 1
+    done
+}
+# The check, polled every second until the hog is Evicted; then, once two
+# more eviction passes ran (time enough to evict another pod if the
+# pressure stayed) and the survivors run, the Guaranteed and hello pods
+# must be Running with no restart, and picolet never restarted (its restart
+# loop counts in /run/picolet.restarts) nor named by the OOM killer.
 eviction_check() {
     end=$(($(cut -d. -f1 /proc/uptime) + TIMEOUT))
     while [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ]; do
@@ -197,7 +203,8 @@ eviction_check() {
             at="$(uptime_s)"
             p0="$(passes)"
             echo "eviction scenario: the hog was evicted at ${at}s (pass ${p0:-?}); waiting for two more passes"
-            while [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ] && [ "$(passes)" -lt $((${p0:-0} + 2)) ]; do
+            while [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ]; do
+                [ "$(passes)" -ge $((${p0:-0} + 2)) ] && survivors_running && break
                 sleep 1
             done
             fail=""
