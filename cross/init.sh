@@ -212,6 +212,11 @@ eviction_check() {
                 pod_line $p | awk '$3 == "Running" && $4 == 0 { ok = 1 } END { exit !ok }' ||
                     fail="$fail $p:$(pod_line $p | awk '{ print $3 "/restarts=" $4 }')"
             done
+            # The hog's own status: phase Failed, reason Evicted (one JSON
+            # chunk per pod, cut at each pod's metadata).
+            hog="$(picolet get pods -o json | tr -d '\n' | sed 's/"metadata": *{/\n/g' | grep "\"name\": *\"hog-$NODE\"")"
+            echo "$hog" | grep -q '"phase": *"Failed"' || fail="$fail hog-phase:$(echo "$hog" | grep -o '"phase": *"[A-Za-z]*"')"
+            echo "$hog" | grep -q '"reason": *"Evicted"' || fail="$fail hog-not-reason-Evicted"
             [ "$(cat /run/picolet.restarts 2>/dev/null)" = 0 ] || fail="$fail picolet-restarted"
             dmesg | grep -q 'Killed process [0-9]* (picolet)' && fail="$fail picolet-oom-killed"
             echo "eviction scenario: at $(uptime_s)s, pass $(passes):"
@@ -220,6 +225,7 @@ eviction_check() {
             picolet get node -o json | tr ',' '\n' | grep -E '"(passes|notifiedPasses|lastPassMicros|maxPassMicros)"' | tr '\n' ' '
             echo
             echo "picolet: $(grep -E '^Vm(RSS|HWM)' /proc/"$(pidof picolet | cut -d' ' -f1)"/status | tr -s ' \t\n' ' ')"
+            echo "hog: $(echo "$hog" | grep -o '"message": *"[^"]*"\|"phase": *"[A-Za-z]*"\|"reason": *"Evicted"' | tr '\n' ' ')"
             echo "kernel OOM kills during the test: $(dmesg | grep -c 'Killed process')"
             dmesg | grep 'Killed process' | sed 's/^/  /'
             if [ -z "$fail" ]; then
