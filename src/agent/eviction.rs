@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::PodSpec;
 
-use super::memory_notify::{usage_threshold, EventsWatch, MemoryNotifier};
+use super::memory_notify::{usage_threshold, EventsWatch, MemoryNotifier, PsiTrigger};
 use super::Agent;
 use crate::cri::RuntimeService;
 use crate::node::eviction::{
@@ -134,33 +134,13 @@ impl<R: RuntimeService> Agent<R> {
         self.enforce_node_allocatable();
         let mut notify_failed = false;
         let mut events = self.watch_memory_events();
+        let mut psi = events.as_ref().and_then(|_| arm_psi_trigger());
         // The watch's own buffer: the pass's is borrowed across its awaits.
         let mut buf = Buf::new();
         loop {
             self.eviction_pass().await;
-            if let Some(watch) = events.as_mut() {
-                match rt::timeout(MONITORING_PERIOD, watch.limit_reached(&mut buf)).await {
-                    None => {}
-                    Some(Ok(key)) => {
-                        log::info!(
-                            "eviction: the pods' memory reached node allocatable ({} {key}); measuring now",
-                            watch.file().display()
-                        );
-                        self.eviction
-                            .notified_passes
-                            .set(self.eviction.notified_passes.get() + 1);
-                        // A cgroup that stays at its limit keeps the file
-                        // changing: at most one early pass a second.
-                        rt::sleep(EARLY_PASS_GAP).await;
-                    }
-                    Some(Err(e)) => {
-                        log::warn!(
-                            "eviction: watching {}: {e}; 10 s passes only",
-                            watch.file().display()
-                        );
-                        events = None;
-                    }
-                }
+            if events.is_some() || psi.is_some() {
+                self.wait_v2(&mut events, &mut psi, &mut buf).await;
                 continue;
             }
             match self.arm_memory_notifier() {
@@ -184,6 +164,68 @@ impl<R: RuntimeService> Agent<R> {
                 }
             }
         }
+    }
+
+    /// Waits (cgroup v2) for the next pass: [`MONITORING_PERIOD`], or less
+    /// when the `kubepods` memory events or the PSI trigger say so. A
+    /// notification that fails is dropped (logged) for good.
+    async fn wait_v2(
+        &self,
+        events: &mut Option<EventsWatch>,
+        psi: &mut Option<PsiTrigger>,
+        buf: &mut Buf,
+    ) {
+        enum Woke {
+            Events(std::io::Result<&'static str>),
+            Psi(std::io::Result<()>),
+        }
+        let woke = {
+            let by_events = async {
+                match events.as_mut() {
+                    Some(w) => Woke::Events(w.limit_reached(buf).await),
+                    None => smol::future::pending().await,
+                }
+            };
+            let by_psi = async {
+                match psi.as_ref() {
+                    Some(p) => Woke::Psi(p.fired().await),
+                    None => smol::future::pending().await,
+                }
+            };
+            rt::timeout(MONITORING_PERIOD, smol::future::or(by_events, by_psi)).await
+        };
+        let file = || {
+            events
+                .as_ref()
+                .map(|w| w.file().display().to_string())
+                .unwrap_or_default()
+        };
+        match woke {
+            None => return,
+            Some(Woke::Events(Ok(key))) => log::info!(
+                "eviction: the pods' memory reached node allocatable ({} {key}); measuring now",
+                file()
+            ),
+            Some(Woke::Psi(Ok(()))) => {
+                log::info!("eviction: memory pressure stalled tasks (PSI); measuring now")
+            }
+            Some(Woke::Events(Err(e))) => {
+                log::warn!("eviction: watching {}: {e}; not any more", file());
+                *events = None;
+                return;
+            }
+            Some(Woke::Psi(Err(e))) => {
+                log::warn!("eviction: the PSI trigger on {PSI_MEMORY}: {e}; not any more");
+                *psi = None;
+                return;
+            }
+        }
+        self.eviction
+            .notified_passes
+            .set(self.eviction.notified_passes.get() + 1);
+        // A cgroup that stays at its limit keeps the file changing, and a
+        // stall keeps firing: at most one early pass a second.
+        rt::sleep(EARLY_PASS_GAP).await;
     }
 
     /// On cgroup v2, the inotify watch on the `kubepods` cgroup's memory
@@ -619,6 +661,24 @@ impl<R: RuntimeService> Agent<R> {
             "passes": view.passes,
             "notifiedPasses": self.eviction.notified_passes.get(),
         })
+    }
+}
+
+/// The node's memory pressure file.
+const PSI_MEMORY: &str = "/proc/pressure/memory";
+
+/// The PSI trigger: 100 ms of stall within a 1 s window (the kernel's
+/// smallest window is 500 ms).
+fn arm_psi_trigger() -> Option<PsiTrigger> {
+    match PsiTrigger::arm(Path::new(PSI_MEMORY), 100_000, 1_000_000) {
+        Ok(t) => {
+            log::info!("eviction: PSI trigger armed on {PSI_MEMORY} (100 ms stalled in 1 s)");
+            Some(t)
+        }
+        Err(e) => {
+            log::info!("eviction: no PSI trigger on {PSI_MEMORY} ({e})");
+            None
+        }
     }
 }
 

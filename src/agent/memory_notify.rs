@@ -14,11 +14,15 @@
 //!   enforced on `kubepods`). The pass that follows decides with the same
 //!   thresholds as every other pass.
 //!
-//! PSI triggers (`memory.pressure` with `some <stall> <window>`) are not
-//! used: a trigger fd reports itself with `POLLPRI` and is otherwise always
-//! readable, and `smol::Async` waits on readable/writable only, so it would
-//! wake at once forever; a thread blocked in `poll` would break the
-//! process's thread budget.
+//! - cgroup v2 also arms a PSI trigger on the node's memory pressure
+//!   (`/proc/pressure/memory`, `some <stall> <window>`): it fires when
+//!   tasks stalled on memory (reclaim, refaults) for that long within the
+//!   window, which is how a node running out of memory shows itself before
+//!   the pods reach allocatable. A trigger fd reports with `POLLPRI` and is
+//!   otherwise always readable, and `smol::Async` waits on readable only,
+//!   so the trigger sits in an epoll instance of its own, registered for
+//!   `EPOLLPRI`: that epoll fd becomes readable exactly when the trigger
+//!   fires, and `Async` waits on it with no extra thread.
 
 use std::fs::File;
 use std::io;
@@ -26,6 +30,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use rustix::event::epoll;
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 use smol::Async;
 
@@ -135,6 +140,52 @@ impl EventsWatch {
     }
 }
 
+/// A PSI trigger, waited for through its own epoll instance.
+pub(super) struct PsiTrigger {
+    _psi: OwnedFd,
+    epoll: Async<OwnedFd>,
+}
+
+impl PsiTrigger {
+    /// Arms `some <stall_us> <window_us>` on the pressure file `file`
+    /// (`/proc/pressure/memory`, or a cgroup's `memory.pressure`).
+    pub fn arm(file: &Path, stall_us: u64, window_us: u64) -> io::Result<PsiTrigger> {
+        use rustix::fs::{Mode, OFlags};
+        let psi = rustix::fs::open(
+            file,
+            OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let line = format!("some {stall_us} {window_us}\0");
+        rustix::io::write(&psi, line.as_bytes())?;
+        let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        epoll::add(
+            &ep,
+            &psi,
+            epoll::EventData::new_u64(0),
+            epoll::EventFlags::PRI,
+        )?;
+        Ok(PsiTrigger {
+            _psi: psi,
+            epoll: Async::new(ep)?,
+        })
+    }
+
+    /// Resolves when the trigger fired.
+    pub async fn fired(&self) -> io::Result<()> {
+        self.epoll.readable().await?;
+        // Empty the inner ready list (the trigger's event itself was taken
+        // when the reactor polled the epoll fd).
+        let mut events = [MaybeUninit::<epoll::Event>::uninit(); 2];
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        epoll::wait(self.epoll.get_ref(), &mut events[..], Some(&zero))?;
+        Ok(())
+    }
+}
+
 fn read_events(file: &Path, buf: &mut Buf) -> io::Result<MemoryEvents> {
     buf.parse(file, MemoryEvents::parse)
         .map_err(io::Error::other)
@@ -170,5 +221,27 @@ mod tests {
         );
         let key = smol::block_on(watch.limit_reached(&mut buf)).unwrap();
         assert_eq!(key, "max");
+    }
+
+    #[test]
+    fn a_psi_trigger_is_armed_behind_an_epoll_instance_of_its_own() {
+        let file = Path::new("/proc/pressure/memory");
+        match PsiTrigger::arm(file, 100_000, 1_000_000) {
+            Ok(t) => {
+                // The epoll instance holding it can be waited on.
+                let mut events = [MaybeUninit::<epoll::Event>::uninit(); 1];
+                let zero = rustix::event::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                epoll::wait(t.epoll.get_ref(), &mut events[..], Some(&zero)).unwrap();
+            }
+            // A kernel without PSI, or not root: nothing to test here.
+            Err(e) => eprintln!("skipped: {}: {e}", file.display()),
+        }
+        // A trigger the kernel refuses (window under 500 ms) is an error.
+        if file.exists() && rustix::process::geteuid().is_root() {
+            assert!(PsiTrigger::arm(file, 1_000, 10_000).is_err());
+        }
     }
 }
