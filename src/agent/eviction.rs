@@ -571,7 +571,14 @@ impl<R: RuntimeService> Agent<R> {
         let paths = self.eviction.paths.borrow();
         let mut buf = self.eviction.buf.borrow_mut();
         pods.iter()
-            .filter(|(_, e)| !e.deleted && e.evicted.is_none() && e.observed.is_active())
+            // Every pod that runs or is starting (its sandbox not observed
+            // yet): a pod whose first containers are filling memory may not
+            // have been observed by the time a notified pass ranks.
+            .filter(|(_, e)| {
+                !e.deleted
+                    && e.evicted.is_none()
+                    && (e.observed.is_active() || e.observed.sandboxes.is_empty())
+            })
             .map(|(uid, e)| {
                 let pod = &e.pod;
                 let spec = accessors::spec(pod);

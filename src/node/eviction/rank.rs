@@ -41,13 +41,19 @@ fn above(usage: Option<u64>, request: u64) -> i128 {
 /// sort is stable: pods that rank equal keep their order.
 pub fn rank(signal: Signal, pods: &mut [PodUsage]) {
     match signal.condition() {
+        // A pod whose usage could not be read goes first, as kubelet ranks
+        // it (`exceedMemoryRequests`/`exceedDiskRequests` order pods without
+        // stats before those with): a pod just started, whose memory may be
+        // what the pressure is, is never shielded by being unmeasured.
         Condition::MemoryPressure => pods.sort_by_key(|p| {
             let over = above(p.memory_working_set, p.memory_request);
-            (p.critical, over <= 0, p.priority, Reverse(over))
+            let measured = p.memory_working_set.is_some();
+            (p.critical, measured, over <= 0, p.priority, Reverse(over))
         }),
         Condition::DiskPressure => pods.sort_by_key(|p| {
             let over = above(p.ephemeral_usage, p.ephemeral_request);
-            (p.critical, over <= 0, p.priority, Reverse(over))
+            let measured = p.ephemeral_usage.is_some();
+            (p.critical, measured, over <= 0, p.priority, Reverse(over))
         }),
         Condition::PIDPressure => {
             pods.sort_by_key(|p| (p.critical, p.priority, Reverse(p.processes.unwrap_or(0))))
@@ -117,6 +123,15 @@ mod tests {
                 &["besteffort", "guaranteed"],
             ),
             (
+                "a pod whose usage could not be read goes first, as with kubelet",
+                vec![
+                    pod("burstable", 0, 16 * MI, Some(MI)),
+                    pod("starting", 0, 0, None),
+                    pod("guaranteed", 0, 100 * MI, Some(90 * MI)),
+                ],
+                &["starting", "guaranteed", "burstable"],
+            ),
+            (
                 "among pods above their requests, the lower priority goes first",
                 vec![
                     pod("high", 1000, 0, Some(500 * MI)),
@@ -141,11 +156,6 @@ mod tests {
                     pod("z", 0, 100 * MI, Some(90 * MI)),
                 ],
                 &["z", "y", "x"],
-            ),
-            (
-                "a pod without stats counts as using nothing",
-                vec![pod("nostats", 0, 0, None), pod("user", 0, 0, Some(MI))],
-                &["user", "nostats"],
             ),
         ];
         for (what, pods, want) in table {
