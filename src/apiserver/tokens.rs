@@ -6,6 +6,9 @@
 //!   audience and expiry asked for, and the pod it is bound to (the Node
 //!   authorizer lets a node create tokens only for its own pods' service
 //!   accounts, with the pod as bound object).
+//! - [`keys_of`]: the keys a pod's projected volumes need (service
+//!   account `default` when unset, expiry 3600 s when unset, no audience
+//!   meaning the API server's default ones).
 //! - [`Manager`]: per key, the last token and when to ask again. A token
 //!   is refreshed at 80 % of its lifetime or 24 h after it was requested,
 //!   whichever comes first (kubelet's token manager rule); the lifetime is
@@ -26,6 +29,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::{Pod, ServiceAccountTokenProjection};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde::Deserialize;
 
@@ -224,6 +228,45 @@ impl Manager {
     }
 }
 
+/// The service account a pod runs as (`default` when unset).
+pub fn service_account_of(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.as_deref())
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default")
+}
+
+/// The key of one projected `serviceAccountToken` source of `pod`.
+pub fn key_for(pod: &Pod, src: &ServiceAccountTokenProjection) -> Option<TokenKey> {
+    let meta = &pod.metadata;
+    Some(TokenKey {
+        namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
+        service_account: service_account_of(pod).to_string(),
+        audience: src.audience.clone().filter(|a| !a.is_empty()),
+        expiration_seconds: src.expiration_seconds.unwrap_or(DEFAULT_EXPIRATION_SECONDS),
+        pod_name: meta.name.clone()?,
+        pod_uid: meta.uid.clone()?,
+    })
+}
+
+/// Every token `pod`'s projected volumes need (what [`Manager::track`]
+/// is fed with). A pod without name or uid (not from the API) has none.
+pub fn keys_of(pod: &Pod) -> Vec<TokenKey> {
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref());
+    let mut out: Vec<TokenKey> = volumes
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.projected.as_ref())
+        .flat_map(|p| p.sources.iter().flatten())
+        .filter_map(|s| s.service_account_token.as_ref())
+        .filter_map(|s| key_for(pod, s))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// The TokenRequest's path (`serviceaccounts/<sa>/token` subresource).
 pub fn request_path(key: &TokenKey) -> String {
     format!(
@@ -403,6 +446,42 @@ mod tests {
         // The restored token is already past 80 %: due at once.
         let due = m.take_due(t(0));
         assert_eq!(due, vec![key("a"), key("b")]);
+    }
+
+    #[test]
+    fn the_keys_of_a_pod_come_from_its_projections_with_kubelets_defaults() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "apps", "uid": "u1"},
+            "spec": {
+                "serviceAccountName": "builder",
+                "containers": [],
+                "volumes": [
+                    {"name": "kube-api-access-x", "projected": {"sources": [
+                        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+                        {"configMap": {"name": "kube-root-ca.crt"}}
+                    ]}},
+                    {"name": "vault", "projected": {"sources": [
+                        {"serviceAccountToken": {"path": "t", "audience": "vault"}},
+                        {"serviceAccountToken": {"path": "t2", "audience": "vault"}}
+                    ]}}
+                ]
+            }
+        }))
+        .unwrap();
+        let keys = keys_of(&pod);
+        assert_eq!(keys.len(), 2, "{keys:?}");
+        assert_eq!(keys[0].audience, None);
+        assert_eq!(keys[0].expiration_seconds, 3607);
+        assert_eq!(keys[0].service_account, "builder");
+        assert_eq!(keys[0].namespace, "apps");
+        assert_eq!(keys[1].audience.as_deref(), Some("vault"));
+        assert_eq!(keys[1].expiration_seconds, DEFAULT_EXPIRATION_SECONDS);
+        assert_eq!((&*keys[1].pod_name, &*keys[1].pod_uid), ("web", "u1"));
+        let mut anonymous = pod.clone();
+        anonymous.metadata.uid = None;
+        assert!(keys_of(&anonymous).is_empty());
+        anonymous.spec.as_mut().unwrap().service_account_name = None;
+        assert_eq!(service_account_of(&anonymous), "default");
     }
 
     #[test]
