@@ -81,8 +81,8 @@ pub mod reflector;
 pub mod request;
 pub mod status_manager;
 pub mod status_sync;
-pub mod tokens;
 pub mod tls;
+pub mod tokens;
 pub mod transport;
 pub mod watch;
 
