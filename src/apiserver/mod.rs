@@ -37,6 +37,9 @@
 //! - [`events`]: pure: the event recorder (kubelet's deduplication with
 //!   counts, token-bucket rate limit, bounded offline buffer);
 //!   [`event_sync`]: its sending task, the agent's event sink.
+//! - [`tokens`]: pure: the service-account token manager (when to send a
+//!   TokenRequest, kubelet's 80 % / 24 h refresh rule, back-off, the
+//!   request body and the two fields read from the reply).
 //! - [`node`], [`lease`], [`status_manager`], [`mirror`]: pure builders of
 //!   what the node writes: its Node object and conditions, its heartbeat
 //!   Lease, pod status patches and the queue keeping the latest status per
@@ -57,7 +60,7 @@
 //! pod sources: the agent (or a source built on this module) decides what
 //! to do with [`reflector::Event`]s. The pure modules ([`request`],
 //! [`watch`], [`reflector`], [`node`], [`lease`], [`status_manager`],
-//! [`mirror`], [`events`])
+//! [`mirror`], [`events`], [`tokens`])
 //! never import smol, hyper, rustls or `std::fs`;
 //! time and randomness come in as arguments.
 
@@ -79,6 +82,7 @@ pub mod request;
 pub mod status_manager;
 pub mod status_sync;
 pub mod tls;
+pub mod tokens;
 pub mod transport;
 pub mod watch;
 
