@@ -198,8 +198,22 @@ fn as_cached(pod: &Value) -> CachedPod {
             .unwrap_or_default()
             .into(),
         labels: pod["metadata"]["labels"].clone(),
-        annotations: pod["metadata"]["annotations"].clone(),
+        annotations: without_last_applied(&pod["metadata"]["annotations"]),
     }
+}
+
+/// The pod cache deliberately drops `kubectl apply`'s copy of the object
+/// (`apiserver::pods::slim`): compare the rest. No annotation left and no
+/// annotations at all are the same.
+fn without_last_applied(annotations: &Value) -> Value {
+    let mut a = annotations.clone();
+    if let Some(map) = a.as_object_mut() {
+        map.remove("kubectl.kubernetes.io/last-applied-configuration");
+        if map.is_empty() {
+            return Value::Null;
+        }
+    }
+    a
 }
 
 /// A deterministic pseudo-random sequence (xorshift64*), so the chaos
