@@ -37,6 +37,10 @@
 //! - [`events`]: pure: the event recorder (kubelet's deduplication with
 //!   counts, token-bucket rate limit, bounded offline buffer);
 //!   [`event_sync`]: its sending task, the agent's event sink.
+//! - [`csr`] and [`der`]: pure: the TLS bootstrap's node key (ECDSA
+//!   P-256 via ring), its PKCS#10 request for `system:node:<name>`, the
+//!   issued certificate's validity and the jittered rotation deadline,
+//!   written and read by a tiny DER codec.
 //! - [`node`], [`lease`], [`status_manager`], [`mirror`]: pure builders of
 //!   what the node writes: its Node object and conditions, its heartbeat
 //!   Lease, pod status patches and the queue keeping the latest status per
@@ -57,12 +61,14 @@
 //! pod sources: the agent (or a source built on this module) decides what
 //! to do with [`reflector::Event`]s. The pure modules ([`request`],
 //! [`watch`], [`reflector`], [`node`], [`lease`], [`status_manager`],
-//! [`mirror`], [`events`])
+//! [`mirror`], [`events`], [`csr`], [`der`])
 //! never import smol, hyper, rustls or `std::fs`;
 //! time and randomness come in as arguments.
 
 pub mod cache;
 pub mod configs;
+pub mod csr;
+pub mod der;
 pub mod event_sync;
 pub mod events;
 pub mod heartbeat;
