@@ -40,7 +40,8 @@
 //! - [`csr`] and [`der`]: pure: the TLS bootstrap's node key (ECDSA
 //!   P-256 via ring), its PKCS#10 request for `system:node:<name>`, the
 //!   issued certificate's validity and the jittered rotation deadline,
-//!   written and read by a tiny DER codec.
+//!   written and read by a tiny DER codec; [`bootstrap`]: pure: the
+//!   CertificateSigningRequest object, its status, the node kubeconfig.
 //! - [`node`], [`lease`], [`status_manager`], [`mirror`]: pure builders of
 //!   what the node writes: its Node object and conditions, its heartbeat
 //!   Lease, pod status patches and the queue keeping the latest status per
@@ -61,10 +62,12 @@
 //! pod sources: the agent (or a source built on this module) decides what
 //! to do with [`reflector::Event`]s. The pure modules ([`request`],
 //! [`watch`], [`reflector`], [`node`], [`lease`], [`status_manager`],
-//! [`mirror`], [`events`], [`csr`], [`der`])
+//! [`mirror`], [`events`], [`csr`], [`der`],
+//! [`bootstrap`])
 //! never import smol, hyper, rustls or `std::fs`;
 //! time and randomness come in as arguments.
 
+pub mod bootstrap;
 pub mod cache;
 pub mod configs;
 pub mod csr;
