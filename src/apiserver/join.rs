@@ -13,12 +13,16 @@
 //! - the watch of the node's own Node object ([`NodeWatch`]), whose labels
 //!   and taints admission uses from then on.
 //!
-//! Nothing here waits for the API server: every piece retries on its own,
+//! With `--bootstrap-kubeconfig` and no `--kubeconfig` file, the node first
+//! gets its client certificate ([`bootstrap_client_certificate`]), and
+//! waits for it as kubelet does. After that, nothing here waits for the
+//! API server: every piece retries on its own,
 //! and the node runs its cached and static pods meanwhile.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use super::bootstrap_join::{bootstrap_client_certificate, BootstrapJoinError};
 use super::configs::ConfigWatches;
 use super::event_sync::EventSync;
 use super::heartbeat::{Heartbeat, HeartbeatConfig};
@@ -41,6 +45,8 @@ pub enum JoinError {
     #[error(transparent)]
     Tls(#[from] TlsError),
     #[error(transparent)]
+    Bootstrap(#[from] BootstrapJoinError),
+    #[error(transparent)]
     NodeLabels(#[from] NodeLabelError),
 }
 
@@ -62,6 +68,16 @@ pub fn join(
         return Ok(None);
     };
     validate_node_labels(&cfg.node_labels)?;
+    if let (Some(bootstrap), false) = (&cfg.bootstrap_kubeconfig, path.exists()) {
+        // kubelet blocks here too: without a certificate there is no node.
+        rt::block_on(bootstrap_client_certificate(
+            bootstrap,
+            path,
+            &cfg.root_dir,
+            node_name,
+            cfg.allow_insecure_kubeconfig,
+        ))?;
+    }
     let kc = kubeconfig::load(path, cfg.allow_insecure_kubeconfig)?;
     log::info!(
         "joining the cluster at {} as node {node_name} (kubeconfig {})",

@@ -41,7 +41,8 @@
 //!   P-256 via ring), its PKCS#10 request for `system:node:<name>`, the
 //!   issued certificate's validity and the jittered rotation deadline,
 //!   written and read by a tiny DER codec; [`bootstrap`]: pure: the
-//!   CertificateSigningRequest object, its status, the node kubeconfig.
+//!   CertificateSigningRequest object, its status, the node kubeconfig;
+//!   [`bootstrap_join`]: posting the CSR, waiting, writing the files.
 //! - [`node`], [`lease`], [`status_manager`], [`mirror`]: pure builders of
 //!   what the node writes: its Node object and conditions, its heartbeat
 //!   Lease, pod status patches and the queue keeping the latest status per
@@ -68,6 +69,7 @@
 //! time and randomness come in as arguments.
 
 pub mod bootstrap;
+pub mod bootstrap_join;
 pub mod cache;
 pub mod configs;
 pub mod csr;
