@@ -148,5 +148,9 @@ fn a_fresh_node_joins_with_a_bootstrap_token_alone_and_becomes_ready_with_an_iss
     assert!(text.contains("BEGIN CERTIFICATE") && text.contains("BEGIN PRIVATE KEY"));
     // The node's own identity works: it may read its Node.
     let out = cp.kubectl_as(&p.dir().join("kubelet.conf"), &["get", "node", &node]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -164,3 +164,97 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), BootstrapJoinError> {
         .map_err(err)?;
     std::fs::rename(&tmp, path).map_err(err)
 }
+
+/// Whether `kubeconfig_path` must be (re)made with the bootstrap
+/// credential: it does not exist, or its client certificate expired at
+/// `now_unix` (a board offline past its certificate's lifetime). Says so
+/// in the log; an unreadable certificate is left to the join to report.
+pub fn needs_bootstrap(kubeconfig_path: &Path, allow_insecure: bool, now_unix: i64) -> bool {
+    if !kubeconfig_path.exists() {
+        log::info!(
+            "TLS bootstrap: {} does not exist yet",
+            kubeconfig_path.display()
+        );
+        return true;
+    }
+    let Ok(kc) = kubeconfig::load(kubeconfig_path, allow_insecure) else {
+        return false;
+    };
+    let Some(cert) = kc.client_certificate.as_ref() else {
+        return false;
+    };
+    let validity = cert
+        .read(kubeconfig_path)
+        .ok()
+        .and_then(|pem| super::csr::first_certificate_der(&pem).ok())
+        .and_then(|der| super::csr::Validity::of_certificate(&der).ok());
+    match validity {
+        Some(v) if v.expired_at(now_unix) => {
+            log::warn!(
+                "TLS bootstrap: the client certificate of {} expired {} s ago; falling back to the bootstrap credential (--bootstrap-kubeconfig)",
+                kubeconfig_path.display(),
+                now_unix - v.not_after
+            );
+            true
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    #[test]
+    fn a_missing_kubeconfig_needs_the_bootstrap() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(needs_bootstrap(&dir.path().join("kubelet.conf"), false, 0));
+    }
+
+    #[test]
+    fn an_expired_client_certificate_falls_back_to_the_bootstrap_and_a_valid_one_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let pem = dir.path().join("client.pem");
+        let ok = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+            .args([
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-subj",
+                "/CN=n",
+                "-days",
+                "1",
+            ])
+            .arg("-keyout")
+            .arg(&pem)
+            .arg("-out")
+            .arg(dir.path().join("cert.pem"))
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            eprintln!("openssl not usable: skipping");
+            return;
+        }
+        let mut both = std::fs::read(dir.path().join("cert.pem")).unwrap();
+        both.extend(std::fs::read(&pem).unwrap());
+        std::fs::write(&pem, &both).unwrap();
+        let v = crate::apiserver::csr::Validity::of_certificate(
+            &crate::apiserver::csr::first_certificate_der(&both).unwrap(),
+        )
+        .unwrap();
+        let kc = dir.path().join("kubelet.conf");
+        std::fs::write(
+            &kc,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\n    certificate-authority: {p}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\nusers:\n- name: u\n  user:\n    client-certificate: {p}\n    client-key: {p}\n",
+                p = pem.display()
+            ),
+        )
+        .unwrap();
+        kubeconfig::load(&kc, false).unwrap();
+        assert!(!needs_bootstrap(&kc, false, v.not_before));
+        assert!(needs_bootstrap(&kc, false, v.not_after));
+    }
+}

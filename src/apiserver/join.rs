@@ -13,7 +13,8 @@
 //! - the watch of the node's own Node object ([`NodeWatch`]), whose labels
 //!   and taints admission uses from then on.
 //!
-//! With `--bootstrap-kubeconfig` and no `--kubeconfig` file, the node first
+//! With `--bootstrap-kubeconfig` and no `--kubeconfig` file (or one whose
+//! client certificate has expired), the node first
 //! gets its client certificate ([`bootstrap_client_certificate`]), and
 //! waits for it as kubelet does. After that, nothing here waits for the
 //! API server: every piece retries on its own,
@@ -22,7 +23,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use super::bootstrap_join::{bootstrap_client_certificate, BootstrapJoinError};
+use super::bootstrap_join::{bootstrap_client_certificate, needs_bootstrap, BootstrapJoinError};
 use super::configs::ConfigWatches;
 use super::event_sync::EventSync;
 use super::heartbeat::{Heartbeat, HeartbeatConfig};
@@ -68,7 +69,14 @@ pub fn join(
         return Ok(None);
     };
     validate_node_labels(&cfg.node_labels)?;
-    if let (Some(bootstrap), false) = (&cfg.bootstrap_kubeconfig, path.exists()) {
+    let now_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    if let Some(bootstrap) = cfg
+        .bootstrap_kubeconfig
+        .as_ref()
+        .filter(|_| needs_bootstrap(path, cfg.allow_insecure_kubeconfig, now_unix))
+    {
         // kubelet blocks here too: without a certificate there is no node.
         rt::block_on(bootstrap_client_certificate(
             bootstrap,
