@@ -11,6 +11,8 @@
 #   make test-cross            `cargo test --lib` of every target under qemu-user
 #   make image BOARD=rpi4      kernel + initramfs image into out/rpi4/
 #   make image-test BOARD=qemu-x86_64   boot it twice under qemu-system (TCG)
+#   make image-test-eviction BOARD=qemu-x86_64   boot it once with 256 MiB,
+#                              cgroup v2 and a memory hog: the hog is evicted
 #   make clean-board-images    remove out/ (images and the package cache);
 #                              also a prerequisite of `clean-images`
 
@@ -23,7 +25,7 @@ BOARD ?= qemu-x86_64
 # Seconds per boot in image-test.
 IMAGE_TEST_TIMEOUT ?= 300
 
-.PHONY: cross-deps cross test-cross image image-test clean-images clean-board-images
+.PHONY: cross-deps cross test-cross image image-test image-test-eviction clean-images clean-board-images
 
 cross-deps:
 	bash $(CROSS_DIR)/deps.sh
@@ -39,6 +41,11 @@ image: cross-deps
 
 image-test: image
 	IMAGE_TEST_TIMEOUT=$(IMAGE_TEST_TIMEOUT) bash $(CROSS_DIR)/image-test.sh $(BOARD)
+
+# Node-pressure eviction on a small board (issue #10): cross/image-test.sh's
+# eviction scenario, one boot.
+image-test-eviction: image
+	IMAGE_TEST_TIMEOUT=$(IMAGE_TEST_TIMEOUT) IMAGE_TEST_SCENARIO=eviction bash $(CROSS_DIR)/image-test.sh $(BOARD)
 
 # The top-level Makefile has its own `clean-images` (test images); a rule
 # without a recipe only adds a prerequisite, so both cleanups run and

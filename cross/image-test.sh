@@ -11,10 +11,19 @@
 # pod Running again (adopted or restarted from the persisted state). Each
 # boot has a hard timeout; on failure the tail of its console log is shown.
 #
+# IMAGE_TEST_SCENARIO=eviction (`make image-test-eviction`) boots once
+# instead, with 256 MiB and the unified cgroup hierarchy, and init runs the
+# eviction scenario (cross/scenarios/eviction/): a Guaranteed pod and a
+# BestEffort pod that grows its memory until it is stopped, beside the
+# board's static pods. It passes on "PICOLET-EVICTION-PASS": the hog was
+# Evicted (phase Failed) while the Guaranteed pod and the static pods kept
+# running without a restart and picolet was never restarted nor OOM-killed.
+#
 # Usage: cross/image-test.sh BOARD
 # Env:   IMAGE_TEST_TIMEOUT (seconds per boot, default 300)
 #        IMAGE_TEST_VERBOSE=1 (stream the console while it boots)
-#        IMAGE_TEST_MEM (MiB, default 512), IMAGE_TEST_POD (default hello)
+#        IMAGE_TEST_MEM (MiB, default 512; 256 for the eviction scenario),
+#        IMAGE_TEST_POD (default hello), IMAGE_TEST_SCENARIO (eviction)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -32,7 +41,12 @@ for f in vmlinuz initrd.img cmdline.txt; do
     [[ -f "$img/$f" ]] || die "$img/$f missing: run 'make image BOARD=$board' first"
 done
 timeout_s="${IMAGE_TEST_TIMEOUT:-300}"
-mem="${IMAGE_TEST_MEM:-512}"
+scenario="${IMAGE_TEST_SCENARIO:-}"
+case "$scenario" in
+    "") mem="${IMAGE_TEST_MEM:-512}" ;;
+    eviction) mem="${IMAGE_TEST_MEM:-256}" ;;
+    *) die "unknown IMAGE_TEST_SCENARIO '$scenario' (known: eviction)" ;;
+esac
 pod="${IMAGE_TEST_POD:-hello}"
 tdir="$img/test"
 rm -rf "$tdir"
@@ -44,6 +58,13 @@ truncate -s 2G "$disk"
 mkfs.ext4 -q -F -L picolet-data "$disk"
 
 cmdline="$(cat "$img/cmdline.txt") picolet.test=1 picolet.testpod=$pod picolet.timeout=$((timeout_s - 30))"
+marker=PICOLET-POD-RUNNING
+if [[ "$scenario" == eviction ]]; then
+    # The initramfs root is a tmpfs capped at half the RAM, and the image
+    # unpacks to ~106 MiB: at 256 MiB it must be a ramfs (no cap).
+    cmdline+=" rootfstype=ramfs picolet.scenario=eviction picolet.cgroup=v2"
+    marker=PICOLET-EVICTION-PASS
+fi
 
 boot() { # N -> sets MARKER_LINE, BOOT_WALL
     local n="$1" logf="$tdir/console-boot$1.log" start rc
@@ -65,19 +86,34 @@ boot() { # N -> sets MARKER_LINE, BOOT_WALL
     fi
     set -e
     BOOT_WALL=$(($(date +%s) - start))
-    MARKER_LINE="$(tr -d '\r' <"$logf" | grep -a '^PICOLET-POD-RUNNING ' | tail -n 1 || true)"
+    MARKER_LINE="$(tr -d '\r' <"$logf" | grep -a "^$marker " | tail -n 1 || true)"
     if [[ -z "$MARKER_LINE" ]]; then
         echo "---- tail of $logf ----" >&2
         tr -d '\r' <"$logf" | tail -n 80 >&2
         echo "---- end of console ----" >&2
+        tr -d '\r' <"$logf" | grep -a '^PICOLET-EVICTION-FAIL ' >&2 || true
         if (( rc == 124 || rc == 137 )); then
-            die "boot $n: no PICOLET-POD-RUNNING within ${timeout_s}s (qemu killed)"
+            die "boot $n: no $marker within ${timeout_s}s (qemu killed)"
         fi
-        die "boot $n: qemu exited ($rc) without PICOLET-POD-RUNNING"
+        die "boot $n: qemu exited ($rc) without $marker"
     fi
     echo "  $MARKER_LINE   (host wall clock ${BOOT_WALL}s)"
-    tr -d '\r' <"$logf" | grep -a -A6 '^PICOLET-POD-RUNNING ' | tail -n +2 | sed 's/^/  | /'
+    if [[ "$scenario" == eviction ]]; then
+        tr -d '\r' <"$logf" | sed -n '/^eviction scenario: /,/^PICOLET-EVICTION-PASS /p' | sed 's/^/  | /'
+    else
+        tr -d '\r' <"$logf" | grep -a -A6 "^$marker " | tail -n +2 | sed 's/^/  | /'
+    fi
 }
+
+if [[ "$scenario" == eviction ]]; then
+    boot 1
+    echo
+    echo "image-test $board (eviction, ${mem} MiB, cgroup v2): the BestEffort hog was evicted;"
+    echo "  the Guaranteed and static pods kept running, picolet was never OOM-killed"
+    echo "  (qemu wall ${BOOT_WALL}s)"
+    echo "image-test-eviction: 1 passed, 0 failed"
+    exit 0
+fi
 
 boot 1
 first="$MARKER_LINE" first_wall=$BOOT_WALL

@@ -16,6 +16,13 @@
 #   picolet.test=1                  image-test mode: print PICOLET-POD-RUNNING
 #                                   when the test pod runs, then power off
 #   picolet.testpod=NAME            pod to wait for (default: hello)
+#   picolet.scenario=eviction       test mode runs the eviction scenario instead:
+#                                   the static pods of /usr/share/picolet/
+#                                   scenarios/eviction/ are added (a Guaranteed
+#                                   pod and a BestEffort memory hog), and it
+#                                   prints PICOLET-EVICTION-PASS once the hog is
+#                                   Evicted while the other pods and picolet
+#                                   survived (else PICOLET-EVICTION-FAIL)
 #   picolet.timeout=SECONDS         test mode gives up after this (default 270)
 #   picolet.shell=1                 also start a root shell on the console
 #   picolet.verbose=N               picolet -v level
@@ -50,7 +57,7 @@ log() { echo "init: $*"; }
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 
 # Command line options.
-HOSTNAME_OPT="" CGROUP_OPT="" TEST=0 TESTPOD=hello TIMEOUT=270 SHELL_OPT=0 VERBOSE=""
+HOSTNAME_OPT="" CGROUP_OPT="" TEST=0 SCENARIO="" TESTPOD=hello TIMEOUT=270 SHELL_OPT=0 VERBOSE=""
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         picolet.data=*) DATA_DEVICE="${arg#picolet.data=}" ;;
@@ -58,6 +65,7 @@ for arg in $(cat /proc/cmdline); do
         picolet.cgroup=*) CGROUP_OPT="${arg#picolet.cgroup=}" ;;
         picolet.test=1) TEST=1 ;;
         picolet.testpod=*) TESTPOD="${arg#picolet.testpod=}" ;;
+        picolet.scenario=*) SCENARIO="${arg#picolet.scenario=}" ;;
         picolet.timeout=*) TIMEOUT="${arg#picolet.timeout=}" ;;
         picolet.shell=1) SHELL_OPT=1 ;;
         picolet.verbose=*) VERBOSE="${arg#picolet.verbose=}" ;;
@@ -172,8 +180,81 @@ else
     log "this image has no containerd (see boards/README.md); picolet will wait for a runtime"
 fi
 
+# --- eviction scenario: its pods, and the check -------------------------------------------
+# The line of `picolet get pods` for static pod NAME (NAME-<node>).
+pod_line() { picolet get pods 2>/dev/null | awk -v p="$1-$NODE" '$1 == p'; }
+# picolet's eviction passes since it started (GET /node).
+passes() { picolet get node -o json 2>/dev/null | tr ',' '\n' | sed -n 's/.*"passes": *\([0-9]*\).*/\1/p'; }
+# Both survivors Running without a restart.
+survivors_running() {
+    for p in guaranteed hello; do
+        pod_line $p | awk '$3 == "Running" && $4 == 0 { ok = 1 } END { exit !ok }' || return 1
+    done
+}
+# The check, polled every second until the hog is Evicted; then, once two
+# more eviction passes ran (time enough to evict another pod if the
+# pressure stayed) and the survivors run, the Guaranteed and hello pods
+# must be Running with no restart, and picolet never restarted (its restart
+# loop counts in /run/picolet.restarts) nor named by the OOM killer.
+eviction_check() {
+    end=$(($(cut -d. -f1 /proc/uptime) + TIMEOUT))
+    while [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ]; do
+        if pod_line hog | grep -q ' Evicted '; then
+            at="$(uptime_s)"
+            p0="$(passes)"
+            echo "eviction scenario: the hog was evicted at ${at}s (pass ${p0:-?}); waiting for two more passes"
+            while [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ]; do
+                [ "$(passes)" -ge $((${p0:-0} + 2)) ] && survivors_running && break
+                sleep 1
+            done
+            fail=""
+            for p in guaranteed hello; do
+                pod_line $p | awk '$3 == "Running" && $4 == 0 { ok = 1 } END { exit !ok }' ||
+                    fail="$fail $p:$(pod_line $p | awk '{ print $3 "/restarts=" $4 }')"
+            done
+            # The hog's own status: phase Failed, reason Evicted (one JSON
+            # chunk per pod, cut at each pod's metadata).
+            hog="$(picolet get pods -o json | tr -d '\n' | sed 's/"metadata": *{/\n/g' | grep "\"name\": *\"hog-$NODE\"")"
+            echo "$hog" | grep -q '"phase": *"Failed"' || fail="$fail hog-phase:$(echo "$hog" | grep -o '"phase": *"[A-Za-z]*"')"
+            echo "$hog" | grep -q '"reason": *"Evicted"' || fail="$fail hog-not-reason-Evicted"
+            [ "$(cat /run/picolet.restarts 2>/dev/null)" = 0 ] || fail="$fail picolet-restarted"
+            dmesg | grep -q 'Killed process [0-9]* (picolet)' && fail="$fail picolet-oom-killed"
+            echo "eviction scenario: at $(uptime_s)s, pass $(passes):"
+            picolet get node
+            picolet get pods
+            picolet get node -o json | tr ',' '\n' | grep -E '"(passes|notifiedPasses|lastPassMicros|maxPassMicros)"' | tr '\n' ' '
+            echo
+            echo "picolet: $(grep -E '^Vm(RSS|HWM)' /proc/"$(pidof picolet | cut -d' ' -f1)"/status | tr -s ' \t\n' ' ')"
+            echo "hog: $(echo "$hog" | grep -o '"message": *"[^"]*"\|"phase": *"[A-Za-z]*"\|"reason": *"Evicted"' | tr '\n' ' ')"
+            echo "kernel OOM kills during the test: $(dmesg | grep -c 'Killed process')"
+            dmesg | grep 'Killed process' | sed 's/^/  /'
+            if [ -z "$fail" ]; then
+                echo "PICOLET-EVICTION-PASS $at boot=$BOOT board=$BOARD mem=$(awk '/MemTotal/ { print $2 }' /proc/meminfo)kB"
+            else
+                echo "PICOLET-EVICTION-FAIL $at:$fail"
+            fi
+            return 0
+        fi
+        sleep 1
+    done
+    echo "PICOLET-EVICTION-FAIL $(uptime_s): the hog was not evicted within ${TIMEOUT}s"
+    picolet get node || true
+    picolet get pods || true
+}
+if [ "$SCENARIO" = eviction ]; then
+    cp /usr/share/picolet/scenarios/eviction/*.yaml /etc/kubernetes/manifests/
+    log "eviction scenario: static pods $(ls /usr/share/picolet/scenarios/eviction | tr '\n' ' ')"
+fi
+
 # --- test mode: wait for the pod, report, power off -------------------------------------
-if [ "$TEST" = 1 ]; then
+if [ "$TEST" = 1 ] && [ "$SCENARIO" = eviction ]; then
+    (
+        eviction_check
+        sync
+        sleep 1
+        poweroff -f
+    ) &
+elif [ "$TEST" = 1 ]; then
     (
         end=$(($(cut -d. -f1 /proc/uptime) + TIMEOUT))
         while [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ]; do
@@ -203,6 +284,7 @@ mkdir -p /run/picolet /var/lib/picolet
 restarts=0 delay=2
 while :; do
     log "starting picolet (restart $restarts) at $(uptime_s)s"
+    echo $restarts >/run/picolet.restarts
     started=$(cut -d. -f1 /proc/uptime)
     # shellcheck disable=SC2086
     picolet run --config /etc/picolet/config.yaml --board "$BOARD" \

@@ -199,6 +199,10 @@ bash "$CROSS_DIR/images.sh" "$work/images" "$pkgs/bin/busybox" "$CROSS_CC" "$OCI
 cp "$work/images/busybox.tar" "$work/images/pause.tar" "$stage/usr/share/picolet/images/"
 echo docker.io/library/busybox:latest >"$stage/usr/share/picolet/images/busybox.ref"
 echo registry.k8s.io/pause:3.9 >"$stage/usr/share/picolet/images/pause.ref"
+# The image tests' scenarios (cross/image-test.sh), inert unless
+# picolet.scenario= names one on the kernel command line.
+mkdir -p "$stage/usr/share/picolet/scenarios"
+cp -a "$CROSS_DIR/scenarios/." "$stage/usr/share/picolet/scenarios/"
 cp -a "$bdir/rootfs/." "$stage/"
 install -m 0644 "$bdir/config.yaml" "$stage/etc/picolet/config.yaml"
 echo "$board" >"$stage/etc/picolet/board"

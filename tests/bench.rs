@@ -16,7 +16,10 @@
 //!   `KUBELET=path` names its binary (`bench/kubelet.rs`); without it the
 //!   table says it is absent.
 //!
-//! It prints the ratios picolet / bare client and picolet / kubelet.
+//! It prints the ratios picolet / bare client and picolet / kubelet, and
+//! for issue #10 the cost of one eviction pass (the node's stats from the
+//! kernel plus the decision; `lastPassMicros`/`maxPassMicros` of `GET
+//! /node`) with the row's VmRSS, eviction being on by default.
 //!
 //! Then, for issue-3's scale check, 100 pods each with three probes
 //! (startup and readiness httpGet, liveness tcpSocket) at periodSeconds 1:
@@ -72,6 +75,9 @@ struct Row {
     idle_window: Duration,
     /// The longest single poll since start (the pod start included).
     longest: String,
+    /// Issue #10: one eviction pass (the node's stats read from the
+    /// kernel plus the manager's decision), last and longest, from `GET /node`.
+    eviction_pass: (String, String),
 }
 
 impl Row {
@@ -163,6 +169,19 @@ fn longest_poll(p: &Picolet) -> String {
     .unwrap_or_else(|| "-".into())
 }
 
+/// The last and the longest eviction pass (stats collection plus
+/// decision), as `picolet get node` reports them.
+fn eviction_pass(p: &Picolet) -> (String, String) {
+    let node: serde_json::Value = serde_json::from_str(&p.get("/node").1).unwrap_or_default();
+    let us = |k: &str| {
+        node[k]
+            .as_u64()
+            .map(|v| format!("{:.2} ms", v as f64 / 1000.0))
+            .unwrap_or_else(|| "-".into())
+    };
+    (us("lastPassMicros"), us("maxPassMicros"))
+}
+
 /// After the start: let the first syncs settle, then the idle window.
 fn footprint(pid: u32, idle: Duration, row: &mut Row) {
     std::thread::sleep(Duration::from_secs(2));
@@ -200,6 +219,7 @@ fn measure_picolet(n: usize, idle: Duration) -> Row {
     };
     footprint(pid, idle, &mut row);
     row.longest = longest_poll(&p);
+    row.eviction_pass = eviction_pass(&p);
     if let Some(dir) = std::env::var_os("PICOLET_BENCH_LOGS") {
         let to = Path::new(&dir).join(format!("picolet-{n}.log"));
         let _ = std::fs::copy(p.log_path(), &to);
@@ -520,6 +540,18 @@ fn main() {
             r.threads,
             r.cpu_per_min(),
             r.longest
+        );
+    }
+    println!();
+    println!("| pods | eviction pass: stats + decision, last | longest since start | VmRSS (eviction on) |");
+    println!("|-----:|---:|---:|---:|");
+    for r in measured.iter().map(|m| &m.picolet) {
+        println!(
+            "| {:>4} | {} | {} | {:.1} MiB |",
+            r.pods,
+            r.eviction_pass.0,
+            r.eviction_pass.1,
+            r.rss_kib as f64 / 1024.0
         );
     }
     let probe_pods: usize = std::env::var("PICOLET_BENCH_PROBE_PODS")

@@ -91,11 +91,17 @@ fn assert_untouched(p: &Picolet, name: &str, id: &str) {
         .find_pod(name)
         .unwrap_or_else(|| panic!("pod {name} gone"));
     assert_eq!(phase(&pod), "Running", "{pod}");
-    assert_eq!(
-        running_id(&pod).as_deref(),
-        Some(id),
-        "{name} restarted: {pod}"
-    );
+    if running_id(&pod).as_deref() != Some(id) {
+        let log = p.log();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(name) || l.contains("eviction") || l.contains("kill"))
+            .collect();
+        panic!(
+            "{name} restarted (was {id}): {pod}\npicolet's log about it:\n{}",
+            lines.join("\n")
+        );
+    }
     assert_ne!(pod["status"]["reason"], "Evicted", "{pod}");
 }
 

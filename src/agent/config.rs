@@ -61,9 +61,14 @@ pub struct EvictionConfig {
     pub image_gc_low_threshold_percent: u8,
     pub image_minimum_gc_age: Duration,
     /// `systemReserved` and `kubeReserved`, enforced on the `kubepods`
-    /// cgroup (kubelet's default `enforceNodeAllocatable: [pods]`).
+    /// cgroup when `enforceNodeAllocatable` has `pods`.
     pub system_reserved: crate::qos::allocatable::Reserved,
     pub kube_reserved: crate::qos::allocatable::Reserved,
+    /// `enforceNodeAllocatable`.
+    pub enforce_node_allocatable: crate::config::EnforceNodeAllocatable,
+    /// `systemReservedCgroup` and `kubeReservedCgroup` (named in the log
+    /// only: picolet does not limit them).
+    pub reserved_cgroups: [String; 2],
 }
 
 /// A configuration the agent cannot run with.
@@ -120,6 +125,11 @@ impl AgentConfig {
                 image_minimum_gc_age: cfg.image_minimum_gc_age,
                 system_reserved: reserved(&cfg.system_reserved),
                 kube_reserved: reserved(&cfg.kube_reserved),
+                enforce_node_allocatable: cfg.enforce_node_allocatable,
+                reserved_cgroups: [
+                    cfg.system_reserved_cgroup.clone(),
+                    cfg.kube_reserved_cgroup.clone(),
+                ],
             },
         })
     }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::PodSpec;
 
-use super::memory_notify::{keeps, usage_threshold, MemoryNotifier};
+use super::memory_notify::{keeps, usage_threshold, EventsWatch, MemoryNotifier, PsiTrigger};
 use super::Agent;
 use crate::cri::RuntimeService;
 use crate::node::eviction::{
@@ -34,6 +34,10 @@ use crate::rt;
 
 /// kubelet's `evictionMonitoringPeriod`.
 pub const MONITORING_PERIOD: Duration = Duration::from_secs(10);
+
+/// The least time between a pass a memory notification brought forward
+/// and the next wait for one.
+const EARLY_PASS_GAP: Duration = Duration::from_secs(1);
 
 /// Why and how a pod was evicted (kept on its entry).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +62,8 @@ pub(super) struct EvictionView {
     pub measure_micros: u64,
     /// The longest such measurement since start.
     pub max_measure_micros: u64,
+    /// Passes since start.
+    pub passes: u64,
 }
 
 /// The eviction task's state.
@@ -72,6 +78,10 @@ pub(super) struct EvictionState {
     max_pod_grace: i64,
     /// The QoS cgroups' CPU shares last written (rewritten when they change).
     qos_shares: std::cell::Cell<Option<qos::allocatable::QosShares>>,
+    /// Passes a memory notification brought forward (`picolet get node`).
+    notified_passes: std::cell::Cell<u64>,
+    /// The last pass found imagefs on its own filesystem (disk ranking).
+    separate_imagefs: std::cell::Cell<bool>,
 }
 
 impl EvictionState {
@@ -104,6 +114,8 @@ impl EvictionState {
             failing: RefCell::new(None),
             max_pod_grace: cfg.eviction.max_pod_grace_period,
             qos_shares: std::cell::Cell::new(None),
+            notified_passes: std::cell::Cell::new(0),
+            separate_imagefs: std::cell::Cell::new(false),
         }
     }
 }
@@ -121,13 +133,24 @@ impl<R: RuntimeService> Agent<R> {
         self.find_image_fs().await;
         self.enforce_node_allocatable();
         let mut notify_failed = false;
+        let mut events = self.watch_memory_events();
+        let mut psi = events.as_ref().and_then(|_| arm_psi_trigger());
+        // The watch's own buffer: the pass's is borrowed across its awaits.
+        let mut buf = Buf::new();
         let mut armed = None;
         loop {
             self.eviction_pass().await;
+            if events.is_some() || psi.is_some() {
+                self.wait_v2(&mut events, &mut psi, &mut buf).await;
+                continue;
+            }
             match self.arm_memory_notifier(armed.take()) {
                 Ok(Some(n)) => {
                     if rt::timeout(MONITORING_PERIOD, n.crossed()).await.is_some() {
                         log::info!("eviction: memory usage crossed its threshold; measuring now");
+                        self.eviction
+                            .notified_passes
+                            .set(self.eviction.notified_passes.get() + 1);
                     }
                     armed = Some(n);
                 }
@@ -141,6 +164,105 @@ impl<R: RuntimeService> Agent<R> {
                     }
                     rt::sleep(MONITORING_PERIOD).await;
                 }
+            }
+        }
+    }
+
+    /// Waits (cgroup v2) for the next pass: [`MONITORING_PERIOD`], or less
+    /// when the `kubepods` memory events or the PSI trigger say so. A
+    /// notification that fails is dropped (logged) for good.
+    async fn wait_v2(
+        &self,
+        events: &mut Option<EventsWatch>,
+        psi: &mut Option<PsiTrigger>,
+        buf: &mut Buf,
+    ) {
+        enum Woke {
+            Events(std::io::Result<&'static str>),
+            Psi(std::io::Result<()>),
+        }
+        let woke = {
+            let by_events = async {
+                match events.as_mut() {
+                    Some(w) => Woke::Events(w.limit_reached(buf).await),
+                    None => smol::future::pending().await,
+                }
+            };
+            let by_psi = async {
+                match psi.as_ref() {
+                    Some(p) => Woke::Psi(p.fired().await),
+                    None => smol::future::pending().await,
+                }
+            };
+            rt::timeout(MONITORING_PERIOD, smol::future::or(by_events, by_psi)).await
+        };
+        let file = || {
+            events
+                .as_ref()
+                .map(|w| w.file().display().to_string())
+                .unwrap_or_default()
+        };
+        match woke {
+            None => return,
+            Some(Woke::Events(Ok(key))) => log::info!(
+                "eviction: the pods' memory reached node allocatable ({} {key}); measuring now",
+                file()
+            ),
+            Some(Woke::Psi(Ok(()))) => {
+                log::info!("eviction: memory pressure stalled tasks (PSI); measuring now")
+            }
+            Some(Woke::Events(Err(e))) => {
+                log::warn!("eviction: watching {}: {e}; not any more", file());
+                *events = None;
+                return;
+            }
+            Some(Woke::Psi(Err(e))) => {
+                log::warn!("eviction: the PSI trigger on {PSI_MEMORY}: {e}; not any more");
+                *psi = None;
+                return;
+            }
+        }
+        self.eviction
+            .notified_passes
+            .set(self.eviction.notified_passes.get() + 1);
+        // A cgroup that stays at its limit keeps the file changing, and a
+        // stall keeps firing: at most one early pass a second.
+        rt::sleep(EARLY_PASS_GAP).await;
+    }
+
+    /// On cgroup v2, the inotify watch on the `kubepods` cgroup's memory
+    /// events; `None` on v1, without a `memory.available` threshold, or when
+    /// it cannot be set up (logged).
+    fn watch_memory_events(&self) -> Option<EventsWatch> {
+        let paths = self.eviction.paths.borrow();
+        let wanted = paths.version == crate::cgroups::CgroupVersion::V2
+            && self
+                .eviction
+                .manager
+                .borrow()
+                .thresholds()
+                .iter()
+                .any(|t| t.signal == eviction::Signal::MemoryAvailable);
+        if !wanted {
+            return None;
+        }
+        let dir = stats::cgroup_dir(
+            &paths.cgroup_mount,
+            paths.version,
+            "memory",
+            &paths.pods_cgroup,
+        );
+        match EventsWatch::new(&dir, &mut self.eviction.buf.borrow_mut()) {
+            Ok(w) => {
+                log::info!("eviction: watching {} between passes", w.file().display());
+                Some(w)
+            }
+            Err(e) => {
+                log::warn!(
+                    "eviction: cannot watch {}: {e}; 10 s passes only",
+                    dir.display()
+                );
+                None
             }
         }
     }
@@ -240,6 +362,7 @@ impl<R: RuntimeService> Agent<R> {
             }
             *failing = first_error;
         }
+        self.eviction.separate_imagefs.set(stats.imagefs.is_some());
         eviction::observe(&stats, None)
     }
 
@@ -263,17 +386,16 @@ impl<R: RuntimeService> Agent<R> {
                 );
             }
         }
-        let max_measure_micros = self
-            .eviction
-            .view
-            .borrow()
-            .max_measure_micros
-            .max(measure_micros);
+        let (max_measure_micros, passes) = {
+            let view = self.eviction.view.borrow();
+            (view.max_measure_micros.max(measure_micros), view.passes + 1)
+        };
         *self.eviction.view.borrow_mut() = EvictionView {
             observations: obs,
             met: decision.met.clone(),
             measure_micros,
             max_measure_micros,
+            passes,
         };
         self.readmit_static_pods(decision.conditions);
         self.update_qos_shares();
@@ -304,7 +426,7 @@ impl<R: RuntimeService> Agent<R> {
 
     /// Marks the first pod of the ranking as evicted and wakes its worker.
     pub(super) fn evict_one(&self, threshold: &Threshold, observed: Observation) {
-        let mut ranked = self.pod_usages(threshold.signal.condition());
+        let mut ranked = self.pod_usages(threshold.signal);
         eviction::rank(threshold.signal, &mut ranked);
         let Some(victim) = ranked.first() else {
             log::warn!(
@@ -341,9 +463,22 @@ impl<R: RuntimeService> Agent<R> {
 
     /// Writes node allocatable (capacity minus `systemReserved` and
     /// `kubeReserved`) into the `kubepods` cgroup, once at start, as
-    /// kubelet's container manager does with `enforceNodeAllocatable: [pods]`.
+    /// kubelet's container manager does with `enforceNodeAllocatable: [pods]`;
+    /// without `pods` there, the capacity (kubelet still sizes the cgroup).
     fn enforce_node_allocatable(&self) {
         let Some(cg) = &self.cgroups else { return };
+        let enforce = self.cfg.eviction.enforce_node_allocatable;
+        let [system_cgroup, kube_cgroup] = &self.cfg.eviction.reserved_cgroups;
+        for (on, key, cgroup) in [
+            (enforce.system_reserved, "system-reserved", system_cgroup),
+            (enforce.kube_reserved, "kube-reserved", kube_cgroup),
+        ] {
+            if on {
+                log::warn!(
+                    "enforceNodeAllocatable: {key:?} is not supported by picolet; {cgroup} is not limited"
+                );
+            }
+        }
         let capacity = qos::allocatable::Capacity {
             cpu_millis: self.node.borrow().cpu_millis.unwrap_or(0),
             memory_bytes: self.host.node_memory,
@@ -359,11 +494,16 @@ impl<R: RuntimeService> Agent<R> {
             capacity,
             self.cfg.eviction.system_reserved,
             self.cfg.eviction.kube_reserved,
-            self.cfg.cgroups_per_qos,
+            self.cfg.cgroups_per_qos && enforce.pods,
         );
+        let what = if self.cfg.cgroups_per_qos && enforce.pods {
+            "node allocatable"
+        } else {
+            "not enforcing node allocatable (enforceNodeAllocatable has no \"pods\"); capacity"
+        };
         match cg.enforce_node_allocatable(limits) {
             Ok(()) => log::info!(
-                "node allocatable on kubepods: memory {} bytes, cpu shares {}, pids {:?}",
+                "{what} on kubepods: memory {} bytes, cpu shares {}, pids {:?}",
                 limits.memory_bytes,
                 limits.cpu_shares,
                 limits.pids
@@ -423,13 +563,22 @@ impl<R: RuntimeService> Agent<R> {
     }
 
     /// The pods eviction may choose from (running, not already evicted or
-    /// being deleted), with the usage `condition`'s ranking needs.
-    fn pod_usages(&self, condition: Condition) -> Vec<PodUsage> {
+    /// being deleted), with the usage `signal`'s ranking needs.
+    fn pod_usages(&self, signal: eviction::Signal) -> Vec<PodUsage> {
+        let condition = signal.condition();
+        let parts = eviction::disk_parts(signal, self.eviction.separate_imagefs.get());
         let pods = self.pods.borrow();
         let paths = self.eviction.paths.borrow();
         let mut buf = self.eviction.buf.borrow_mut();
         pods.iter()
-            .filter(|(_, e)| !e.deleted && e.evicted.is_none() && e.observed.is_active())
+            // Every pod that runs or is starting (its sandbox not observed
+            // yet): a pod whose first containers are filling memory may not
+            // have been observed by the time a notified pass ranks.
+            .filter(|(_, e)| {
+                !e.deleted
+                    && e.evicted.is_none()
+                    && (e.observed.is_active() || e.observed.sandboxes.is_empty())
+            })
             .map(|(uid, e)| {
                 let pod = &e.pod;
                 let spec = accessors::spec(pod);
@@ -462,11 +611,20 @@ impl<R: RuntimeService> Agent<R> {
                             cg("pids").and_then(|d| stats::pids::read_current(&d, &mut buf).ok());
                     }
                     Condition::DiskPressure => {
-                        let dirs = [
-                            facts::pod_dir(&self.cfg.root_dir, uid),
-                            facts::log_dir(&self.cfg.pod_logs_dir, pod),
-                        ];
-                        u.ephemeral_usage = Some(dirs.iter().map(|d| disk_usage(d)).sum());
+                        let dirs = if parts.volumes_and_logs {
+                            vec![
+                                facts::pod_dir(&self.cfg.root_dir, uid),
+                                facts::log_dir(&self.cfg.pod_logs_dir, pod),
+                            ]
+                        } else {
+                            Vec::new()
+                        };
+                        let layers = cg("memory")
+                            .filter(|_| parts.writable_layer)
+                            .map(|d| writable_layers(&d, &paths.proc, &mut buf))
+                            .unwrap_or_default();
+                        u.ephemeral_usage =
+                            Some(dirs.iter().chain(&layers).map(|d| disk_usage(d)).sum());
                     }
                 }
                 u
@@ -516,7 +674,27 @@ impl<R: RuntimeService> Agent<R> {
             "conditions": conditions,
             "lastPassMicros": view.measure_micros,
             "maxPassMicros": view.max_measure_micros,
+            "passes": view.passes,
+            "notifiedPasses": self.eviction.notified_passes.get(),
         })
+    }
+}
+
+/// The node's memory pressure file.
+const PSI_MEMORY: &str = "/proc/pressure/memory";
+
+/// The PSI trigger: 100 ms of stall within a 1 s window (the kernel's
+/// smallest window is 500 ms).
+fn arm_psi_trigger() -> Option<PsiTrigger> {
+    match PsiTrigger::arm(Path::new(PSI_MEMORY), 100_000, 1_000_000) {
+        Ok(t) => {
+            log::info!("eviction: PSI trigger armed on {PSI_MEMORY} (100 ms stalled in 1 s)");
+            Some(t)
+        }
+        Err(e) => {
+            log::info!("eviction: no PSI trigger on {PSI_MEMORY} ({e})");
+            None
+        }
     }
 }
 
@@ -534,6 +712,31 @@ fn ephemeral_request(spec: &PodSpec) -> u64 {
         })
         .filter_map(|q| crate::quantity::Quantity::parse(&q.0).ok()?.value().ok())
         .sum()
+}
+
+/// The writable layers of a pod's containers: for each child cgroup of the
+/// pod's (a container, or the sandbox), the overlay upper dir of its first
+/// process's root. Containers without a process (exited) have none to
+/// find; the sandbox's is nearly empty.
+fn writable_layers(pod_cgroup: &Path, proc: &Path, buf: &mut Buf) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(pod_cgroup) else {
+        return Vec::new();
+    };
+    let mut layers = Vec::new();
+    for entry in entries.flatten() {
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(Some(pid)) = stats::layer::first_pid(&entry.path(), buf) else {
+            continue;
+        };
+        if let Ok(Some(upper)) = stats::layer::upper_dir_of(proc, pid, buf) {
+            if !layers.contains(&upper) {
+                layers.push(upper);
+            }
+        }
+    }
+    layers
 }
 
 /// Bytes allocated under `dir` (blocks, as `du`), not following symlinks

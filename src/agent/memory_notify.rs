@@ -1,22 +1,46 @@
-//! The memcg threshold notification (cgroup v1 `cgroup.event_control` with
-//! an eventfd): the kernel wakes the eviction task as soon as the root
-//! cgroup's memory usage crosses the usage at which `memory.available`
-//! would meet its threshold, so a fast allocation is caught between two
-//! 10 s passes. After every pass the wanted threshold is recomputed with
-//! that pass's numbers (kubelet's `UpdateThreshold`), but the armed one is
-//! kept while it is within [`keeps`]'s tolerance: registering a threshold
-//! blocked the agent's thread for 29 ms on this machine's v1 kernel (the
-//! kernel copies the threshold array and waits for an RCU grace period),
-//! every 10 s, for a number that moves by a few pages of page cache.
-//! cgroup v2 has no usage thresholds; there the 10 s pass stays the only
-//! trigger for now.
+//! The memory notifications that wake the eviction task between two 10 s
+//! passes, so a fast allocation is caught before the next pass.
+//!
+//! - cgroup v1: the memcg threshold notification (`cgroup.event_control`
+//!   with an eventfd). The kernel wakes the task as soon as the root
+//!   cgroup's memory usage crosses the usage at which `memory.available`
+//!   would meet its threshold. After every pass the wanted threshold is
+//!   recomputed with that pass's numbers (kubelet's `UpdateThreshold`), but
+//!   the armed one is kept while it is within [`keeps`]'s tolerance:
+//!   registering a threshold blocked the agent's thread for 29 ms on this
+//!   machine's v1 kernel (the kernel copies the threshold array and waits
+//!   for an RCU grace period), every 10 s, for a number that moves by a few
+//!   pages of page cache.
+//! - cgroup v2 has no usage thresholds. The `kubepods` cgroup's
+//!   `memory.events.local` (`memory.events` on kernels without it) is
+//!   watched with inotify: the kernel reports a file-modified event when
+//!   one of its counters changes, and a `max`, `high`, `oom` or `oom_kill`
+//!   that grew means the pods together reached node allocatable (the limit
+//!   enforced on `kubepods`). The pass that follows decides with the same
+//!   thresholds as every other pass.
+//!
+//! - cgroup v2 also arms a PSI trigger on the node's memory pressure
+//!   (`/proc/pressure/memory`, `some <stall> <window>`): it fires when
+//!   tasks stalled on memory (reclaim, refaults) for that long within the
+//!   window, which is how a node running out of memory shows itself before
+//!   the pods reach allocatable. A trigger fd reports with `POLLPRI` and is
+//!   otherwise always readable, and `smol::Async` waits on readable only,
+//!   so the trigger sits in an epoll instance of its own, registered for
+//!   `EPOLLPRI`: that epoll fd becomes readable exactly when the trigger
+//!   fires, and `Async` waits on it with no extra thread.
 
 use std::fs::File;
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use rustix::event::epoll;
+use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 use smol::Async;
+
+use crate::node::stats::memory::MemoryEvents;
+use crate::node::stats::Buf;
 
 /// One armed notification; dropping it (closing the eventfd) unregisters
 /// it in the kernel.
@@ -70,6 +94,119 @@ impl MemoryNotifier {
     }
 }
 
+/// The inotify watch on the `kubepods` cgroup's memory events (cgroup v2).
+pub(super) struct EventsWatch {
+    fd: Async<OwnedFd>,
+    file: PathBuf,
+    last: MemoryEvents,
+}
+
+impl EventsWatch {
+    /// Watches `memory.events.local` (else `memory.events`) in the v2
+    /// cgroup directory `dir`, from the counters it shows now.
+    pub fn new(dir: &Path, buf: &mut Buf) -> io::Result<EventsWatch> {
+        let local = dir.join("memory.events.local");
+        let file = if local.exists() {
+            local
+        } else {
+            dir.join("memory.events")
+        };
+        let last = read_events(&file, buf)?;
+        let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
+        inotify::add_watch(&fd, &file, WatchFlags::MODIFY)?;
+        Ok(EventsWatch {
+            fd: Async::new(fd)?,
+            file,
+            last,
+        })
+    }
+
+    /// The file watched.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// Resolves when a limit counter grew, with its key (`max`, `oom`...).
+    /// Changes of the other counters are absorbed.
+    pub async fn limit_reached(&mut self, buf: &mut Buf) -> io::Result<&'static str> {
+        loop {
+            self.fd.readable().await?;
+            self.drain()?;
+            let now = read_events(&self.file, buf)?;
+            let grown = now.grown_since(&self.last);
+            self.last = now;
+            if let Some(key) = grown {
+                return Ok(key);
+            }
+        }
+    }
+
+    /// Reads every queued inotify event (they only say "changed").
+    fn drain(&self) -> io::Result<()> {
+        let mut raw = [MaybeUninit::<u8>::uninit(); 512];
+        let mut reader = inotify::Reader::new(self.fd.get_ref(), &mut raw);
+        loop {
+            match reader.next() {
+                Ok(_) => {}
+                Err(rustix::io::Errno::AGAIN) => return Ok(()),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// A PSI trigger, waited for through its own epoll instance.
+pub(super) struct PsiTrigger {
+    _psi: OwnedFd,
+    epoll: Async<OwnedFd>,
+}
+
+impl PsiTrigger {
+    /// Arms `some <stall_us> <window_us>` on the pressure file `file`
+    /// (`/proc/pressure/memory`, or a cgroup's `memory.pressure`).
+    pub fn arm(file: &Path, stall_us: u64, window_us: u64) -> io::Result<PsiTrigger> {
+        use rustix::fs::{Mode, OFlags};
+        let psi = rustix::fs::open(
+            file,
+            OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let line = format!("some {stall_us} {window_us}\0");
+        rustix::io::write(&psi, line.as_bytes())?;
+        let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        epoll::add(
+            &ep,
+            &psi,
+            epoll::EventData::new_u64(0),
+            epoll::EventFlags::PRI,
+        )?;
+        Ok(PsiTrigger {
+            _psi: psi,
+            epoll: Async::new(ep)?,
+        })
+    }
+
+    /// Resolves when the trigger fired.
+    pub async fn fired(&self) -> io::Result<()> {
+        self.epoll.readable().await?;
+        // Empty the inner ready list (the trigger's event itself was taken
+        // when the reactor polled the epoll fd).
+        let mut events = [MaybeUninit::<epoll::Event>::uninit(); 2];
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        epoll::wait(self.epoll.get_ref(), &mut events[..], Some(&zero))?;
+        Ok(())
+    }
+}
+
+fn read_events(file: &Path, buf: &mut Buf) -> io::Result<MemoryEvents> {
+    buf.parse(file, MemoryEvents::parse)
+        .map_err(io::Error::other)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +224,48 @@ mod tests {
         let table = [(1000, 100, 0, 900), (1000, 100, 50, 950), (100, 200, 0, 0)];
         for (capacity, threshold, inactive, want) in table {
             assert_eq!(usage_threshold(capacity, threshold, inactive), want);
+        }
+    }
+
+    #[test]
+    fn a_grown_max_counter_in_the_watched_file_wakes_the_watch() {
+        let t = crate::cgroups::testutil::TempTree::new("memory-events-watch");
+        t.put(
+            "kubepods/memory.events",
+            "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n",
+        );
+        let dir = t.path().join("kubepods");
+        let mut buf = Buf::new();
+        let mut watch = EventsWatch::new(&dir, &mut buf).unwrap();
+        assert_eq!(watch.file(), dir.join("memory.events"));
+        // The kernel's file-modified event, and `max` grown.
+        t.put(
+            "kubepods/memory.events",
+            "low 1\nhigh 0\nmax 4\noom 0\noom_kill 0\n",
+        );
+        let key = smol::block_on(watch.limit_reached(&mut buf)).unwrap();
+        assert_eq!(key, "max");
+    }
+
+    #[test]
+    fn a_psi_trigger_is_armed_behind_an_epoll_instance_of_its_own() {
+        let file = Path::new("/proc/pressure/memory");
+        match PsiTrigger::arm(file, 100_000, 1_000_000) {
+            Ok(t) => {
+                // The epoll instance holding it can be waited on.
+                let mut events = [MaybeUninit::<epoll::Event>::uninit(); 1];
+                let zero = rustix::event::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                epoll::wait(t.epoll.get_ref(), &mut events[..], Some(&zero)).unwrap();
+            }
+            // A kernel without PSI, or not root: nothing to test here.
+            Err(e) => eprintln!("skipped: {}: {e}", file.display()),
+        }
+        // A trigger the kernel refuses (window under 500 ms) is an error.
+        if file.exists() && rustix::process::geteuid().is_root() {
+            assert!(PsiTrigger::arm(file, 1_000, 10_000).is_err());
         }
     }
 }

@@ -43,6 +43,9 @@
 //!   written and read by a tiny DER codec; [`bootstrap`]: pure: the
 //!   CertificateSigningRequest object, its status, the node kubeconfig;
 //!   [`bootstrap_join`]: posting the CSR, waiting, writing the files.
+//! - [`tokens`]: pure: the service-account token manager (when to send a
+//!   TokenRequest, kubelet's 80 % / 24 h refresh rule, back-off, the
+//!   request body and the two fields read from the reply).
 //! - [`node`], [`lease`], [`status_manager`], [`mirror`]: pure builders of
 //!   what the node writes: its Node object and conditions, its heartbeat
 //!   Lease, pod status patches and the queue keeping the latest status per
@@ -64,7 +67,7 @@
 //! to do with [`reflector::Event`]s. The pure modules ([`request`],
 //! [`watch`], [`reflector`], [`node`], [`lease`], [`status_manager`],
 //! [`mirror`], [`events`], [`csr`], [`der`],
-//! [`bootstrap`])
+//! [`bootstrap`], [`tokens`])
 //! never import smol, hyper, rustls or `std::fs`;
 //! time and randomness come in as arguments.
 
@@ -90,6 +93,7 @@ pub mod request;
 pub mod status_manager;
 pub mod status_sync;
 pub mod tls;
+pub mod tokens;
 pub mod transport;
 pub mod watch;
 

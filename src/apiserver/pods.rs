@@ -38,7 +38,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::rc::Rc;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
 use super::cache::Cache;
 use super::informer::Informer;
@@ -111,7 +111,8 @@ impl ApiPodSource {
             collection_path::<Pod>(None),
             Selectors::fields(format!("spec.nodeName={node_name}")),
             cache,
-        );
+        )
+        .with_reflector(|r| r.with_slimming(slim));
         ApiPodSource {
             informer,
             mirrors,
@@ -193,6 +194,27 @@ pub fn first_seen_terminal(seen: &mut BTreeMap<String, bool>, pod: &Pod) -> bool
     seen.insert(uid, terminal);
     terminal
 }
+
+/// What the pod source keeps of an API pod, in its store and its cache:
+/// the object without `managedFields`, without kubectl's
+/// `last-applied-configuration` annotation (a second copy of the object),
+/// and with only the phase of its status (all [`first_seen_terminal`] reads;
+/// the node writes the status, it never reads it back). With 110 pods that
+/// was ~0.2 MiB of heap on a board that has a few (issue #8).
+pub fn slim(mut p: Pod) -> Pod {
+    p.metadata.managed_fields = None;
+    if let Some(a) = p.metadata.annotations.as_mut() {
+        a.remove(LAST_APPLIED);
+    }
+    p.status = p.status.map(|s| PodStatus {
+        phase: s.phase,
+        ..PodStatus::default()
+    });
+    p
+}
+
+/// `kubectl apply`'s copy of what it applied.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// What the agent runs of an API pod: the object without its status and
 /// the bookkeeping the API server changes on every write, marked with its
@@ -283,6 +305,24 @@ impl Source for ApiPodSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_store_keeps_a_pods_phase_but_not_its_status_or_kubectls_copy() {
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a", "uid": "u", "managedFields": [{"manager": "kubectl"}],
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}", "keep": "me"}},
+            "status": {"phase": "Running", "podIP": "10.0.0.1", "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap();
+        let s = slim(p);
+        assert_eq!(s.metadata.managed_fields, None);
+        let annotations = s.metadata.annotations.unwrap();
+        assert_eq!(annotations.keys().collect::<Vec<_>>(), ["keep"]);
+        let status = s.status.unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert_eq!(status.pod_ip, None);
+        assert_eq!(status.conditions, None);
+    }
 
     #[test]
     fn the_desired_pod_ignores_what_the_api_server_changes_on_every_write() {

@@ -291,6 +291,8 @@ pub struct Reflector<K> {
     backoff: Backoff,
     synced: bool,
     page_size: u32,
+    /// What the store keeps of each object (see [`Reflector::with_slimming`]).
+    slim: fn(K) -> K,
 }
 
 impl<K: Object> Default for Reflector<K> {
@@ -311,6 +313,7 @@ impl<K: Object> Reflector<K> {
             backoff: Backoff::new(),
             synced: false,
             page_size: PAGE_SIZE,
+            slim: without_managed_fields,
         }
     }
 
@@ -326,6 +329,18 @@ impl<K: Object> Reflector<K> {
             .collect();
         r.resource_version = Some(resource_version).filter(|v| !v.is_empty());
         r
+    }
+
+    /// Keeps only what `slim` leaves of every object, in the store and in
+    /// the events (and so in the cache), instead of dropping `managedFields`
+    /// alone. A resource whose users need a few fields says so here: the
+    /// pod source keeps a pod's phase, not its whole status. Objects already
+    /// in the store (restored from a cache written before) are slimmed now.
+    pub fn with_slimming(mut self, slim: fn(K) -> K) -> Self {
+        self.slim = slim;
+        let store = std::mem::take(&mut self.store);
+        self.store = store.into_iter().map(|(k, o)| (k, slim(o))).collect();
+        self
     }
 
     /// LIST pages of `n` objects instead of [`PAGE_SIZE`].
@@ -370,14 +385,14 @@ impl<K: Object> Reflector<K> {
         let next = match input {
             Input::Tick => self.tick(now, rand),
             Input::Page(mut page) => {
-                page.items = page.items.into_iter().map(without_managed_fields).collect();
+                page.items = page.items.into_iter().map(self.slim).collect();
                 self.page(now, rand, page, &mut events)
             }
             Input::Event(ev) => {
                 let ev = match ev {
-                    WatchEvent::Added(o) => WatchEvent::Added(without_managed_fields(o)),
-                    WatchEvent::Modified(o) => WatchEvent::Modified(without_managed_fields(o)),
-                    WatchEvent::Deleted(o) => WatchEvent::Deleted(without_managed_fields(o)),
+                    WatchEvent::Added(o) => WatchEvent::Added((self.slim)(o)),
+                    WatchEvent::Modified(o) => WatchEvent::Modified((self.slim)(o)),
+                    WatchEvent::Deleted(o) => WatchEvent::Deleted((self.slim)(o)),
                     other => other,
                 };
                 self.event(now, rand, ev, &mut events)

@@ -25,11 +25,11 @@ use serde_json::Value;
 use super::values::swap_behavior;
 use super::values::{
     absolute_path, anonymous_authentication, board_name, boolean, cgroup_driver, cgroup_root,
-    dns_domain, eviction_grace_map, eviction_map, grace_seconds, hostname_override, ip_list,
-    log_files, log_size, node_ips, node_labels, non_negative_duration, non_negative_u32,
-    normalize_node_name, optional_path, parse_runtime_endpoint, percent, pids_limit, port,
-    positive_duration, positive_u32, read_only_port, reserved, runtime_endpoint, static_pod_path,
-    taints, verbosity,
+    dns_domain, enforce_node_allocatable, eviction_grace_map, eviction_map, grace_seconds,
+    hostname_override, ip_list, log_files, log_size, node_ips, node_labels, non_negative_duration,
+    non_negative_u32, normalize_node_name, optional_path, parse_runtime_endpoint, percent,
+    pids_limit, port, positive_duration, positive_u32, read_only_port, reserved, reserved_cgroup,
+    runtime_endpoint, static_pod_path, taints, verbosity,
 };
 
 /// picolet's default `staticPodPath`. Kubelet's default is empty (no static
@@ -228,6 +228,18 @@ kubelet_config! {
         /// `kubeReserved`.
         kube_reserved: ReservedResources = ReservedResources::default(),
             file("kubeReserved") => reserved;
+        /// `enforceNodeAllocatable`: where node allocatable is enforced.
+        /// Default `["pods"]`; `["none"]` or `[]`: nowhere.
+        enforce_node_allocatable: EnforceNodeAllocatable = EnforceNodeAllocatable::PODS,
+            file("enforceNodeAllocatable") => enforce_node_allocatable;
+        /// `systemReservedCgroup`: the cgroup `system-reserved` enforcement
+        /// would limit. Default empty.
+        system_reserved_cgroup: String = String::new(),
+            file("systemReservedCgroup") => reserved_cgroup;
+        /// `kubeReservedCgroup`: the cgroup `kube-reserved` enforcement
+        /// would limit. Default empty.
+        kube_reserved_cgroup: String = String::new(),
+            file("kubeReservedCgroup") => reserved_cgroup;
         /// `imageGCHighThresholdPercent`, 0..=100. Default 85.
         image_gc_high_threshold_percent: u8 = 85,
             file("imageGCHighThresholdPercent") => percent;
@@ -376,6 +388,35 @@ pub struct ReservedResources {
     pub pids: Option<u64>,
 }
 
+/// `enforceNodeAllocatable`, as the set of kubelet's enforcement keys
+/// (`pods`, `system-reserved`, `kube-reserved`; the `-compressible` forms
+/// count as their plain key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnforceNodeAllocatable {
+    /// `pods`: the `kubepods` cgroup is limited to node allocatable.
+    pub pods: bool,
+    /// `system-reserved`: `systemReservedCgroup` is limited to
+    /// `systemReserved`.
+    pub system_reserved: bool,
+    /// `kube-reserved`: `kubeReservedCgroup` is limited to `kubeReserved`.
+    pub kube_reserved: bool,
+}
+
+impl EnforceNodeAllocatable {
+    /// kubelet's default, `["pods"]`.
+    pub const PODS: EnforceNodeAllocatable = EnforceNodeAllocatable {
+        pods: true,
+        system_reserved: false,
+        kube_reserved: false,
+    };
+}
+
+impl Default for EnforceNodeAllocatable {
+    fn default() -> Self {
+        EnforceNodeAllocatable::PODS
+    }
+}
+
 /// Kubelet's default hard eviction thresholds.
 fn default_eviction_hard() -> BTreeMap<String, EvictionThreshold> {
     BTreeMap::from([
@@ -430,6 +471,28 @@ impl KubeletConfig {
                 "evictionSoftGracePeriod",
                 format!("{signal:?} has a grace period but no evictionSoft threshold"),
             ));
+        }
+        let enforce = self.enforce_node_allocatable;
+        for (on, cgroup, field, key) in [
+            (
+                enforce.system_reserved,
+                &self.system_reserved_cgroup,
+                "systemReservedCgroup",
+                "system-reserved",
+            ),
+            (
+                enforce.kube_reserved,
+                &self.kube_reserved_cgroup,
+                "kubeReservedCgroup",
+                "kube-reserved",
+            ),
+        ] {
+            if on && cgroup.is_empty() {
+                return Err((
+                    field,
+                    format!("must be specified when {key:?} is in enforceNodeAllocatable"),
+                ));
+            }
         }
         Ok(())
     }

@@ -476,6 +476,53 @@ fn reserved_resources_must_be_known_and_non_negative() {
 }
 
 #[test]
+fn enforce_node_allocatable_defaults_to_pods_and_none_or_empty_enforces_nothing() {
+    use crate::config::EnforceNodeAllocatable;
+    let nothing = EnforceNodeAllocatable {
+        pods: false,
+        system_reserved: false,
+        kube_reserved: false,
+    };
+    let table = [
+        ("", EnforceNodeAllocatable::PODS),
+        ("enforceNodeAllocatable: [pods]\n", EnforceNodeAllocatable::PODS),
+        ("enforceNodeAllocatable: [none]\n", nothing),
+        ("enforceNodeAllocatable: []\n", nothing),
+        (
+            "enforceNodeAllocatable: [pods, kube-reserved-compressible]\nkubeReservedCgroup: /picolet\n",
+            EnforceNodeAllocatable {
+                kube_reserved: true,
+                ..EnforceNodeAllocatable::PODS
+            },
+        ),
+    ];
+    for (body, want) in table {
+        assert_eq!(
+            parse_ok(body).config.enforce_node_allocatable,
+            want,
+            "{body:?}"
+        );
+    }
+}
+
+#[test]
+fn enforcing_a_reservation_needs_its_cgroup_and_none_stands_alone() {
+    assert!(parse_err("enforceNodeAllocatable: [pods, none]\n")
+        .contains("may not contain additional enforcements"));
+    assert!(
+        parse_err("enforceNodeAllocatable: [nodes]\n").contains("unknown enforcement \"nodes\"")
+    );
+    assert!(parse_err("enforceNodeAllocatable: pods\n").contains("expected a list"));
+    let err = parse_err("enforceNodeAllocatable: [pods, system-reserved]\n");
+    assert!(err.contains("systemReservedCgroup"), "{err}");
+    assert!(
+        err.contains("\"system-reserved\" is in enforceNodeAllocatable"),
+        "{err}"
+    );
+    assert!(parse_err("kubeReservedCgroup: picolet\n").contains("absolute cgroup path"));
+}
+
+#[test]
 fn image_gc_thresholds_must_be_percentages_with_low_below_high() {
     assert!(parse_err("imageGCHighThresholdPercent: 101\n").contains("between 0 and 100"));
     let e = parse_err("imageGCHighThresholdPercent: 50\n");

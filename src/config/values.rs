@@ -16,8 +16,8 @@ use k8s_openapi::api::core::v1::Taint;
 use serde_json::Value;
 
 use super::fields::{
-    CgroupDriver, EvictionThreshold, ReservedResources, SwapBehavior, EVICTION_SIGNALS,
-    MAX_VERBOSITY,
+    CgroupDriver, EnforceNodeAllocatable, EvictionThreshold, ReservedResources, SwapBehavior,
+    EVICTION_SIGNALS, MAX_VERBOSITY,
 };
 use super::{board, duration};
 use crate::names::is_dns1123_subdomain;
@@ -321,6 +321,49 @@ fn parse_eviction_threshold(s: &str) -> Result<EvictionThreshold, String> {
     parse_quantity_bytes(s)
         .map(EvictionThreshold::Quantity)
         .map_err(|e| format!("expected a quantity (\"100Mi\") or a percentage (\"10%\"): {e}"))
+}
+
+/// `enforceNodeAllocatable`: a list of kubelet's enforcement keys; `none`
+/// stands alone.
+pub(super) fn enforce_node_allocatable(v: &Value) -> Result<EnforceNodeAllocatable, String> {
+    let items = v
+        .as_array()
+        .ok_or_else(|| format!("expected a list such as [\"pods\"], got {}", show(v)))?;
+    let mut out = EnforceNodeAllocatable {
+        pods: false,
+        system_reserved: false,
+        kube_reserved: false,
+    };
+    let mut none = false;
+    for item in items {
+        match string(item)? {
+            "pods" => out.pods = true,
+            "system-reserved" | "system-reserved-compressible" => out.system_reserved = true,
+            "kube-reserved" | "kube-reserved-compressible" => out.kube_reserved = true,
+            "none" => none = true,
+            other => {
+                return Err(format!(
+                    "unknown enforcement {other:?}; expected pods, system-reserved, \
+                     system-reserved-compressible, kube-reserved, kube-reserved-compressible \
+                     or none"
+                ))
+            }
+        }
+    }
+    if none && items.len() > 1 {
+        return Err("may not contain additional enforcements when \"none\" is specified".into());
+    }
+    Ok(out)
+}
+
+/// `systemReservedCgroup` / `kubeReservedCgroup`: empty, or an absolute
+/// cgroup path.
+pub(super) fn reserved_cgroup(v: &Value) -> Result<String, String> {
+    let s = string(v)?;
+    if !s.is_empty() {
+        absolute(s, "an absolute cgroup path such as \"/system.slice\"")?;
+    }
+    Ok(s.to_string())
 }
 
 pub(super) fn reserved(v: &Value) -> Result<ReservedResources, String> {

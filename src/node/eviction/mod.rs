@@ -15,6 +15,6 @@ pub mod signal;
 pub mod threshold;
 
 pub use manager::{Decision, Manager};
-pub use rank::{rank, PodUsage};
+pub use rank::{disk_parts, rank, DiskParts, PodUsage};
 pub use signal::{observe, Condition, Conditions, Observation, Observations, PressureCell, Signal};
 pub use threshold::{Threshold, ThresholdError};

@@ -4,7 +4,8 @@
 //!   then by priority (lowest first), then by how far usage is above the
 //!   request (most first);
 //! - disk: the same with local ephemeral usage (emptyDir, logs, writable
-//!   layer) against the ephemeral-storage request;
+//!   layer, split by filesystem as [`disk_parts`] says) against the
+//!   ephemeral-storage request;
 //! - PIDs: by priority, then by process count (most first).
 //!
 //! picolet evicts static and critical pods too (kubelet refuses), but only
@@ -40,17 +41,49 @@ fn above(usage: Option<u64>, request: u64) -> i128 {
 /// sort is stable: pods that rank equal keep their order.
 pub fn rank(signal: Signal, pods: &mut [PodUsage]) {
     match signal.condition() {
+        // A pod whose usage could not be read goes first, as kubelet ranks
+        // it (`exceedMemoryRequests`/`exceedDiskRequests` order pods without
+        // stats before those with): a pod just started, whose memory may be
+        // what the pressure is, is never shielded by being unmeasured.
         Condition::MemoryPressure => pods.sort_by_key(|p| {
             let over = above(p.memory_working_set, p.memory_request);
-            (p.critical, over <= 0, p.priority, Reverse(over))
+            let measured = p.memory_working_set.is_some();
+            (p.critical, measured, over <= 0, p.priority, Reverse(over))
         }),
         Condition::DiskPressure => pods.sort_by_key(|p| {
             let over = above(p.ephemeral_usage, p.ephemeral_request);
-            (p.critical, over <= 0, p.priority, Reverse(over))
+            let measured = p.ephemeral_usage.is_some();
+            (p.critical, measured, over <= 0, p.priority, Reverse(over))
         }),
         Condition::PIDPressure => {
             pods.sort_by_key(|p| (p.critical, p.priority, Reverse(p.processes.unwrap_or(0))))
         }
+    }
+}
+
+/// Which parts of a pod's local ephemeral storage count for a disk signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskParts {
+    /// emptyDir volumes (the pod's directory) and container logs: nodefs.
+    pub volumes_and_logs: bool,
+    /// The containers' writable layers: where the runtime keeps them.
+    pub writable_layer: bool,
+}
+
+/// kubelet's choice: with a dedicated imagefs, nodefs signals rank by
+/// volumes and logs only and imagefs (and containerfs) signals by the
+/// writable layers only; on one filesystem, every signal counts all three.
+pub fn disk_parts(signal: Signal, separate_imagefs: bool) -> DiskParts {
+    let image_side = matches!(
+        signal,
+        Signal::ImageFsAvailable
+            | Signal::ImageFsInodesFree
+            | Signal::ContainerFsAvailable
+            | Signal::ContainerFsInodesFree
+    );
+    DiskParts {
+        volumes_and_logs: !separate_imagefs || !image_side,
+        writable_layer: !separate_imagefs || image_side,
     }
 }
 
@@ -90,6 +123,15 @@ mod tests {
                 &["besteffort", "guaranteed"],
             ),
             (
+                "a pod whose usage could not be read goes first, as with kubelet",
+                vec![
+                    pod("burstable", 0, 16 * MI, Some(MI)),
+                    pod("starting", 0, 0, None),
+                    pod("guaranteed", 0, 100 * MI, Some(90 * MI)),
+                ],
+                &["starting", "guaranteed", "burstable"],
+            ),
+            (
                 "among pods above their requests, the lower priority goes first",
                 vec![
                     pod("high", 1000, 0, Some(500 * MI)),
@@ -114,11 +156,6 @@ mod tests {
                     pod("z", 0, 100 * MI, Some(90 * MI)),
                 ],
                 &["z", "y", "x"],
-            ),
-            (
-                "a pod without stats counts as using nothing",
-                vec![pod("nostats", 0, 0, None), pod("user", 0, 0, Some(MI))],
-                &["user", "nostats"],
             ),
         ];
         for (what, pods, want) in table {
@@ -155,6 +192,35 @@ mod tests {
             order(Signal::NodeFsAvailable, pods),
             ["writer", "small", "requested"]
         );
+    }
+
+    #[test]
+    fn a_dedicated_imagefs_splits_the_writable_layer_from_volumes_and_logs() {
+        let all = DiskParts {
+            volumes_and_logs: true,
+            writable_layer: true,
+        };
+        let nodefs_side = DiskParts {
+            writable_layer: false,
+            ..all
+        };
+        let image_side = DiskParts {
+            volumes_and_logs: false,
+            ..all
+        };
+        let table = [
+            (Signal::NodeFsAvailable, false, all),
+            (Signal::ImageFsAvailable, false, all),
+            (Signal::NodeFsInodesFree, false, all),
+            (Signal::NodeFsAvailable, true, nodefs_side),
+            (Signal::NodeFsInodesFree, true, nodefs_side),
+            (Signal::ImageFsAvailable, true, image_side),
+            (Signal::ImageFsInodesFree, true, image_side),
+            (Signal::ContainerFsAvailable, true, image_side),
+        ];
+        for (signal, separate, want) in table {
+            assert_eq!(disk_parts(signal, separate), want, "{signal:?} {separate}");
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Memory of one cgroup, v1 and v2: usage, working set (usage minus
 //! inactive file pages: v1 `total_inactive_file`, v2 `inactive_file`) and
-//! RSS (v1 `total_rss`, v2 `anon`), the numbers kubelet's eviction uses.
+//! RSS (v1 `total_rss`, v2 `anon`), the numbers kubelet's eviction uses;
+//! and v2's `memory.events` counters, which say when a cgroup reached its
+//! limit (the eviction task's notification between passes).
 
 use super::{keyed, single, Buf, StatsError};
 use crate::cgroups::CgroupVersion;
@@ -40,9 +42,107 @@ pub fn read(dir: &Path, version: CgroupVersion, buf: &mut Buf) -> Result<MemoryS
     Ok(from_stat(usage, stat, version))
 }
 
+/// The counters of a v2 `memory.events` (or `memory.events.local`) file
+/// that mean the cgroup reached its limits: `high` (usage went over
+/// `memory.high`), `max` (an allocation hit `memory.max` and had to
+/// reclaim), `oom` and `oom_kill`. `low` (protection breached) is not a
+/// limit and is left out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryEvents {
+    pub high: u64,
+    pub max: u64,
+    pub oom: u64,
+    pub oom_kill: u64,
+}
+
+impl MemoryEvents {
+    /// Parses the file; missing keys count as 0 (older kernels lack
+    /// `oom_kill`). `None` when none of the four is present.
+    pub fn parse(text: &str) -> Option<MemoryEvents> {
+        let get = |k| keyed(text, k);
+        let (high, max, oom, oom_kill) = (get("high"), get("max"), get("oom"), get("oom_kill"));
+        if high.is_none() && max.is_none() && oom.is_none() && oom_kill.is_none() {
+            return None;
+        }
+        Some(MemoryEvents {
+            high: high.unwrap_or(0),
+            max: max.unwrap_or(0),
+            oom: oom.unwrap_or(0),
+            oom_kill: oom_kill.unwrap_or(0),
+        })
+    }
+
+    /// The most serious counter that grew since `before`, by its key
+    /// (`oom_kill`, `oom`, `max`, `high`); `None` if none did. A counter that
+    /// went down (the cgroup was recreated) counts as grown.
+    pub fn grown_since(&self, before: &MemoryEvents) -> Option<&'static str> {
+        [
+            ("oom_kill", self.oom_kill, before.oom_kill),
+            ("oom", self.oom, before.oom),
+            ("max", self.max, before.max),
+            ("high", self.high, before.high),
+        ]
+        .into_iter()
+        .find(|(_, now, then)| now != then)
+        .map(|(key, _, _)| key)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_events_are_parsed_from_the_v2_file() {
+        let text = "low 0\nhigh 2\nmax 17\noom 1\noom_kill 1\noom_group_kill 0\n";
+        assert_eq!(
+            MemoryEvents::parse(text),
+            Some(MemoryEvents {
+                high: 2,
+                max: 17,
+                oom: 1,
+                oom_kill: 1
+            })
+        );
+        let old_kernel = "low 0\nhigh 0\nmax 3\noom 0\n";
+        assert_eq!(MemoryEvents::parse(old_kernel).map(|e| e.max), Some(3));
+        assert_eq!(MemoryEvents::parse("low 5\n"), None);
+        assert_eq!(MemoryEvents::parse(""), None);
+    }
+
+    #[test]
+    fn the_most_serious_grown_counter_names_the_event() {
+        let base = MemoryEvents {
+            high: 1,
+            max: 1,
+            oom: 1,
+            oom_kill: 1,
+        };
+        let with = |f: fn(&mut MemoryEvents)| {
+            let mut e = base;
+            f(&mut e);
+            e
+        };
+        let table = [
+            (base, None),
+            (with(|e| e.high += 1), Some("high")),
+            (with(|e| e.max += 3), Some("max")),
+            (
+                with(|e| {
+                    e.max += 1;
+                    e.oom += 1;
+                    e.oom_kill += 1
+                }),
+                Some("oom_kill"),
+            ),
+            (with(|e| e.oom += 1), Some("oom")),
+            // Recreated cgroup: counters start again from 0.
+            (MemoryEvents::default(), Some("oom_kill")),
+        ];
+        for (now, want) in table {
+            assert_eq!(now.grown_since(&base), want, "{now:?}");
+        }
+    }
 
     #[test]
     fn working_set_and_rss_come_from_the_version_s_keys() {

@@ -1,6 +1,7 @@
 //! Resource stats read straight from the kernel (no cAdvisor, never the
 //! runtime's stats calls): memory, CPU and pids of a cgroup, PSI, the
-//! node's `/proc/meminfo` and process count, and filesystem usage by statfs.
+//! node's `/proc/meminfo` and process count, filesystem usage by statfs,
+//! and where a container's writable layer is (its root mount).
 //!
 //! One file per source. Each has `&str` parsers (pure, tested by table) and
 //! a thin reader that takes its root as a `&Path`, so tests run on temp
@@ -13,6 +14,7 @@
 
 pub mod cpu;
 pub mod fs;
+pub mod layer;
 pub mod meminfo;
 pub mod memory;
 pub mod node;
