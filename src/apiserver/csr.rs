@@ -236,9 +236,7 @@ mod tests {
 
     #[test]
     fn the_private_key_pem_is_read_by_openssl_as_a_p256_key() {
-        if !have_openssl() {
-            return;
-        }
+        need_openssl();
         let key = NodeKey::generate(&SystemRandom::new()).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("k.pem");
@@ -254,9 +252,7 @@ mod tests {
 
     #[test]
     fn the_validity_of_an_openssl_certificate_is_read() {
-        if !have_openssl() {
-            return;
-        }
+        need_openssl();
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new("openssl")
             .args([
