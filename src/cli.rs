@@ -559,8 +559,8 @@ mod tests {
     #[test]
     fn an_unknown_flag_is_an_error_naming_it() {
         assert_eq!(
-            err(&["run", "--bootstrap-kubeconfig=/x"]),
-            "unknown flag --bootstrap-kubeconfig for `picolet run`"
+            err(&["run", "--cert-dir=/x"]),
+            "unknown flag --cert-dir for `picolet run`"
         );
         assert_eq!(err(&["run", "-x"]), "unknown flag -x for `picolet run`");
         assert_eq!(

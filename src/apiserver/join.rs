@@ -13,12 +13,17 @@
 //! - the watch of the node's own Node object ([`NodeWatch`]), whose labels
 //!   and taints admission uses from then on.
 //!
-//! Nothing here waits for the API server: every piece retries on its own,
+//! With `--bootstrap-kubeconfig` and no `--kubeconfig` file (or one whose
+//! client certificate has expired), the node first
+//! gets its client certificate ([`bootstrap_client_certificate`]), and
+//! waits for it as kubelet does. After that, nothing here waits for the
+//! API server: every piece retries on its own,
 //! and the node runs its cached and static pods meanwhile.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use super::bootstrap_join::{bootstrap_client_certificate, needs_bootstrap, BootstrapJoinError};
 use super::configs::ConfigWatches;
 use super::event_sync::EventSync;
 use super::heartbeat::{Heartbeat, HeartbeatConfig};
@@ -41,6 +46,8 @@ pub enum JoinError {
     #[error(transparent)]
     Tls(#[from] TlsError),
     #[error(transparent)]
+    Bootstrap(#[from] BootstrapJoinError),
+    #[error(transparent)]
     NodeLabels(#[from] NodeLabelError),
 }
 
@@ -62,6 +69,23 @@ pub fn join(
         return Ok(None);
     };
     validate_node_labels(&cfg.node_labels)?;
+    let now_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    if let Some(bootstrap) = cfg
+        .bootstrap_kubeconfig
+        .as_ref()
+        .filter(|_| needs_bootstrap(path, cfg.allow_insecure_kubeconfig, now_unix))
+    {
+        // kubelet blocks here too: without a certificate there is no node.
+        rt::block_on(bootstrap_client_certificate(
+            bootstrap,
+            path,
+            &cfg.root_dir,
+            node_name,
+            cfg.allow_insecure_kubeconfig,
+        ))?;
+    }
     let kc = kubeconfig::load(path, cfg.allow_insecure_kubeconfig)?;
     log::info!(
         "joining the cluster at {} as node {node_name} (kubeconfig {})",

@@ -37,6 +37,12 @@
 //! - [`events`]: pure: the event recorder (kubelet's deduplication with
 //!   counts, token-bucket rate limit, bounded offline buffer);
 //!   [`event_sync`]: its sending task, the agent's event sink.
+//! - [`csr`] and [`der`]: pure: the TLS bootstrap's node key (ECDSA
+//!   P-256 via ring), its PKCS#10 request for `system:node:<name>`, the
+//!   issued certificate's validity and the jittered rotation deadline,
+//!   written and read by a tiny DER codec; [`bootstrap`]: pure: the
+//!   CertificateSigningRequest object, its status, the node kubeconfig;
+//!   [`bootstrap_join`]: posting the CSR, waiting, writing the files.
 //! - [`tokens`]: pure: the service-account token manager (when to send a
 //!   TokenRequest, kubelet's 80 % / 24 h refresh rule, back-off, the
 //!   request body and the two fields read from the reply).
@@ -60,12 +66,17 @@
 //! pod sources: the agent (or a source built on this module) decides what
 //! to do with [`reflector::Event`]s. The pure modules ([`request`],
 //! [`watch`], [`reflector`], [`node`], [`lease`], [`status_manager`],
-//! [`mirror`], [`events`], [`tokens`])
+//! [`mirror`], [`events`], [`csr`], [`der`],
+//! [`bootstrap`], [`tokens`])
 //! never import smol, hyper, rustls or `std::fs`;
 //! time and randomness come in as arguments.
 
+pub mod bootstrap;
+pub mod bootstrap_join;
 pub mod cache;
 pub mod configs;
+pub mod csr;
+pub mod der;
 pub mod event_sync;
 pub mod events;
 pub mod heartbeat;

@@ -293,6 +293,11 @@ kubelet_config! {
         /// static pods only.
         kubeconfig: Option<PathBuf> = None,
             flag("kubeconfig") => optional_path;
+        /// `--bootstrap-kubeconfig`: when the `--kubeconfig` file does not
+        /// exist, the credential to request a client certificate with (TLS
+        /// bootstrap), after which `--kubeconfig` is written.
+        bootstrap_kubeconfig: Option<PathBuf> = None,
+            flag("bootstrapKubeconfig") => optional_path;
         /// `--node-ip`: the node's InternalIP addresses (at most one per IP
         /// family). Empty: the address of the default route.
         node_ip: Vec<IpAddr> = Vec::new(),

@@ -157,6 +157,7 @@ pub const FLAGS: &[Flag] = &[
     row("minimum-image-ttl-duration",   Str,        "imageMinimumGCAge",         "DUR",           "[2m0s]"),
     row("node-status-update-frequency", Str,        "nodeStatusUpdateFrequency", "DUR",           "[10s]"),
     row("kubeconfig",                   Str,        "kubeconfig",                "PATH",          "join a cluster: the API server and this node's credentials"),
+    row("bootstrap-kubeconfig",         Str,        "bootstrapKubeconfig",       "PATH",          "TLS bootstrap: credential to get --kubeconfig's certificate"),
     row("node-ip",                      List,       "nodeIP",                    "IP[,IP]",       "the node's address [the default route's]"),
     row("node-labels",                  List,       "nodeLabels",                "K=V[,K=V...]",  "labels of the Node (registration, nodeSelector, affinity)"),
     row("register-with-taints",         List,       "registerWithTaints",        "K=V:EFFECT,..", "taints to register the Node with"),
@@ -422,7 +423,7 @@ mod tests {
             assert_ne!(f, Flags::default(), "{}", flag.name);
             assert_eq!(f.get(flag.name), Some("x"));
         }
-        assert!(!Flags::default().set("bootstrap-kubeconfig", "x".into()));
+        assert!(!Flags::default().set("cert-dir", "x".into()));
         assert_eq!(
             Flag::named("cgroups-per-qos").map(|f| f.kind),
             Some(FlagKind::Bool)

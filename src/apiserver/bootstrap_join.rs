@@ -1,0 +1,260 @@
+//! The TLS bootstrap's I/O: with `--bootstrap-kubeconfig` and no
+//! `--kubeconfig` file yet, get this node a client certificate and write
+//! the kubeconfig that uses it.
+//!
+//! The steps, as kubelet takes them: generate an ECDSA P-256 key, post a
+//! CertificateSigningRequest with the bootstrap credential, poll it until
+//! the signer puts the certificate in `status.certificate` (approval is the
+//! controller-manager's `nodeclient` approver), then write
+//! `<root-dir>/pki/kubelet-client-current.pem` (certificate and key, 0600)
+//! and the kubeconfig naming it. Both are written to a temporary file and
+//! renamed, so a reboot mid-way leaves either the old state or the new.
+//! The decisions (the CSR object, its status, the kubeconfig text) are in
+//! [`super::bootstrap`] and [`super::csr`].
+
+use std::io::Write as _;
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use ring::rand::SystemRandom;
+
+use super::bootstrap::{self, BootstrapError, CLIENT_CURRENT_PEM, CSR_PATH};
+use super::csr::{CsrError, NodeKey};
+use super::kubeconfig::{self, KubeconfigError};
+use super::tls::TlsError;
+use super::transport::{Body, Client, Options, BODY_LIMIT};
+use crate::rt;
+
+/// Why the bootstrap could not give the node its kubeconfig.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapJoinError {
+    #[error("--bootstrap-kubeconfig: {0}")]
+    Kubeconfig(#[from] KubeconfigError),
+    #[error("--bootstrap-kubeconfig: {0}")]
+    Tls(#[from] TlsError),
+    #[error("TLS bootstrap: {0}")]
+    Csr(#[from] CsrError),
+    #[error("TLS bootstrap: {0}")]
+    Refused(#[from] BootstrapError),
+    #[error("TLS bootstrap: writing {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+const DEADLINE: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_secs(2);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The file holding the node's current client certificate and key.
+pub fn client_pem_path(root_dir: &Path) -> PathBuf {
+    root_dir.join("pki").join(CLIENT_CURRENT_PEM)
+}
+
+/// Gets a client certificate with the credential of `bootstrap_path` and
+/// writes `kubeconfig_path`. Retries until the API server answers; returns
+/// an error only when the kubeconfig is unusable or the CSR is refused.
+pub async fn bootstrap_client_certificate(
+    bootstrap_path: &Path,
+    kubeconfig_path: &Path,
+    root_dir: &Path,
+    node_name: &str,
+    allow_insecure: bool,
+) -> Result<(), BootstrapJoinError> {
+    let kc = kubeconfig::load(bootstrap_path, allow_insecure)?;
+    let client = Client::new(&kc, Options::default())?;
+    let rng = SystemRandom::new();
+    let key = NodeKey::generate(&rng)?;
+    let request = key.certificate_request_pem(node_name, &rng)?;
+    let body = serde_json::to_vec(&bootstrap::csr_object(&request)).unwrap_or_default();
+    log::info!(
+        "TLS bootstrap: requesting a client certificate for system:node:{node_name} from {} (bootstrap kubeconfig {})",
+        kc.server.origin(),
+        bootstrap_path.display()
+    );
+    let mut backoff = Duration::from_secs(1);
+    let name = loop {
+        let body = Body {
+            content_type: "application/json",
+            bytes: body.clone(),
+        };
+        match client
+            .request(Method::POST, CSR_PATH, Some(body), BODY_LIMIT, DEADLINE)
+            .await
+        {
+            Ok(r) if r.status == StatusCode::CREATED || r.status == StatusCode::OK => {
+                let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
+                break bootstrap::csr_name(&v)?;
+            }
+            Ok(r) => log::warn!(
+                "TLS bootstrap: creating the CertificateSigningRequest: {} {}",
+                r.status,
+                String::from_utf8_lossy(&r.body[..r.body.len().min(512)])
+            ),
+            Err(e) => log::warn!("TLS bootstrap: creating the CertificateSigningRequest: {e}"),
+        }
+        rt::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    };
+    log::info!(
+        "TLS bootstrap: CertificateSigningRequest {name} created, waiting for its certificate"
+    );
+    let path = format!("{CSR_PATH}/{name}");
+    let cert = loop {
+        match client
+            .request(Method::GET, &path, None, BODY_LIMIT, DEADLINE)
+            .await
+        {
+            Ok(r) if r.status == StatusCode::OK => {
+                let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
+                if let Some(cert) = bootstrap::issued_certificate(&v)? {
+                    break cert;
+                }
+            }
+            Ok(r) => log::warn!("TLS bootstrap: reading {name}: {}", r.status),
+            Err(e) => log::warn!("TLS bootstrap: reading {name}: {e}"),
+        }
+        rt::sleep(POLL).await;
+    };
+    let pem_path = client_pem_path(root_dir);
+    let pki = pem_path.parent().unwrap_or(root_dir);
+    std::fs::create_dir_all(pki)
+        .and_then(|()| std::fs::set_permissions(pki, std::fs::Permissions::from_mode(0o700)))
+        .map_err(|source| BootstrapJoinError::Write {
+            path: pki.to_path_buf(),
+            source,
+        })?;
+    let mut pem = cert;
+    if !pem.ends_with(b"\n") {
+        pem.push(b'\n');
+    }
+    pem.extend_from_slice(key.to_pem().as_bytes());
+    write_private(&pem_path, &pem)?;
+    let text = bootstrap::node_kubeconfig(&kc, &pem_path.display().to_string());
+    write_private(kubeconfig_path, text.as_bytes())?;
+    log::info!(
+        "TLS bootstrap: certificate issued by {name}; wrote {} and {}",
+        pem_path.display(),
+        kubeconfig_path.display()
+    );
+    Ok(())
+}
+
+/// Writes `bytes` to `path` (0600) through a temporary file and a rename.
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), BootstrapJoinError> {
+    let err = |source| BootstrapJoinError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(err)?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)
+}
+
+/// Whether `kubeconfig_path` must be (re)made with the bootstrap
+/// credential: it does not exist, or its client certificate expired at
+/// `now_unix` (a board offline past its certificate's lifetime). Says so
+/// in the log; an unreadable certificate is left to the join to report.
+pub fn needs_bootstrap(kubeconfig_path: &Path, allow_insecure: bool, now_unix: i64) -> bool {
+    if !kubeconfig_path.exists() {
+        log::info!(
+            "TLS bootstrap: {} does not exist yet",
+            kubeconfig_path.display()
+        );
+        return true;
+    }
+    let Ok(kc) = kubeconfig::load(kubeconfig_path, allow_insecure) else {
+        return false;
+    };
+    let Some(cert) = kc.client_certificate.as_ref() else {
+        return false;
+    };
+    let validity = cert
+        .read(kubeconfig_path)
+        .ok()
+        .and_then(|pem| super::csr::first_certificate_der(&pem).ok())
+        .and_then(|der| super::csr::Validity::of_certificate(&der).ok());
+    match validity {
+        Some(v) if v.expired_at(now_unix) => {
+            log::warn!(
+                "TLS bootstrap: the client certificate of {} expired {} s ago; falling back to the bootstrap credential (--bootstrap-kubeconfig)",
+                kubeconfig_path.display(),
+                now_unix - v.not_after
+            );
+            true
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    #[test]
+    fn a_missing_kubeconfig_needs_the_bootstrap() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(needs_bootstrap(&dir.path().join("kubelet.conf"), false, 0));
+    }
+
+    #[test]
+    fn an_expired_client_certificate_falls_back_to_the_bootstrap_and_a_valid_one_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let pem = dir.path().join("client.pem");
+        let ok = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+            .args([
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-subj",
+                "/CN=n",
+                "-days",
+                "1",
+            ])
+            .arg("-keyout")
+            .arg(&pem)
+            .arg("-out")
+            .arg(dir.path().join("cert.pem"))
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            eprintln!("openssl not usable: skipping");
+            return;
+        }
+        let mut both = std::fs::read(dir.path().join("cert.pem")).unwrap();
+        both.extend(std::fs::read(&pem).unwrap());
+        std::fs::write(&pem, &both).unwrap();
+        let v = crate::apiserver::csr::Validity::of_certificate(
+            &crate::apiserver::csr::first_certificate_der(&both).unwrap(),
+        )
+        .unwrap();
+        let kc = dir.path().join("kubelet.conf");
+        std::fs::write(
+            &kc,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\n    certificate-authority: {p}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\nusers:\n- name: u\n  user:\n    client-certificate: {p}\n    client-key: {p}\n",
+                p = pem.display()
+            ),
+        )
+        .unwrap();
+        kubeconfig::load(&kc, false).unwrap();
+        assert!(!needs_bootstrap(&kc, false, v.not_before));
+        assert!(needs_bootstrap(&kc, false, v.not_after));
+    }
+}
