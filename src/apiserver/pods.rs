@@ -205,6 +205,9 @@ pub fn slim(mut p: Pod) -> Pod {
     p.metadata.managed_fields = None;
     if let Some(a) = p.metadata.annotations.as_mut() {
         a.remove(LAST_APPLIED);
+        if a.is_empty() {
+            p.metadata.annotations = None;
+        }
     }
     p.status = p.status.map(|s| PodStatus {
         phase: s.phase,
@@ -314,6 +317,11 @@ mod tests {
             "status": {"phase": "Running", "podIP": "10.0.0.1", "conditions": [{"type": "Ready", "status": "True"}]}
         }))
         .unwrap();
+        let only_kubectls: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "b", "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}}
+        }))
+        .unwrap();
+        assert_eq!(slim(only_kubectls).metadata.annotations, None);
         let s = slim(p);
         assert_eq!(s.metadata.managed_fields, None);
         let annotations = s.metadata.annotations.unwrap();
