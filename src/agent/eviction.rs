@@ -35,6 +35,10 @@ use crate::rt;
 /// kubelet's `evictionMonitoringPeriod`.
 pub const MONITORING_PERIOD: Duration = Duration::from_secs(10);
 
+/// kubelet's `podCleanupTimeout`: how long an evicted pod has to stop
+/// before the next pass may evict another for the same pressure.
+pub const POD_CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The least time between a pass a memory notification brought forward
 /// and the next wait for one.
 const EARLY_PASS_GAP: Duration = Duration::from_secs(1);
@@ -403,6 +407,24 @@ impl<R: RuntimeService> Agent<R> {
         let Some((threshold, observed)) = decision.act else {
             return;
         };
+        // kubelet's `waitForPodsCleanup`: a pod evicted before is given up
+        // to POD_CLEANUP_TIMEOUT to stop and hand its memory back before
+        // another is chosen; a notified pass a second after an eviction
+        // sees the same pressure and must not take a second pod for it.
+        let now_secs = super::now_unix_nanos() / 1_000_000_000;
+        let cleaning = self.pods.borrow().values().any(|e| {
+            e.evicted.as_ref().is_some_and(|ev| {
+                e.observed.is_active()
+                    && now_secs - ev.at_unix < POD_CLEANUP_TIMEOUT.as_secs() as i64
+            })
+        });
+        if cleaning {
+            log::info!(
+                "eviction: {} still below its threshold; waiting for the evicted pod to stop first",
+                threshold.signal.as_str()
+            );
+            return;
+        }
         let mut observed = observed;
         if threshold.signal.reclaimable_by_gc() {
             log::info!(
