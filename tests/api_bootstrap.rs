@@ -82,14 +82,7 @@ subjects:
 }
 
 fn get(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend_from_slice(&["-o", "json"]);
-    let out = cp.kubectl(&all);
-    if !out.status.success() {
-        return None;
-    }
-    serde_json::from_slice(&out.stdout).ok()
+    cp.get_json(args)
 }
 
 #[test]

@@ -50,14 +50,7 @@ fn join_through(cp: &ControlPlane, c: &Containerd, proxy: &FaultProxy) -> Picole
 
 /// `kubectl get <what> -o json`, or None when it does not exist.
 fn get(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend_from_slice(&["-o", "json"]);
-    let out = cp.kubectl(&all);
-    if !out.status.success() {
-        return None;
-    }
-    serde_json::from_slice(&out.stdout).ok()
+    cp.get_json(args)
 }
 
 /// A pod bound to `node` that runs (busybox is present on the node; the

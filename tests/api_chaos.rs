@@ -55,14 +55,7 @@ fn join_via(cp: &ControlPlane, c: &Containerd, server: impl Fn(&str) -> String) 
 
 /// `kubectl get <what> -o json` as the admin, or None when it does not exist.
 fn get(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend_from_slice(&["-o", "json"]);
-    let out = cp.kubectl(&all);
-    if !out.status.success() {
-        return None;
-    }
-    serde_json::from_slice(&out.stdout).ok()
+    cp.get_json(args)
 }
 
 fn condition(obj: &Value, kind: &str) -> Option<String> {

@@ -30,14 +30,7 @@ fn join(cp: &ControlPlane, c: &Containerd, extra_config: &str) -> Picolet {
 
 /// `kubectl get <what> -o json`, or None when it does not exist.
 fn get(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend_from_slice(&["-o", "json"]);
-    let out = cp.kubectl(&all);
-    if !out.status.success() {
-        return None;
-    }
-    serde_json::from_slice(&out.stdout).ok()
+    cp.get_json(args)
 }
 
 fn condition(obj: &Value, kind: &str) -> Option<String> {

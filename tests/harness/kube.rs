@@ -357,6 +357,19 @@ impl ControlPlane {
         self.kubectl_as(&self.admin_kubeconfig(), args)
     }
 
+    /// `kubectl get <args> -o json` as the admin; `None` when kubectl fails
+    /// (not found, the API server down) or prints no JSON.
+    pub fn get_json(&self, args: &[&str]) -> Option<serde_json::Value> {
+        let mut all = vec!["get"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["-o", "json"]);
+        let out = self.kubectl(&all);
+        if !out.status.success() {
+            return None;
+        }
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
     /// Runs kubectl with another kubeconfig (e.g. a node's).
     pub fn kubectl_as(&self, kubeconfig: &Path, args: &[&str]) -> Output {
         let mut cmd = Command::new(assets::binary("kubectl"));
