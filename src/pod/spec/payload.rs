@@ -162,7 +162,8 @@ fn lookup<T>(
     }
 }
 
-/// A ConfigMap's files (kubelet's `configmap.MakePayload`).
+/// A ConfigMap's files (kubelet's `configmap.MakePayload`): `data` and
+/// `binaryData` alike.
 fn config_map_files(
     out: &mut BTreeMap<String, File>,
     cm: Option<&ConfigMap>,
@@ -172,49 +173,19 @@ fn config_map_files(
 ) -> Result<(), PayloadError> {
     let data = cm.and_then(|c| c.data.as_ref());
     let binary = cm.and_then(|c| c.binary_data.as_ref());
-    match items.filter(|i| !i.is_empty()) {
-        None => {
-            for (k, v) in data.into_iter().flatten() {
-                out.insert(
-                    k.clone(),
-                    File {
-                        data: v.clone().into_bytes(),
-                        mode,
-                    },
-                );
-            }
-            for (k, v) in binary.into_iter().flatten() {
-                out.insert(
-                    k.clone(),
-                    File {
-                        data: v.0.clone(),
-                        mode,
-                    },
-                );
-            }
-        }
-        Some(items) => {
-            for item in items {
-                let bytes = match (
-                    data.and_then(|d| d.get(&item.key)),
-                    binary.and_then(|b| b.get(&item.key)),
-                ) {
-                    (Some(s), _) => s.clone().into_bytes(),
-                    (None, Some(b)) => b.0.clone(),
-                    (None, None) if optional => continue,
-                    (None, None) => {
-                        return Err(PayloadError::Missing(format!(
-                            "configmap references non-existent config key: {}",
-                            item.key
-                        )))
-                    }
-                };
-                let mode = mode_bits(item.mode, mode);
-                out.insert(item.path.clone(), File { data: bytes, mode });
-            }
-        }
-    }
-    Ok(())
+    let entries = data
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k, v.as_bytes()))
+        .chain(binary.into_iter().flatten().map(|(k, v)| (k, &v.0[..])));
+    let lookup = |key: &str| {
+        data.and_then(|d| d.get(key))
+            .map(|s| s.as_bytes())
+            .or_else(|| binary.and_then(|b| b.get(key)).map(|b| &b.0[..]))
+    };
+    keyed_files(out, entries, lookup, items, mode, optional, |key| {
+        format!("configmap references non-existent config key: {key}")
+    })
 }
 
 /// A Secret's files (kubelet's `secret.MakePayload`).
@@ -226,39 +197,53 @@ fn secret_files(
     optional: bool,
 ) -> Result<(), PayloadError> {
     let data = s.and_then(|s| s.data.as_ref());
-    match items.filter(|i| !i.is_empty()) {
-        None => {
-            for (k, v) in data.into_iter().flatten() {
-                out.insert(
-                    k.clone(),
-                    File {
-                        data: v.0.clone(),
-                        mode,
-                    },
-                );
-            }
+    let entries = data.into_iter().flatten().map(|(k, v)| (k, &v.0[..]));
+    let lookup = |key: &str| data.and_then(|d| d.get(key)).map(|v| &v.0[..]);
+    keyed_files(out, entries, lookup, items, mode, optional, |key| {
+        format!("references non-existent secret key: {key}")
+    })
+}
+
+/// The files of a keyed object, as kubelet writes ConfigMaps and Secrets:
+/// without `items`, every key at `mode`; with them, only the listed keys at
+/// their paths (an item's own mode first). A listed key that is missing is
+/// skipped when the volume is optional and an error (`missing`'s message)
+/// otherwise.
+fn keyed_files<'a>(
+    out: &mut BTreeMap<String, File>,
+    entries: impl Iterator<Item = (&'a String, &'a [u8])>,
+    lookup: impl Fn(&str) -> Option<&'a [u8]>,
+    items: Option<&[KeyToPath]>,
+    mode: u32,
+    optional: bool,
+    missing: impl Fn(&str) -> String,
+) -> Result<(), PayloadError> {
+    let Some(items) = items.filter(|i| !i.is_empty()) else {
+        for (k, v) in entries {
+            out.insert(
+                k.clone(),
+                File {
+                    data: v.to_vec(),
+                    mode,
+                },
+            );
         }
-        Some(items) => {
-            for item in items {
-                let Some(v) = data.and_then(|d| d.get(&item.key)) else {
-                    if optional {
-                        continue;
-                    }
-                    return Err(PayloadError::Missing(format!(
-                        "references non-existent secret key: {}",
-                        item.key
-                    )));
-                };
-                let mode = mode_bits(item.mode, mode);
-                out.insert(
-                    item.path.clone(),
-                    File {
-                        data: v.0.clone(),
-                        mode,
-                    },
-                );
+        return Ok(());
+    };
+    for item in items {
+        let Some(v) = lookup(&item.key) else {
+            if optional {
+                continue;
             }
-        }
+            return Err(PayloadError::Missing(missing(&item.key)));
+        };
+        out.insert(
+            item.path.clone(),
+            File {
+                data: v.to_vec(),
+                mode: mode_bits(item.mode, mode),
+            },
+        );
     }
     Ok(())
 }
