@@ -12,10 +12,22 @@
 //! remembers where each JSON line came from, so serde_json's "line 40" of
 //! the JSON becomes the YAML line and column of the node it choked on.
 //!
-//! Scalars are resolved by the YAML 1.2 core schema (serde_yaml_ng's):
-//! `null`/`~`/empty, `true`/`false` (and their capitalised forms), decimal,
-//! `0o` and `0x` integers, decimal floats; anything quoted, or tagged
-//! `!!str`, is a string. `.inf` and `.nan` have no JSON form and stay strings.
+//! Plain scalars are resolved as kubelet's YAML library does (go-yaml v2,
+//! YAML 1.1 with Go's number syntax), not by YAML 1.2's core schema, so a
+//! manifest means the same to picolet as to kubelet:
+//! - `null`/`~`/empty are null; `true`/`yes`/`on`/`y` and
+//!   `false`/`no`/`off`/`n` (each also capitalised and upper-case) are bools;
+//! - integers are Go's `ParseInt(text, 0, 64)` after removing `_`: a leading
+//!   `0` is octal (`defaultMode: 0644` is 420, the common case this is
+//!   for), `0o`, `0x` and `0b` prefixes, an optional sign; then
+//!   `[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?` is a float (`08`
+//!   and `1e3` are 8 and 1000), written as Go's JSON writes it (no `.0`).
+//! - anything quoted, or tagged `!!str`, is a string. `.inf` and `.nan`
+//!   have no JSON form and stay strings (kubelet refuses the manifest).
+//!
+//! A key is written as a string: its text, or the decimal or `true`/`false`
+//! a number or bool key resolves to (`0644:` is the key `"420"`, as Go
+//! stringifies it).
 //! Aliases are replayed from the anchored node's JSON (the caller has already
 //! bounded their expansion with [`super::check_yaml`]).
 //!
@@ -114,7 +126,7 @@ pub fn yaml_to_json(text: &str) -> Result<Vec<JsonDocument>, YamlToJsonError> {
                 })?;
                 if w.node(at, false)? {
                     // A key is written as a string whatever it resolves to.
-                    w.out.push_str(&string(&String::from_utf8_lossy(&value)));
+                    w.out.push_str(&key(&token, &value));
                     w.out.push(':');
                 } else {
                     w.out.push_str(&token);
@@ -267,48 +279,78 @@ fn scalar(value: &[u8], plain: bool, tag: Option<&[u8]>) -> Option<String> {
     Some(resolve(&text).unwrap_or_else(|| string(&text)))
 }
 
-/// The YAML 1.2 core schema: a plain scalar's JSON token when it is null, a
-/// bool or a number with a JSON form.
+/// A mapping key's JSON string: a string scalar's own token, a number's or
+/// bool's JSON text quoted, and the scalar's text for a null (Go refuses a
+/// null key; picolet keeps the text).
+fn key(token: &str, value: &[u8]) -> String {
+    if token.starts_with('"') {
+        token.to_string()
+    } else if token == "null" {
+        string(&String::from_utf8_lossy(value))
+    } else {
+        string(token)
+    }
+}
+
+/// go-yaml v2's resolution of a plain scalar (see the module docs): its JSON
+/// token when it is null, a bool or a number with a JSON form.
 fn resolve(text: &str) -> Option<String> {
     match text {
         "" | "~" | "null" | "Null" | "NULL" => return Some("null".into()),
-        "true" | "True" | "TRUE" => return Some("true".into()),
-        "false" | "False" | "FALSE" => return Some("false".into()),
+        "true" | "True" | "TRUE" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "y" | "Y" => {
+            return Some("true".into())
+        }
+        "false" | "False" | "FALSE" | "no" | "No" | "NO" | "off" | "Off" | "OFF" | "n" | "N" => {
+            return Some("false".into())
+        }
         _ => {}
     }
-    if let Some(n) = integer(text) {
+    if text.starts_with('.') {
+        // go-yaml hands these to ParseFloat directly (`.5`).
+        let f: f64 = text.parse().ok()?;
+        return f.is_finite().then(|| format!("{f}"));
+    }
+    if !text.starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '+') {
+        return None;
+    }
+    let plain = text.replace('_', "");
+    if let Some(n) = integer(&plain) {
         return Some(n);
     }
-    if is_float(text) {
-        let f: f64 = text.parse().ok()?;
-        return f.is_finite().then(|| format!("{f:?}"));
+    if is_float(&plain) {
+        let f: f64 = plain.parse().ok()?;
+        return f.is_finite().then(|| format!("{f}"));
     }
     None
 }
 
-/// `[-+]?[0-9]+`, `0o[0-7]+`, `0x[0-9a-fA-F]+` in decimal.
+/// Go's `ParseInt(text, 0, 64)`, or `ParseUint` beyond it, in decimal: an
+/// optional sign, then `0x`/`0o`/`0b` (either case) or a leading `0`
+/// (octal), or decimal digits.
 fn integer(text: &str) -> Option<String> {
-    for (prefix, radix) in [("0o", 8), ("0x", 16)] {
-        if let Some(digits) = text.strip_prefix(prefix) {
-            return u64::from_str_radix(digits, radix)
-                .ok()
-                .filter(|_| !digits.starts_with(['+', '-']))
-                .map(|n| n.to_string());
-        }
-    }
-    let (sign, digits) = match text.as_bytes().first()? {
-        b'-' => ("-", &text[1..]),
-        b'+' => ("", &text[1..]),
-        _ => ("", text),
+    let (negative, body) = match text.as_bytes().first()? {
+        b'-' => (true, &text[1..]),
+        b'+' => (false, &text[1..]),
+        _ => (false, text),
     };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    let lower = body.get(..2).map(str::to_ascii_lowercase);
+    let (digits, radix) = match lower.as_deref() {
+        Some("0x") => (&body[2..], 16),
+        Some("0o") => (&body[2..], 8),
+        Some("0b") => (&body[2..], 2),
+        _ if body.len() > 1 && body.starts_with('0') => (&body[1..], 8),
+        _ => (body, 10),
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
         return None;
     }
-    let digits = digits.trim_start_matches('0');
-    if digits.is_empty() {
-        return Some("0".into());
+    let n = u128::from_str_radix(digits, radix).ok()?;
+    match (negative, n) {
+        (_, 0) => Some("0".into()),
+        (true, n) if n <= 1 << 63 => Some(format!("-{n}")),
+        (false, n) if n <= u128::from(u64::MAX) => Some(n.to_string()),
+        _ => None,
     }
-    Some(format!("{sign}{digits}"))
 }
 
 /// `[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?`
@@ -374,18 +416,31 @@ mod tests {
     }
 
     #[test]
-    fn scalars_resolve_by_the_core_schema() {
+    fn scalars_resolve_as_kubelets_yaml_1_1_library_does() {
         let v = json(
             "a: 8080\nb: \"8080\"\nc: true\nd: ~\ne:\nf: 1.5\ng: 0x1F\nh: 0o17\ni: +007\n\
-             j: .inf\nk: yes\nl: !!str 12\nm: 1e3\nn: '1e3'\no: -0\np: 1_000\n",
+             j: .inf\nk: yes\nl: !!str 12\nm: 1e3\nnn: '1e3'\no: -0\np: 1_000\n\
+             q: 0644\nr: 08\ns: Off\nt: 0b101\nu: -0x10\nv: .5\nw: 18446744073709551615\n\
+             x: 2001-12-14\nyy: 1.2.3\nz: '0644'\n",
         );
         assert_eq!(
             v,
             serde_json::json!({
                 "a": 8080, "b": "8080", "c": true, "d": null, "e": null, "f": 1.5,
-                "g": 31, "h": 15, "i": 7, "j": ".inf", "k": "yes", "l": "12",
-                "m": 1000.0, "n": "1e3", "o": 0, "p": "1_000"
+                "g": 31, "h": 15, "i": 7, "j": ".inf", "k": true, "l": "12",
+                "m": 1000, "nn": "1e3", "o": 0, "p": 1000, "q": 420, "r": 8, "s": false,
+                "t": 5, "u": -16, "v": 0.5, "w": u64::MAX, "x": "2001-12-14",
+                "yy": "1.2.3", "z": "0644"
             })
+        );
+    }
+
+    #[test]
+    fn a_number_or_bool_key_is_the_string_go_makes_of_it() {
+        let v = json("0644: a\non: b\n3: c\nname: d\n");
+        assert_eq!(
+            v,
+            serde_json::json!({"420": "a", "true": "b", "3": "c", "name": "d"})
         );
     }
 
@@ -394,7 +449,8 @@ mod tests {
         let v = json("m:\n  - {x: [1, 2], 3: y}\n  - []\n  - {}\n  - - a\n    - b\nz: 1\n");
         assert_eq!(
             v,
-            serde_json::json!({"m": [{"x": [1, 2], "3": "y"}, [], {}, ["a", "b"]], "z": 1})
+            // `y` is YAML 1.1's true.
+            serde_json::json!({"m": [{"x": [1, 2], "3": true}, [], {}, ["a", "b"]], "z": 1})
         );
     }
 
