@@ -26,7 +26,7 @@ use std::io;
 use std::path::PathBuf;
 
 pub use client::get;
-pub use router::Router;
+pub use router::{Reply, Router, StreamFn};
 pub use server::{
     bind, serve, serve_listener, serve_router, Handlers, MetricsFn, PodsFn, CONNECTION_TIMEOUT,
     HEADER_TIMEOUT, MAX_CONNECTIONS,

@@ -12,7 +12,14 @@
 //! The routes are [`Handlers`], registered by whoever starts the server:
 //! `GET /healthz` → `ok`, `GET /pods` → a v1 `PodList` as JSON,
 //! `GET /metrics` when a renderer is given, and `GET /node` (eviction
-//! signals, thresholds, pressure conditions) when the agent gives it.
+//! signals, thresholds, pressure conditions), `GET /containerLogs/...`,
+//! `GET /stats/summary` and `GET /metrics/resource` when the agent gives
+//! them.
+//!
+//! A streamed answer (`follow=true` logs) is the one exception to
+//! [`CONNECTION_TIMEOUT`]: once its head is sent, the connection lives
+//! until the feeding task ends it (the container stopped) or the client
+//! goes away; it still holds one of the [`MAX_CONNECTIONS`].
 
 use std::cell::Cell;
 use std::convert::Infallible;
@@ -28,7 +35,7 @@ use http::Request;
 use hyper::body::Incoming;
 use smol::Async;
 
-use super::router::{Handler, Router};
+use super::router::{Handler, Reply, Router, StreamFn};
 use super::AdminError;
 use crate::rt;
 
@@ -55,6 +62,13 @@ pub struct Handlers {
     /// `GET /node`: the node's eviction signals, thresholds and pressure
     /// conditions as JSON; `None` answers 404.
     pub node: Option<PodsFn>,
+    /// `GET /containerLogs/{namespace}/{pod}/{container}`; `None` answers
+    /// 404.
+    pub logs: Option<StreamFn>,
+    /// `GET /stats/summary`: kubelet's Summary as JSON; `None` answers 404.
+    pub summary: Option<PodsFn>,
+    /// `GET /metrics/resource`; `None` answers 404.
+    pub resource_metrics: Option<MetricsFn>,
 }
 
 impl From<PodsFn> for Handlers {
@@ -63,6 +77,9 @@ impl From<PodsFn> for Handlers {
             pods,
             metrics: None,
             node: None,
+            logs: None,
+            summary: None,
+            resource_metrics: None,
         }
     }
 }
@@ -76,6 +93,18 @@ impl Handlers {
             .get("/pods", Handler::Json(self.pods));
         if let Some(node) = self.node {
             router = router.get("/node", Handler::Json(node));
+        }
+        if let Some(logs) = self.logs {
+            router = router.get("/containerLogs/*", Handler::Stream(logs));
+        }
+        if let Some(summary) = self.summary {
+            router = router.get("/stats/summary", Handler::Json(summary));
+        }
+        if let Some(m) = self.resource_metrics {
+            router = router.get(
+                "/metrics/resource",
+                Handler::Render(m, "text/plain; version=0.0.4; charset=utf-8"),
+            );
         }
         match self.metrics {
             Some(m) => router.get(
@@ -201,17 +230,27 @@ pub async fn serve_router(
         active.set(active.get() + 1);
         let slot = Slot(active.clone());
         let router = router.clone();
+        let streaming = Rc::new(Cell::new(false));
+        let streams = streaming.clone();
         let conn = builder.serve_connection(
             rt::Io(stream),
             hyper::service::service_fn(move |req: Request<Incoming>| {
                 let (head, _body) = req.into_parts();
-                let response = router.handle(&head);
+                let response = router.respond(&head);
+                if matches!(response.body(), Reply::Stream(_)) {
+                    streams.set(true);
+                }
                 async move { Ok::<_, Infallible>(response) }
             }),
         );
         rt::spawn(async move {
             let _slot = slot;
-            match rt::timeout(CONNECTION_TIMEOUT, conn).await {
+            let mut conn = std::pin::pin!(conn);
+            let done = match rt::timeout(CONNECTION_TIMEOUT, conn.as_mut()).await {
+                None if streaming.get() => Some(conn.await),
+                done => done,
+            };
+            match done {
                 None => log::debug!("admin connection timed out"),
                 Some(Err(e)) => log::debug!("admin connection: {e}"),
                 Some(Ok(())) => {}

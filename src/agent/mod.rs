@@ -17,7 +17,8 @@
 //! - `config_volumes.rs`: configMap, secret, downwardAPI and projected
 //!   volumes (tmpfs for secrets), written by `atomic_writer.rs` (kubelet's
 //!   `..data` swap) at a container's start and refreshed at every sync;
-//! - `logs.rs`: container log rotation;
+//! - `logs.rs`: container log rotation; `container_logs.rs`: serving a
+//!   container's log (`/containerLogs/...`);
 //! - `eviction.rs`: node-pressure eviction (kernel stats, the pure
 //!   manager, reclaim, one pod per pass) and the pressure conditions;
 //! - `image_gc.rs`: image GC (thresholds, LRU), run by the eviction task;
@@ -58,6 +59,7 @@ mod config;
 #[cfg(test)]
 mod config_tests;
 mod config_volumes;
+mod container_logs;
 mod eviction;
 mod gc;
 mod host_files;
@@ -326,10 +328,14 @@ impl<R: RuntimeService> Agent<R> {
         tasks.push(rt::spawn(async move {
             let me2 = me.clone();
             let me3 = me.clone();
+            let me4 = me.clone();
             let handlers = crate::admin::Handlers {
                 pods: Rc::new(move || me.pod_list()),
                 metrics: Some(Rc::new(move || me2.metrics())),
                 node: Some(Rc::new(move || me3.eviction_json())),
+                logs: Some(Rc::new(move |req| me4.container_logs(req))),
+                summary: None,
+                resource_metrics: None,
             };
             if let Err(e) = crate::admin::serve(&socket, handlers).await {
                 log::error!("admin socket {}: {e}", socket.display());
