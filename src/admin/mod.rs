@@ -25,7 +25,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-pub use client::get;
+pub use client::{get, log_container, stream};
 pub use router::{Reply, Router, StreamFn};
 pub use server::{
     bind, serve, serve_listener, serve_router, Handlers, MetricsFn, PodsFn, CONNECTION_TIMEOUT,
