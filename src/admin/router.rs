@@ -175,7 +175,7 @@ impl Router {
     pub fn handle(&self, req: &Parts) -> Response<Body> {
         match self.find(req) {
             Ok(handler) => handler.answer(req),
-            Err(refusal) => refusal,
+            Err(allow) => refusal(&allow),
         }
     }
 
@@ -184,12 +184,13 @@ impl Router {
         match self.find(req) {
             Ok(Handler::Stream(f)) => f(req),
             Ok(handler) => handler.answer(req).map(Reply::Whole),
-            Err(refusal) => refusal.map(Reply::Whole),
+            Err(allow) => refusal(&allow).map(Reply::Whole),
         }
     }
 
-    /// The handler of the request's route, or the 404/405 answer.
-    fn find(&self, req: &Parts) -> Result<&Handler, Response<Body>> {
+    /// The handler of the request's route, or the methods the path allows
+    /// (none: it is unknown).
+    fn find(&self, req: &Parts) -> Result<&Handler, String> {
         let path = req.uri.path();
         let mut allow = String::new();
         for r in self.routes.iter().filter(|r| matches(r.pattern, path)) {
@@ -203,15 +204,20 @@ impl Router {
                 allow.push_str(r.method.as_str());
             }
         }
-        if allow.is_empty() {
-            return Err(text(StatusCode::NOT_FOUND, "not found\n"));
-        }
-        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
-        if let Ok(allow) = HeaderValue::from_str(&allow) {
-            r.headers_mut().insert(header::ALLOW, allow);
-        }
-        Err(r)
+        Err(allow)
     }
+}
+
+/// 404 when no method is allowed, else 405 with the `Allow` header.
+fn refusal(allow: &str) -> Response<Body> {
+    if allow.is_empty() {
+        return text(StatusCode::NOT_FOUND, "not found\n");
+    }
+    let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+    if let Ok(allow) = HeaderValue::from_str(allow) {
+        r.headers_mut().insert(header::ALLOW, allow);
+    }
+    r
 }
 
 /// A `text/plain` answer.

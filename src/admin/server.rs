@@ -65,8 +65,9 @@ pub struct Handlers {
     /// `GET /containerLogs/{namespace}/{pod}/{container}`; `None` answers
     /// 404.
     pub logs: Option<StreamFn>,
-    /// `GET /stats/summary`: kubelet's Summary as JSON; `None` answers 404.
-    pub summary: Option<PodsFn>,
+    /// `GET /stats/summary`: kubelet's Summary, as JSON text; `None`
+    /// answers 404.
+    pub summary: Option<MetricsFn>,
     /// `GET /metrics/resource`; `None` answers 404.
     pub resource_metrics: Option<MetricsFn>,
 }
@@ -98,7 +99,10 @@ impl Handlers {
             router = router.get("/containerLogs/*", Handler::Stream(logs));
         }
         if let Some(summary) = self.summary {
-            router = router.get("/stats/summary", Handler::Json(summary));
+            router = router.get(
+                "/stats/summary",
+                Handler::Render(summary, "application/json"),
+            );
         }
         if let Some(m) = self.resource_metrics {
             router = router.get(

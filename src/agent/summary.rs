@@ -105,15 +105,16 @@ fn container_cgroup(pod_dir: &Path, id: &str) -> Option<PathBuf> {
 }
 
 impl<R: RuntimeService> Agent<R> {
-    /// `GET /stats/summary`.
-    pub(super) fn summary_json(&self) -> serde_json::Value {
-        serde_json::to_value(self.summary()).unwrap_or(serde_json::Value::Null)
+    /// `GET /stats/summary`: the JSON text (straight from the structs, no
+    /// intermediate `Value`).
+    pub(super) fn summary_json(&self) -> String {
+        serde_json::to_string(&self.summary()).unwrap_or_default()
     }
 
     /// `GET /metrics/resource`.
     pub(super) fn resource_metrics(&self) -> String {
         let s = self.summary();
-        let now_ms = (now_unix_nanos() / 1_000_000) as i64;
+        let now_ms = now_unix_nanos() / 1_000_000;
         summary::resource_metrics(&s, self.summary.failed.get(), now_ms)
     }
 

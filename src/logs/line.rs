@@ -247,7 +247,8 @@ mod tests {
 
     #[test]
     fn cri_lines_parse_into_time_stream_tag_and_text() {
-        let table: &[(&str, Result<(&str, Stream, bool, &str), LogsError>)] = &[
+        type Parsed<'a> = Result<(&'a str, Stream, bool, &'a str), LogsError>;
+        let table: &[(&str, Parsed)] = &[
             (
                 "2026-12-01T05:00:01.1Z stdout F hello world",
                 Ok((
