@@ -9,20 +9,22 @@
 //! [`stream`] sends the answer in chunks on a bounded channel: memory stays
 //! at a chunk or two whatever the log's size, a slow client slows the
 //! reading, and a client that went away (the receiver dropped) ends it.
+//! With `tailLines`, [`tail_start`] finds the tail from the end of the
+//! newest files, so a short tail of a long log reads little of it.
 //! Following polls the current file every [`POLL`] (a rotation is seen as
 //! a new inode under the name: the rest of the old file is read first) and
 //! ends, after a last read, once the container no longer runs.
 
 use std::fs::File;
-use std::io::Read;
-use std::os::unix::fs::MetadataExt;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
 use smol::channel::Sender;
 
-use super::line::{Assembler, Output};
+use super::line::{parse_line, Assembler, Output};
 use super::LogOptions;
 use crate::rt;
 
@@ -58,6 +60,48 @@ pub fn log_files(dir: &Path, attempt: u32) -> Vec<PathBuf> {
         .into_iter()
         .map(|n| dir.join(n))
         .collect()
+}
+
+/// Where the last `n` complete log lines of `f` (`len` bytes) start, found
+/// by reading backwards (a line is complete at its `F` piece; a trailing
+/// piece without its newline does not count): `(offset, n)` when the file
+/// holds that many, else `(0, how many it holds)`. With `tailLines`, only
+/// that end of the newest files is read, not the whole log.
+pub fn tail_start(f: &File, len: u64, n: u64) -> (u64, u64) {
+    let complete = |line: &[u8]| parse_line(line).is_ok_and(|l| !l.partial);
+    let mut pos = len;
+    // The bytes from `pos` to the end of the line being found.
+    let mut tail: Vec<u8> = Vec::new();
+    let mut after_last_newline = true;
+    let mut found = 0;
+    while pos > 0 {
+        let start = pos.saturating_sub(CHUNK as u64);
+        let mut block = vec![0; (pos - start) as usize];
+        if f.read_exact_at(&mut block, start).is_err() {
+            return (0, found);
+        }
+        block.extend_from_slice(&tail);
+        tail = block;
+        pos = start;
+        while let Some(i) = tail.iter().rposition(|b| *b == b'\n') {
+            let line = &tail[i + 1..];
+            if !std::mem::take(&mut after_last_newline) && complete(line) {
+                found += 1;
+                if found > n {
+                    return (pos + (i + 1 + line.len() + 1) as u64, n);
+                }
+            }
+            tail.truncate(i);
+        }
+    }
+    // The file's first line.
+    if !after_last_newline && complete(&tail) {
+        found += 1;
+        if found > n {
+            return (tail.len() as u64 + 1, n);
+        }
+    }
+    (0, found)
 }
 
 /// Splits bytes read in chunks into lines, keeping an unfinished one.
@@ -157,11 +201,35 @@ pub async fn stream(
     let Some(current) = files.last().cloned() else {
         return;
     };
+    // With tailLines (and no time filter), skip what the tail cannot hold:
+    // the older files, and the start of the oldest one read.
+    let mut starts = vec![0u64; files.len()];
+    if let (Some(mut n), None) = (opts.tail_lines, opts.since_nanos) {
+        let mut first = files.len();
+        for (i, path) in files.iter().enumerate().rev() {
+            let Ok(f) = File::open(path) else { continue };
+            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            first = i;
+            let (start, found) = tail_start(&f, len, n);
+            starts[i] = start;
+            n -= found;
+            if n == 0 {
+                break;
+            }
+        }
+        starts.iter_mut().take(first).for_each(|s| *s = u64::MAX);
+    }
     let mut open: Option<File> = None;
-    for path in &files {
+    for (path, start) in files.iter().zip(starts) {
+        if start == u64::MAX {
+            continue;
+        }
         let Ok(mut f) = File::open(path) else {
             continue;
         };
+        if start > 0 && f.seek(SeekFrom::Start(start)).is_err() {
+            continue;
+        }
         let mut lines = Lines::default();
         if !a.read(&mut f, &mut lines).await {
             return;
@@ -258,6 +326,45 @@ mod tests {
         assert_eq!(collect(files.clone(), "", || false), "one\ntwo\nthree\n");
         assert_eq!(collect(files, "tailLines=1", || false), "three\n");
         assert_eq!(collect(log_files(d, 7), "", || false), "");
+    }
+
+    #[test]
+    fn the_tail_is_found_from_the_end_counting_complete_lines_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.log");
+        let text =
+            "t stdout F a\nt stdout P b1\nt stdout F b2\nt stdout F c\nt stdout P unfinished";
+        std::fs::write(&path, text).unwrap();
+        let f = File::open(&path).unwrap();
+        let len = text.len() as u64;
+        let at = |s: &str| text.find(s).unwrap() as u64;
+        assert_eq!(tail_start(&f, len, 1), (at("t stdout F c"), 1));
+        assert_eq!(tail_start(&f, len, 2), (at("t stdout P b1"), 2));
+        assert_eq!(tail_start(&f, len, 3), (0, 3));
+        assert_eq!(tail_start(&f, len, 9), (0, 3));
+        assert_eq!(tail_start(&f, len, 0), (at("t stdout P unfinished"), 0));
+        assert_eq!(tail_start(&f, 0, 2), (0, 0));
+    }
+
+    #[test]
+    fn a_tail_reads_only_the_newest_files_it_needs() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // The oldest file is never opened (the tail would trim its lines
+        // anyway; `tail_start`'s test shows where reading starts).
+        std::fs::write(d.join("0.log.20261201-040000"), "garbage\n").unwrap();
+        std::fs::write(
+            d.join("0.log.20261201-050000"),
+            "t stdout F one\nt stdout F two\n",
+        )
+        .unwrap();
+        std::fs::write(d.join("0.log"), "t stdout F three\n").unwrap();
+        assert_eq!(
+            collect(log_files(d, 0), "tailLines=2", || false),
+            "two\nthree\n"
+        );
+        assert_eq!(collect(log_files(d, 0), "tailLines=1", || false), "three\n");
+        assert_eq!(collect(log_files(d, 0), "tailLines=0", || false), "");
     }
 
     #[test]
