@@ -7,7 +7,8 @@
 //! here, and a scrape reports the rate since the previous scrape (none on
 //! the first). Readings of cgroups that went away are dropped at each
 //! scrape. A container's cgroup is its ID under the pod's (the cgroupfs
-//! driver) or the runtime's `<prefix>-<ID>.scope` (systemd).
+//! driver; CRI-O's `crio-<ID>`) or the runtime's `<prefix>-<ID>.scope`
+//! (systemd).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -98,6 +99,7 @@ fn container_cgroup(pod_dir: &Path, id: &str) -> Option<PathBuf> {
         id.to_string(),
         format!("cri-containerd-{id}.scope"),
         format!("crio-{id}.scope"),
+        format!("crio-{id}"),
     ]
     .into_iter()
     .map(|n| pod_dir.join(n))
