@@ -344,6 +344,52 @@ mod tests {
         });
     }
 
+    #[test]
+    fn a_streamed_route_sends_chunks_as_its_task_feeds_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("picolet.sock");
+        let logs: StreamFn = Rc::new(|_req| {
+            let (tx, rx) = smol::channel::bounded(1);
+            rt::spawn(async move {
+                for chunk in ["one\n", "two\n", "three\n"] {
+                    if tx
+                        .send(bytes::Bytes::from_static(chunk.as_bytes()))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            })
+            .detach();
+            http::Response::new(Reply::stream(rx))
+        });
+        let handlers = Handlers {
+            logs: Some(logs),
+            ..Handlers::from(Rc::new(|| json!({})) as PodsFn)
+        };
+        rt::block_on(async {
+            let listener = bind(&path).unwrap();
+            let server = rt::spawn({
+                let path = path.clone();
+                async move { serve_listener(&listener, &path, handlers).await }
+            });
+            let (tx, rx) = smol::channel::bounded(1);
+            let client_path = path.clone();
+            let client = std::thread::spawn(move || {
+                let mut out = Vec::new();
+                let r =
+                    crate::admin::client::stream(&client_path, "/containerLogs/a/b/c", &mut out);
+                tx.send_blocking((r.unwrap(), out)).unwrap();
+            });
+            let ((status, _), out) = rx.recv().await.unwrap();
+            client.join().unwrap();
+            assert_eq!(status, 200);
+            assert_eq!(out, b"one\ntwo\nthree\n");
+            drop(server);
+        });
+    }
+
     /// Sends raw bytes and reads the raw response.
     fn raw_request(path: &Path, request: &str) -> String {
         let mut s = UnixStream::connect(path).unwrap();
