@@ -4,6 +4,8 @@
 //! picolet run [--config FILE] [--root-dir DIR] [--hostname-override NAME]
 //!             [--admin-socket PATH] [--board NAME] [kubelet flags...]
 //! picolet get pods [--admin-socket PATH] [-o wide|json]
+//! picolet logs POD [-n NS] [-c C] [-f] [--previous] [--tail N] [--timestamps]
+//!              [--admin-socket PATH]
 //! picolet version
 //! picolet help | --help | -h
 //! ```
@@ -40,6 +42,8 @@ pub enum Command {
     /// `picolet get node`: the node's eviction signals, thresholds and
     /// pressure conditions, from the admin socket.
     GetNode(GetArgs),
+    /// `picolet logs`: a container's log, from the admin socket.
+    Logs(LogsArgs),
     /// `picolet version` / `--version`.
     Version,
     /// `picolet help`, `--help`, `-h`, or no arguments at all.
@@ -64,6 +68,55 @@ pub struct GetArgs {
     pub output: OutputFormat,
 }
 
+/// Arguments of `picolet logs` (kubectl's flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogsArgs {
+    /// `--admin-socket PATH`; default [`config::DEFAULT_ADMIN_SOCKET`].
+    pub admin_socket: PathBuf,
+    /// `-n`/`--namespace`; `default` when not given.
+    pub namespace: String,
+    pub pod: String,
+    /// `-c`/`--container`; `None`: the pod's only (or default) container.
+    pub container: Option<String>,
+    /// `-f`/`--follow`.
+    pub follow: bool,
+    /// `-p`/`--previous`.
+    pub previous: bool,
+    /// `--tail N`; `None` (or `--tail=-1`): every line.
+    pub tail: Option<u64>,
+    /// `--timestamps`.
+    pub timestamps: bool,
+    /// `--limit-bytes N`.
+    pub limit_bytes: Option<u64>,
+}
+
+impl LogsArgs {
+    /// The admin socket path of the log request, with kubelet's query.
+    pub fn uri(&self, container: &str) -> String {
+        let mut uri = format!(
+            "/containerLogs/{}/{}/{container}?",
+            self.namespace, self.pod
+        );
+        for (on, key) in [
+            (self.follow, "follow=true&"),
+            (self.previous, "previous=true&"),
+            (self.timestamps, "timestamps=true&"),
+        ] {
+            if on {
+                uri.push_str(key);
+            }
+        }
+        if let Some(n) = self.tail {
+            uri.push_str(&format!("tailLines={n}&"));
+        }
+        if let Some(n) = self.limit_bytes {
+            uri.push_str(&format!("limitBytes={n}&"));
+        }
+        uri.pop();
+        uri
+    }
+}
+
 /// `picolet get pods` output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OutputFormat {
@@ -80,9 +133,9 @@ pub enum OutputFormat {
 /// flag or argument.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    #[error("unknown command {0:?}; expected run, get, version or help")]
+    #[error("unknown command {0:?}; expected run, get, logs, version or help")]
     UnknownCommand(String),
-    #[error("expected a command (run, get, version or help) before {0}")]
+    #[error("expected a command (run, get, logs, version or help) before {0}")]
     MissingCommand(String),
     #[error("unknown flag {flag} for `picolet {command}`")]
     UnknownFlag { command: &'static str, flag: String },
@@ -102,6 +155,8 @@ pub enum CliError {
     MissingResource,
     #[error("unknown resource {0:?}; picolet can get pods or node")]
     UnknownResource(String),
+    #[error("`picolet logs` needs a pod: picolet logs POD [-c CONTAINER]")]
+    MissingPod,
     #[error(transparent)]
     Parse(#[from] lexopt::Error),
 }
@@ -117,6 +172,8 @@ Usage:
   picolet run [--config FILE] [flags...]   run the node agent
   picolet get pods [-o wide|json]          list pods of a running picolet
   picolet get node [-o json]               its eviction signals, thresholds, pressure
+  picolet logs POD [-n NS] [-c C] [-f] [-p] [--tail N] [--timestamps] [--limit-bytes N]
+                                           a container's log (its previous instance's: -p)
   picolet version                          print the version
   picolet help                             print this help
 
@@ -144,7 +201,7 @@ picolet run:
   Flags take --flag=value or --flag value; booleans take --flag or --flag=false.
   DUR is a Go duration (30s, 1m30s); SIZE a quantity (10Mi, 1G).
 
-picolet get pods, picolet get node:
+picolet get pods, picolet get node, picolet logs:
   --admin-socket PATH              [/run/picolet/picolet.sock]
   -o, --output wide|json           output format [table]
 ",
@@ -189,6 +246,7 @@ where
         Value(cmd) => match cmd.to_str() {
             Some("run") => parse_run(parser),
             Some("get") => parse_get(parser),
+            Some("logs") => parse_logs(parser),
             Some("version") => no_more_args(parser, Command::Version),
             Some("help") => Ok(Command::Help),
             _ => Err(CliError::UnknownCommand(cmd.to_string_lossy().into_owned())),
@@ -325,6 +383,78 @@ fn parse_get(mut parser: lexopt::Parser) -> Result<Command, CliError> {
     }
 }
 
+fn parse_logs(mut parser: lexopt::Parser) -> Result<Command, CliError> {
+    let mut args = LogsArgs {
+        admin_socket: PathBuf::from(config::DEFAULT_ADMIN_SOCKET),
+        namespace: "default".into(),
+        pod: String::new(),
+        container: None,
+        follow: false,
+        previous: false,
+        tail: None,
+        timestamps: false,
+        limit_bytes: None,
+    };
+    let number = |flag: &str, value: String| {
+        value.parse::<i64>().map_err(|_| CliError::InvalidValue {
+            flag: flag.to_string(),
+            value,
+            reason: "expected an integer",
+        })
+    };
+    while let Some(arg) = parser.next()? {
+        let spelled = match &arg {
+            Short(c) => format!("-{c}"),
+            Long(name) => format!("--{name}"),
+            Value(_) => String::new(),
+        };
+        match arg {
+            Short('h') | Long("help") => return Ok(Command::Help),
+            Long("admin-socket") => {
+                args.admin_socket = PathBuf::from(take_value(&mut parser, &spelled)?)
+            }
+            Short('n') | Long("namespace") => args.namespace = take_value(&mut parser, &spelled)?,
+            Short('c') | Long("container") => {
+                args.container = Some(take_value(&mut parser, &spelled)?)
+            }
+            Short('f') | Long("follow") => args.follow = true,
+            Short('p') | Long("previous") => args.previous = true,
+            Long("timestamps") => args.timestamps = true,
+            Long("tail") => {
+                let n = number(&spelled, take_value(&mut parser, &spelled)?)?;
+                args.tail = u64::try_from(n).ok();
+            }
+            Long("limit-bytes") => {
+                let value = take_value(&mut parser, &spelled)?;
+                let n = number(&spelled, value.clone())?;
+                args.limit_bytes = Some(u64::try_from(n).ok().filter(|n| *n > 0).ok_or(
+                    CliError::InvalidValue {
+                        flag: spelled,
+                        value,
+                        reason: "must be greater than 0",
+                    },
+                )?);
+            }
+            Short(_) | Long(_) => {
+                return Err(CliError::UnknownFlag {
+                    command: "logs",
+                    flag: spelled,
+                })
+            }
+            Value(v) if args.pod.is_empty() => args.pod = v.to_string_lossy().into_owned(),
+            Value(v) if args.container.is_none() => {
+                // kubectl's `logs POD CONTAINER`.
+                args.container = Some(v.to_string_lossy().into_owned())
+            }
+            Value(v) => return Err(unexpected(v)),
+        }
+    }
+    if args.pod.is_empty() {
+        return Err(CliError::MissingPod);
+    }
+    Ok(Command::Logs(args))
+}
+
 fn no_more_args(mut parser: lexopt::Parser, command: Command) -> Result<Command, CliError> {
     match parser.next()? {
         None => Ok(command),
@@ -428,11 +558,11 @@ mod tests {
     fn an_unknown_command_or_a_flag_before_the_command_is_an_error() {
         assert_eq!(
             err(&["start"]),
-            r#"unknown command "start"; expected run, get, version or help"#
+            r#"unknown command "start"; expected run, get, logs, version or help"#
         );
         assert_eq!(
             err(&["--config", "x"]),
-            "expected a command (run, get, version or help) before --config"
+            "expected a command (run, get, logs, version or help) before --config"
         );
     }
 
@@ -636,6 +766,66 @@ mod tests {
         );
     }
 
+    fn logs(args: &[&str]) -> LogsArgs {
+        match p(args) {
+            Ok(Command::Logs(l)) => l,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn logs_takes_kubectls_flags_and_builds_kubelets_query() {
+        let l = logs(&["logs", "web"]);
+        assert_eq!((l.namespace.as_str(), l.pod.as_str()), ("default", "web"));
+        assert_eq!(l.container, None);
+        assert_eq!(l.uri("app"), "/containerLogs/default/web/app");
+        let l = logs(&[
+            "logs",
+            "-n",
+            "edge",
+            "web",
+            "-c=app",
+            "-f",
+            "--previous",
+            "--tail",
+            "2",
+            "--timestamps",
+            "--limit-bytes=100",
+            "--admin-socket=/tmp/a.sock",
+        ]);
+        assert_eq!(l.admin_socket, PathBuf::from("/tmp/a.sock"));
+        assert_eq!(
+            l.uri(l.container.as_deref().unwrap()),
+            "/containerLogs/edge/web/app?follow=true&previous=true&timestamps=true&tailLines=2&limitBytes=100"
+        );
+        assert_eq!(
+            logs(&["logs", "web", "side"]).container.as_deref(),
+            Some("side")
+        );
+        assert_eq!(logs(&["logs", "web", "--tail=-1"]).tail, None);
+    }
+
+    #[test]
+    fn logs_needs_a_pod_and_valid_numbers() {
+        assert_eq!(
+            err(&["logs"]),
+            "`picolet logs` needs a pod: picolet logs POD [-c CONTAINER]"
+        );
+        assert_eq!(
+            err(&["logs", "web", "--tail", "x"]),
+            r#"flag --tail: invalid value "x": expected an integer"#
+        );
+        assert_eq!(
+            err(&["logs", "web", "--limit-bytes=0"]),
+            r#"flag --limit-bytes: invalid value "0": must be greater than 0"#
+        );
+        assert_eq!(
+            err(&["logs", "web", "-x"]),
+            "unknown flag -x for `picolet logs`"
+        );
+        assert_eq!(err(&["logs", "a", "b", "c"]), r#"unexpected argument "c""#);
+    }
+
     #[test]
     fn every_flag_in_the_config_table_is_accepted_by_run() {
         for flag in config::FLAGS {
@@ -680,6 +870,7 @@ mod tests {
         for cmd in [
             "picolet run",
             "picolet get pods",
+            "picolet logs POD",
             "picolet version",
             "picolet help",
         ] {

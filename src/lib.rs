@@ -17,6 +17,7 @@ pub mod cri;
 pub mod decode;
 pub mod gc;
 pub mod logger;
+pub mod logs;
 pub mod names;
 pub mod net;
 pub mod node;

@@ -32,6 +32,7 @@ fn real_main() -> Result<()> {
         }
         Command::GetPods(args) => get_pods(&args),
         Command::GetNode(args) => get_node(&args),
+        Command::Logs(args) => logs(&args),
         Command::Run(args) => run(args),
     }
 }
@@ -75,6 +76,33 @@ fn get_node(args: &cli::GetArgs) -> Result<()> {
         return Ok(());
     }
     print!("{}", picolet::admin::node_table(&node));
+    Ok(())
+}
+
+fn logs(args: &cli::LogsArgs) -> Result<()> {
+    let container = match &args.container {
+        Some(c) => c.clone(),
+        None => {
+            let (status, body) = picolet::admin::get(&args.admin_socket, "/pods")?;
+            if status != 200 {
+                bail!(
+                    "admin socket {}: HTTP {status}: {}",
+                    args.admin_socket.display(),
+                    String::from_utf8_lossy(&body)
+                );
+            }
+            let list: serde_json::Value =
+                serde_json::from_slice(&body).context("decoding the pod list")?;
+            picolet::admin::log_container(&list, &args.namespace, &args.pod)
+                .map_err(anyhow::Error::msg)?
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let (status, body) =
+        picolet::admin::stream(&args.admin_socket, &args.uri(&container), &mut out)?;
+    if status != 200 {
+        bail!("{}", String::from_utf8_lossy(&body).trim_end());
+    }
     Ok(())
 }
 

@@ -1,13 +1,18 @@
-//! The admin socket's client, used by `picolet get pods`: one GET over the
-//! unix socket, through `crate::net`'s HTTP/1.1 client.
+//! The admin socket's client, used by `picolet get pods` and `picolet
+//! logs`: one GET over the unix socket, through `crate::net`'s HTTP/1.1
+//! client ([`get`]) or, for a log, streamed to a writer as it comes
+//! ([`stream`]); and [`log_container`], which container `picolet logs POD`
+//! means when it names none (kubectl's rule).
 //!
-//! The CLI is a short-lived process, so [`get`] blocks: the exchange
-//! spawns nothing, so it runs under a bare `smol::block_on`, without the
-//! agent's executor (and must not be called from a task of a running
-//! agent). It is bounded in time ([`CONNECTION_TIMEOUT`], like the server)
-//! and in size ([`MAX_RESPONSE`]).
+//! The CLI is a short-lived process, so both block: the exchange spawns
+//! nothing, so it runs under a bare `smol::block_on`, without the agent's
+//! executor (and must not be called from a task of a running agent).
+//! [`get`] is bounded in time ([`CONNECTION_TIMEOUT`], like the server)
+//! and in size ([`MAX_RESPONSE`]); [`stream`] is bounded by neither (a
+//! followed log ends when the container stops or the user interrupts),
+//! but an error answer's body is capped.
 
-use std::io;
+use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::pin::Pin;
@@ -15,7 +20,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::{header, HeaderValue};
-use http_body_util::Empty;
+use http_body_util::{BodyExt, Empty};
 use smol::io::{AsyncRead, AsyncWrite};
 use smol::Async;
 
@@ -43,14 +48,98 @@ pub fn get(path: &Path, uri: &str) -> Result<(u16, Vec<u8>), AdminError> {
     })
 }
 
-async fn exchange(path: &Path, uri: &str) -> Result<(u16, Vec<u8>), AdminError> {
-    // A local connect does not block: it succeeds or fails at once.
-    let stream = UnixStream::connect(path)
-        .and_then(Async::new)
-        .map_err(|source| AdminError::Connect {
+/// `GET uri` on the admin socket at `path`, the body of a 200 written to
+/// `out` as it arrives (flushed after each chunk). Returns the status, and
+/// the body (at most 64 KiB) when it is not 200. A writer that fails (a
+/// closed pipe) ends the exchange quietly.
+pub fn stream(path: &Path, uri: &str, out: &mut dyn Write) -> Result<(u16, Vec<u8>), AdminError> {
+    smol::block_on(async {
+        let req = request(path, uri)?;
+        let io = connect(path)?;
+        let failed = |error: hyper::Error| AdminError::Request {
             path: path.to_path_buf(),
-            source,
-        })?;
+            error: http1::Http1Error::Http(error),
+        };
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(rt::Io(io))
+                .await
+                .map_err(failed)?;
+        let exchange = async {
+            let resp = sender.send_request(req).await.map_err(failed)?;
+            let status = resp.status().as_u16();
+            let mut body = resp.into_body();
+            let mut error = Vec::new();
+            while let Some(frame) = body.frame().await {
+                let Ok(data) = frame.map_err(failed)?.into_data() else {
+                    continue;
+                };
+                if status != 200 {
+                    let room = (64usize << 10).saturating_sub(error.len());
+                    error.extend_from_slice(&data[..data.len().min(room)]);
+                } else if out.write_all(&data).and_then(|_| out.flush()).is_err() {
+                    break;
+                }
+            }
+            Ok((status, error))
+        };
+        let conn = async {
+            if let Err(e) = conn.await {
+                log::trace!("admin connection: {e}");
+            }
+            std::future::pending().await
+        };
+        smol::future::or(exchange, conn).await
+    })
+}
+
+/// The container `picolet logs POD` means when no `-c` names one, from the
+/// `/pods` list: the `kubectl.kubernetes.io/default-container` annotation,
+/// else the only container; else kubectl's error listing them.
+pub fn log_container(
+    list: &serde_json::Value,
+    namespace: &str,
+    pod: &str,
+) -> Result<String, String> {
+    let items = list["items"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let Some(p) = items.iter().find(|p| {
+        p["metadata"]["name"] == pod
+            && p["metadata"]["namespace"].as_str().unwrap_or("default") == namespace
+    }) else {
+        return Err(format!("pods {pod:?} not found in namespace {namespace:?}"));
+    };
+    let annotation = &p["metadata"]["annotations"]["kubectl.kubernetes.io/default-container"];
+    if let Some(name) = annotation.as_str() {
+        return Ok(name.to_string());
+    }
+    let names = |key: &str| -> Vec<String> {
+        p["spec"][key]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|c| c["name"].as_str().map(String::from))
+            .collect()
+    };
+    let containers = names("containers");
+    if containers.len() == 1 {
+        return Ok(containers[0].clone());
+    }
+    let mut message = format!(
+        "a container name must be specified for pod {pod}, choose one of: [{}]",
+        containers.join(" ")
+    );
+    let init = names("initContainers");
+    if !init.is_empty() {
+        message.push_str(&format!(
+            " or one of the init containers: [{}]",
+            init.join(" ")
+        ));
+    }
+    Err(message)
+}
+
+/// The GET request for `uri`, with the admin client's headers.
+fn request(path: &Path, uri: &str) -> Result<http::Request<Empty<Bytes>>, AdminError> {
     let mut req = http::Request::new(Empty::<Bytes>::new());
     *req.uri_mut() = uri.parse().map_err(|e| AdminError::Protocol {
         path: path.to_path_buf(),
@@ -62,8 +151,26 @@ async fn exchange(path: &Path, uri: &str) -> Result<(u16, Vec<u8>), AdminError> 
     let accept = HeaderValue::from_static("application/json, */*");
     h.insert(header::ACCEPT, accept);
     h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    Ok(req)
+}
+
+/// Connects to the socket. A local connect does not block: it succeeds or
+/// fails at once.
+fn connect(path: &Path) -> Result<Plain, AdminError> {
+    UnixStream::connect(path)
+        .and_then(Async::new)
+        .map(Plain)
+        .map_err(|source| AdminError::Connect {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+async fn exchange(path: &Path, uri: &str) -> Result<(u16, Vec<u8>), AdminError> {
+    let req = request(path, uri)?;
+    let stream = connect(path)?;
     // One byte over the limit tells "too large" from "exactly the limit".
-    let resp = http1::send(Box::new(Plain(stream)), req, MAX_RESPONSE + 1)
+    let resp = http1::send(Box::new(stream), req, MAX_RESPONSE + 1)
         .await
         .map_err(|error| AdminError::Request {
             path: path.to_path_buf(),
@@ -150,6 +257,62 @@ mod tests {
         assert_eq!(r.1, b"until eof");
         assert!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nok").is_err());
         assert!(parse_response(b"garbage").is_err());
+    }
+
+    #[test]
+    fn a_log_names_its_container_or_kubectls_error_lists_them() {
+        let list = serde_json::json!({"items": [
+            {"metadata": {"name": "one", "namespace": "default"},
+             "spec": {"containers": [{"name": "app"}]}},
+            {"metadata": {"name": "two", "namespace": "edge"},
+             "spec": {"containers": [{"name": "a"}, {"name": "b"}],
+                      "initContainers": [{"name": "init"}]}},
+            {"metadata": {"name": "three", "namespace": "edge",
+                          "annotations": {"kubectl.kubernetes.io/default-container": "b"}},
+             "spec": {"containers": [{"name": "a"}, {"name": "b"}]}},
+        ]});
+        assert_eq!(log_container(&list, "default", "one"), Ok("app".into()));
+        assert_eq!(log_container(&list, "edge", "three"), Ok("b".into()));
+        assert_eq!(
+            log_container(&list, "edge", "two"),
+            Err("a container name must be specified for pod two, choose one of: [a b] or one of the init containers: [init]".into())
+        );
+        assert_eq!(
+            log_container(&list, "default", "two"),
+            Err(r#"pods "two" not found in namespace "default""#.into())
+        );
+    }
+
+    #[test]
+    fn a_streamed_answer_is_written_as_it_comes_and_an_error_body_is_returned() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stream.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            for raw in [
+                &b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n4\r\none\n\r\n4\r\ntwo\n\r\n0\r\n\r\n"[..],
+                b"HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\n\r\ngone",
+            ] {
+                let (mut s, _) = listener.accept().unwrap();
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                s.write_all(raw).unwrap();
+            }
+        });
+        let mut out = Vec::new();
+        assert_eq!(
+            stream(&path, "/containerLogs/a/b/c", &mut out).unwrap(),
+            (200, vec![])
+        );
+        assert_eq!(out, b"one\ntwo\n");
+        let mut out = Vec::new();
+        let r = stream(&path, "/containerLogs/a/b/c", &mut out).unwrap();
+        assert_eq!(r, (404, b"gone".to_vec()));
+        assert!(out.is_empty());
+        server.join().unwrap();
     }
 
     #[test]

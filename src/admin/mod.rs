@@ -25,8 +25,8 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-pub use client::get;
-pub use router::Router;
+pub use client::{get, log_container, stream};
+pub use router::{Reply, Router, StreamFn};
 pub use server::{
     bind, serve, serve_listener, serve_router, Handlers, MetricsFn, PodsFn, CONNECTION_TIMEOUT,
     HEADER_TIMEOUT, MAX_CONNECTIONS,

@@ -13,21 +13,78 @@
 //! text. [`Handler`] says which, so registering the common routes costs no
 //! closure of its own (each boxed closure is a vtable in the binary);
 //! [`Handler::Custom`] sees the request head for everything else. Handlers
-//! answer synchronously from state they hold and never see the body: a
-//! route cannot hold a connection open by itself.
+//! answer synchronously from state they hold and never see the body.
+//!
+//! One kind of route streams: [`Handler::Stream`] (container logs with
+//! `follow`) answers a [`Reply`], whose body may be fed, chunk by chunk,
+//! by a task the handler spawned, through a bounded channel. Serve with
+//! [`Router::respond`] to get those; [`Router::handle`] answers whole bodies
+//! only (a streamed answer there is a 501).
 
+use std::convert::Infallible;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::request::Parts;
 use http::{header, HeaderValue, Method, Response, StatusCode};
 use http_body_util::Full;
+use hyper::body::Frame;
+use smol::channel::Receiver;
+use smol::stream::Stream;
 
 /// A response body: the whole answer in memory.
 pub type Body = Full<Bytes>;
 
 /// Answers a request from its head ([`Handler::Custom`]).
 pub type HandlerFn = Rc<dyn Fn(&Parts) -> Response<Body>>;
+
+/// Answers a request from its head, maybe with a streamed body
+/// ([`Handler::Stream`]).
+pub type StreamFn = Rc<dyn Fn(&Parts) -> Response<Reply>>;
+
+/// A response body that is either whole or streamed: chunks arrive on the
+/// channel, and the body ends when every sender is gone. When the client
+/// goes away, the body (the receiver) is dropped and the feeding task's
+/// next send fails: that is its signal to stop.
+pub enum Reply {
+    Whole(Body),
+    /// Boxed: the receiver's wait for a message is not `Unpin`.
+    Stream(Pin<Box<Receiver<Bytes>>>),
+}
+
+impl Reply {
+    /// A body fed by the senders of `rx`.
+    pub fn stream(rx: Receiver<Bytes>) -> Reply {
+        Reply::Stream(Box::pin(rx))
+    }
+}
+
+impl hyper::body::Body for Reply {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            Reply::Whole(body) => Pin::new(body).poll_frame(cx),
+            Reply::Stream(rx) => rx
+                .as_mut()
+                .poll_next(cx)
+                .map(|chunk| chunk.map(|c| Ok(Frame::data(c)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Reply::Whole(body) => body.is_end_stream(),
+            Reply::Stream(_) => false,
+        }
+    }
+}
 
 /// What answers a route.
 #[derive(Clone)]
@@ -40,6 +97,8 @@ pub enum Handler {
     Render(Rc<dyn Fn() -> String>, &'static str),
     /// Anything else: the request head in, the response out.
     Custom(HandlerFn),
+    /// The request head in, a whole or streamed response out.
+    Stream(StreamFn),
 }
 
 impl Handler {
@@ -58,6 +117,13 @@ impl Handler {
             },
             Handler::Render(render, content_type) => typed(render(), content_type),
             Handler::Custom(f) => f(req),
+            Handler::Stream(f) => match f(req).into_parts() {
+                (head, Reply::Whole(body)) => Response::from_parts(head, body),
+                (_, Reply::Stream(_)) => text(
+                    StatusCode::NOT_IMPLEMENTED,
+                    "this answer streams; this server sends whole answers only\n",
+                ),
+            },
         }
     }
 }
@@ -105,13 +171,31 @@ impl Router {
     }
 
     /// Answers a request: the first route matching its method and path,
-    /// else 405 (the path is known) or 404.
+    /// else 405 (the path is known) or 404. Whole bodies only.
     pub fn handle(&self, req: &Parts) -> Response<Body> {
+        match self.find(req) {
+            Ok(handler) => handler.answer(req),
+            Err(allow) => refusal(&allow),
+        }
+    }
+
+    /// Like [`Router::handle`], with streamed answers too.
+    pub fn respond(&self, req: &Parts) -> Response<Reply> {
+        match self.find(req) {
+            Ok(Handler::Stream(f)) => f(req),
+            Ok(handler) => handler.answer(req).map(Reply::Whole),
+            Err(allow) => refusal(&allow).map(Reply::Whole),
+        }
+    }
+
+    /// The handler of the request's route, or the methods the path allows
+    /// (none: it is unknown).
+    fn find(&self, req: &Parts) -> Result<&Handler, String> {
         let path = req.uri.path();
         let mut allow = String::new();
         for r in self.routes.iter().filter(|r| matches(r.pattern, path)) {
             if r.method == req.method {
-                return r.handler.answer(req);
+                return Ok(&r.handler);
             }
             if !allow.split(", ").any(|m| m == r.method.as_str()) {
                 if !allow.is_empty() {
@@ -120,15 +204,20 @@ impl Router {
                 allow.push_str(r.method.as_str());
             }
         }
-        if allow.is_empty() {
-            return text(StatusCode::NOT_FOUND, "not found\n");
-        }
-        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
-        if let Ok(allow) = HeaderValue::from_str(&allow) {
-            r.headers_mut().insert(header::ALLOW, allow);
-        }
-        r
+        Err(allow)
     }
+}
+
+/// 404 when no method is allowed, else 405 with the `Allow` header.
+fn refusal(allow: &str) -> Response<Body> {
+    if allow.is_empty() {
+        return text(StatusCode::NOT_FOUND, "not found\n");
+    }
+    let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+    if let Ok(allow) = HeaderValue::from_str(allow) {
+        r.headers_mut().insert(header::ALLOW, allow);
+    }
+    r
 }
 
 /// A `text/plain` answer.
@@ -215,6 +304,33 @@ mod tests {
             "text/plain; version=0.0.4"
         );
         assert_eq!(body(r), "up 1\n");
+    }
+
+    #[test]
+    fn a_streamed_answer_ends_when_its_senders_are_gone_and_handle_refuses_it() {
+        let router = Router::new().get(
+            "/stream",
+            Handler::Stream(Rc::new(|req| {
+                if req.uri.query() == Some("whole") {
+                    return typed("all at once", "text/plain").map(Reply::Whole);
+                }
+                let (tx, rx) = smol::channel::bounded(2);
+                tx.try_send(Bytes::from_static(b"one ")).unwrap();
+                tx.try_send(Bytes::from_static(b"two")).unwrap();
+                Response::new(Reply::stream(rx))
+            })),
+        );
+        let r = router.respond(&head(Method::GET, "/stream"));
+        let bytes = crate::rt::block_on(r.into_body().collect())
+            .unwrap()
+            .to_bytes();
+        assert_eq!(&bytes[..], b"one two");
+        let r = router.handle(&head(Method::GET, "/stream?whole"));
+        assert_eq!(body(r), "all at once");
+        let r = router.handle(&head(Method::GET, "/stream"));
+        assert_eq!(r.status(), StatusCode::NOT_IMPLEMENTED);
+        let r = router.respond(&head(Method::GET, "/nope"));
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
     }
 
     #[test]

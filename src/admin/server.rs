@@ -12,7 +12,14 @@
 //! The routes are [`Handlers`], registered by whoever starts the server:
 //! `GET /healthz` → `ok`, `GET /pods` → a v1 `PodList` as JSON,
 //! `GET /metrics` when a renderer is given, and `GET /node` (eviction
-//! signals, thresholds, pressure conditions) when the agent gives it.
+//! signals, thresholds, pressure conditions), `GET /containerLogs/...`,
+//! `GET /stats/summary` and `GET /metrics/resource` when the agent gives
+//! them.
+//!
+//! A streamed answer (`follow=true` logs) is the one exception to
+//! [`CONNECTION_TIMEOUT`]: once its head is sent, the connection lives
+//! until the feeding task ends it (the container stopped) or the client
+//! goes away; it still holds one of the [`MAX_CONNECTIONS`].
 
 use std::cell::Cell;
 use std::convert::Infallible;
@@ -28,7 +35,7 @@ use http::Request;
 use hyper::body::Incoming;
 use smol::Async;
 
-use super::router::{Handler, Router};
+use super::router::{Handler, Reply, Router, StreamFn};
 use super::AdminError;
 use crate::rt;
 
@@ -55,6 +62,14 @@ pub struct Handlers {
     /// `GET /node`: the node's eviction signals, thresholds and pressure
     /// conditions as JSON; `None` answers 404.
     pub node: Option<PodsFn>,
+    /// `GET /containerLogs/{namespace}/{pod}/{container}`; `None` answers
+    /// 404.
+    pub logs: Option<StreamFn>,
+    /// `GET /stats/summary`: kubelet's Summary, as JSON text; `None`
+    /// answers 404.
+    pub summary: Option<MetricsFn>,
+    /// `GET /metrics/resource`; `None` answers 404.
+    pub resource_metrics: Option<MetricsFn>,
 }
 
 impl From<PodsFn> for Handlers {
@@ -63,6 +78,9 @@ impl From<PodsFn> for Handlers {
             pods,
             metrics: None,
             node: None,
+            logs: None,
+            summary: None,
+            resource_metrics: None,
         }
     }
 }
@@ -76,6 +94,21 @@ impl Handlers {
             .get("/pods", Handler::Json(self.pods));
         if let Some(node) = self.node {
             router = router.get("/node", Handler::Json(node));
+        }
+        if let Some(logs) = self.logs {
+            router = router.get("/containerLogs/*", Handler::Stream(logs));
+        }
+        if let Some(summary) = self.summary {
+            router = router.get(
+                "/stats/summary",
+                Handler::Render(summary, "application/json"),
+            );
+        }
+        if let Some(m) = self.resource_metrics {
+            router = router.get(
+                "/metrics/resource",
+                Handler::Render(m, "text/plain; version=0.0.4; charset=utf-8"),
+            );
         }
         match self.metrics {
             Some(m) => router.get(
@@ -201,17 +234,27 @@ pub async fn serve_router(
         active.set(active.get() + 1);
         let slot = Slot(active.clone());
         let router = router.clone();
+        let streaming = Rc::new(Cell::new(false));
+        let streams = streaming.clone();
         let conn = builder.serve_connection(
             rt::Io(stream),
             hyper::service::service_fn(move |req: Request<Incoming>| {
                 let (head, _body) = req.into_parts();
-                let response = router.handle(&head);
+                let response = router.respond(&head);
+                if matches!(response.body(), Reply::Stream(_)) {
+                    streams.set(true);
+                }
                 async move { Ok::<_, Infallible>(response) }
             }),
         );
         rt::spawn(async move {
             let _slot = slot;
-            match rt::timeout(CONNECTION_TIMEOUT, conn).await {
+            let mut conn = std::pin::pin!(conn);
+            let done = match rt::timeout(CONNECTION_TIMEOUT, conn.as_mut()).await {
+                None if streaming.get() => Some(conn.await),
+                done => done,
+            };
+            match done {
                 None => log::debug!("admin connection timed out"),
                 Some(Err(e)) => log::debug!("admin connection: {e}"),
                 Some(Ok(())) => {}
@@ -297,6 +340,52 @@ mod tests {
             assert_eq!(missing.0, 404);
             assert!(post.starts_with("HTTP/1.1 405"), "{post}");
             assert!(post.to_ascii_lowercase().contains("allow: get"), "{post}");
+            drop(server);
+        });
+    }
+
+    #[test]
+    fn a_streamed_route_sends_chunks_as_its_task_feeds_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("picolet.sock");
+        let logs: StreamFn = Rc::new(|_req| {
+            let (tx, rx) = smol::channel::bounded(1);
+            rt::spawn(async move {
+                for chunk in ["one\n", "two\n", "three\n"] {
+                    if tx
+                        .send(bytes::Bytes::from_static(chunk.as_bytes()))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            })
+            .detach();
+            http::Response::new(Reply::stream(rx))
+        });
+        let handlers = Handlers {
+            logs: Some(logs),
+            ..Handlers::from(Rc::new(|| json!({})) as PodsFn)
+        };
+        rt::block_on(async {
+            let listener = bind(&path).unwrap();
+            let server = rt::spawn({
+                let path = path.clone();
+                async move { serve_listener(&listener, &path, handlers).await }
+            });
+            let (tx, rx) = smol::channel::bounded(1);
+            let client_path = path.clone();
+            let client = std::thread::spawn(move || {
+                let mut out = Vec::new();
+                let r =
+                    crate::admin::client::stream(&client_path, "/containerLogs/a/b/c", &mut out);
+                tx.send_blocking((r.unwrap(), out)).unwrap();
+            });
+            let ((status, _), out) = rx.recv().await.unwrap();
+            client.join().unwrap();
+            assert_eq!(status, 200);
+            assert_eq!(out, b"one\ntwo\nthree\n");
             drop(server);
         });
     }

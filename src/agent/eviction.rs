@@ -125,6 +125,11 @@ impl EvictionState {
 }
 
 impl<R: RuntimeService> Agent<R> {
+    /// Where the node's stats are read (`/stats/summary` reads there too).
+    pub(super) fn stats_paths(&self) -> NodePaths {
+        self.eviction.paths.borrow().clone()
+    }
+
     /// The node's pressure conditions, kept current by the eviction task.
     pub fn pressure(&self) -> PressureCell {
         self.eviction.pressure.clone()

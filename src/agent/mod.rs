@@ -17,11 +17,14 @@
 //! - `config_volumes.rs`: configMap, secret, downwardAPI and projected
 //!   volumes (tmpfs for secrets), written by `atomic_writer.rs` (kubelet's
 //!   `..data` swap) at a container's start and refreshed at every sync;
-//! - `logs.rs`: container log rotation;
+//! - `logs.rs`: container log rotation; `container_logs.rs`: serving a
+//!   container's log (`/containerLogs/...`);
 //! - `eviction.rs`: node-pressure eviction (kernel stats, the pure
 //!   manager, reclaim, one pod per pass) and the pressure conditions;
 //! - `image_gc.rs`: image GC (thresholds, LRU), run by the eviction task;
 //! - `gc.rs`: the GC task ([`crate::gc::collect`], log dirs, cgroups);
+//! - `summary.rs`: `/stats/summary` and `/metrics/resource` (kernel
+//!   stats per node, pod and container; CPU rates between scrapes);
 //! - `status.rs`: pod status assembly for the admin socket and for a
 //!   [`StatusSink`] (the API-server status sync);
 //! - `node.rs`: the node's labels, allocatable and what the host and the
@@ -58,6 +61,7 @@ mod config;
 #[cfg(test)]
 mod config_tests;
 mod config_volumes;
+mod container_logs;
 mod eviction;
 mod gc;
 mod host_files;
@@ -70,6 +74,7 @@ mod observe;
 mod probes;
 mod sources;
 mod status;
+mod summary;
 mod sync;
 #[cfg(test)]
 mod tests;
@@ -233,6 +238,8 @@ pub struct Agent<R: RuntimeService = Runtime> {
     config_objects: RefCell<Option<Rc<dyn ConfigObjects>>>,
     /// The "no tmpfs for secret volumes" warning was logged.
     tmpfs_warned: std::cell::Cell<bool>,
+    /// CPU readings between `/stats/summary` scrapes.
+    summary: summary::SummaryState,
 }
 
 fn now_unix_nanos() -> i64 {
@@ -297,6 +304,7 @@ impl<R: RuntimeService> Agent<R> {
             image_gc: RefCell::new(image_gc::ImageGcState::default()),
             config_objects: RefCell::new(None),
             tmpfs_warned: std::cell::Cell::new(false),
+            summary: summary::SummaryState::default(),
             cfg,
         })
     }
@@ -326,10 +334,16 @@ impl<R: RuntimeService> Agent<R> {
         tasks.push(rt::spawn(async move {
             let me2 = me.clone();
             let me3 = me.clone();
+            let me4 = me.clone();
+            let me5 = me.clone();
+            let me6 = me.clone();
             let handlers = crate::admin::Handlers {
                 pods: Rc::new(move || me.pod_list()),
                 metrics: Some(Rc::new(move || me2.metrics())),
                 node: Some(Rc::new(move || me3.eviction_json())),
+                logs: Some(Rc::new(move |req| me4.container_logs(req))),
+                summary: Some(Rc::new(move || me5.summary_json())),
+                resource_metrics: Some(Rc::new(move || me6.resource_metrics())),
             };
             if let Err(e) = crate::admin::serve(&socket, handlers).await {
                 log::error!("admin socket {}: {e}", socket.display());

@@ -17,6 +17,23 @@ pub fn parse_v1_usage_ns(text: &str) -> Option<u64> {
     single(text)
 }
 
+/// The CPU time the whole machine spent busy, from `/proc/stat`'s `cpu`
+/// line (user, nice, system, irq, softirq and steal ticks; idle and iowait
+/// left out), in nanoseconds. Ticks are `USER_HZ`, 100 on Linux.
+pub fn parse_proc_stat_busy_ns(stat: &str) -> Option<u64> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().ok())
+        .collect::<Option<_>>()?;
+    let busy: u64 = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .map(|i| ticks.get(*i).copied().unwrap_or(0))
+        .sum();
+    Some(busy.saturating_mul(10_000_000))
+}
+
 /// Reads the CPU time of the cgroup directory `dir` (v1: of the `cpuacct`
 /// hierarchy), in nanoseconds.
 pub fn read_usage_ns(dir: &Path, version: CgroupVersion, buf: &mut Buf) -> Result<u64, StatsError> {
@@ -49,6 +66,13 @@ mod tests {
         assert_eq!(parse_v2_usage_ns("user_usec 1000\n"), None);
         assert_eq!(parse_v1_usage_ns("123456789\n"), Some(123_456_789));
         assert_eq!(parse_v1_usage_ns(""), None);
+    }
+
+    #[test]
+    fn the_machines_busy_time_leaves_idle_and_iowait_out() {
+        let stat = "cpu  10 1 5 1000 50 2 3 4 0 0\ncpu0 10 1 5 1000 50 2 3 4 0 0\n";
+        assert_eq!(parse_proc_stat_busy_ns(stat), Some(25 * 10_000_000));
+        assert_eq!(parse_proc_stat_busy_ns("intr 5\n"), None);
     }
 
     #[test]
