@@ -150,7 +150,7 @@ ifeq ($(BENCH_TARGET),host)
 	PICOLET_BENCH=1 $(CARGO) test --release --test bench
 else
 	$(MAKE) cross-deps
-	$(CARGO) build --release --target $(BENCH_TARGET) --config cross/config.toml
+	$(CARGO) build --release --target $(BENCH_TARGET) --config cross/config.toml --config cross/release.toml
 	PICOLET_BENCH=1 PICOLET_BIN=$(CURDIR)/target/$(BENCH_TARGET)/release/picolet $(CARGO) test --release --test bench
 endif
 
