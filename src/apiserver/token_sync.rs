@@ -553,6 +553,24 @@ mod tests {
     }
 
     #[test]
+    fn a_new_token_wakes_its_pod_and_a_late_one_for_a_pod_gone_does_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = TokenSync::new(offline_client(), tmp.path());
+        let woken = Rc::new(RefCell::new(Vec::<String>::new()));
+        t.set_on_change({
+            let woken = woken.clone();
+            Rc::new(move |uid| woken.borrow_mut().push(uid.to_string()))
+        });
+        t.track(&[pod("a", "uid-a"), pod("b", "uid-b")], true);
+        t.manager.borrow_mut().take_due(wall_clock());
+        t.succeeded(&key("a", "uid-a"), token("jwt-a", 600));
+        t.track(&[pod("a", "uid-a")], true);
+        t.succeeded(&key("b", "uid-b"), token("jwt-b", 600));
+        assert_eq!(*woken.borrow(), ["uid-a"]);
+        assert!(!cache_dir(tmp.path()).join("uid-b").exists());
+    }
+
+    #[test]
     fn an_expired_cached_token_is_dropped_with_its_file() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = cache_dir(tmp.path());
