@@ -348,21 +348,15 @@ fn pods_get_tokens_bound_to_them_with_the_audience_and_expiry_asked_for_and_the_
 
 #[test]
 fn after_a_reboot_with_the_api_server_down_the_cached_token_is_projected_again() {
-    // No controller manager: the test publishes kube-root-ca.crt itself.
     let cp = ControlPlane::start();
-    let ca = cp.ca_cert();
-    cp.kubectl_ok(&[
-        "create",
-        "configmap",
-        "kube-root-ca.crt",
-        "-n",
-        "default",
-        &format!("--from-file=ca.crt={}", ca.display()),
-    ]);
     let c = Containerd::start();
     let mut p = join(&cp, &c);
     let node = p.hostname().to_string();
     cp.apply(&default_pod_yaml("app", &node));
+    // No controller manager: the test publishes the ConfigMaps the
+    // admission plugin's volume projects (kube-root-ca.crt; this API
+    // server's fork adds openshift-service-ca.crt) with the cluster CA.
+    publish_projected_config_maps(&cp, "app");
     let want = "ns=default ca=-----BEGIN CERTIFICATE----- token=yes";
     wait_line(&p, "app", Some(0), want);
     let (uid, volume) = uid_and_token_volume(&cp, "app");
@@ -392,6 +386,38 @@ fn after_a_reboot_with_the_api_server_down_the_cached_token_is_projected_again()
     assert!(!p.log().contains(token.trim()));
     cp.start_apiserver();
     p.stop();
+}
+
+/// Creates each ConfigMap that pod `name`'s projected volumes reference,
+/// every item's key holding the cluster CA.
+fn publish_projected_config_maps(cp: &ControlPlane, name: &str) {
+    let pod = api_pod(cp, name).unwrap();
+    let ca = cp.ca_cert();
+    for v in pod["spec"]["volumes"].as_array().unwrap() {
+        for src in v["projected"]["sources"].as_array().into_iter().flatten() {
+            let Some(cm) = src["configMap"]["name"].as_str() else {
+                continue;
+            };
+            let mut args = vec![
+                "create".to_string(),
+                "configmap".to_string(),
+                cm.to_string(),
+                "-n".to_string(),
+                "default".to_string(),
+            ];
+            for item in src["configMap"]["items"].as_array().into_iter().flatten() {
+                let key = item["key"].as_str().unwrap();
+                args.push(format!("--from-file={key}={}", ca.display()));
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = cp.kubectl(&args);
+            assert!(
+                out.status.success()
+                    || String::from_utf8_lossy(&out.stderr).contains("AlreadyExists"),
+                "{out:?}"
+            );
+        }
+    }
 }
 
 /// Lazily unmounts every mount under `dir` (the tmpfs volumes a reboot
