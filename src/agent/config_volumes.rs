@@ -7,8 +7,9 @@
 //! The files are `pod::spec::volume_payload`'s; the objects and the
 //! service-account tokens come from the [`ConfigObjects`] the API-server
 //! side gave the agent (static pods have none and may not reference any);
-//! a refreshed token reaches a running pod as a changed object does. A write is skipped when the payload's
-//! digest is the one last written and the volume is still there. A failed
+//! a refreshed token reaches a running pod as a changed object does. A
+//! write is skipped when the payload's digest is the one last written and
+//! the volume is still there. A failed
 //! refresh keeps the files the containers have (kubelet's behaviour when
 //! an object is deleted under a running pod).
 
