@@ -197,22 +197,14 @@ fn demo(started: &mut Started) -> Result<(), Interrupted> {
     show(cp, &["get", "nodes", "-o", "wide"]);
 
     say("kubectl create deployment hello --image=busybox --replicas=2");
-    // The demo has no service-account token volumes (they come with the
-    // ConfigMap and Secret work): its namespace's default account does
-    // not mount one.
+    // The pods mount their service account's token (kube-api-access-*),
+    // which the ServiceAccount admission plugin needs to exist.
     wait("the default service account exists", || {
         cp.kubectl(&["get", "serviceaccount", "default"])
             .status
             .success()
             .then_some(())
     })?;
-    cp.kubectl_ok(&[
-        "patch",
-        "serviceaccount",
-        "default",
-        "-p",
-        "{\"automountServiceAccountToken\": false}",
-    ]);
     print!(
         "{}",
         cp.kubectl_ok(&[

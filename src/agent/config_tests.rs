@@ -1,8 +1,8 @@
 //! ConfigMaps and Secrets in the agent, against the in-memory runtime and a
 //! table of objects: a container waits while an object is not known, fails
 //! with kubelet's `CreateContainerConfigError` while it is missing, starts
-//! when it appears, and a changed ConfigMap rewrites the running pod's
-//! volume without touching its container.
+//! when it appears, and a changed ConfigMap (or service-account token)
+//! rewrites the running pod's volume without touching its container.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -23,6 +23,7 @@ struct Objects {
     cms: RefCell<BTreeMap<String, Rc<ConfigMap>>>,
     secrets: RefCell<BTreeMap<String, Rc<Secret>>>,
     missing: RefCell<Vec<String>>,
+    token: RefCell<Option<Rc<str>>>,
 }
 
 impl Objects {
@@ -41,6 +42,16 @@ impl ConfigObjects for Objects {
     }
     fn secret(&self, _: &str, name: &str) -> Lookup<Secret> {
         self.answer(self.secrets.borrow().get(name).cloned(), name)
+    }
+    fn service_account_token(
+        &self,
+        _: &Pod,
+        _: &k8s_openapi::api::core::v1::ServiceAccountTokenProjection,
+    ) -> Lookup<str> {
+        self.token
+            .borrow()
+            .clone()
+            .map_or(Lookup::NotYetKnown, Lookup::Found)
     }
 }
 
@@ -169,6 +180,80 @@ fn a_static_pod_may_not_reference_a_configmap_volume() {
     let agent = node.agent();
     agent.set_config_objects(Rc::new(Objects::default()));
     let pod = static_pod(APP);
+    apply(&agent, super::tests::file_set(vec![pod.clone()]));
+    sync(&agent, &pod);
+    assert!(node.running().is_empty());
+    let uid = crate::pod::uid(&pod).to_string();
+    let pods = agent.pods.borrow();
+    let w = pods[&uid].containers["main"].waiting.clone().unwrap();
+    assert_eq!(w.reason, "CreateContainerConfigError");
+}
+
+const TOKEN_APP: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: app}
+spec:
+  volumes:
+  - name: kube-api-access-x
+    projected:
+      sources:
+      - serviceAccountToken: {path: token, expirationSeconds: 3607}
+  containers:
+  - name: main
+    image: "busybox:1.36"
+    volumeMounts:
+    - {name: kube-api-access-x, mountPath: /var/run/secrets/kubernetes.io/serviceaccount}
+"#;
+
+#[test]
+fn a_container_waits_for_its_token_and_a_refreshed_token_replaces_the_file_without_a_restart() {
+    let node = Node::new();
+    let agent = node.agent();
+    agent.sources.borrow_mut().configure(PodSource::Api);
+    let objects = Rc::new(Objects::default());
+    agent.set_config_objects(objects.clone());
+    let mut pod = static_pod(TOKEN_APP);
+    pod.metadata.uid = Some("cfg-uid".into());
+    pod.metadata.namespace = Some("default".into());
+    pod.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(CONFIG_SOURCE_ANNOTATION.into(), "api".into());
+    apply(&agent, api_set(vec![pod.clone()]));
+
+    sync(&agent, &pod);
+    assert!(node.running().is_empty());
+    assert_eq!(waiting(&agent).0, "ContainerCreating");
+
+    *objects.token.borrow_mut() = Some("first.jwt.sig".into());
+    agent.pod_objects_changed("cfg-uid");
+    sync(&agent, &pod);
+    let running = node.running();
+    assert_eq!(running.len(), 1);
+    let dir = std::path::PathBuf::from(&running[0].config.mounts[0].host_path);
+    assert!(dir.ends_with("volumes/kubernetes.io~projected/kube-api-access-x"));
+    assert_eq!(
+        fs::read_to_string(dir.join("token")).unwrap(),
+        "first.jwt.sig"
+    );
+
+    *objects.token.borrow_mut() = Some("second.jwt.sig".into());
+    agent.pod_objects_changed("cfg-uid");
+    sync(&agent, &pod);
+    assert_eq!(
+        fs::read_to_string(dir.join("token")).unwrap(),
+        "second.jwt.sig"
+    );
+    assert_eq!(node.running()[0].id, running[0].id, "not restarted");
+}
+
+#[test]
+fn a_static_pod_may_not_project_a_service_account_token() {
+    let node = Node::new();
+    let agent = node.agent();
+    agent.set_config_objects(Rc::new(Objects::default()));
+    let pod = static_pod(TOKEN_APP);
     apply(&agent, super::tests::file_set(vec![pod.clone()]));
     sync(&agent, &pod);
     assert!(node.running().is_empty());

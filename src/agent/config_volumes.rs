@@ -4,10 +4,12 @@
 //! every sync of a running pod, so a changed object reaches the running
 //! containers without a restart (kubelet's volume manager remount).
 //!
-//! The files are `pod::spec::volume_payload`'s; the objects come from the
-//! [`ConfigObjects`] the API-server side gave the agent (static pods have
-//! none and may not reference any). A write is skipped when the payload's
-//! digest is the one last written and the volume is still there. A failed
+//! The files are `pod::spec::volume_payload`'s; the objects and the
+//! service-account tokens come from the [`ConfigObjects`] the API-server
+//! side gave the agent (static pods have none and may not reference any);
+//! a refreshed token reaches a running pod as a changed object does. A
+//! write is skipped when the payload's digest is the one last written and
+//! the volume is still there. A failed
 //! refresh keeps the files the containers have (kubelet's behaviour when
 //! an object is deleted under a running pod).
 
@@ -142,10 +144,13 @@ impl<R: RuntimeService> Agent<R> {
             reason: "ContainerCreating".into(),
             message,
         };
-        if objects.is_none() && !config_objects::references(pod).is_empty() {
+        if objects.is_none()
+            && (!config_objects::references(pod).is_empty()
+                || config_objects::needs_service_account_token(pod))
+        {
             return Err(Waiting {
                 reason: "CreateContainerConfigError".into(),
-                message: "configMap and secret volumes are not supported for static pods".into(),
+                message: "configMap, secret and service account token volumes are not supported for static pods".into(),
             });
         }
         let objects: &dyn ConfigObjects = match &objects {

@@ -408,6 +408,12 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 
+    /// Something only pod `uid` looks up changed (a service-account token
+    /// was issued or refreshed): it syncs, which rewrites its volumes.
+    pub fn pod_objects_changed(&self, uid: &str) {
+        self.wake(uid);
+    }
+
     /// Records an event about `pod` (or its container), if anyone listens.
     fn event(
         &self,

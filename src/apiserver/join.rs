@@ -5,7 +5,8 @@
 //! - the pod source ([`ApiPodSource`]) through the agent's source seam,
 //!   so its readiness is tracked on its own, with the watches of the
 //!   ConfigMaps and Secrets its pods reference ([`ConfigWatches`]), which
-//!   the agent reads and which wake the pods that reference a changed one;
+//!   the agent reads and which wake the pods that reference a changed one,
+//!   and the service-account tokens of its pods ([`TokenSync`]);
 //! - the status sync ([`StatusSync`]) as the agent's status sink;
 //! - the event recorder ([`EventSync`]) as the agent's event sink, and the
 //!   heartbeat's for the Node's events;
@@ -33,6 +34,7 @@ use super::node_watch::NodeWatch;
 use super::pods::{ApiPodSource, MirrorPods};
 use super::status_sync::StatusSync;
 use super::tls::TlsError;
+use super::token_sync::{ApiObjects, TokenSync, WithTokens};
 use super::transport::{Client, Options};
 use crate::agent::Agent;
 use crate::config::KubeletConfig;
@@ -115,7 +117,19 @@ pub fn join(
     // The ConfigMaps and Secrets of the API pods, watched one by one
     // before the agent sees the pods that reference them.
     let configs = ConfigWatches::new(client.clone(), &cfg.root_dir);
-    agent.set_config_objects(configs.clone());
+    let tokens = TokenSync::new(client.clone(), &cfg.root_dir);
+    agent.set_config_objects(Rc::new(ApiObjects {
+        configs: configs.clone(),
+        tokens: tokens.clone(),
+    }));
+    tokens.set_on_change({
+        let agent = Rc::downgrade(agent);
+        Rc::new(move |uid| {
+            if let Some(agent) = agent.upgrade() {
+                agent.pod_objects_changed(uid);
+            }
+        })
+    });
     configs.set_on_change({
         let agent = Rc::downgrade(agent);
         Rc::new(move |r| {
@@ -141,8 +155,13 @@ pub fn join(
         )
         .with_events(events.clone()),
     );
+    let source = WithTokens {
+        source,
+        tokens: tokens.clone(),
+    };
     let tasks = vec![
         agent.spawn_source(source),
+        rt::spawn(tokens.run()),
         rt::spawn(status.clone().run()),
         rt::spawn(heartbeat.run()),
         rt::spawn(events.run()),

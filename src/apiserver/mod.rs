@@ -45,7 +45,9 @@
 //!   [`bootstrap_join`]: posting the CSR, waiting, writing the files.
 //! - [`tokens`]: pure: the service-account token manager (when to send a
 //!   TokenRequest, kubelet's 80 % / 24 h refresh rule, back-off, the
-//!   request body and the two fields read from the reply).
+//!   request body and the two fields read from the reply);
+//!   [`token_sync`]: its task (the TokenRequests, the 0600 token cache)
+//!   and the agent's lookup of tokens, ConfigMaps and Secrets.
 //! - [`node`], [`lease`], [`status_manager`], [`mirror`]: pure builders of
 //!   what the node writes: its Node object and conditions, its heartbeat
 //!   Lease, pod status patches and the queue keeping the latest status per
@@ -93,6 +95,7 @@ pub mod request;
 pub mod status_manager;
 pub mod status_sync;
 pub mod tls;
+pub mod token_sync;
 pub mod tokens;
 pub mod transport;
 pub mod watch;

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, ServiceAccountTokenProjection};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The expiry asked for when the projection gives none (kubelet's default).
 pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
@@ -40,12 +40,15 @@ pub const MAX_TOKEN_AGE: Duration = Duration::from_secs(24 * 3600);
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-/// One token a pod needs (one per distinct projection).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// One token a pod needs (one per distinct projection). Serialized as the
+/// token cache's key.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct TokenKey {
     pub namespace: String,
     pub service_account: String,
     /// `None`: the API server's default audiences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audience: Option<String>,
     pub expiration_seconds: i64,
     pub pod_name: String,
@@ -60,6 +63,21 @@ pub struct Token {
     pub requested_at: Timestamp,
     /// `status.expirationTimestamp` of the reply.
     pub expires_at: Timestamp,
+}
+
+impl std::fmt::Display for TokenKey {
+    /// For log lines: whose token, never the token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "token of pod {}/{} (serviceaccount {}, audience {}, {} s)",
+            self.namespace,
+            self.pod_name,
+            self.service_account,
+            self.audience.as_deref().unwrap_or("default"),
+            self.expiration_seconds
+        )
+    }
 }
 
 impl std::fmt::Debug for Token {
@@ -164,6 +182,13 @@ impl Manager {
             Some(t) if !t.is_expired(now) => TokenLookup::Found(t.clone()),
             _ => TokenLookup::NotYetKnown,
         }
+    }
+
+    /// The tokens held, by key (for the token cache).
+    pub fn tokens(&self) -> impl Iterator<Item = (&TokenKey, &Token)> {
+        self.entries
+            .iter()
+            .filter_map(|(k, e)| e.token.as_ref().map(|t| (k, t)))
     }
 
     /// When `key` is due for a (re)quest, if it is tracked and idle.

@@ -11,7 +11,9 @@
 //!   the first may make a non-optional reference an error; the second
 //!   means wait.
 //! - [`ConfigObjects`]: where the agent looks objects up (the API-server
-//!   side's watched store, restored from its cache after a reboot).
+//!   side's watched store, restored from its cache after a reboot), and
+//!   the service-account tokens of projected `serviceAccountToken`
+//!   sources (the API-server side's TokenRequests, [`Lookup<str>`]).
 //!
 //! Pure: no I/O, no clock, no logging. A Secret's data is never formatted
 //! here (nothing derives `Debug` over it).
@@ -20,7 +22,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::rc::Rc;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccountTokenProjection};
 
 use super::accessors;
 
@@ -55,8 +57,8 @@ impl fmt::Display for ObjectRef {
     }
 }
 
-/// What is known of one object.
-pub enum Lookup<T> {
+/// What is known of one object (or token: `Lookup<str>`).
+pub enum Lookup<T: ?Sized> {
     Found(Rc<T>),
     /// The API server (or a synced watch) says it does not exist.
     NotFound,
@@ -64,7 +66,7 @@ pub enum Lookup<T> {
     NotYetKnown,
 }
 
-impl<T> Clone for Lookup<T> {
+impl<T: ?Sized> Clone for Lookup<T> {
     fn clone(&self) -> Self {
         match self {
             Lookup::Found(o) => Lookup::Found(o.clone()),
@@ -74,7 +76,7 @@ impl<T> Clone for Lookup<T> {
     }
 }
 
-impl<T> fmt::Debug for Lookup<T> {
+impl<T: ?Sized> fmt::Debug for Lookup<T> {
     /// Never the object: a Secret's data must not reach a log.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -85,10 +87,35 @@ impl<T> fmt::Debug for Lookup<T> {
     }
 }
 
-/// Where ConfigMaps and Secrets are looked up, by namespace and name.
+/// Where ConfigMaps and Secrets are looked up, by namespace and name,
+/// and service-account tokens by pod and projection.
 pub trait ConfigObjects {
     fn config_map(&self, namespace: &str, name: &str) -> Lookup<ConfigMap>;
     fn secret(&self, namespace: &str, name: &str) -> Lookup<Secret>;
+
+    /// The token for the projected source `src` of `pod`: its service
+    /// account's, with `src`'s audience and expiry, bound to `pod`.
+    /// [`Lookup::NotYetKnown`] until one was issued (or after the last one
+    /// expired): the container waits. Without a token source: never known.
+    fn service_account_token(
+        &self,
+        _pod: &Pod,
+        _src: &ServiceAccountTokenProjection,
+    ) -> Lookup<str> {
+        Lookup::NotYetKnown
+    }
+}
+
+/// Whether `pod` has a projected `serviceAccountToken` source (a token
+/// only the API server can issue).
+pub fn needs_service_account_token(pod: &Pod) -> bool {
+    accessors::spec(pod)
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.projected.as_ref())
+        .flat_map(|p| p.sources.iter().flatten())
+        .any(|s| s.service_account_token.is_some())
 }
 
 /// Every ConfigMap and Secret `pod` references, in its namespace. Empty
@@ -239,6 +266,18 @@ spec:
     }
 
     #[test]
+    fn only_a_projected_service_account_token_needs_a_token() {
+        let plain = pod("metadata: {name: b, namespace: team}\nspec: {volumes: [{name: v, projected: {sources: [{configMap: {name: x}}]}}], containers: [{name: c, image: i}]}\n");
+        assert!(!needs_service_account_token(&plain));
+        let with = pod("metadata: {name: b, namespace: team}\nspec: {volumes: [{name: v, projected: {sources: [{configMap: {name: x}}, {serviceAccountToken: {path: token}}]}}], containers: [{name: c, image: i}]}\n");
+        assert!(needs_service_account_token(&with));
+        assert!(
+            references(&with).len() == 1,
+            "a token is not a ConfigMap or Secret reference"
+        );
+    }
+
+    #[test]
     fn env_var_names_follow_kubelets_rule() {
         for ok in ["A", "a_b", "_x", "-x", ".x", "A1", "my.var-2"] {
             assert!(is_env_var_name(ok), "{ok}");
@@ -262,5 +301,7 @@ spec:
         };
         let text = format!("{:?}", Lookup::Found(Rc::new(s)));
         assert_eq!(text, "Found");
+        let token: Lookup<str> = Lookup::Found(Rc::from("header.payload.sig"));
+        assert_eq!(format!("{token:?}"), "Found");
     }
 }

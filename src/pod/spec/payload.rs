@@ -14,7 +14,10 @@
 //!   the volume is empty; an object not known yet is a wait, never "not
 //!   found";
 //! - projected sources are merged in order, each with the volume's
-//!   `defaultMode`; serviceAccountToken sources are not supported yet.
+//!   `defaultMode`; a `serviceAccountToken` source is one file at its
+//!   `path` holding the token the lookup gives (issued through the
+//!   TokenRequest API for the pod's service account, bound to the pod);
+//!   a token not issued yet is a wait, as an object not known yet.
 //!
 //! The payload's `Debug` shows paths and modes, never data.
 
@@ -358,10 +361,23 @@ pub fn volume_payload(
                     mode,
                     d,
                 )?;
-            } else if src.service_account_token.is_some() {
-                return Err(PayloadError::Invalid(
-                    "serviceAccountToken projections are not supported yet".into(),
-                ));
+            } else if let Some(t) = &src.service_account_token {
+                let token = match objects.service_account_token(pod, t) {
+                    Lookup::Found(token) => token,
+                    Lookup::NotFound | Lookup::NotYetKnown => {
+                        return Err(PayloadError::NotYetKnown(format!(
+                            "the service account token for {:?} is not issued yet",
+                            t.path
+                        )))
+                    }
+                };
+                out.insert(
+                    t.path.clone(),
+                    File {
+                        data: token.as_bytes().to_vec(),
+                        mode,
+                    },
+                );
             } else {
                 return Err(PayloadError::Invalid(
                     "this projected volume source is not supported".into(),
@@ -413,6 +429,8 @@ mod tests {
         cms: BTreeMap<String, Rc<ConfigMap>>,
         secrets: BTreeMap<String, Rc<Secret>>,
         unknown: Vec<String>,
+        token: Option<Rc<str>>,
+        asked: std::cell::RefCell<Vec<(String, Option<i64>)>>,
     }
 
     impl ConfigObjects for Store {
@@ -433,6 +451,19 @@ mod tests {
                 .get(name)
                 .cloned()
                 .map_or(Lookup::NotFound, Lookup::Found)
+        }
+        fn service_account_token(
+            &self,
+            pod: &Pod,
+            src: &k8s_openapi::api::core::v1::ServiceAccountTokenProjection,
+        ) -> Lookup<str> {
+            self.asked.borrow_mut().push((
+                pod.metadata.name.clone().unwrap_or_default(),
+                src.expiration_seconds,
+            ));
+            self.token
+                .clone()
+                .map_or(Lookup::NotYetKnown, Lookup::Found)
         }
     }
 
@@ -561,12 +592,35 @@ mod tests {
     }
 
     #[test]
-    fn a_service_account_token_projection_is_refused_for_now() {
-        let p = pod("  - name: v\n    projected:\n      sources:\n      - serviceAccountToken: {path: token}\n");
-        assert!(matches!(
-            payload_of(&p, &store()),
-            Err(PayloadError::Invalid(_))
+    fn a_service_account_token_is_a_file_once_issued_and_a_wait_before() {
+        // kubelet's default kube-api-access volume.
+        let p = pod(concat!(
+            "  - name: kube-api-access-x\n    projected:\n      defaultMode: 420\n      sources:\n",
+            "      - serviceAccountToken: {path: token, expirationSeconds: 3607}\n",
+            "      - configMap: {name: cfg, items: [{key: a, path: ca.crt}]}\n",
+            "      - downwardAPI: {items: [{path: namespace, fieldRef: {fieldPath: metadata.namespace}}]}\n",
         ));
+        let mut st = store();
+        assert!(matches!(
+            payload_of(&p, &st),
+            Err(PayloadError::NotYetKnown(_))
+        ));
+        st.token = Some("header.payload.sig".into());
+        let got = payload_of(&p, &st).unwrap();
+        assert_eq!(
+            files(&got),
+            vec![
+                ("ca.crt".into(), "1".into(), 0o644),
+                ("namespace".into(), "team".into(), 0o644),
+                ("token".into(), "header.payload.sig".into(), 0o644),
+            ]
+        );
+        assert!(!format!("{got:?}").contains("payload"));
+        assert_eq!(
+            st.asked.borrow().last(),
+            Some(&("p".to_string(), Some(3607))),
+            "the lookup is asked with the pod and its projection"
+        );
     }
 
     #[test]
