@@ -90,6 +90,7 @@ pub mod node_watch;
 pub mod pods;
 pub mod reflector;
 pub mod request;
+pub mod rotation;
 pub mod status_manager;
 pub mod status_sync;
 pub mod tls;

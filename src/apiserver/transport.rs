@@ -171,8 +171,16 @@ enum Sender {
     H1(http1::SendRequest<ReqBody>),
 }
 
+/// A new connection: HTTP/2 comes with the task that drives it.
+enum Dialed {
+    H2(http2::SendRequest<ReqBody>, smol::Task<()>),
+    H1(http1::SendRequest<ReqBody>),
+}
+
 struct Conn {
     h2: Option<http2::SendRequest<ReqBody>>,
+    /// The task driving the HTTP/2 connection: dropping it closes it.
+    h2_task: Option<smol::Task<()>>,
     h1_idle: Vec<http1::SendRequest<ReqBody>>,
     protocol: Option<Protocol>,
     next_attempt: Option<Instant>,
@@ -187,7 +195,7 @@ struct Token {
 struct Inner {
     server: Server,
     kubeconfig: PathBuf,
-    tls: TlsSetup,
+    tls: RefCell<TlsSetup>,
     token: Option<Token>,
     options: Options,
     user_agent: HeaderValue,
@@ -228,7 +236,7 @@ impl Client {
             inner: Rc::new(Inner {
                 server: k.server.clone(),
                 kubeconfig: k.path.clone(),
-                tls,
+                tls: RefCell::new(tls),
                 token: k.token.clone().map(|material| Token {
                     material,
                     cached: RefCell::new(None),
@@ -237,6 +245,7 @@ impl Client {
                 user_agent,
                 conn: RefCell::new(Conn {
                     h2: None,
+                    h2_task: None,
                     h1_idle: Vec::new(),
                     protocol: None,
                     next_attempt: None,
@@ -256,6 +265,21 @@ impl Client {
 
     pub fn stats(&self) -> Stats {
         self.inner.stats.get()
+    }
+
+    /// Makes new connections use `tls` (a renewed client certificate) and
+    /// closes the current ones, as kubelet does after a rotation: requests
+    /// and watches on them fail and are retried on a new connection. A new
+    /// rustls configuration also means no TLS session is resumed with the
+    /// old certificate.
+    pub fn set_tls(&self, tls: TlsSetup) {
+        *self.inner.tls.borrow_mut() = tls;
+        let mut c = self.inner.conn.borrow_mut();
+        c.h2 = None;
+        let task = c.h2_task.take();
+        c.h1_idle.clear();
+        drop(c);
+        drop(task);
     }
 
     /// The protocol of the last connection (None before the first).
@@ -502,16 +526,19 @@ impl Client {
             Ok(s) => {
                 c.next_attempt = None;
                 c.backoff = DIAL_BACKOFF_INITIAL;
-                c.protocol = Some(match &s {
-                    Sender::H2(h2) => {
+                let (protocol, sender) = match s {
+                    Dialed::H2(h2, task) => {
                         c.h2 = Some(h2.clone());
-                        Protocol::Http2
+                        // A connection replaced here has closed already.
+                        c.h2_task = Some(task);
+                        (Protocol::Http2, Sender::H2(h2))
                     }
-                    Sender::H1(_) => Protocol::Http11,
-                });
+                    Dialed::H1(h1) => (Protocol::Http11, Sender::H1(h1)),
+                };
+                c.protocol = Some(protocol);
                 drop(c);
                 self.count(|s| s.connects += 1);
-                Ok(s)
+                Ok(sender)
             }
             Err(e) => {
                 let wait = c.backoff + c.backoff.mul_f64(fastrand::f64());
@@ -522,7 +549,7 @@ impl Client {
         }
     }
 
-    async fn dial(&self) -> Result<Sender, TransportError> {
+    async fn dial(&self) -> Result<Dialed, TransportError> {
         let server = &self.inner.server;
         let name = || server.to_string();
         let addrs = self.resolve().await?;
@@ -542,8 +569,9 @@ impl Client {
             source: last.unwrap_or_else(|| io::Error::other("no address")),
         })?;
         tune(&tcp);
-        let tls = TlsConnector::from(self.inner.tls.config.clone())
-            .connect(self.inner.tls.server_name.clone(), tcp)
+        let setup = self.inner.tls.borrow().clone();
+        let tls = TlsConnector::from(setup.config)
+            .connect(setup.server_name, tcp)
             .await
             .map_err(|source| TransportError::Tls {
                 server: name(),
@@ -566,14 +594,13 @@ impl Client {
                 .initial_connection_window_size(1024 * 1024);
             let (sender, conn) = b.handshake(Io(tls)).await.map_err(handshake)?;
             let server = name();
-            rt::spawn(async move {
+            let task = rt::spawn(async move {
                 if let Err(e) = conn.await {
                     log::info!("connection to API server {server} ended: {}", Causes(&e));
                 }
-            })
-            .detach();
+            });
             log::debug!("connected to API server {} (HTTP/2)", self.inner.server);
-            Ok(Sender::H2(sender))
+            Ok(Dialed::H2(sender, task))
         } else {
             let (sender, conn) = http1::handshake::<_, ReqBody>(Io(tls))
                 .await
@@ -588,7 +615,7 @@ impl Client {
             })
             .detach();
             log::debug!("connected to API server {} (HTTP/1.1)", self.inner.server);
-            Ok(Sender::H1(sender))
+            Ok(Dialed::H1(sender))
         }
     }
 
