@@ -175,13 +175,18 @@ impl<R: RuntimeService> Agent<R> {
                         self.cfg.root_dir.display()
                     );
                 }
-                let wrote =
-                    atomic_writer::write(&dir, &payload, SystemTime::now()).map_err(|e| {
-                        waiting(format!(
-                            "MountVolume.SetUp failed for volume {:?} : {e}",
-                            v.name
-                        ))
-                    })?;
+                let wrote = atomic_writer::write(
+                    &dir,
+                    &payload,
+                    SystemTime::now(),
+                    accessors::fs_group(pod),
+                )
+                .map_err(|e| {
+                    waiting(format!(
+                        "MountVolume.SetUp failed for volume {:?} : {e}",
+                        v.name
+                    ))
+                })?;
                 if wrote && known.is_some() {
                     log::info!(
                         "volume {} of pod {} updated",
