@@ -19,6 +19,8 @@ const LONG: Duration = Duration::from_secs(120);
 fn a_pod_with_an_fs_group_sees_its_volume_files_owned_by_that_group() {
     let c = Containerd::start();
     let p = Picolet::start(&c);
+    // defaultMode 256 is 0400: picolet reads manifests as YAML 1.2, where
+    // a bare `0400` is decimal (kubelet's YAML 1.1 reads it as octal).
     let manifest = r#"apiVersion: v1
 kind: Pod
 metadata:
@@ -44,7 +46,7 @@ spec:
   volumes:
   - name: info
     downwardAPI:
-      defaultMode: 0400
+      defaultMode: 256
       items: [{path: name, fieldRef: {fieldPath: metadata.name}}]
   - name: scratch
     emptyDir: {}
