@@ -171,16 +171,17 @@ enum Sender {
     H1(http1::SendRequest<ReqBody>),
 }
 
-/// A new connection: HTTP/2 comes with the task that drives it.
+/// A new connection: HTTP/2 comes with a handle on its socket.
 enum Dialed {
-    H2(http2::SendRequest<ReqBody>, smol::Task<()>),
+    H2(http2::SendRequest<ReqBody>, Option<TcpStream>),
     H1(http1::SendRequest<ReqBody>),
 }
 
 struct Conn {
     h2: Option<http2::SendRequest<ReqBody>>,
-    /// The task driving the HTTP/2 connection: dropping it closes it.
-    h2_task: Option<smol::Task<()>>,
+    /// The HTTP/2 connection's socket (a second handle), to shut it down:
+    /// its driver then fails every stream on it at once.
+    h2_socket: Option<TcpStream>,
     h1_idle: Vec<http1::SendRequest<ReqBody>>,
     protocol: Option<Protocol>,
     next_attempt: Option<Instant>,
@@ -245,7 +246,7 @@ impl Client {
                 user_agent,
                 conn: RefCell::new(Conn {
                     h2: None,
-                    h2_task: None,
+                    h2_socket: None,
                     h1_idle: Vec::new(),
                     protocol: None,
                     next_attempt: None,
@@ -276,10 +277,10 @@ impl Client {
         *self.inner.tls.borrow_mut() = tls;
         let mut c = self.inner.conn.borrow_mut();
         c.h2 = None;
-        let task = c.h2_task.take();
+        if let Some(socket) = c.h2_socket.take() {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        }
         c.h1_idle.clear();
-        drop(c);
-        drop(task);
     }
 
     /// The protocol of the last connection (None before the first).
@@ -527,10 +528,9 @@ impl Client {
                 c.next_attempt = None;
                 c.backoff = DIAL_BACKOFF_INITIAL;
                 let (protocol, sender) = match s {
-                    Dialed::H2(h2, task) => {
+                    Dialed::H2(h2, socket) => {
                         c.h2 = Some(h2.clone());
-                        // A connection replaced here has closed already.
-                        c.h2_task = Some(task);
+                        c.h2_socket = socket;
                         (Protocol::Http2, Sender::H2(h2))
                     }
                     Dialed::H1(h1) => (Protocol::Http11, Sender::H1(h1)),
@@ -569,6 +569,7 @@ impl Client {
             source: last.unwrap_or_else(|| io::Error::other("no address")),
         })?;
         tune(&tcp);
+        let socket = tcp.get_ref().try_clone().ok();
         let setup = self.inner.tls.borrow().clone();
         let tls = TlsConnector::from(setup.config)
             .connect(setup.server_name, tcp)
@@ -594,13 +595,14 @@ impl Client {
                 .initial_connection_window_size(1024 * 1024);
             let (sender, conn) = b.handshake(Io(tls)).await.map_err(handshake)?;
             let server = name();
-            let task = rt::spawn(async move {
+            rt::spawn(async move {
                 if let Err(e) = conn.await {
                     log::info!("connection to API server {server} ended: {}", Causes(&e));
                 }
-            });
+            })
+            .detach();
             log::debug!("connected to API server {} (HTTP/2)", self.inner.server);
-            Ok(Dialed::H2(sender, task))
+            Ok(Dialed::H2(sender, socket))
         } else {
             let (sender, conn) = http1::handshake::<_, ReqBody>(Io(tls))
                 .await
