@@ -231,7 +231,7 @@ pub async fn rotate_client_certificates(
     log::info!(
         "certificate rotation: the client certificate expires in {} s; renewal in {} s",
         validity.not_after - now_unix(),
-        state.deadline() - now_unix()
+        seconds_until_due(&state, now_unix())
     );
     let mut last_error = String::new();
     loop {
@@ -255,7 +255,7 @@ pub async fn rotate_client_certificates(
                 log::info!(
                     "certificate rotation: new client certificate issued by {name}, valid for {} s; next renewal in {} s",
                     v.not_after - now,
-                    state.deadline().max(now) - now
+                    seconds_until_due(&state, now)
                 );
             }
             Err(e) => {
@@ -267,6 +267,14 @@ pub async fn rotate_client_certificates(
                 state.failed(now_unix(), fastrand::f64());
             }
         }
+    }
+}
+
+/// How long until `state` wants a renewal, for the log.
+fn seconds_until_due(state: &Rotation, now: i64) -> i64 {
+    match state.next(now) {
+        Next::WaitUntil(at) => at - now,
+        Next::Renew => 0,
     }
 }
 
