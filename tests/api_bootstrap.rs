@@ -197,6 +197,8 @@ fn with_rotate_certificates_the_client_certificate_is_renewed_and_the_node_stays
     // for a lifetime under 8 h, does not move notAfter: a 3 min signing
     // duration gives notBefore = issue - 5 min, notAfter = issue + 3 min,
     // so kubelet's 70-90 % deadline falls 36 s to 132 s after the issue.
+    // Measured with v1.36.2: notBefore 06:08:59, notAfter 06:16:59 (8 min),
+    // renewed 77 s after the bootstrap certificate was issued.
     let cp = control_plane(&["--cluster-signing-duration=3m"]);
     let c = Containerd::start();
     let p = start_bootstrapping(&cp, &c, &["--rotate-certificates"]);
