@@ -153,6 +153,7 @@ impl<R: RuntimeService> Agent<R> {
             None => &NoObjects,
         };
         let uid = accessors::uid(pod);
+        let gid = accessors::fs_group(pod);
         let downward = spec::Downward {
             node_allocatable_cpu_millis: None,
             node_allocatable_memory_bytes: Some(self.host.node_memory),
@@ -175,18 +176,13 @@ impl<R: RuntimeService> Agent<R> {
                         self.cfg.root_dir.display()
                     );
                 }
-                let wrote = atomic_writer::write(
-                    &dir,
-                    &payload,
-                    SystemTime::now(),
-                    accessors::fs_group(pod),
-                )
-                .map_err(|e| {
-                    waiting(format!(
-                        "MountVolume.SetUp failed for volume {:?} : {e}",
-                        v.name
-                    ))
-                })?;
+                let wrote =
+                    atomic_writer::write(&dir, &payload, SystemTime::now(), gid).map_err(|e| {
+                        waiting(format!(
+                            "MountVolume.SetUp failed for volume {:?} : {e}",
+                            v.name
+                        ))
+                    })?;
                 if wrote && known.is_some() {
                     log::info!(
                         "volume {} of pod {} updated",
