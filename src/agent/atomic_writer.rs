@@ -14,14 +14,23 @@
 //! and renames that over `..data` (one atomic rename), adds the per-key
 //! links that are new, removes those no longer in the payload and then
 //! the old directory. Nothing is written when the files on disk already
-//! are the payload. The payload (`pod::spec::Payload`) is computed
+//! are the payload.
+//!
+//! With the pod's `securityContext.fsGroup`, kubelet's volume ownership
+//! rule (`SetVolumeOwnership`, for these read-only volumes) is applied to
+//! the volume directory and the new files before the swap: group = fsGroup,
+//! every file's mode gains group read (`defaultMode | 0440`), directories
+//! also group search and setgid. [`set_fs_group`] is that rule, also used
+//! for emptyDir directories (read-write: group read and write). The payload (`pod::spec::Payload`) is computed
 //! elsewhere; this file only does the filesystem work, and it never
 //! formats file contents (they may be Secrets).
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::{symlink, DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{
+    lchown, symlink, DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt,
+};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -75,6 +84,44 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// kubelet's mode for a file or directory of a volume owned by an
+/// fsGroup: `mode` plus group read (read-only volumes) or group read and
+/// write, plus group search and setgid on directories (so new files
+/// inherit the group).
+pub fn fs_group_mode(mode: u32, is_dir: bool, read_only: bool) -> u32 {
+    let mut bits = if read_only { 0o440 } else { 0o660 };
+    if is_dir {
+        bits |= 0o2000 | 0o110;
+    }
+    mode | bits
+}
+
+/// Gives `path` the group `gid` and [`fs_group_mode`]'s bits; a symbolic
+/// link gets the group only (a chmod would reach its target).
+pub fn set_fs_group(path: &Path, gid: u32, read_only: bool) -> Result<(), WriteError> {
+    lchown(path, None, Some(gid)).map_err(err("chown", path))?;
+    let m = fs::symlink_metadata(path).map_err(err("stat", path))?;
+    if m.file_type().is_symlink() {
+        return Ok(());
+    }
+    let mode = fs_group_mode(m.permissions().mode() & 0o7777, m.is_dir(), read_only);
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(err("chmod", path))
+}
+
+/// [`set_fs_group`] on `dir` and everything under it (read-only volume).
+fn set_fs_group_tree(dir: &Path, gid: u32) -> Result<(), WriteError> {
+    set_fs_group(dir, gid, true)?;
+    for e in fs::read_dir(dir).map_err(err("reading", dir))? {
+        let p = e.map_err(err("reading", dir))?.path();
+        if fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
+            set_fs_group_tree(&p, gid)?;
+        } else {
+            set_fs_group(&p, gid, true)?;
+        }
+    }
+    Ok(())
+}
+
 /// The top-level names of the payload's paths (`a/b` gives `a`).
 fn top_level(payload: &Payload) -> BTreeSet<String> {
     payload
@@ -84,8 +131,9 @@ fn top_level(payload: &Payload) -> BTreeSet<String> {
         .collect()
 }
 
-/// Whether `dir` holds exactly the payload's files, bytes and modes.
-fn holds(dir: &Path, payload: &Payload) -> bool {
+/// Whether `dir` holds exactly the payload's files, bytes and modes (and
+/// group, with an fsGroup).
+fn holds(dir: &Path, payload: &Payload, fs_group: Option<u32>) -> bool {
     fn count(dir: &Path) -> Option<usize> {
         let mut n = 0;
         for e in fs::read_dir(dir).ok()? {
@@ -103,7 +151,11 @@ fn holds(dir: &Path, payload: &Payload) -> bool {
         let p = dir.join(path);
         match (fs::symlink_metadata(&p), fs::read(&p)) {
             (Ok(m), Ok(data)) => {
-                m.is_file() && m.permissions().mode() & 0o7777 == f.mode && data == f.data
+                let mode = fs_group.map_or(f.mode, |_| fs_group_mode(f.mode, false, true));
+                m.is_file()
+                    && m.permissions().mode() & 0o7777 == mode
+                    && fs_group.is_none_or(|g| m.gid() == g)
+                    && data == f.data
             }
             _ => false,
         }
@@ -112,14 +164,20 @@ fn holds(dir: &Path, payload: &Payload) -> bool {
 }
 
 /// Writes `payload` into the volume directory `target` (which must
-/// exist). Returns whether anything was written.
-pub fn write(target: &Path, payload: &Payload, now: SystemTime) -> Result<bool, WriteError> {
+/// exist), owned by the pod's `fs_group` if it has one. Returns whether
+/// anything was written.
+pub fn write(
+    target: &Path,
+    payload: &Payload,
+    now: SystemTime,
+    fs_group: Option<u32>,
+) -> Result<bool, WriteError> {
     let data_link = target.join(DATA);
     let old = fs::read_link(&data_link).ok();
     let wanted = top_level(payload);
     if let Some(old) = &old {
         let links_ok = wanted.iter().all(|t| target.join(t).exists());
-        if links_ok && holds(&target.join(old), payload) {
+        if links_ok && holds(&target.join(old), payload, fs_group) {
             return Ok(false);
         }
     }
@@ -161,10 +219,20 @@ pub fn write(target: &Path, payload: &Payload, now: SystemTime) -> Result<bool, 
             .map_err(err("chmod", &file))?;
     }
 
+    // kubelet sets the volume's ownership before the swap, so the files
+    // appear with their group.
+    if let Some(gid) = fs_group {
+        set_fs_group(target, gid, true)?;
+        set_fs_group_tree(&ts_dir, gid)?;
+    }
+
     // The swap: one rename.
     let tmp = target.join(DATA_TMP);
     let _ = fs::remove_file(&tmp);
     symlink(&name, &tmp).map_err(err("linking", &tmp))?;
+    if let Some(gid) = fs_group {
+        lchown(&tmp, None, Some(gid)).map_err(err("chown", &tmp))?;
+    }
     fs::rename(&tmp, &data_link).map_err(err("renaming", &tmp))?;
 
     // Per-key links: the new ones, then the stale ones go.
@@ -172,6 +240,9 @@ pub fn write(target: &Path, payload: &Payload, now: SystemTime) -> Result<bool, 
         let link = target.join(t);
         if fs::symlink_metadata(&link).is_err() {
             symlink(Path::new(DATA).join(t), &link).map_err(err("linking", &link))?;
+        }
+        if let Some(gid) = fs_group {
+            lchown(&link, None, Some(gid)).map_err(err("chown", &link))?;
         }
     }
     if let Ok(entries) = fs::read_dir(target) {
@@ -257,7 +328,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let t = tmp.path();
         let p = payload(&[("a", "1", 0o644), ("dir/b", "2", 0o400)]);
-        assert!(write(t, &p, at(1)).unwrap());
+        assert!(write(t, &p, at(1), None).unwrap());
         assert_eq!(
             names(t),
             vec!["..1970_01_01_00_00_01.000000000", "..data", "a", "dir"]
@@ -273,9 +344,21 @@ mod tests {
     fn the_same_payload_writes_nothing_and_a_change_swaps_everything() {
         let tmp = tempfile::tempdir().unwrap();
         let t = tmp.path();
-        write(t, &payload(&[("a", "1", 0o644), ("b", "x", 0o644)]), at(1)).unwrap();
-        assert!(!write(t, &payload(&[("a", "1", 0o644), ("b", "x", 0o644)]), at(2)).unwrap());
-        assert!(write(t, &payload(&[("a", "2", 0o644)]), at(3)).unwrap());
+        write(
+            t,
+            &payload(&[("a", "1", 0o644), ("b", "x", 0o644)]),
+            at(1),
+            None,
+        )
+        .unwrap();
+        assert!(!write(
+            t,
+            &payload(&[("a", "1", 0o644), ("b", "x", 0o644)]),
+            at(2),
+            None
+        )
+        .unwrap());
+        assert!(write(t, &payload(&[("a", "2", 0o644)]), at(3), None).unwrap());
         assert_eq!(
             names(t),
             vec!["..1970_01_01_00_00_03.000000000", "..data", "a"],
@@ -283,15 +366,55 @@ mod tests {
         );
         assert_eq!(fs::read_to_string(t.join("a")).unwrap(), "2");
         // A mode change alone is a change.
-        assert!(write(t, &payload(&[("a", "2", 0o600)]), at(4)).unwrap());
+        assert!(write(t, &payload(&[("a", "2", 0o600)]), at(4), None).unwrap());
     }
 
     #[test]
     fn an_empty_payload_leaves_only_the_data_link() {
         let tmp = tempfile::tempdir().unwrap();
         let t = tmp.path();
-        write(t, &Payload::default(), at(1)).unwrap();
+        write(t, &Payload::default(), at(1), None).unwrap();
         assert_eq!(names(t), vec!["..1970_01_01_00_00_01.000000000", "..data"]);
-        assert!(!write(t, &Payload::default(), at(2)).unwrap());
+        assert!(!write(t, &Payload::default(), at(2), None).unwrap());
+    }
+
+    /// A group the test may give files: any as root, else its own.
+    fn some_gid(dir: &Path) -> u32 {
+        if fs::metadata("/proc/self").unwrap().uid() == 0 {
+            4321
+        } else {
+            fs::metadata(dir).unwrap().gid()
+        }
+    }
+
+    #[test]
+    fn kubelets_fs_group_bits_add_group_read_and_on_directories_search_and_setgid() {
+        assert_eq!(fs_group_mode(0o644, false, true), 0o644);
+        assert_eq!(fs_group_mode(0o400, false, true), 0o440);
+        assert_eq!(fs_group_mode(0o600, false, false), 0o660);
+        assert_eq!(fs_group_mode(0o755, true, true), 0o2755);
+        assert_eq!(fs_group_mode(0o700, true, true), 0o2750);
+        assert_eq!(fs_group_mode(0o777, true, false), 0o2777);
+    }
+
+    #[test]
+    fn with_an_fs_group_the_files_and_directories_are_the_groups_and_group_readable() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        let gid = some_gid(t);
+        let p = payload(&[("a", "1", 0o400), ("dir/b", "2", 0o644)]);
+        assert!(write(t, &p, at(1), Some(gid)).unwrap());
+        let meta = |p: &str| fs::metadata(t.join(p)).unwrap();
+        assert_eq!(meta("a").gid(), gid);
+        assert_eq!(meta("a").permissions().mode() & 0o7777, 0o440);
+        assert_eq!(meta("dir/b").gid(), gid);
+        assert_eq!(meta("dir/b").permissions().mode() & 0o7777, 0o644);
+        assert_eq!(meta("dir").permissions().mode() & 0o7777, 0o2755);
+        assert_eq!(meta("dir").gid(), gid);
+        assert_eq!(meta(".").gid(), gid);
+        assert_ne!(meta(".").permissions().mode() & 0o2000, 0);
+        assert_eq!(fs::symlink_metadata(t.join("a")).unwrap().gid(), gid);
+        // The same payload with the same group is already on disk.
+        assert!(!write(t, &p, at(2), Some(gid)).unwrap());
     }
 }

@@ -158,6 +158,7 @@ impl<R: RuntimeService> Agent<R> {
             None => &NoObjects,
         };
         let uid = accessors::uid(pod);
+        let gid = accessors::fs_group(pod);
         let downward = spec::Downward {
             node_allocatable_cpu_millis: None,
             node_allocatable_memory_bytes: Some(self.host.node_memory),
@@ -181,7 +182,7 @@ impl<R: RuntimeService> Agent<R> {
                     );
                 }
                 let wrote =
-                    atomic_writer::write(&dir, &payload, SystemTime::now()).map_err(|e| {
+                    atomic_writer::write(&dir, &payload, SystemTime::now(), gid).map_err(|e| {
                         waiting(format!(
                             "MountVolume.SetUp failed for volume {:?} : {e}",
                             v.name

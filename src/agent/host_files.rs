@@ -122,6 +122,12 @@ pub(super) fn prepare_container_files(
         fs::create_dir_all(&dir)
             .map_err(|e| format!("emptyDir {name}: creating {}: {e}", dir.display()))?;
         let _ = fs::set_permissions(&dir, fs::Permissions::from_mode(0o777));
+        // kubelet's volume ownership for a read-write volume: group
+        // fsGroup, setgid so what the containers create inherits it.
+        if let Some(gid) = accessors::fs_group(pod) {
+            super::atomic_writer::set_fs_group(&dir, gid, false)
+                .map_err(|e| format!("emptyDir {name}: {e}"))?;
+        }
         empty_dirs.insert(name, dir);
     }
     for (path, kind) in spec::host_path_volumes(pod) {

@@ -21,9 +21,10 @@ use http::{Method, StatusCode};
 use ring::rand::SystemRandom;
 
 use super::bootstrap::{self, BootstrapError, CLIENT_CURRENT_PEM, CSR_PATH};
-use super::csr::{CsrError, NodeKey};
-use super::kubeconfig::{self, KubeconfigError};
-use super::tls::TlsError;
+use super::csr::{CsrError, NodeKey, Validity};
+use super::kubeconfig::{self, KubeconfigError, Source};
+use super::rotation::{Next, Rotation};
+use super::tls::{self, TlsError};
 use super::transport::{Body, Client, Options, BODY_LIMIT};
 use crate::rt;
 
@@ -38,6 +39,8 @@ pub enum BootstrapJoinError {
     Csr(#[from] CsrError),
     #[error("TLS bootstrap: {0}")]
     Refused(#[from] BootstrapError),
+    #[error("{what}: {message}")]
+    Renewal { what: String, message: String },
     #[error("TLS bootstrap: writing {path}: {source}")]
     Write {
         path: PathBuf,
@@ -69,7 +72,6 @@ pub async fn bootstrap_client_certificate(
     let rng = SystemRandom::new();
     let key = NodeKey::generate(&rng)?;
     let request = key.certificate_request_pem(node_name, &rng)?;
-    let body = serde_json::to_vec(&bootstrap::csr_object(&request)).unwrap_or_default();
     log::info!(
         "TLS bootstrap: requesting a client certificate for system:node:{node_name} from {} (bootstrap kubeconfig {})",
         kc.server.origin(),
@@ -77,24 +79,12 @@ pub async fn bootstrap_client_certificate(
     );
     let mut backoff = Duration::from_secs(1);
     let name = loop {
-        let body = Body {
-            content_type: "application/json",
-            bytes: body.clone(),
-        };
-        match client
-            .request(Method::POST, CSR_PATH, Some(body), BODY_LIMIT, DEADLINE)
-            .await
-        {
-            Ok(r) if r.status == StatusCode::CREATED || r.status == StatusCode::OK => {
-                let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
-                break bootstrap::csr_name(&v)?;
+        match create_csr(&client, &request).await {
+            Ok(name) => break name,
+            Err(CsrCall::Refused(e)) => return Err(e.into()),
+            Err(CsrCall::Failed(e)) => {
+                log::warn!("TLS bootstrap: creating the CertificateSigningRequest: {e}")
             }
-            Ok(r) => log::warn!(
-                "TLS bootstrap: creating the CertificateSigningRequest: {} {}",
-                r.status,
-                String::from_utf8_lossy(&r.body[..r.body.len().min(512)])
-            ),
-            Err(e) => log::warn!("TLS bootstrap: creating the CertificateSigningRequest: {e}"),
         }
         rt::sleep(backoff).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -102,23 +92,79 @@ pub async fn bootstrap_client_certificate(
     log::info!(
         "TLS bootstrap: CertificateSigningRequest {name} created, waiting for its certificate"
     );
-    let path = format!("{CSR_PATH}/{name}");
     let cert = loop {
-        match client
-            .request(Method::GET, &path, None, BODY_LIMIT, DEADLINE)
-            .await
-        {
-            Ok(r) if r.status == StatusCode::OK => {
-                let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
-                if let Some(cert) = bootstrap::issued_certificate(&v)? {
-                    break cert;
-                }
-            }
-            Ok(r) => log::warn!("TLS bootstrap: reading {name}: {}", r.status),
-            Err(e) => log::warn!("TLS bootstrap: reading {name}: {e}"),
+        match read_csr(&client, &name).await {
+            Ok(Some(cert)) => break cert,
+            Ok(None) => {}
+            Err(CsrCall::Refused(e)) => return Err(e.into()),
+            Err(CsrCall::Failed(e)) => log::warn!("TLS bootstrap: reading {name}: {e}"),
         }
         rt::sleep(POLL).await;
     };
+    let pem_path = write_client_pem(root_dir, cert, &key)?;
+    let text = bootstrap::node_kubeconfig(&kc, &pem_path.display().to_string());
+    write_private(kubeconfig_path, text.as_bytes())?;
+    log::info!(
+        "TLS bootstrap: certificate issued by {name}; wrote {} and {}",
+        pem_path.display(),
+        kubeconfig_path.display()
+    );
+    Ok(())
+}
+
+/// How one call about a CSR went wrong: refused for good, or failed
+/// (transport, an unexpected status: try again).
+enum CsrCall {
+    Refused(BootstrapError),
+    Failed(String),
+}
+
+/// Posts the CSR for `request_pem`; its generated name.
+async fn create_csr(client: &Client, request_pem: &str) -> Result<String, CsrCall> {
+    let body = Body {
+        content_type: "application/json",
+        bytes: serde_json::to_vec(&bootstrap::csr_object(request_pem)).unwrap_or_default(),
+    };
+    match client
+        .request(Method::POST, CSR_PATH, Some(body), BODY_LIMIT, DEADLINE)
+        .await
+    {
+        Ok(r) if r.status == StatusCode::CREATED || r.status == StatusCode::OK => {
+            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            bootstrap::csr_name(&v).map_err(CsrCall::Refused)
+        }
+        Ok(r) => Err(CsrCall::Failed(format!(
+            "{} {}",
+            r.status,
+            String::from_utf8_lossy(&r.body[..r.body.len().min(512)])
+        ))),
+        Err(e) => Err(CsrCall::Failed(e.to_string())),
+    }
+}
+
+/// Reads CSR `name`: its certificate once issued.
+async fn read_csr(client: &Client, name: &str) -> Result<Option<Vec<u8>>, CsrCall> {
+    let path = format!("{CSR_PATH}/{name}");
+    match client
+        .request(Method::GET, &path, None, BODY_LIMIT, DEADLINE)
+        .await
+    {
+        Ok(r) if r.status == StatusCode::OK => {
+            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            bootstrap::issued_certificate(&v).map_err(CsrCall::Refused)
+        }
+        Ok(r) => Err(CsrCall::Failed(r.status.to_string())),
+        Err(e) => Err(CsrCall::Failed(e.to_string())),
+    }
+}
+
+/// Writes `cert` and `key` to `<root-dir>/pki/kubelet-client-current.pem`
+/// (0600, in a 0700 directory, through a rename); its path.
+fn write_client_pem(
+    root_dir: &Path,
+    cert: Vec<u8>,
+    key: &NodeKey,
+) -> Result<PathBuf, BootstrapJoinError> {
     let pem_path = client_pem_path(root_dir);
     let pki = pem_path.parent().unwrap_or(root_dir);
     std::fs::create_dir_all(pki)
@@ -133,14 +179,159 @@ pub async fn bootstrap_client_certificate(
     }
     pem.extend_from_slice(key.to_pem().as_bytes());
     write_private(&pem_path, &pem)?;
-    let text = bootstrap::node_kubeconfig(&kc, &pem_path.display().to_string());
-    write_private(kubeconfig_path, text.as_bytes())?;
+    Ok(pem_path)
+}
+
+/// How long a renewal waits for its CSR to be issued before it counts as
+/// failed (kubelet's certificate manager waits as long).
+const RENEWAL_WAIT: Duration = Duration::from_secs(15 * 60);
+/// The longest sleep of the rotation task: a board without a real-time
+/// clock may set its clock late, so the deadline is looked at again.
+const MAX_SLEEP: i64 = 3600;
+
+/// The node's current client certificate per `kubeconfig_path`: its
+/// validity, if the kubeconfig has one and it can be read.
+fn current_validity(kubeconfig_path: &Path, allow_insecure: bool) -> Option<Validity> {
+    let kc = kubeconfig::load(kubeconfig_path, allow_insecure).ok()?;
+    let pem = kc.client_certificate.as_ref()?.read(kubeconfig_path).ok()?;
+    let der = super::csr::first_certificate_der(&pem).ok()?;
+    Validity::of_certificate(&der).ok()
+}
+
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// `rotateCertificates`: renews the client certificate of
+/// `kubeconfig_path` before it expires, for as long as the node runs.
+/// A renewal posts a CSR with a new key through `client` (the current
+/// certificate: kube-controller-manager approves such a request as
+/// `selfnodeclient`), writes the issued certificate and key to
+/// `<root-dir>/pki/kubelet-client-current.pem` (0600; the kubeconfig is
+/// rewritten to name it if it named another file), and gives `client` the
+/// new credential, closing its connections. When decides
+/// [`Rotation`]; failures are retried with its back-off.
+pub async fn rotate_client_certificates(
+    client: Client,
+    kubeconfig_path: PathBuf,
+    root_dir: PathBuf,
+    node_name: String,
+    allow_insecure: bool,
+) {
+    let Some(validity) = current_validity(&kubeconfig_path, allow_insecure) else {
+        log::warn!(
+            "certificate rotation: {} has no readable client certificate; rotateCertificates does nothing",
+            kubeconfig_path.display()
+        );
+        return;
+    };
+    let mut state = Rotation::new(validity, fastrand::f64());
     log::info!(
-        "TLS bootstrap: certificate issued by {name}; wrote {} and {}",
-        pem_path.display(),
-        kubeconfig_path.display()
+        "certificate rotation: the client certificate expires in {} s; renewal in {} s",
+        validity.not_after - now_unix(),
+        seconds_until_due(&state, now_unix())
     );
-    Ok(())
+    let mut last_error = String::new();
+    loop {
+        let now = now_unix();
+        if let Next::WaitUntil(at) = state.next(now) {
+            rt::sleep(Duration::from_secs((at - now).clamp(1, MAX_SLEEP) as u64)).await;
+            continue;
+        }
+        let renewal = renew(
+            &client,
+            &kubeconfig_path,
+            &root_dir,
+            &node_name,
+            allow_insecure,
+        );
+        match Box::pin(renewal).await {
+            Ok((name, v)) => {
+                let now = now_unix();
+                state.renewed(v, now, fastrand::f64());
+                last_error.clear();
+                log::info!(
+                    "certificate rotation: new client certificate issued by {name}, valid for {} s; next renewal in {} s",
+                    v.not_after - now,
+                    seconds_until_due(&state, now)
+                );
+            }
+            Err(e) => {
+                let text = e.to_string();
+                if text != last_error {
+                    log::warn!("certificate rotation: {text}; retrying with back-off");
+                    last_error = text;
+                }
+                state.failed(now_unix(), fastrand::f64());
+            }
+        }
+    }
+}
+
+/// How long until `state` wants a renewal, for the log.
+fn seconds_until_due(state: &Rotation, now: i64) -> i64 {
+    match state.next(now) {
+        Next::WaitUntil(at) => at - now,
+        Next::Renew => 0,
+    }
+}
+
+/// One renewal: the CSR's name and the new certificate's validity.
+async fn renew(
+    client: &Client,
+    kubeconfig_path: &Path,
+    root_dir: &Path,
+    node_name: &str,
+    allow_insecure: bool,
+) -> Result<(String, Validity), BootstrapJoinError> {
+    let failed = |what: &str, message: String| BootstrapJoinError::Renewal {
+        what: what.to_string(),
+        message,
+    };
+    let rng = SystemRandom::new();
+    let key = NodeKey::generate(&rng)?;
+    let request = key.certificate_request_pem(node_name, &rng)?;
+    let name = match create_csr(client, &request).await {
+        Ok(name) => name,
+        Err(CsrCall::Refused(e)) => return Err(e.into()),
+        Err(CsrCall::Failed(e)) => return Err(failed("creating the CertificateSigningRequest", e)),
+    };
+    log::info!("certificate rotation: CertificateSigningRequest {name} created, waiting for its certificate");
+    let waited = rt::timeout(RENEWAL_WAIT, async {
+        loop {
+            match read_csr(client, &name).await {
+                Ok(Some(cert)) => return Ok(cert),
+                Ok(None) | Err(CsrCall::Failed(_)) => {}
+                Err(CsrCall::Refused(e)) => return Err(e),
+            }
+            rt::sleep(POLL).await;
+        }
+    });
+    let cert = match waited.await {
+        Some(r) => r?,
+        None => return Err(failed(&name, format!("not issued within {RENEWAL_WAIT:?}"))),
+    };
+    let der = super::csr::first_certificate_der(&cert)?;
+    let validity = Validity::of_certificate(&der)?;
+    let pem_path = write_client_pem(root_dir, cert, &key)?;
+    let kc = kubeconfig::load(kubeconfig_path, allow_insecure)?;
+    let names_pem = |m: &Option<super::kubeconfig::Material>| matches!(m.as_ref().map(|m| &m.source), Some(Source::File(p)) if p == &pem_path);
+    let kc = if names_pem(&kc.client_certificate) && names_pem(&kc.client_key) {
+        kc
+    } else {
+        let text = bootstrap::node_kubeconfig(&kc, &pem_path.display().to_string());
+        write_private(kubeconfig_path, text.as_bytes())?;
+        log::info!(
+            "certificate rotation: {} now names {}",
+            kubeconfig_path.display(),
+            pem_path.display()
+        );
+        kubeconfig::load(kubeconfig_path, allow_insecure)?
+    };
+    client.set_tls(tls::setup(&kc)?);
+    Ok((name, validity))
 }
 
 /// Writes `bytes` to `path` (0600) through a temporary file and a rename.

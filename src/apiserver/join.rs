@@ -12,7 +12,10 @@
 //!   heartbeat's for the Node's events;
 //! - the heartbeat ([`Heartbeat`]): Node registration, status and Lease;
 //! - the watch of the node's own Node object ([`NodeWatch`]), whose labels
-//!   and taints admission uses from then on.
+//!   and taints admission uses from then on;
+//! - with `rotateCertificates`, the renewal of the client certificate
+//!   ([`rotate_client_certificates`]), which swaps the shared client's
+//!   credential in place.
 //!
 //! With `--bootstrap-kubeconfig` and no `--kubeconfig` file (or one whose
 //! client certificate has expired), the node first
@@ -24,7 +27,9 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use super::bootstrap_join::{bootstrap_client_certificate, needs_bootstrap, BootstrapJoinError};
+use super::bootstrap_join::{
+    bootstrap_client_certificate, needs_bootstrap, rotate_client_certificates, BootstrapJoinError,
+};
 use super::configs::ConfigWatches;
 use super::event_sync::EventSync;
 use super::heartbeat::{Heartbeat, HeartbeatConfig};
@@ -146,6 +151,15 @@ pub fn join(
     if let Some(n) = node_watch.current() {
         agent.set_node_object(n.labels, n.taints);
     }
+    let rotation = cfg.rotate_certificates.then(|| {
+        rt::spawn(rotate_client_certificates(
+            client.clone(),
+            path.clone(),
+            cfg.root_dir.clone(),
+            node_name.to_string(),
+            cfg.allow_insecure_kubeconfig,
+        ))
+    });
     let heartbeat = Rc::new(
         Heartbeat::new(
             client,
@@ -159,7 +173,7 @@ pub fn join(
         source,
         tokens: tokens.clone(),
     };
-    let tasks = vec![
+    let mut tasks = vec![
         agent.spawn_source(source),
         rt::spawn(tokens.run()),
         rt::spawn(status.clone().run()),
@@ -170,5 +184,6 @@ pub fn join(
             node_watch.run(move |n| agent.set_node_object(n.labels.clone(), n.taints.clone()))
         }),
     ];
+    tasks.extend(rotation);
     Ok(Some(Joined { tasks, status }))
 }

@@ -42,7 +42,9 @@
 //!   issued certificate's validity and the jittered rotation deadline,
 //!   written and read by a tiny DER codec; [`bootstrap`]: pure: the
 //!   CertificateSigningRequest object, its status, the node kubeconfig;
-//!   [`bootstrap_join`]: posting the CSR, waiting, writing the files.
+//!   [`bootstrap_join`]: posting the CSR, waiting, writing the files, and
+//!   renewing the certificate (`rotateCertificates`) when [`rotation`]
+//!   (pure: kubelet's jittered deadline, back-off) says so.
 //! - [`tokens`]: pure: the service-account token manager (when to send a
 //!   TokenRequest, kubelet's 80 % / 24 h refresh rule, back-off, the
 //!   request body and the two fields read from the reply);
@@ -69,7 +71,7 @@
 //! to do with [`reflector::Event`]s. The pure modules ([`request`],
 //! [`watch`], [`reflector`], [`node`], [`lease`], [`status_manager`],
 //! [`mirror`], [`events`], [`csr`], [`der`],
-//! [`bootstrap`], [`tokens`])
+//! [`bootstrap`], [`tokens`], [`rotation`])
 //! never import smol, hyper, rustls or `std::fs`;
 //! time and randomness come in as arguments.
 
@@ -92,6 +94,7 @@ pub mod node_watch;
 pub mod pods;
 pub mod reflector;
 pub mod request;
+pub mod rotation;
 pub mod status_manager;
 pub mod status_sync;
 pub mod tls;

@@ -171,8 +171,17 @@ enum Sender {
     H1(http1::SendRequest<ReqBody>),
 }
 
+/// A new connection: HTTP/2 comes with a handle on its socket.
+enum Dialed {
+    H2(http2::SendRequest<ReqBody>, Option<TcpStream>),
+    H1(http1::SendRequest<ReqBody>),
+}
+
 struct Conn {
     h2: Option<http2::SendRequest<ReqBody>>,
+    /// The HTTP/2 connection's socket (a second handle), to shut it down:
+    /// its driver then fails every stream on it at once.
+    h2_socket: Option<TcpStream>,
     h1_idle: Vec<http1::SendRequest<ReqBody>>,
     protocol: Option<Protocol>,
     next_attempt: Option<Instant>,
@@ -187,7 +196,7 @@ struct Token {
 struct Inner {
     server: Server,
     kubeconfig: PathBuf,
-    tls: TlsSetup,
+    tls: RefCell<TlsSetup>,
     token: Option<Token>,
     options: Options,
     user_agent: HeaderValue,
@@ -228,7 +237,7 @@ impl Client {
             inner: Rc::new(Inner {
                 server: k.server.clone(),
                 kubeconfig: k.path.clone(),
-                tls,
+                tls: RefCell::new(tls),
                 token: k.token.clone().map(|material| Token {
                     material,
                     cached: RefCell::new(None),
@@ -237,6 +246,7 @@ impl Client {
                 user_agent,
                 conn: RefCell::new(Conn {
                     h2: None,
+                    h2_socket: None,
                     h1_idle: Vec::new(),
                     protocol: None,
                     next_attempt: None,
@@ -256,6 +266,21 @@ impl Client {
 
     pub fn stats(&self) -> Stats {
         self.inner.stats.get()
+    }
+
+    /// Makes new connections use `tls` (a renewed client certificate) and
+    /// closes the current ones, as kubelet does after a rotation: requests
+    /// and watches on them fail and are retried on a new connection. A new
+    /// rustls configuration also means no TLS session is resumed with the
+    /// old certificate.
+    pub fn set_tls(&self, tls: TlsSetup) {
+        *self.inner.tls.borrow_mut() = tls;
+        let mut c = self.inner.conn.borrow_mut();
+        c.h2 = None;
+        if let Some(socket) = c.h2_socket.take() {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        }
+        c.h1_idle.clear();
     }
 
     /// The protocol of the last connection (None before the first).
@@ -502,16 +527,18 @@ impl Client {
             Ok(s) => {
                 c.next_attempt = None;
                 c.backoff = DIAL_BACKOFF_INITIAL;
-                c.protocol = Some(match &s {
-                    Sender::H2(h2) => {
+                let (protocol, sender) = match s {
+                    Dialed::H2(h2, socket) => {
                         c.h2 = Some(h2.clone());
-                        Protocol::Http2
+                        c.h2_socket = socket;
+                        (Protocol::Http2, Sender::H2(h2))
                     }
-                    Sender::H1(_) => Protocol::Http11,
-                });
+                    Dialed::H1(h1) => (Protocol::Http11, Sender::H1(h1)),
+                };
+                c.protocol = Some(protocol);
                 drop(c);
                 self.count(|s| s.connects += 1);
-                Ok(s)
+                Ok(sender)
             }
             Err(e) => {
                 let wait = c.backoff + c.backoff.mul_f64(fastrand::f64());
@@ -522,7 +549,7 @@ impl Client {
         }
     }
 
-    async fn dial(&self) -> Result<Sender, TransportError> {
+    async fn dial(&self) -> Result<Dialed, TransportError> {
         let server = &self.inner.server;
         let name = || server.to_string();
         let addrs = self.resolve().await?;
@@ -542,8 +569,10 @@ impl Client {
             source: last.unwrap_or_else(|| io::Error::other("no address")),
         })?;
         tune(&tcp);
-        let tls = TlsConnector::from(self.inner.tls.config.clone())
-            .connect(self.inner.tls.server_name.clone(), tcp)
+        let socket = tcp.get_ref().try_clone().ok();
+        let setup = self.inner.tls.borrow().clone();
+        let tls = TlsConnector::from(setup.config)
+            .connect(setup.server_name, tcp)
             .await
             .map_err(|source| TransportError::Tls {
                 server: name(),
@@ -573,7 +602,7 @@ impl Client {
             })
             .detach();
             log::debug!("connected to API server {} (HTTP/2)", self.inner.server);
-            Ok(Sender::H2(sender))
+            Ok(Dialed::H2(sender, socket))
         } else {
             let (sender, conn) = http1::handshake::<_, ReqBody>(Io(tls))
                 .await
@@ -588,7 +617,7 @@ impl Client {
             })
             .detach();
             log::debug!("connected to API server {} (HTTP/1.1)", self.inner.server);
-            Ok(Sender::H1(sender))
+            Ok(Dialed::H1(sender))
         }
     }
 

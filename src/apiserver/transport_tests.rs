@@ -533,3 +533,28 @@ fn a_transport_error_names_its_causes_not_only_their_kind() {
     let plain = io::Error::other("connection refused");
     assert_eq!(Causes(&plain).to_string(), "connection refused");
 }
+
+#[test]
+fn a_new_tls_setup_closes_the_connection_and_the_next_one_presents_the_new_certificate() {
+    let pki = testpki::generate();
+    rt::block_on(async {
+        let srv = start_server(&pki, H2_AND_H1);
+        let mut without = kubeconfig(&pki, srv.addr);
+        without.client_certificate = None;
+        without.client_key = None;
+        let c = Client::new(&without, Options::default()).unwrap();
+        let mut watch = c.stream("/watch", LONG).await.unwrap();
+        assert_eq!(watch.chunk().await.unwrap().unwrap(), "first\n");
+        assert_eq!(srv.seen.with_client_cert.get(), 0);
+        c.set_tls(tls::setup(&kubeconfig(&pki, srv.addr)).unwrap());
+        // The watch on the old connection ends with it (the bound only
+        // keeps a broken build from hanging).
+        let ended = rt::timeout(Duration::from_secs(60), watch.chunk()).await;
+        assert!(matches!(ended, Some(Err(_)) | Some(Ok(None))), "{ended:?}");
+        let r = get(&c, "/api/v1/pods").await.unwrap();
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(srv.seen.accepted.get(), 2);
+        assert_eq!(srv.seen.with_client_cert.get(), 1);
+        assert_eq!(c.stats().connects, 2);
+    });
+}

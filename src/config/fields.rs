@@ -260,6 +260,11 @@ kubelet_config! {
         /// often. Default 5m.
         node_status_report_frequency: Duration = Duration::from_secs(300),
             file("nodeStatusReportFrequency") => positive_duration;
+        /// `rotateCertificates` / `--rotate-certificates`: renew the client
+        /// certificate at a jittered 70-90 % of its lifetime through a
+        /// CertificateSigningRequest. Default false (kubelet's).
+        rotate_certificates: bool = false,
+            file("rotateCertificates") => boolean;
         /// `registerNode`: create the Node object at start. Default true.
         register_node: bool = true,
             file("registerNode") => boolean;

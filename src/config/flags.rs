@@ -158,6 +158,7 @@ pub const FLAGS: &[Flag] = &[
     row("node-status-update-frequency", Str,        "nodeStatusUpdateFrequency", "DUR",           "[10s]"),
     row("kubeconfig",                   Str,        "kubeconfig",                "PATH",          "join a cluster: the API server and this node's credentials"),
     row("bootstrap-kubeconfig",         Str,        "bootstrapKubeconfig",       "PATH",          "TLS bootstrap: credential to get --kubeconfig's certificate"),
+    row("rotate-certificates",          Bool,       "rotateCertificates",        "",              "renew the client certificate before it expires [false]"),
     row("node-ip",                      List,       "nodeIP",                    "IP[,IP]",       "the node's address [the default route's]"),
     row("node-labels",                  List,       "nodeLabels",                "K=V[,K=V...]",  "labels of the Node (registration, nodeSelector, affinity)"),
     row("register-with-taints",         List,       "registerWithTaints",        "K=V:EFFECT,..", "taints to register the Node with"),

@@ -316,7 +316,7 @@ fn an_empty_eviction_hard_map_disables_hard_eviction() {
 #[test]
 fn unknown_and_unimplemented_fields_are_reported_not_rejected() {
     let loaded = parse_ok(
-        "address: 0.0.0.0\nhealthzPort: 10248\nfeatureGates: {Foo: true}\ntlsCertFile: /x\nrotateCertificates: true\nmaxPodz: 3\n",
+        "address: 0.0.0.0\nhealthzPort: 10248\nfeatureGates: {Foo: true}\ntlsCertFile: /x\nserverTLSBootstrap: true\nmaxPodz: 3\n",
     );
     assert_eq!(
         unknown_names(&loaded),
@@ -325,7 +325,7 @@ fn unknown_and_unimplemented_fields_are_reported_not_rejected() {
             "featureGates",
             "healthzPort",
             "maxPodz",
-            "rotateCertificates",
+            "serverTLSBootstrap",
             "tlsCertFile"
         ]
     );

@@ -70,6 +70,13 @@ pub fn container<'p>(pod: &'p Pod, name: &str) -> Option<&'p Container> {
     all_containers(pod).map(|(c, _)| c).find(|c| c.name == name)
 }
 
+/// `securityContext.fsGroup`: the group that owns the pod's volumes
+/// (validation keeps it in 0..2^31).
+pub fn fs_group(pod: &Pod) -> Option<u32> {
+    let sc = spec(pod).security_context.as_ref()?;
+    sc.fs_group.and_then(|g| u32::try_from(g).ok())
+}
+
 /// `spec.hostNetwork`.
 pub fn host_network(pod: &Pod) -> bool {
     spec(pod).host_network.unwrap_or(false)
