@@ -20,6 +20,8 @@ pub mod logger;
 pub mod names;
 pub mod net;
 pub mod node;
+#[cfg(feature = "apiserver")]
+pub mod nodeapi;
 pub mod pleg;
 pub mod pod;
 pub mod probe;
