@@ -56,6 +56,8 @@ pub enum JoinError {
 pub struct Joined {
     pub tasks: Vec<smol::Task<()>>,
     pub status: Rc<StatusSync>,
+    /// The API-server client, for the node API's reviews.
+    pub client: Client,
 }
 
 /// Starts the API-server side of `agent` with `cfg.kubeconfig`. Call it
@@ -134,7 +136,7 @@ pub fn join(
     }
     let heartbeat = Rc::new(
         Heartbeat::new(
-            client,
+            client.clone(),
             HeartbeatConfig::new(cfg, node_name).with_pressure(agent.pressure()),
             agent.runtime().clone(),
             node_uid,
@@ -151,5 +153,9 @@ pub fn join(
             node_watch.run(move |n| agent.set_node_object(n.labels.clone(), n.taints.clone()))
         }),
     ];
-    Ok(Some(Joined { tasks, status }))
+    Ok(Some(Joined {
+        tasks,
+        status,
+        client,
+    }))
 }
