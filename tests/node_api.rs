@@ -2,7 +2,8 @@
 //! (Node,RBAC; its kubelet client certificate is `kube-apiserver-kubelet-
 //! client` in `system:masters`), real containerd, picolet joined with its
 //! node credential, serving HTTPS on a free localhost port with its
-//! self-signed certificate, client certificates checked against the
+//! self-signed certificate on the host's address (the API server does not
+//! proxy to loopback addresses), client certificates checked against the
 //! cluster CA, tokens by TokenReview and every decision by
 //! SubjectAccessReview. Nothing mocked: requests come from `curl` and from
 //! the API server's own node proxy (`kubectl get --raw`).
@@ -27,6 +28,15 @@ use harness::kube::ControlPlane;
 use harness::{wait_until, Containerd, Picolet};
 
 const LONG: Duration = Duration::from_secs(120);
+
+/// The address of the default route: the API server refuses to proxy to
+/// loopback addresses ("address not allowed"), so the node is reached on
+/// this one.
+fn host_ip() -> std::net::IpAddr {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    s.connect("192.0.2.1:9").expect("a default route");
+    s.local_addr().unwrap().ip()
+}
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -80,10 +90,11 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
         ))
         .start();
     let c = Containerd::start();
+    let ip = host_ip();
     let port = free_port();
     let healthz_port = free_port();
     let config = format!(
-        "address: 127.0.0.1\nport: {port}\nhealthzPort: {healthz_port}\n\
+        "address: {ip}\nport: {port}\nhealthzPort: {healthz_port}\n\
          authentication:\n  x509:\n    clientCAFile: {ca}\n  webhook:\n    enabled: true\n\
          authorization:\n  mode: Webhook\n",
         ca = cp.ca_cert().display()
@@ -92,7 +103,7 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
         vec![
             "--kubeconfig".to_string(),
             cp.node_kubeconfig(p.hostname()).display().to_string(),
-            "--node-ip=127.0.0.1".to_string(),
+            format!("--node-ip={ip}"),
             "--v=4".to_string(),
         ]
     });
@@ -105,14 +116,14 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     });
     let serving = p.root_dir().join("pki/kubelet.crt");
     assert!(serving.is_file(), "{}", p.log());
-    let base = format!("https://127.0.0.1:{port}");
+    let base = format!("https://{ip}:{port}");
     let cacert = serving.display().to_string();
 
     // Plain healthz, no TLS, no authentication.
     let (code, body) = curl(&format!("http://127.0.0.1:{healthz_port}/healthz"), &[]);
     assert_eq!((code, body.as_str()), (200, "ok"));
 
-    // Anonymous: 401, over a certificate verified for 127.0.0.1.
+    // Anonymous: 401, over a certificate verified for the node's address.
     let (code, body) = curl(&format!("{base}/pods"), &["--cacert", &cacert]);
     assert_eq!(code, 401, "{body}\n{}", p.log());
     assert_eq!(body, "Unauthorized\n");
@@ -191,9 +202,17 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     let raw = |path: &str| {
         cp.kubectl(&["get", "--raw", &format!("/api/v1/nodes/{node}/proxy{path}")])
     };
-    let out = wait_until("the node proxy to reach picolet", LONG, || {
+    let mut last = String::new();
+    let out = harness::poll_until(LONG, || {
         let out = raw("/healthz");
+        last = String::from_utf8_lossy(&out.stderr).into_owned();
         out.status.success().then_some(out)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the node proxy did not reach picolet: {last}\n{}",
+            harness::tail(&p.log_path(), 40)
+        )
     });
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ok");
     let out = raw("/pods");
