@@ -20,7 +20,7 @@ pub mod logger;
 pub mod names;
 pub mod net;
 pub mod node;
-#[cfg(feature = "apiserver")]
+#[cfg(feature = "node-api")]
 pub mod nodeapi;
 pub mod pleg;
 pub mod pod;

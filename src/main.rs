@@ -103,7 +103,7 @@ fn run(args: cli::RunArgs) -> Result<()> {
     let agent = Agent::new(agent_cfg);
     #[cfg(feature = "apiserver")]
     let _joined = picolet::apiserver::join::join(&cfg, &node_name, &agent)?;
-    #[cfg(feature = "apiserver")]
+    #[cfg(feature = "node-api")]
     let _node_api = picolet::nodeapi::start(
         &cfg,
         &node_name,
