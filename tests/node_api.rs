@@ -191,7 +191,12 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     assert_eq!(code, 403, "{body}");
     let (code, _) = curl(
         &format!("{base}/pods"),
-        &["--cacert", &cacert, "-H", "Authorization: Bearer not-a-token"],
+        &[
+            "--cacert",
+            &cacert,
+            "-H",
+            "Authorization: Bearer not-a-token",
+        ],
     );
     assert_eq!(code, 401);
 
@@ -199,9 +204,8 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     fs::copy(&serving, &kubelet_ca).unwrap();
     cp.stop_apiserver();
     cp.start_apiserver();
-    let raw = |path: &str| {
-        cp.kubectl(&["get", "--raw", &format!("/api/v1/nodes/{node}/proxy{path}")])
-    };
+    let raw =
+        |path: &str| cp.kubectl(&["get", "--raw", &format!("/api/v1/nodes/{node}/proxy{path}")]);
     let mut last = String::new();
     let out = harness::poll_until(LONG, || {
         let out = raw("/healthz");
@@ -229,5 +233,8 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("Forbidden") || err.contains("forbidden"), "{err}");
+    assert!(
+        err.contains("Forbidden") || err.contains("forbidden"),
+        "{err}"
+    );
 }
