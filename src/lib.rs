@@ -21,6 +21,8 @@ pub mod logs;
 pub mod names;
 pub mod net;
 pub mod node;
+#[cfg(feature = "node-api")]
+pub mod nodeapi;
 pub mod pleg;
 pub mod pod;
 pub mod probe;

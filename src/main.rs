@@ -131,6 +131,13 @@ fn run(args: cli::RunArgs) -> Result<()> {
     let agent = Agent::new(agent_cfg);
     #[cfg(feature = "apiserver")]
     let _joined = picolet::apiserver::join::join(&cfg, &node_name, &agent)?;
+    #[cfg(feature = "node-api")]
+    let _node_api = picolet::nodeapi::start(
+        &cfg,
+        &node_name,
+        agent.admin_handlers().router(),
+        _joined.as_ref().map(|j| j.client.clone()),
+    );
     #[cfg(not(feature = "apiserver"))]
     if cfg.kubeconfig.is_some() {
         anyhow::bail!("--kubeconfig: this picolet was built without the apiserver feature");

@@ -329,22 +329,9 @@ impl<R: RuntimeService> Agent<R> {
         tasks.push(rt::spawn(async move { me.eviction_loop().await }));
         let me = self.clone();
         tasks.push(rt::spawn(async move { me.log_rotation_loop().await }));
-        let me = self.clone();
         let socket = self.cfg.admin_socket.clone();
+        let handlers = self.admin_handlers();
         tasks.push(rt::spawn(async move {
-            let me2 = me.clone();
-            let me3 = me.clone();
-            let me4 = me.clone();
-            let me5 = me.clone();
-            let me6 = me.clone();
-            let handlers = crate::admin::Handlers {
-                pods: Rc::new(move || me.pod_list()),
-                metrics: Some(Rc::new(move || me2.metrics())),
-                node: Some(Rc::new(move || me3.eviction_json())),
-                logs: Some(Rc::new(move |req| me4.container_logs(req))),
-                summary: Some(Rc::new(move || me5.summary_json())),
-                resource_metrics: Some(Rc::new(move || me6.resource_metrics())),
-            };
             if let Err(e) = crate::admin::serve(&socket, handlers).await {
                 log::error!("admin socket {}: {e}", socket.display());
             }
@@ -353,6 +340,21 @@ impl<R: RuntimeService> Agent<R> {
         log::info!("shutting down; pods keep running and are adopted on the next start");
         let _ = std::fs::remove_file(&self.cfg.admin_socket);
         drop(tasks);
+    }
+
+    /// The admin routes' handlers: served on the admin socket, and
+    /// (`Handlers::router`) on the node API.
+    pub fn admin_handlers(self: &Rc<Self>) -> crate::admin::Handlers {
+        let (me, me2, me3) = (self.clone(), self.clone(), self.clone());
+        let (me4, me5, me6) = (self.clone(), self.clone(), self.clone());
+        crate::admin::Handlers {
+            pods: Rc::new(move || me.pod_list()),
+            metrics: Some(Rc::new(move || me2.metrics())),
+            node: Some(Rc::new(move || me3.eviction_json())),
+            logs: Some(Rc::new(move |req| me4.container_logs(req))),
+            summary: Some(Rc::new(move || me5.summary_json())),
+            resource_metrics: Some(Rc::new(move || me6.resource_metrics())),
+        }
     }
 
     async fn connect_runtime(&self) {

@@ -63,6 +63,8 @@ pub enum JoinError {
 pub struct Joined {
     pub tasks: Vec<smol::Task<()>>,
     pub status: Rc<StatusSync>,
+    /// The API-server client, for the node API's reviews.
+    pub client: Client,
 }
 
 /// Starts the API-server side of `agent` with `cfg.kubeconfig`. Call it
@@ -162,7 +164,7 @@ pub fn join(
     });
     let heartbeat = Rc::new(
         Heartbeat::new(
-            client,
+            client.clone(),
             HeartbeatConfig::new(cfg, node_name).with_pressure(agent.pressure()),
             agent.runtime().clone(),
             node_uid,
@@ -185,5 +187,9 @@ pub fn join(
         }),
     ];
     tasks.extend(rotation);
-    Ok(Some(Joined { tasks, status }))
+    Ok(Some(Joined {
+        tasks,
+        status,
+        client,
+    }))
 }

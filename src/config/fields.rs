@@ -24,12 +24,13 @@ use serde_json::Value;
 
 use super::values::swap_behavior;
 use super::values::{
-    absolute_path, anonymous_authentication, board_name, boolean, cgroup_driver, cgroup_root,
-    dns_domain, enforce_node_allocatable, eviction_grace_map, eviction_map, grace_seconds,
-    hostname_override, ip_list, log_files, log_size, node_ips, node_labels, non_negative_duration,
-    non_negative_u32, normalize_node_name, optional_path, parse_runtime_endpoint, percent,
-    pids_limit, port, positive_duration, positive_u32, read_only_port, reserved, reserved_cgroup,
-    runtime_endpoint, static_pod_path, taints, verbosity,
+    absolute_path, anonymous_authentication, authorization_mode, board_name, boolean,
+    cgroup_driver, cgroup_root, dns_domain, enforce_node_allocatable, eviction_grace_map,
+    eviction_map, grace_seconds, hostname_override, ip_address, ip_list, log_files, log_size,
+    node_ips, node_labels, non_negative_duration, non_negative_u32, normalize_node_name,
+    optional_path, parse_runtime_endpoint, percent, pids_limit, port_or_zero, positive_duration,
+    positive_u32, read_only_port, reserved, reserved_cgroup, runtime_endpoint,
+    server_tls_bootstrap, static_pod_path, taints, verbosity,
 };
 
 /// picolet's default `staticPodPath`. Kubelet's default is empty (no static
@@ -273,9 +274,47 @@ kubelet_config! {
         register_with_taints: Vec<Taint> = Vec::new(),
             file("registerWithTaints") => taints;
         /// `port`: the node API's port, reported in the Node's
-        /// `daemonEndpoints`. Default 10250.
+        /// `daemonEndpoints`. Default 10250; 0 serves no node API.
         port: u16 = 10250,
-            file("port") => port;
+            file("port") => port_or_zero;
+        /// `address`: the IP address the node API listens on. Default
+        /// 0.0.0.0 (every IPv4 address).
+        address: IpAddr = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            file("address") => ip_address;
+        /// `tlsCertFile`: the node API's serving certificate (PEM, the
+        /// chain after it). Unset: a self-signed one under `rootDir/pki`.
+        tls_cert_file: Option<PathBuf> = None,
+            file("tlsCertFile") => optional_path;
+        /// `tlsPrivateKeyFile`: the key of `tlsCertFile`.
+        tls_private_key_file: Option<PathBuf> = None,
+            file("tlsPrivateKeyFile") => optional_path;
+        /// `authentication.x509.clientCAFile`: client certificates signed
+        /// by these CAs authenticate as their CN, in their O groups.
+        client_ca_file: Option<PathBuf> = None,
+            file("authentication.x509.clientCAFile") => optional_path;
+        /// `authentication.webhook.enabled`: bearer tokens checked with a
+        /// TokenReview. Default true.
+        authentication_webhook_enabled: bool = true,
+            file("authentication.webhook.enabled") => boolean;
+        /// `authentication.webhook.cacheTTL`. Default 2m.
+        authentication_webhook_cache_ttl: Duration = Duration::from_secs(120),
+            file("authentication.webhook.cacheTTL") => non_negative_duration;
+        /// `authorization.mode`: `Webhook` (SubjectAccessReview, the
+        /// default) or `AlwaysAllow`.
+        authorization_mode: AuthorizationMode = AuthorizationMode::Webhook,
+            file("authorization.mode") => authorization_mode;
+        /// `authorization.webhook.cacheAuthorizedTTL`. Default 5m.
+        authorization_webhook_cache_authorized_ttl: Duration = Duration::from_secs(300),
+            file("authorization.webhook.cacheAuthorizedTTL") => non_negative_duration;
+        /// `authorization.webhook.cacheUnauthorizedTTL`. Default 30s.
+        authorization_webhook_cache_unauthorized_ttl: Duration = Duration::from_secs(30),
+            file("authorization.webhook.cacheUnauthorizedTTL") => non_negative_duration;
+        /// `healthzPort`: plain HTTP `/healthz`. Default 10248; 0 disables.
+        healthz_port: u16 = 10248,
+            file("healthzPort") => port_or_zero;
+        /// `healthzBindAddress`. Default 127.0.0.1.
+        healthz_bind_address: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            file("healthzBindAddress") => ip_address;
         /// `memorySwap.swapBehavior`. Default NoSwap.
         memory_swap_behavior: SwapBehavior = SwapBehavior::NoSwap,
             file("memorySwap.swapBehavior") => swap_behavior;
@@ -335,11 +374,21 @@ pub(super) type Check = fn(&Value) -> Result<(), String>;
 pub(super) const CHECKED_ONLY: &[(&str, Check)] = &[
     ("readOnlyPort", read_only_port),
     ("authentication.anonymous.enabled", anonymous_authentication),
+    ("serverTLSBootstrap", server_tls_bootstrap),
 ];
 
 // ---------------------------------------------------------------------------
 // Types
 // ---------------------------------------------------------------------------
+
+/// `authorization.mode` of the node API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthorizationMode {
+    /// Every request is asked of the API server (SubjectAccessReview).
+    Webhook,
+    /// Every authenticated request is allowed.
+    AlwaysAllow,
+}
 
 /// The cgroup driver. Only `cgroupfs` is implemented; `systemd` is rejected
 /// with an explicit "not supported yet" error rather than misbehaving.

@@ -46,9 +46,10 @@ mod tests;
 use std::path::PathBuf;
 
 pub use fields::{
-    CgroupDriver, EnforceNodeAllocatable, EvictionThreshold, KubeletConfig, ReservedResources,
-    SwapBehavior, DEFAULT_ADMIN_SOCKET, DEFAULT_CONTAINER_RUNTIME_ENDPOINT, DEFAULT_POD_LOGS_DIR,
-    DEFAULT_ROOT_DIR, DEFAULT_STATIC_POD_PATH, EVICTION_SIGNALS, MAX_VERBOSITY,
+    AuthorizationMode, CgroupDriver, EnforceNodeAllocatable, EvictionThreshold, KubeletConfig,
+    ReservedResources, SwapBehavior, DEFAULT_ADMIN_SOCKET, DEFAULT_CONTAINER_RUNTIME_ENDPOINT,
+    DEFAULT_POD_LOGS_DIR, DEFAULT_ROOT_DIR, DEFAULT_STATIC_POD_PATH, EVICTION_SIGNALS,
+    MAX_VERBOSITY,
 };
 pub use file::{resolve, LoadedConfig, UnknownField, API_VERSION, KIND};
 pub use flags::{Flag, FlagKind, Flags, FLAGS};

@@ -16,8 +16,8 @@ use k8s_openapi::api::core::v1::Taint;
 use serde_json::Value;
 
 use super::fields::{
-    CgroupDriver, EnforceNodeAllocatable, EvictionThreshold, ReservedResources, SwapBehavior,
-    EVICTION_SIGNALS, MAX_VERBOSITY,
+    AuthorizationMode, CgroupDriver, EnforceNodeAllocatable, EvictionThreshold, ReservedResources,
+    SwapBehavior, EVICTION_SIGNALS, MAX_VERBOSITY,
 };
 use super::{board, duration};
 use crate::names::is_dns1123_subdomain;
@@ -463,8 +463,36 @@ pub(super) fn optional_path(v: &Value) -> Result<Option<PathBuf>, String> {
     Ok((!s.is_empty()).then(|| PathBuf::from(s)))
 }
 
-pub(super) fn port(v: &Value) -> Result<u16, String> {
-    integer(v, 1, 65535, "a port number between 1 and 65535").map(|n| n as u16)
+/// A port, or 0 for "do not listen".
+pub(super) fn port_or_zero(v: &Value) -> Result<u16, String> {
+    integer(v, 0, 65535, "a port number between 0 (disabled) and 65535").map(|n| n as u16)
+}
+
+/// One IP address (`address`, `healthzBindAddress`).
+pub(super) fn ip_address(v: &Value) -> Result<IpAddr, String> {
+    let s = string(v)?;
+    s.parse()
+        .map_err(|_| format!("expected an IP address, got {s:?}"))
+}
+
+/// `authorization.mode`: `Webhook` or `AlwaysAllow`.
+pub(super) fn authorization_mode(v: &Value) -> Result<AuthorizationMode, String> {
+    match string(v)? {
+        "Webhook" => Ok(AuthorizationMode::Webhook),
+        "AlwaysAllow" => Ok(AuthorizationMode::AlwaysAllow),
+        other => Err(format!("expected Webhook or AlwaysAllow, got {other:?}")),
+    }
+}
+
+pub(super) fn server_tls_bootstrap(v: &Value) -> Result<(), String> {
+    if boolean(v)? {
+        return Err(
+            "serverTLSBootstrap is not supported yet: set tlsCertFile/tlsPrivateKeyFile, \
+             or leave them unset for a self-signed certificate"
+                .to_string(),
+        );
+    }
+    Ok(())
 }
 
 /// `--node-ip`: one address, or two of different families (dual stack).

@@ -365,6 +365,7 @@ impl Picolet {
              {sync}\
              {eviction}\
              {image_gc}\
+             {ports}\
              {extra}",
             manifests = p.manifests_dir().display(),
             endpoint = runtime.endpoint(),
@@ -376,6 +377,17 @@ impl Picolet {
                 ""
             } else {
                 "fileCheckFrequency: 2s\n"
+            },
+            // No node API or healthz listener unless a test asks: tests run
+            // side by side, and the defaults (0.0.0.0:10250, :10248) clash.
+            ports = match (
+                extra_config.contains("port:"),
+                extra_config.contains("healthzPort:"),
+            ) {
+                (false, false) => "port: 0\nhealthzPort: 0\n",
+                (false, true) => "port: 0\n",
+                (true, false) => "healthzPort: 0\n",
+                (true, true) => "",
             },
             // Tests resync every 10 s unless they choose (the bench uses
             // kubelet's default, 1m, to compare like with like).
