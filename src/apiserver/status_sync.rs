@@ -61,6 +61,9 @@ pub struct StatusSync {
     version: Cell<u64>,
     /// The static pods the agent runs, by UID.
     statics: RefCell<BTreeMap<String, Pod>>,
+    /// The last status of each static pod: owed again to a recreated
+    /// mirror pod (the queue keeps only a digest of what it sent).
+    static_status: RefCell<BTreeMap<String, PodStatus>>,
     /// The mirror pods in the API, as the pod source last saw them.
     mirrors: MirrorPods,
     /// Final DELETEs owed: pod UID -> key.
@@ -107,6 +110,7 @@ impl StatusSync {
             queue: RefCell::new(StatusQueue::new(capacity)),
             version: Cell::new(0),
             statics: RefCell::new(BTreeMap::new()),
+            static_status: RefCell::new(BTreeMap::new()),
             mirrors,
             deletes: RefCell::new(BTreeMap::new()),
             sent_to: RefCell::new(BTreeMap::new()),
@@ -355,7 +359,9 @@ impl StatusSync {
             let sent = self.sent_to.borrow().get(uid).cloned();
             if let (Some(current), Some(sent)) = (current, sent) {
                 if current != sent {
-                    queue.resend(uid);
+                    if let Some(last) = self.static_status.borrow().get(uid) {
+                        queue.resend(uid, last);
+                    }
                 }
             }
         }
@@ -400,6 +406,9 @@ impl StatusSink for StatusSync {
                 statics.insert(uid.clone(), pod.clone());
                 self.wake();
             }
+            self.static_status
+                .borrow_mut()
+                .insert(uid.clone(), status.clone());
         }
         let v = self.version.get() + 1;
         self.version.set(v);
@@ -416,6 +425,7 @@ impl StatusSink for StatusSync {
             Some("file") => {
                 // Its mirror goes with it.
                 self.statics.borrow_mut().remove(&uid);
+                self.static_status.borrow_mut().remove(&uid);
                 self.sent_to.borrow_mut().remove(&uid);
                 self.queue.borrow_mut().forget(&uid);
             }
