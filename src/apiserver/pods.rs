@@ -146,7 +146,7 @@ impl ApiPodSource {
         let mut pods = Vec::new();
         for (key, pod) in self.informer.store() {
             if mirror::is_mirror(pod) {
-                mirrors.insert(key.clone(), pod.clone());
+                mirrors.insert(key.clone(), Pod::clone(pod));
                 continue;
             }
             // Defence in depth: the API server validated it, but a pod
@@ -342,7 +342,7 @@ impl Source for ApiPodSource {
                 self.last = Some(now);
                 if let Some(c) = &self.configs {
                     let store = self.informer.store();
-                    c.track(keys.iter().filter_map(|k| store.get(k)));
+                    c.track(keys.iter().filter_map(|k| store.get(k)).map(|p| &**p));
                 }
                 return SourceUpdate {
                     source: PodSource::Api,

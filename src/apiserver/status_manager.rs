@@ -151,8 +151,7 @@ impl StatusQueue {
             return;
         }
         e.key = Some(key);
-        if e
-            .sent
+        if e.sent
             .is_some_and(|(d, _)| d == Some(StatusDigest::of(&status)))
         {
             e.pending = None;
