@@ -345,8 +345,7 @@ fn decode_yaml(text: &str, path: &Path) -> Result<Pod, ManifestError> {
         let (message, at) = doc.locate(&e);
         decode_error(message, at)
     };
-    let Head::Object { kind, api_version } =
-        serde_json::from_str::<Head>(&doc.json).map_err(err)?
+    let Head::Object { kind, api_version } = serde_json::from_str::<Head>(&doc.json).map_err(err)?
     else {
         return Err(not_a_mapping(path));
     };
