@@ -195,12 +195,12 @@ pub enum State<K> {
     Waiting { until: Instant },
     /// LIST pages in flight; `acc` holds the pages received so far.
     Listing {
-        acc: BTreeMap<ObjectKey, K>,
+        acc: BTreeMap<ObjectKey, Box<K>>,
         continue_token: Option<String>,
     },
     /// A streaming list in flight, before its initial-events-end bookmark.
     StreamingList {
-        acc: BTreeMap<ObjectKey, K>,
+        acc: BTreeMap<ObjectKey, Box<K>>,
         started: Instant,
     },
     /// A watch in flight.
@@ -475,7 +475,7 @@ impl<K: Object> Reflector<K> {
         for o in page.items {
             match ObjectKey::of(&o) {
                 Some(k) => {
-                    acc.insert(k, o);
+                    acc.insert(k, Box::new(o));
                 }
                 None => log::warn!("{} without a name in a list; ignored", K::KIND),
             }
@@ -501,13 +501,14 @@ impl<K: Object> Reflector<K> {
     /// A complete set replaces the store: emit the difference and Synced.
     fn replace(
         &mut self,
-        new: BTreeMap<ObjectKey, K>,
+        new: BTreeMap<ObjectKey, Box<K>>,
         resource_version: String,
         out: &mut Vec<Event<K>>,
     ) {
         let old = std::mem::take(&mut self.store);
         let mut applied = Vec::new();
         for (k, o) in &new {
+            let o: &K = o;
             match old.get(k) {
                 None => applied.push(Event::Applied(o.clone())),
                 Some(prev) if uid(&**prev) != uid(o) => {
@@ -527,7 +528,7 @@ impl<K: Object> Reflector<K> {
         }
         out.extend(applied);
         out.push(Event::Synced);
-        self.store = new.into_iter().map(|(k, o)| (k, Box::new(o))).collect();
+        self.store = new;
         self.resource_version = Some(resource_version);
         self.synced = true;
     }
@@ -543,7 +544,7 @@ impl<K: Object> Reflector<K> {
             State::StreamingList { acc, started } => match ev {
                 WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                     if let Some(k) = ObjectKey::of(&o) {
-                        acc.insert(k, o);
+                        acc.insert(k, Box::new(o));
                     }
                     Next::Continue
                 }
