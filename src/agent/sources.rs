@@ -138,8 +138,8 @@ impl<R: RuntimeService> Agent<R> {
                 .pods
                 .into_iter()
                 .map(|pod| match running.get(accessors::uid(&pod)) {
-                    Some(e) if *e.pod == pod => e.pod.clone(),
-                    _ => Rc::new(pod),
+                    Some(e) if Rc::ptr_eq(&e.pod, &pod) || *e.pod == *pod => e.pod.clone(),
+                    _ => pod,
                 })
                 .collect()
         };

@@ -127,7 +127,7 @@ spec:
 pub(super) fn file_set(pods: Vec<Pod>) -> SourceUpdate {
     SourceUpdate {
         source: PodSource::File,
-        pods,
+        pods: pods.into_iter().map(Rc::new).collect(),
         authoritative: true,
     }
 }
@@ -429,7 +429,7 @@ fn the_pods_of_a_source_that_is_not_ready_survive_another_source_being_ready() {
         &first,
         SourceUpdate {
             source: PodSource::Api,
-            pods: vec![api_pod.clone()],
+            pods: vec![Rc::new(api_pod.clone())],
             authoritative: true,
         },
     );
@@ -497,7 +497,7 @@ fn api_pod(uid: &str) -> Pod {
 pub(super) fn api_set(pods: Vec<Pod>) -> SourceUpdate {
     SourceUpdate {
         source: PodSource::Api,
-        pods,
+        pods: pods.into_iter().map(Rc::new).collect(),
         authoritative: true,
     }
 }

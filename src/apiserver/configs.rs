@@ -366,6 +366,7 @@ fn find<'a>(informer: &'a Informer<ConfigData>, name: &str) -> Option<&'a Config
         .store()
         .values()
         .find(|o| o.metadata.name.as_deref() == Some(name))
+        .map(|o| &**o)
 }
 
 /// The agent's form of what a watch holds.

@@ -93,7 +93,7 @@ where
     }
 
     /// The current objects (restored from the cache until the first sync).
-    pub fn store(&self) -> &BTreeMap<ObjectKey, K> {
+    pub fn store(&self) -> &BTreeMap<ObjectKey, Box<K>> {
         self.reflector.store()
     }
 

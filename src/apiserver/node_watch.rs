@@ -85,7 +85,7 @@ impl NodeWatch {
             .store()
             .values()
             .find(|n| n.metadata.name.as_deref() == Some(self.node_name.as_str()))
-            .map(WatchedNode::of)
+            .map(|n| WatchedNode::of(n))
     }
 
     /// Runs forever, calling `on_change` on every change admission sees.

@@ -12,12 +12,16 @@
 //! - only what the agent runs is compared: status, resourceVersion and
 //!   managedFields are dropped, so the node's own status patches (which come
 //!   back as MODIFIED events) never look like a changed pod;
-//! - the source keeps no copy of the set it handed the agent, only a
-//!   digest of it ([`SetDigest`]): the agent holds the pods, the informer
-//!   holds the API objects, and a third copy of every pod is what made 110
-//!   API pods cost too much memory (issue #8). A MODIFIED event whose
-//!   desired form did not change yields the same digest and nothing is
-//!   sent;
+//! - the source keeps the desired form of each pod once, shared (`Rc`)
+//!   with the agent, and a digest of the set it handed over
+//!   ([`SetDigest`]): the agent and the source hold the same objects, the
+//!   informer holds the API objects. A desired pod is made again only when
+//!   its API object's resourceVersion moved, and kept (the same `Rc`) when
+//!   that did not change it, so a status patch coming back as a MODIFIED
+//!   event copies nothing, and a set sent after one pod changed is not a
+//!   new copy of every pod (issue #8: 110 API pods were a copy of each per
+//!   update, and two copies at rest). A MODIFIED event whose desired form
+//!   did not change yields the same digest and nothing is sent;
 //! - mirror pods (the API's copies of static pods) are not run: they are
 //!   published in a [`MirrorPods`] view for the mirror-pod sync;
 //! - every pod is validated again with the API server's rules
@@ -60,6 +64,10 @@ pub struct ApiPodSource {
     /// The digest of the last set handed to the agent, and whether it was
     /// authoritative (`None` before the first).
     last: Option<(SetDigest, bool)>,
+    /// The desired form of each pod handed out ([`desired`]), shared with
+    /// the agent, with the resourceVersion of the API object it was made
+    /// from.
+    desired: BTreeMap<ObjectKey, (Option<String>, Rc<Pod>)>,
     /// Pods refused by validation, logged once each (by UID).
     invalid: RefCell<std::collections::BTreeSet<String>>,
     /// Pods this run has seen, by UID, and whether the API said they were
@@ -117,6 +125,7 @@ impl ApiPodSource {
             informer,
             mirrors,
             last: None,
+            desired: BTreeMap::new(),
             invalid: RefCell::new(std::collections::BTreeSet::new()),
             seen: RefCell::new(BTreeMap::new()),
             configs: None,
@@ -137,7 +146,7 @@ impl ApiPodSource {
         let mut pods = Vec::new();
         for (key, pod) in self.informer.store() {
             if mirror::is_mirror(pod) {
-                mirrors.insert(key.clone(), pod.clone());
+                mirrors.insert(key.clone(), Pod::clone(pod));
                 continue;
             }
             // Defence in depth: the API server validated it, but a pod
@@ -168,6 +177,46 @@ impl ApiPodSource {
             .retain(|uid, _| present.contains(uid.as_str()));
         *self.mirrors.borrow_mut() = mirrors;
         (pods, self.informer.reflector().is_synced())
+    }
+
+    /// The desired pods of `keys` (from the store), reusing the one made
+    /// before while its API object's resourceVersion is the same or its
+    /// desired form did not change; forgets the others.
+    fn refresh_desired(&mut self, keys: &[ObjectKey]) -> Vec<Rc<Pod>> {
+        let store = self.informer.store();
+        let mut kept = BTreeMap::new();
+        for key in keys {
+            let Some(pod) = store.get(key) else { continue };
+            let entry = reuse_desired(self.desired.remove(key), pod);
+            kept.insert(key.clone(), entry);
+        }
+        self.desired = kept;
+        keys.iter()
+            .filter_map(|k| self.desired.get(k))
+            .map(|(_, p)| p.clone())
+            .collect()
+    }
+}
+
+/// The desired form of `pod` with the resourceVersion it was made from:
+/// `before` (made earlier for the same key) when the resourceVersion did
+/// not move or the desired form is unchanged, else a new one.
+fn reuse_desired(
+    before: Option<(Option<String>, Rc<Pod>)>,
+    pod: &Pod,
+) -> (Option<String>, Rc<Pod>) {
+    let rv = pod.metadata.resource_version.clone();
+    match before {
+        Some((was, p)) if was.is_some() && was == rv => (rv, p),
+        Some((_, p)) => {
+            let now = desired(pod);
+            if *p == now {
+                (rv, p)
+            } else {
+                (rv, Rc::new(now))
+            }
+        }
+        None => (rv, Rc::new(desired(pod))),
     }
 }
 
@@ -247,7 +296,7 @@ pub struct SetDigest(u64);
 impl SetDigest {
     /// The digest of `pods`, each serialized straight into the hasher (one
     /// pod in memory at a time when `pods` makes them lazily).
-    pub fn of(pods: impl IntoIterator<Item = Pod>) -> Self {
+    pub fn of<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Self {
         use std::hash::Hasher;
         struct Feed(std::hash::DefaultHasher);
         impl std::io::Write for Feed {
@@ -263,7 +312,7 @@ impl SetDigest {
         for pod in pods {
             // Writing into a hasher cannot fail, and a Pod always
             // serializes; a failure would only weaken the digest.
-            let _ = serde_json::to_writer(&mut feed, &pod);
+            let _ = serde_json::to_writer(&mut feed, pod);
             feed.0.write_u8(b'\n');
         }
         SetDigest(feed.0.finish())
@@ -287,17 +336,17 @@ impl Source for ApiPodSource {
                 }
             }
             let (keys, authoritative) = self.current();
-            let store = self.informer.store();
-            let desired_of = || keys.iter().filter_map(|k| store.get(k)).map(desired);
-            let now = (SetDigest::of(desired_of()), authoritative);
+            let pods = self.refresh_desired(&keys);
+            let now = (SetDigest::of(pods.iter().map(|p| &**p)), authoritative);
             if self.last != Some(now) {
                 self.last = Some(now);
                 if let Some(c) = &self.configs {
-                    c.track(keys.iter().filter_map(|k| store.get(k)));
+                    let store = self.informer.store();
+                    c.track(keys.iter().filter_map(|k| store.get(k)).map(|p| &**p));
                 }
                 return SourceUpdate {
                     source: PodSource::Api,
-                    pods: desired_of().collect(),
+                    pods,
                     authoritative,
                 };
             }
@@ -362,14 +411,42 @@ mod tests {
         .unwrap();
         let mut b = a.clone();
         b.metadata.name = Some("b".into());
-        let ab = SetDigest::of([a.clone(), b.clone()]);
-        assert_eq!(ab, SetDigest::of([a.clone(), b.clone()]));
-        assert_ne!(ab, SetDigest::of([b.clone(), a.clone()]));
-        assert_ne!(ab, SetDigest::of([a.clone()]));
-        assert_ne!(SetDigest::of([]), SetDigest::of([a.clone()]));
+        let ab = SetDigest::of([&a, &b]);
+        assert_eq!(ab, SetDigest::of([&a, &b]));
+        assert_ne!(ab, SetDigest::of([&b, &a]));
+        assert_ne!(ab, SetDigest::of([&a]));
+        assert_ne!(SetDigest::of([]), SetDigest::of([&a]));
         let mut image = b.clone();
         image.spec.as_mut().unwrap().containers[0].image = Some("j".into());
-        assert_ne!(ab, SetDigest::of([a, image]));
+        assert_ne!(ab, SetDigest::of([&a, &image]));
+    }
+
+    #[test]
+    fn a_desired_pod_is_made_again_only_when_its_desired_form_changed() {
+        let a: Pod = serde_yaml_ng::from_str(
+            "metadata: {name: web, namespace: default, uid: u1, resourceVersion: '10'}\nspec: {containers: [{name: c, image: i}]}\nstatus: {phase: Pending}\n",
+        )
+        .unwrap();
+        let first = reuse_desired(None, &a);
+        assert_eq!(first.0.as_deref(), Some("10"));
+        assert_eq!(*first.1, desired(&a));
+        let same = reuse_desired(Some(first.clone()), &a);
+        assert!(Rc::ptr_eq(&same.1, &first.1), "same resourceVersion");
+        let mut patched = a.clone();
+        patched.metadata.resource_version = Some("11".into());
+        patched.status.as_mut().unwrap().phase = Some("Running".into());
+        let after_status = reuse_desired(Some(first.clone()), &patched);
+        assert!(
+            Rc::ptr_eq(&after_status.1, &first.1),
+            "the node's status patch does not change the desired pod"
+        );
+        assert_eq!(after_status.0.as_deref(), Some("11"));
+        let mut edited = patched.clone();
+        edited.metadata.resource_version = Some("12".into());
+        edited.spec.as_mut().unwrap().containers[0].image = Some("j".into());
+        let after_edit = reuse_desired(Some(after_status), &edited);
+        assert!(!Rc::ptr_eq(&after_edit.1, &first.1));
+        assert_eq!(*after_edit.1, desired(&edited));
     }
 
     fn pod_in_phase(uid: &str, phase: &str) -> Pod {

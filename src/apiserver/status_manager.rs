@@ -10,6 +10,12 @@
 //! the oldest pending entry is dropped (its pod will be reported again at
 //! its next change).
 //!
+//! What was sent is kept as a digest ([`StatusDigest`]), not as the
+//! status: "equal to what the API server has" needs no more, and 110 API
+//! pods' last-sent statuses were ~0.2 MiB of a board's heap (issue #8).
+//! A status owed again without a change ([`StatusQueue::resend`], a
+//! mirror pod recreated) is handed in by the caller, who still has it.
+//!
 //! The PATCH body is a strategic merge patch of `status` with the pod's UID
 //! as a precondition (`metadata.uid`), as kubelet sends it, so a status
 //! never lands on a new pod that reuses the name: kube-apiserver v1.36
@@ -81,12 +87,34 @@ pub struct Pending {
     pub version: u64,
 }
 
+/// A digest of a status: SipHash-1-3 (std's `DefaultHasher`, fixed keys)
+/// of its JSON. Two statuses with the same digest are taken as equal; for
+/// different ones that has a chance of 2^-64, and the cost of a miss is
+/// one status not re-sent until the pod's next change. The JSON is made
+/// with `serde_json::to_vec`, as [`status_patch`] makes it: a writer of
+/// its own would be a second copy of the PodStatus serializer in the
+/// binary (~24 KiB on x86_64).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatusDigest(u64);
+
+impl StatusDigest {
+    pub fn of(status: &PodStatus) -> Self {
+        use std::hash::Hasher;
+        let mut h = std::hash::DefaultHasher::new();
+        // A PodStatus always serializes; a failure would only weaken the
+        // digest.
+        h.write(&serde_json::to_vec(status).unwrap_or_default());
+        StatusDigest(h.finish())
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 struct PodEntry {
     key: Option<ObjectKey>,
     pending: Option<(PodStatus, u64)>,
-    /// The last version the API server accepted, and that status.
-    sent: Option<(PodStatus, u64)>,
+    /// The last version the API server accepted, and the digest of that
+    /// status (`None` once it is owed again: [`StatusQueue::resend`]).
+    sent: Option<(Option<StatusDigest>, u64)>,
 }
 
 /// The latest status per pod, not yet sent.
@@ -123,7 +151,9 @@ impl StatusQueue {
             return;
         }
         e.key = Some(key);
-        if e.sent.as_ref().is_some_and(|(s, _)| *s == status) {
+        if e.sent
+            .is_some_and(|(d, _)| d == Some(StatusDigest::of(&status)))
+        {
             e.pending = None;
             return;
         }
@@ -178,11 +208,17 @@ impl StatusQueue {
     }
 
     /// The API object of pod `uid` changed (a mirror pod was recreated):
-    /// its latest status is owed again.
-    pub fn resend(&mut self, uid: &str) {
+    /// its latest status is owed again. `last` is that status, the last
+    /// one [`StatusQueue::set`] was given (the caller keeps it; the queue
+    /// keeps only a digest of what was sent). Nothing changes when a newer
+    /// status is pending anyway or the pod is not known.
+    pub fn resend(&mut self, uid: &str, last: &PodStatus) {
         if let Some(e) = self.pods.get_mut(uid) {
             if e.pending.is_none() {
-                e.pending = e.sent.take();
+                if let Some((digest, version)) = e.sent.as_mut() {
+                    *digest = None;
+                    e.pending = Some((last.clone(), *version));
+                }
             }
         }
     }
@@ -204,7 +240,7 @@ impl StatusQueue {
         };
         if let Some((status, v)) = &e.pending {
             if *v == version {
-                e.sent = Some((status.clone(), *v));
+                e.sent = Some((Some(StatusDigest::of(status)), *v));
                 e.pending = None;
             }
         }
@@ -279,6 +315,45 @@ mod tests {
         q.sent("u1", p.version);
         let next = q.next().unwrap();
         assert_eq!((phase(&next).as_str(), next.version), ("Running", 2));
+    }
+
+    #[test]
+    fn a_status_owed_again_is_sent_once_more_and_then_not_again() {
+        let mut q = StatusQueue::new(10);
+        q.resend("unknown", &status("Running"));
+        assert!(q.is_empty(), "nothing was ever set for it");
+        q.set("u1", key("a"), status("Running"), 1);
+        q.sent("u1", 1);
+        assert!(q.is_empty());
+        q.resend("u1", &status("Running"));
+        let p = q.next().unwrap();
+        assert_eq!((phase(&p).as_str(), p.version), ("Running", 1));
+        q.sent("u1", p.version);
+        assert!(q.is_empty());
+        q.set("u1", key("a"), status("Running"), 2);
+        assert!(q.is_empty(), "equal to what was sent again");
+        q.set("u1", key("a"), status("Succeeded"), 3);
+        q.resend("u1", &status("Running"));
+        assert_eq!(
+            phase(&q.next().unwrap()),
+            "Succeeded",
+            "a newer pending status is not replaced by the older one"
+        );
+    }
+
+    #[test]
+    fn the_status_digest_tells_statuses_apart_and_equal_ones_alike() {
+        assert_eq!(
+            StatusDigest::of(&status("Running")),
+            StatusDigest::of(&status("Running"))
+        );
+        assert_ne!(
+            StatusDigest::of(&status("Running")),
+            StatusDigest::of(&status("Pending"))
+        );
+        let mut ip = status("Running");
+        ip.pod_ip = Some("10.0.0.1".into());
+        assert_ne!(StatusDigest::of(&ip), StatusDigest::of(&status("Running")));
     }
 
     #[test]

@@ -59,8 +59,10 @@ pub struct StatusSync {
     node_uid: Rc<RefCell<Option<String>>>,
     queue: RefCell<StatusQueue>,
     version: Cell<u64>,
-    /// The static pods the agent runs, by UID.
-    statics: RefCell<BTreeMap<String, Pod>>,
+    /// The static pods the agent runs, by UID, with the last status of
+    /// each: owed again to a recreated mirror pod (the queue keeps only a
+    /// digest of what it sent).
+    statics: RefCell<BTreeMap<String, (Pod, PodStatus)>>,
     /// The mirror pods in the API, as the pod source last saw them.
     mirrors: MirrorPods,
     /// Final DELETEs owed: pod UID -> key.
@@ -167,7 +169,7 @@ impl StatusSync {
         let actions = {
             let statics = self.statics.borrow();
             let mirrors = self.mirrors.borrow();
-            let statics: Vec<&Pod> = statics.values().collect();
+            let statics: Vec<&Pod> = statics.values().map(|(p, _)| p).collect();
             let api: Vec<&Pod> = mirrors.values().collect();
             mirror::plan(&statics, &api, &self.node_name, &node_uid)
         };
@@ -348,14 +350,14 @@ impl StatusSync {
         // A static pod whose mirror was recreated gets its status again.
         let mirrors = self.mirrors.borrow();
         let mut queue = self.queue.borrow_mut();
-        for (uid, pod) in self.statics.borrow().iter() {
+        for (uid, (pod, last)) in self.statics.borrow().iter() {
             let current = mirrors
                 .get(&key_of(pod))
                 .and_then(|m| m.metadata.uid.as_deref());
             let sent = self.sent_to.borrow().get(uid).cloned();
             if let (Some(current), Some(sent)) = (current, sent) {
                 if current != sent {
-                    queue.resend(uid);
+                    queue.resend(uid, last);
                 }
             }
         }
@@ -396,9 +398,12 @@ impl StatusSink for StatusSync {
         let uid = crate::pod::uid(pod).to_string();
         if source_of(pod) == Some("file") {
             let mut statics = self.statics.borrow_mut();
-            if statics.get(&uid) != Some(pod) {
-                statics.insert(uid.clone(), pod.clone());
-                self.wake();
+            match statics.get_mut(&uid) {
+                Some((p, last)) if p == pod => *last = status.clone(),
+                _ => {
+                    statics.insert(uid.clone(), (pod.clone(), status.clone()));
+                    self.wake();
+                }
             }
         }
         let v = self.version.get() + 1;

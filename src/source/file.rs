@@ -541,7 +541,7 @@ impl ManifestDir {
         };
         SourceUpdate {
             source: PodSource::File,
-            pods,
+            pods: pods.into_iter().map(std::rc::Rc::new).collect(),
             authoritative: self.listed,
         }
     }

@@ -48,6 +48,7 @@
 //! kubelet's restart-on-edit behaviour for static pods.
 
 use std::fmt;
+use std::rc::Rc;
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -102,7 +103,9 @@ pub struct SourceUpdate {
     pub source: PodSource,
     /// Every pod the source currently wants, already defaulted, each with a
     /// UID. Order is stable (for files: by file name) but carries no meaning.
-    pub pods: Vec<Pod>,
+    /// Shared (`Rc`): a source that keeps its pods hands the agent the same
+    /// objects instead of a copy of each at every change (issue #8).
+    pub pods: Vec<Rc<Pod>>,
     /// The set comes from a successful read of the source's origin (or is
     /// the last such set, kept across a later error). `false` only before
     /// the first successful read: then `pods` is a placeholder and the

@@ -319,10 +319,10 @@ impl FileSource {
 }
 
 /// `(uid, md5 of the pod's JSON)` per pod: equal fingerprints mean equal sets.
-fn fingerprint(pods: &[Pod]) -> Fingerprint {
+fn fingerprint(pods: &[std::rc::Rc<Pod>]) -> Fingerprint {
     pods.iter()
         .map(|pod| {
-            let json = serde_json::to_vec(pod).expect("a Pod always serialises to JSON");
+            let json = serde_json::to_vec(&**pod).expect("a Pod always serialises to JSON");
             (
                 pod.metadata.uid.clone().unwrap_or_default(),
                 md5::compute(json).0,

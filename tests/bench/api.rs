@@ -10,7 +10,9 @@
 //! - 10 pods created in the API (one `kubectl create`, `spec.nodeName` set)
 //!   to all 10 `Running` in the API, seen by the same kind of watch;
 //! - VmRSS and VmHWM with 110 API pods bound to the node (`maxPods: 110`),
-//!   all running, each one in picolet's cache on disk;
+//!   all running, each one in picolet's cache on disk; the same memory
+//!   figures (anonymous, file, VmRSS, VmHWM) also at 0 pods (Node Ready),
+//!   30 pods, and after the outage below, as a memory table;
 //! - an outage of the uplink (the proxy blackholes every connection for
 //!   `PICOLET_BENCH_OUTAGE_SECS`, default 60 s), then the requests (from
 //!   the audit log) and bytes (from the proxy) picolet needed until every
@@ -48,13 +50,35 @@ const RSS_BUDGET_MIB: f64 = 8.0;
 const SIZE_BUDGET: u64 = 4 * 1024 * 1024;
 const AARCH64: &str = "aarch64-unknown-linux-musl";
 
+/// The process's memory at one point: VmRSS split into heap and stacks
+/// (anonymous) and the binary's pages (file), and the high-water mark.
+struct Memory {
+    at: String,
+    anon_kib: u64,
+    file_kib: u64,
+    rss_kib: u64,
+    hwm_kib: u64,
+}
+
+fn memory(pid: u32, at: impl Into<String>) -> Memory {
+    Memory {
+        at: at.into(),
+        anon_kib: proc_status_field(pid, "RssAnon:"),
+        file_kib: proc_status_field(pid, "RssFile:"),
+        rss_kib: proc_status_field(pid, "VmRSS:"),
+        hwm_kib: proc_status_field(pid, "VmHWM:"),
+    }
+}
+
 /// What one run measured.
 struct Measured {
+    /// Memory at 0 pods (Node Ready), 30, 110 and after the outage.
+    memory: Vec<Memory>,
     node_ready: Duration,
     ten_running: Duration,
     /// The same, from the first of them seen in the API.
     ten_running_seen: Duration,
-    /// From creating the other 100 pods to all 110 Running.
+    /// From creating pods 30..110 to all 110 Running.
     fill: Duration,
     running: usize,
     cached_entries: usize,
@@ -343,11 +367,14 @@ fn measure(outage_secs: u64) -> Measured {
     });
     let node_ready = ready.saturating_duration_since(t0);
     drop(nodes);
+    let mut mem = vec![memory(pid, "0 pods, Node Ready")];
 
     let mut phases = HashMap::new();
     let (ten_running, ten_running_seen) =
         create_and_wait_running(&cp, &pods, &mut phases, &node, 0, 10);
-    let (fill, _) = create_and_wait_running(&cp, &pods, &mut phases, &node, 10, MAX_PODS);
+    create_and_wait_running(&cp, &pods, &mut phases, &node, 10, 30);
+    mem.push(memory(pid, "30 pods Running"));
+    let (fill, _) = create_and_wait_running(&cp, &pods, &mut phases, &node, 30, MAX_PODS);
     drop(pods);
     let running = phases.values().filter(|p| *p == "Running").count();
     let cached_entries = std::fs::read_dir(p.root_dir().join("apiserver/pods"))
@@ -367,7 +394,13 @@ fn measure(outage_secs: u64) -> Measured {
         proc_status_field(pid, "Threads:"),
     );
 
+    mem.push(memory(pid, format!("{MAX_PODS} pods Running")));
+
     let outage = outage(&cp, &proxy, &p, outage_secs);
+    mem.push(memory(
+        pid,
+        format!("{MAX_PODS} pods, resynced after the outage"),
+    ));
     // Pods first (graceful, picolet still connected), then the rest.
     cp.kubectl(&["delete", "namespace", NS, "--wait=false"]);
     drop(p);
@@ -375,6 +408,7 @@ fn measure(outage_secs: u64) -> Measured {
     drop(c);
     drop(cp);
     Measured {
+        memory: mem,
         node_ready,
         ten_running,
         ten_running_seen,
@@ -452,7 +486,7 @@ pub fn run() {
         m.ten_running_seen.as_secs_f64()
     );
     println!(
-        "| VmRSS / VmHWM, {MAX_PODS} API pods running and cached ({} running, {} cache entries; 100 more started in {:.1} s), {} threads; VmRSS is {:.1} MiB anonymous + {:.1} MiB of the binary | {:.1} / {:.1} MiB | {:.0} MiB | 88-95 MB |",
+        "| VmRSS / VmHWM, {MAX_PODS} API pods running and cached ({} running, {} cache entries; 80 more started in {:.1} s), {} threads; VmRSS is {:.1} MiB anonymous + {:.1} MiB of the binary | {:.1} / {:.1} MiB | {:.0} MiB | 88-95 MB |",
         m.running,
         m.cached_entries,
         m.fill.as_secs_f64(),
@@ -488,6 +522,19 @@ pub fn run() {
             bin.display(),
             SIZE_BUDGET / 1024 / 1024
         ),
+    }
+    println!();
+    println!("| memory, API mode | anonymous | file (the binary) | VmRSS | VmHWM |");
+    println!("|---|---:|---:|---:|---:|");
+    for r in &m.memory {
+        println!(
+            "| {} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.1} MiB |",
+            r.at,
+            mib(r.anon_kib),
+            mib(r.file_kib),
+            mib(r.rss_kib),
+            mib(r.hwm_kib)
+        );
     }
     println!();
     println!(
