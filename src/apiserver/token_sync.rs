@@ -145,8 +145,8 @@ impl TokenSync {
     /// of pods gone are forgotten (memory and cache). An `authoritative`
     /// set also removes the cache files of pods that went while picolet
     /// was down.
-    pub fn track(&self, pods: &[Pod], authoritative: bool) {
-        let wanted: Vec<TokenKey> = pods.iter().flat_map(tokens::keys_of).collect();
+    pub fn track(&self, pods: &[impl std::borrow::Borrow<Pod>], authoritative: bool) {
+        let wanted: Vec<TokenKey> = pods.iter().flat_map(|p| tokens::keys_of(p.borrow())).collect();
         let now_uids: BTreeSet<String> = wanted.iter().map(|k| k.pod_uid.clone()).collect();
         let now = wall_clock();
         {
@@ -621,9 +621,9 @@ mod tests {
         let dir = cache_dir(tmp.path());
         let t = TokenSync::new(offline_client(), tmp.path());
         // The cached (non-authoritative) set is empty: nothing removed yet.
-        t.track(&[], false);
+        t.track(&[] as &[Pod], false);
         assert!(dir.join("uid-a").exists());
-        t.track(&[], true);
+        t.track(&[] as &[Pod], true);
         assert!(!dir.join("uid-a").exists());
     }
 
