@@ -146,7 +146,10 @@ impl TokenSync {
     /// set also removes the cache files of pods that went while picolet
     /// was down.
     pub fn track(&self, pods: &[impl std::borrow::Borrow<Pod>], authoritative: bool) {
-        let wanted: Vec<TokenKey> = pods.iter().flat_map(|p| tokens::keys_of(p.borrow())).collect();
+        let wanted: Vec<TokenKey> = pods
+            .iter()
+            .flat_map(|p| tokens::keys_of(p.borrow()))
+            .collect();
         let now_uids: BTreeSet<String> = wanted.iter().map(|k| k.pod_uid.clone()).collect();
         let now = wall_clock();
         {

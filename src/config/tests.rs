@@ -315,16 +315,10 @@ fn an_empty_eviction_hard_map_disables_hard_eviction() {
 
 #[test]
 fn unknown_and_unimplemented_fields_are_reported_not_rejected() {
-    let loaded = parse_ok(
-        "tlsMinVersion: VersionTLS12\nfeatureGates: {Foo: true}\nmaxPodz: 3\n",
-    );
+    let loaded = parse_ok("tlsMinVersion: VersionTLS12\nfeatureGates: {Foo: true}\nmaxPodz: 3\n");
     assert_eq!(
         unknown_names(&loaded),
-        vec![
-            "featureGates",
-            "maxPodz",
-            "tlsMinVersion"
-        ]
+        vec!["featureGates", "maxPodz", "tlsMinVersion"]
     );
     assert_eq!(loaded.config, KubeletConfig::default());
 }
