@@ -37,16 +37,22 @@ fn real_main() -> Result<()> {
     }
 }
 
-fn get_pods(args: &cli::GetArgs) -> Result<()> {
-    let (status, body) = picolet::admin::get(&args.admin_socket, "/pods")?;
+/// `GET path` on the admin socket, decoded as JSON (`what` names it in an
+/// error); any answer but 200 is an error with the socket and the body.
+fn admin_json(socket: &std::path::Path, path: &str, what: &str) -> Result<serde_json::Value> {
+    let (status, body) = picolet::admin::get(socket, path)?;
     if status != 200 {
         bail!(
             "admin socket {}: HTTP {status}: {}",
-            args.admin_socket.display(),
+            socket.display(),
             String::from_utf8_lossy(&body)
         );
     }
-    let list: serde_json::Value = serde_json::from_slice(&body).context("decoding the pod list")?;
+    serde_json::from_slice(&body).with_context(|| format!("decoding {what}"))
+}
+
+fn get_pods(args: &cli::GetArgs) -> Result<()> {
+    let list = admin_json(&args.admin_socket, "/pods", "the pod list")?;
     if args.output == cli::OutputFormat::Json {
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(());
@@ -62,15 +68,7 @@ fn get_pods(args: &cli::GetArgs) -> Result<()> {
 }
 
 fn get_node(args: &cli::GetArgs) -> Result<()> {
-    let (status, body) = picolet::admin::get(&args.admin_socket, "/node")?;
-    if status != 200 {
-        bail!(
-            "admin socket {}: HTTP {status}: {}",
-            args.admin_socket.display(),
-            String::from_utf8_lossy(&body)
-        );
-    }
-    let node: serde_json::Value = serde_json::from_slice(&body).context("decoding the node")?;
+    let node = admin_json(&args.admin_socket, "/node", "the node")?;
     if args.output == cli::OutputFormat::Json {
         println!("{}", serde_json::to_string_pretty(&node)?);
         return Ok(());
@@ -83,16 +81,7 @@ fn logs(args: &cli::LogsArgs) -> Result<()> {
     let container = match &args.container {
         Some(c) => c.clone(),
         None => {
-            let (status, body) = picolet::admin::get(&args.admin_socket, "/pods")?;
-            if status != 200 {
-                bail!(
-                    "admin socket {}: HTTP {status}: {}",
-                    args.admin_socket.display(),
-                    String::from_utf8_lossy(&body)
-                );
-            }
-            let list: serde_json::Value =
-                serde_json::from_slice(&body).context("decoding the pod list")?;
+            let list = admin_json(&args.admin_socket, "/pods", "the pod list")?;
             picolet::admin::log_container(&list, &args.namespace, &args.pod)
                 .map_err(anyhow::Error::msg)?
         }
