@@ -271,6 +271,9 @@ type Upstream = BufReader<StreamOwned<ClientConnection, TcpStream>>;
 fn serve(shared: &Shared, id: u64, tcp: TcpStream) -> io::Result<()> {
     let _ = tcp.set_nodelay(true);
     register(shared, id, &tcp)?;
+    // A second handle on the client's socket, to ask whether the client is
+    // still there without touching the TLS stream (see `FaultSite`).
+    let client_socket = tcp.try_clone()?;
     let conn = ServerConnection::new(shared.server.clone()).map_err(io::Error::other)?;
     let mut client: Client = BufReader::new(StreamOwned::new(conn, tcp));
     let mut upstream: Option<Upstream> = None;
@@ -318,14 +321,12 @@ fn serve(shared: &Shared, id: u64, tcp: TcpStream) -> io::Result<()> {
         if bodiless {
             continue;
         }
-        let fault_target = (watch && status == 200).then_some(target.as_str());
-        match forward_body(
-            up,
-            client.get_mut(),
-            &rhead,
-            true,
-            fault_target.map(|t| (shared, t)),
-        )? {
+        let site = (watch && status == 200).then_some(FaultSite {
+            shared,
+            target: &target,
+            client: &client_socket,
+        });
+        match forward_body(up, client.get_mut(), &rhead, true, site)? {
             Framing::Done => {}
             Framing::Close => {
                 client.get_mut().conn.send_close_notify();
@@ -456,12 +457,41 @@ enum Framing {
 /// Forwards the body of the message whose head is `head` from `src` to
 /// `dst`. A response without length or chunking runs to the end of the
 /// stream. `fault`: a watch response the armed fault may apply to.
+/// A watch stream that armed faults may hit.
+struct FaultSite<'a> {
+    shared: &'a Shared,
+    target: &'a str,
+    /// The client's socket. A client that gave up on this stream (it read
+    /// an injected fault and reconnected) leaves the proxy's thread
+    /// blocked on the upstream until the next chunk; a fault must not
+    /// fire on that dead stream, or the client never sees it and the
+    /// test waits for a reconnect that has no reason to happen.
+    client: &'a TcpStream,
+}
+
+impl FaultSite<'_> {
+    /// Whether the client still waits for this response: nothing to read
+    /// from it (an HTTP/1.1 client sends nothing while its response
+    /// streams; a FIN, a reset or a TLS close_notify mean it is gone).
+    fn client_is_waiting(&self) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(
+            rustix::net::recv(
+                self.client,
+                &mut byte,
+                rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT,
+            ),
+            Err(rustix::io::Errno::AGAIN)
+        )
+    }
+}
+
 fn forward_body(
     src: &mut impl BufRead,
     dst: &mut (impl Write + ?Sized),
     head: &[u8],
     response: bool,
-    fault: Option<(&Shared, &str)>,
+    fault: Option<FaultSite<'_>>,
 ) -> io::Result<Framing> {
     let chunked = header(head, "transfer-encoding")
         .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
@@ -502,7 +532,7 @@ fn forward_body(
 fn forward_chunked(
     src: &mut impl BufRead,
     dst: &mut (impl Write + ?Sized),
-    fault: Option<(&Shared, &str)>,
+    fault: Option<FaultSite<'_>>,
 ) -> io::Result<Framing> {
     loop {
         let mut size_line = Vec::new();
@@ -535,9 +565,20 @@ fn forward_chunked(
         src.read_exact(&mut data)?;
         let mut crlf = [0u8; 2];
         src.read_exact(&mut crlf)?;
-        let armed = fault.and_then(|(shared, target)| {
-            take_fault(shared, target, |f| f != WatchFault::BadGateway)
-        });
+        let armed = match &fault {
+            Some(site) if site.client_is_waiting() => {
+                take_fault(site.shared, site.target, |f| f != WatchFault::BadGateway)
+            }
+            Some(_) => {
+                // The client is gone: end this stream instead of
+                // forwarding to nobody.
+                return Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "the client left this watch",
+                ));
+            }
+            None => None,
+        };
         match armed {
             None => write_chunk(dst, &data)?,
             Some(f) => {
