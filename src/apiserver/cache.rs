@@ -331,23 +331,9 @@ impl Cache {
         };
         let mut bytes = format!("{MAGIC} {sum:08x} {}\n", body.len()).into_bytes();
         bytes.extend_from_slice(body);
-        let written = (|| {
-            let mut f = fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(self.file_mode)
-                .open(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            fs::rename(&tmp, &file)
-        })();
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(err(e));
-        }
+        write_atomically(&file, &tmp, &bytes, self.file_mode).map_err(err)?;
         self.writes += 1;
-        sync_dir(&self.dir).map_err(err)
+        Ok(())
     }
 
     fn discard_file(&mut self, path: &Path) {
@@ -361,6 +347,49 @@ impl Cache {
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()
+}
+
+/// Replaces `file` with `bytes` (mode `mode`) so that a crash leaves the
+/// old content or the new: written to `tmp` in the same directory,
+/// fsynced, renamed over `file`, then the directory fsynced. A failed
+/// write removes `tmp`.
+pub fn write_atomically(file: &Path, tmp: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let written = (|| {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(tmp)?;
+        // An existing tmp file keeps its old mode through `open`.
+        f.set_permissions(fs::Permissions::from_mode(mode))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(tmp, file)
+    })();
+    if let Err(e) = written {
+        let _ = fs::remove_file(tmp);
+        return Err(e);
+    }
+    sync_dir(file.parent().unwrap_or(Path::new(".")))
+}
+
+/// Creates `dir` with mode 0700, and its missing parents with the default
+/// mode, and sets 0700 on `dir` if it already existed with another mode:
+/// the home of what only root may read (Secrets, tokens).
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    if let Some(parent) = dir.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    if fs::metadata(dir)?.permissions().mode() & 0o7777 != 0o700 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
 }
 
 /// The envelope body of an entry.

@@ -31,7 +31,6 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::rc::{Rc, Weak};
 
@@ -396,16 +395,7 @@ async fn run(mut informer: Informer<ConfigData>, r: ObjectRef, watches: Weak<Con
 /// would create missing parents with the default mode).
 fn open_private(dir: &Path) -> Result<(Cache, super::cache::Loaded), String> {
     if let Some(parent) = dir.parent() {
-        if let Some(grand) = parent.parent() {
-            fs::create_dir_all(grand).map_err(|e| format!("{}: {e}", grand.display()))?;
-        }
-        match fs::DirBuilder::new().mode(0o700).create(parent) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(format!("{}: {e}", parent.display())),
-        }
-        fs::set_permissions(parent, fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("{}: {e}", parent.display()))?;
+        super::cache::private_dir(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
     }
     Cache::open(dir, 0o700).map_err(|e| e.to_string())
 }
@@ -421,6 +411,7 @@ fn remove_cache(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn r(kind: Kind, ns: &str, name: &str) -> ObjectRef {
         ObjectRef {
@@ -490,27 +481,6 @@ mod tests {
         assert_eq!(again.binary_data, cm.binary_data);
     }
 
-    /// A client of an API server that never answers (nothing listens).
-    fn offline_client() -> Client {
-        use super::super::kubeconfig::{Kubeconfig, Server};
-        let k = Kubeconfig {
-            path: PathBuf::from("/test/kubelet.conf"),
-            context: "c".into(),
-            server: Server {
-                host: "127.0.0.1".into(),
-                port: 1,
-                base_path: String::new(),
-            },
-            tls_server_name: None,
-            certificate_authority: None,
-            insecure_skip_tls_verify: true,
-            client_certificate: None,
-            client_key: None,
-            token: None,
-        };
-        Client::new(&k, super::super::transport::Options::default()).unwrap()
-    }
-
     fn pod(yaml: &str) -> Pod {
         serde_yaml_ng::from_str(yaml).unwrap()
     }
@@ -527,7 +497,7 @@ mod tests {
         let (mut c, _) = open_private(&cache_dir(root, &gone)).unwrap();
         c.set_resource_version("42").unwrap();
 
-        let w = ConfigWatches::new(offline_client(), root);
+        let w = ConfigWatches::new(Client::unreachable(), root);
         let p = pod("metadata: {name: a, namespace: team}\nspec:\n  volumes: [{name: v, configMap: {name: cfg}}]\n  containers: [{name: c, image: i, envFrom: [{secretRef: {name: gone}}]}]\n");
         w.track([&p]);
         let want: BTreeSet<ObjectRef> = [r(Kind::ConfigMap, "team", "cfg"), gone.clone()].into();

@@ -28,8 +28,6 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
@@ -436,33 +434,16 @@ fn read_file(path: &Path) -> Option<Vec<Cached>> {
 
 /// Creates `dir` (and parents) with `dir` itself 0700.
 fn private_dir(dir: &Path) -> Result<(), String> {
-    if let Some(parent) = dir.parent() {
-        fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-    }
-    match fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("{}: {e}", dir.display())),
-    }
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-        .map_err(|e| format!("{}: {e}", dir.display()))
+    super::cache::private_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))
 }
 
-/// Writes `path` with mode 0600 through a temporary file and a rename.
+/// Writes `path` with mode 0600, atomically (see
+/// [`write_atomically`](super::cache::write_atomically)).
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.tmp"));
-    let err = |e: std::io::Error| format!("{}: {e}", tmp.display());
-    let _ = fs::remove_file(&tmp);
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(err)?;
-    f.write_all(bytes).map_err(err)?;
-    f.sync_all().map_err(err)?;
-    fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+    super::cache::write_atomically(path, &tmp, bytes, 0o600)
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn remove_file(path: &Path) {
@@ -476,26 +457,7 @@ fn remove_file(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn offline_client() -> Client {
-        use super::super::kubeconfig::{Kubeconfig, Server};
-        let k = Kubeconfig {
-            path: PathBuf::from("/test/kubelet.conf"),
-            context: "c".into(),
-            server: Server {
-                host: "127.0.0.1".into(),
-                port: 1,
-                base_path: String::new(),
-            },
-            tls_server_name: None,
-            certificate_authority: None,
-            insecure_skip_tls_verify: true,
-            client_certificate: None,
-            client_key: None,
-            token: None,
-        };
-        Client::new(&k, super::super::transport::Options::default()).unwrap()
-    }
+    use std::os::unix::fs::PermissionsExt;
 
     fn pod(name: &str, uid: &str) -> Pod {
         serde_json::from_value(serde_json::json!({
@@ -538,7 +500,7 @@ mod tests {
     fn a_token_is_cached_root_only_and_restored_after_a_restart_while_valid() {
         let tmp = tempfile::tempdir().unwrap();
         let a = pod("a", "uid-a");
-        let t = TokenSync::new(offline_client(), tmp.path());
+        let t = TokenSync::new(Client::unreachable(), tmp.path());
         t.track(std::slice::from_ref(&a), true);
         assert!(matches!(t.lookup(&a, &src()), Lookup::NotYetKnown));
         t.manager.borrow_mut().take_due(wall_clock());
@@ -549,7 +511,7 @@ mod tests {
         assert_eq!(mode(&dir.join("uid-a")), 0o600);
 
         // A restart: the cached token is back as soon as its pod is tracked.
-        let again = TokenSync::new(offline_client(), tmp.path());
+        let again = TokenSync::new(Client::unreachable(), tmp.path());
         assert!(matches!(again.lookup(&a, &src()), Lookup::NotYetKnown));
         again.track(std::slice::from_ref(&a), false);
         assert!(matches!(again.lookup(&a, &src()), Lookup::Found(v) if &*v == "secret-jwt-a"));
@@ -558,7 +520,7 @@ mod tests {
     #[test]
     fn a_new_token_wakes_its_pod_and_a_late_one_for_a_pod_gone_does_not() {
         let tmp = tempfile::tempdir().unwrap();
-        let t = TokenSync::new(offline_client(), tmp.path());
+        let t = TokenSync::new(Client::unreachable(), tmp.path());
         let woken = Rc::new(RefCell::new(Vec::<String>::new()));
         t.set_on_change({
             let woken = woken.clone();
@@ -587,7 +549,7 @@ mod tests {
         };
         write_private(&dir.join("uid-a"), &serde_json::to_vec(&[stale]).unwrap()).unwrap();
         fs::write(dir.join("not a uid"), b"junk").unwrap();
-        let t = TokenSync::new(offline_client(), tmp.path());
+        let t = TokenSync::new(Client::unreachable(), tmp.path());
         assert!(t.cached.borrow().is_empty());
         assert!(!dir.join("uid-a").exists());
         assert!(!dir.join("not a uid").exists());
@@ -597,7 +559,7 @@ mod tests {
     fn a_deleted_pods_tokens_are_forgotten_in_memory_and_on_disk() {
         let tmp = tempfile::tempdir().unwrap();
         let (a, b) = (pod("a", "uid-a"), pod("b", "uid-b"));
-        let t = TokenSync::new(offline_client(), tmp.path());
+        let t = TokenSync::new(Client::unreachable(), tmp.path());
         t.track(&[a.clone(), b.clone()], true);
         t.manager.borrow_mut().take_due(wall_clock());
         t.succeeded(&key("a", "uid-a"), token("jwt-a", 600));
@@ -617,12 +579,12 @@ mod tests {
     fn the_first_authoritative_set_removes_caches_of_pods_that_went_while_down() {
         let tmp = tempfile::tempdir().unwrap();
         let a = pod("a", "uid-a");
-        let first = TokenSync::new(offline_client(), tmp.path());
+        let first = TokenSync::new(Client::unreachable(), tmp.path());
         first.track(std::slice::from_ref(&a), true);
         first.manager.borrow_mut().take_due(wall_clock());
         first.succeeded(&key("a", "uid-a"), token("jwt-a", 600));
         let dir = cache_dir(tmp.path());
-        let t = TokenSync::new(offline_client(), tmp.path());
+        let t = TokenSync::new(Client::unreachable(), tmp.path());
         // The cached (non-authoritative) set is empty: nothing removed yet.
         t.track(&[] as &[Pod], false);
         assert!(dir.join("uid-a").exists());

@@ -789,5 +789,29 @@ impl BodyStream {
 }
 
 #[cfg(test)]
+impl Client {
+    /// A client of an API server that never answers (nothing listens on
+    /// port 1), for unit tests of the loops that own a client.
+    pub(crate) fn unreachable() -> Client {
+        let k = Kubeconfig {
+            path: PathBuf::from("/test/kubelet.conf"),
+            context: "c".into(),
+            server: Server {
+                host: "127.0.0.1".into(),
+                port: 1,
+                base_path: String::new(),
+            },
+            tls_server_name: None,
+            certificate_authority: None,
+            insecure_skip_tls_verify: true,
+            client_certificate: None,
+            client_key: None,
+            token: None,
+        };
+        Client::new(&k, Options::default()).expect("a client of 127.0.0.1:1")
+    }
+}
+
+#[cfg(test)]
 #[path = "transport_tests.rs"]
 mod tests;
