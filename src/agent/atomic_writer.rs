@@ -155,6 +155,7 @@ fn holds(dir: &Path, payload: &Payload, fs_group: Option<u32>) -> bool {
                 m.is_file()
                     && m.permissions().mode() & 0o7777 == mode
                     && fs_group.is_none_or(|g| m.gid() == g)
+                    && f.owner.is_none_or(|u| m.uid() == u)
                     && data == f.data
             }
             _ => false,
@@ -217,6 +218,9 @@ pub fn write(
         out.write_all(&f.data).map_err(err("writing", &file))?;
         fs::set_permissions(&file, fs::Permissions::from_mode(f.mode))
             .map_err(err("chmod", &file))?;
+        if let Some(uid) = f.owner {
+            lchown(&file, Some(uid), None).map_err(err("chown", &file))?;
+        }
     }
 
     // kubelet sets the volume's ownership before the swap, so the files
@@ -291,6 +295,7 @@ mod tests {
                         File {
                             data: d.as_bytes().to_vec(),
                             mode: *m,
+                            owner: None,
                         },
                     )
                 })
@@ -416,5 +421,24 @@ mod tests {
         assert_eq!(fs::symlink_metadata(t.join("a")).unwrap().gid(), gid);
         // The same payload with the same group is already on disk.
         assert!(!write(t, &p, at(2), Some(gid)).unwrap());
+    }
+
+    #[test]
+    fn a_file_with_an_owner_is_chowned_to_that_user_and_kept_when_unchanged() {
+        if !rustix::process::geteuid().is_root() {
+            return; // chown to another user needs root (CI runs as root)
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        let mut p = payload(&[("token", "jwt", 0o600), ("ns", "team", 0o644)]);
+        p.0.get_mut("token").unwrap().owner = Some(1000);
+        assert!(write(t, &p, at(1), None).unwrap());
+        let meta = |n: &str| fs::metadata(t.join(n)).unwrap();
+        assert_eq!(
+            (meta("token").uid(), meta("token").mode() & 0o7777),
+            (1000, 0o600)
+        );
+        assert_eq!(meta("ns").uid(), 0);
+        assert!(!write(t, &p, at(2), None).unwrap());
     }
 }

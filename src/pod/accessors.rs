@@ -77,6 +77,30 @@ pub fn fs_group(pod: &Pod) -> Option<u32> {
     sc.fs_group.and_then(|g| u32::try_from(g).ok())
 }
 
+/// kubelet's `FsUserFrom`: the user every init and app container runs as,
+/// by its own `securityContext.runAsUser` or else the pod's, when they all
+/// have one and it is the same; `None` otherwise. Projected
+/// service-account tokens are owned by this user (mode 0600).
+pub fn fs_user(pod: &Pod) -> Option<u32> {
+    let pod_user = spec(pod)
+        .security_context
+        .as_ref()
+        .and_then(|sc| sc.run_as_user);
+    let mut common = None;
+    for (c, _) in all_containers(pod) {
+        let user = c
+            .security_context
+            .as_ref()
+            .and_then(|sc| sc.run_as_user)
+            .or(pod_user)?;
+        if common.is_some_and(|u| u != user) {
+            return None;
+        }
+        common = Some(user);
+    }
+    common.and_then(|u| u32::try_from(u).ok())
+}
+
 /// `spec.hostNetwork`.
 pub fn host_network(pod: &Pod) -> bool {
     spec(pod).host_network.unwrap_or(false)
@@ -88,6 +112,19 @@ mod tests {
 
     fn pod(yaml: &str) -> Pod {
         serde_yaml_ng::from_str(yaml).expect("test pod parses")
+    }
+
+    #[test]
+    fn fs_user_is_the_one_run_as_user_of_every_container_or_none() {
+        let same = pod("spec:\n  securityContext: {runAsUser: 1000}\n  initContainers: [{name: i}]\n  containers: [{name: a}, {name: b, securityContext: {runAsUser: 1000}}]\n");
+        assert_eq!(fs_user(&same), Some(1000));
+        let mixed = pod("spec:\n  securityContext: {runAsUser: 1000}\n  containers: [{name: a}, {name: b, securityContext: {runAsUser: 2000}}]\n");
+        assert_eq!(fs_user(&mixed), None);
+        let unset = pod(
+            "spec:\n  containers: [{name: a, securityContext: {runAsUser: 1000}}, {name: b}]\n",
+        );
+        assert_eq!(fs_user(&unset), None);
+        assert_eq!(fs_user(&pod("spec:\n  containers: []\n")), None);
     }
 
     #[test]

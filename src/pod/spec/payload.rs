@@ -95,6 +95,10 @@ pub struct File {
     pub data: Vec<u8>,
     /// Permission bits (`0o644`).
     pub mode: u32,
+    /// The user that owns the file, when not root (a projected
+    /// service-account token of a pod whose containers all run as one
+    /// user: [`accessors::fs_user`]).
+    pub owner: Option<u32>,
 }
 
 impl fmt::Debug for File {
@@ -228,6 +232,7 @@ fn keyed_files<'a>(
                 File {
                     data: v.to_vec(),
                     mode,
+                    owner: None,
                 },
             );
         }
@@ -245,6 +250,7 @@ fn keyed_files<'a>(
             File {
                 data: v.to_vec(),
                 mode: mode_bits(item.mode, mode),
+                owner: None,
             },
         );
     }
@@ -285,6 +291,7 @@ fn downward_files(
             File {
                 data: value.into_bytes(),
                 mode,
+                owner: None,
             },
         );
     }
@@ -371,11 +378,20 @@ pub fn volume_payload(
                         )))
                     }
                 };
+                // kubelet's rule: readable by the one user (or, through
+                // the fsGroup ownership, the group) the containers run as,
+                // else the volume's mode.
+                let owner = accessors::fs_user(pod);
+                let mode = match owner.is_some() || accessors::fs_group(pod).is_some() {
+                    true => 0o600,
+                    false => mode,
+                };
                 out.insert(
                     t.path.clone(),
                     File {
                         data: token.as_bytes().to_vec(),
                         mode,
+                        owner,
                     },
                 );
             } else {
@@ -422,6 +438,7 @@ pub fn check_path(path: &str) -> Result<(), PayloadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::PodSecurityContext;
     use std::rc::Rc;
 
     #[derive(Default)]
@@ -624,6 +641,39 @@ mod tests {
     }
 
     #[test]
+    fn a_token_is_0600_and_owned_by_the_pods_one_user_or_0600_with_an_fs_group() {
+        let volume = "  - name: t\n    projected:\n      sources:\n      - serviceAccountToken: {path: token}\n      - downwardAPI: {items: [{path: ns, fieldRef: {fieldPath: metadata.namespace}}]}\n";
+        let mut st = store();
+        st.token = Some("header.payload.sig".into());
+        let token = |p: &Pod| {
+            let got = payload_of(p, &st).unwrap();
+            let t = &got.0["token"];
+            assert_eq!(got.0["ns"].owner, None, "only the token is the user's");
+            (t.mode, t.owner)
+        };
+        let mut p = pod(volume);
+        assert_eq!(
+            token(&p),
+            (0o644, None),
+            "no user, no group: the volume's mode"
+        );
+        p.spec.as_mut().unwrap().security_context = Some(PodSecurityContext {
+            run_as_user: Some(1000),
+            ..Default::default()
+        });
+        assert_eq!(token(&p), (0o600, Some(1000)));
+        p.spec.as_mut().unwrap().security_context = Some(PodSecurityContext {
+            fs_group: Some(2000),
+            ..Default::default()
+        });
+        assert_eq!(
+            token(&p),
+            (0o600, None),
+            "the fsGroup ownership adds group read"
+        );
+    }
+
+    #[test]
     fn paths_that_escape_or_clash_with_the_writers_names_are_refused() {
         for bad in ["", "/etc/x", "..data", "../x", "a/../b", "a//b"] {
             assert!(check_path(bad).is_err(), "{bad}");
@@ -641,6 +691,7 @@ mod tests {
                 File {
                     data: b"1".to_vec(),
                     mode: 0o644,
+                    owner: None,
                 },
             )]
             .into(),
