@@ -14,25 +14,17 @@
 mod harness;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use harness::kube::ControlPlane;
-use harness::{wait_until, Containerd, Picolet};
+use harness::workload::{
+    files_containing, is_mounted, join, kill_container, mode, output, unmount_under, wait_line,
+};
+use harness::{wait_until, Containerd};
 use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(120);
-
-fn join(cp: &ControlPlane, c: &Containerd) -> Picolet {
-    Picolet::start_with_args(c, "", |p| {
-        let kubeconfig = cp.node_kubeconfig(p.hostname());
-        vec![
-            "--kubeconfig".to_string(),
-            kubeconfig.display().to_string(),
-            "--v=10".to_string(),
-        ]
-    })
-}
 
 fn get(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
     cp.get_json(args)
@@ -103,51 +95,6 @@ spec:
     )
 }
 
-/// The CRI log files of the pod's container `container` (any attempt).
-fn log_files(p: &Picolet, pod: &str, container: &str) -> Vec<PathBuf> {
-    let prefix = format!("default_{pod}_");
-    let mut out = Vec::new();
-    for e in fs::read_dir(p.logs_dir()).into_iter().flatten().flatten() {
-        if e.file_name().to_string_lossy().starts_with(&prefix) {
-            for f in fs::read_dir(e.path().join(container))
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                out.push(f.path());
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-/// The container's output lines (every attempt, CRI prefix dropped).
-fn output(p: &Picolet, pod: &str, attempt: Option<u32>) -> Vec<String> {
-    log_files(p, pod, "main")
-        .iter()
-        .filter(|f| {
-            attempt.is_none_or(|a| f.file_name().unwrap().to_string_lossy() == format!("{a}.log"))
-        })
-        .flat_map(|f| {
-            fs::read_to_string(f)
-                .unwrap_or_default()
-                .lines()
-                .map(|l| l.splitn(4, ' ').nth(3).unwrap_or("").to_string())
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
-fn wait_line(p: &Picolet, pod: &str, attempt: Option<u32>, want: &str) {
-    wait_until(&format!("{pod} to print {want:?}"), LONG, || {
-        output(p, pod, attempt)
-            .iter()
-            .any(|l| l == want)
-            .then_some(())
-    });
-}
-
 fn container_status(pod: &Value) -> Value {
     pod["status"]["containerStatuses"][0].clone()
 }
@@ -157,58 +104,6 @@ fn pod_uid(cp: &ControlPlane, name: &str) -> String {
         .as_str()
         .unwrap()
         .to_string()
-}
-
-/// Every file under `dir` (not following links) whose bytes contain
-/// `needle`, except under `skip`.
-fn files_containing(dir: &Path, needle: &[u8], skip: &[PathBuf]) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        if skip.iter().any(|s| d.starts_with(s)) {
-            continue;
-        }
-        for e in fs::read_dir(&d).into_iter().flatten().flatten() {
-            let path = e.path();
-            let Ok(t) = e.file_type() else { continue };
-            if t.is_dir() {
-                stack.push(path);
-            } else if t.is_file() {
-                let bytes = fs::read(&path).unwrap_or_default();
-                if bytes.windows(needle.len()).any(|w| w == needle) {
-                    found.push(path);
-                }
-            }
-        }
-    }
-    found
-}
-
-fn mode(p: &Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    fs::metadata(p).unwrap().permissions().mode() & 0o7777
-}
-
-/// Lazily unmounts every mount under `dir` (the tmpfs volumes a reboot
-/// would lose).
-fn unmount_under(dir: &Path) {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let prefix = dir.to_string_lossy().into_owned();
-    for target in mounts.lines().filter_map(|l| l.split(' ').nth(1)) {
-        if target.starts_with(&prefix) {
-            let out = std::process::Command::new("umount")
-                .args(["-l", target])
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "umount {target}: {out:?}");
-        }
-    }
-}
-
-fn is_mounted(path: &Path) -> bool {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let p = path.to_string_lossy();
-    mounts.lines().any(|l| l.split(' ').nth(1) == Some(&*p))
 }
 
 #[test]
@@ -353,19 +248,4 @@ fn after_a_reboot_with_the_api_server_down_volumes_and_env_come_back_from_the_ca
     assert!(!cp.apiserver_running());
     assert!(!p.log().contains(&password));
     cp.start_apiserver();
-}
-
-/// SIGKILLs the container's process through runc (either runtime's root).
-fn kill_container(c: &Containerd, id: &str) {
-    let killed = [c.runc_root().join("k8s.io"), c.runc_root()]
-        .iter()
-        .any(|root| {
-            std::process::Command::new("runc")
-                .arg("--root")
-                .arg(root)
-                .args(["kill", id, "KILL"])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-    assert!(killed, "runc kill {id}");
 }

@@ -18,26 +18,19 @@
 mod harness;
 
 use std::fs;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use harness::kube::ControlPlane;
+use harness::workload::{
+    files_containing, join, kill_container, mode, output, unmount_under, wait_line,
+};
 use harness::{wait_until, Containerd, Picolet};
 use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(180);
 const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-
-fn join(cp: &ControlPlane, c: &Containerd) -> Picolet {
-    Picolet::start_with_args(c, "", |p| {
-        let kubeconfig = cp.node_kubeconfig(p.hostname());
-        vec![
-            "--kubeconfig".to_string(),
-            kubeconfig.display().to_string(),
-            "--v=10".to_string(),
-        ]
-    })
-}
 
 fn api_pod(cp: &ControlPlane, name: &str) -> Option<Value> {
     cp.get_json(&["pod", name, "-n", "default"])
@@ -65,7 +58,8 @@ spec:
 }
 
 /// A pod without the default volume, with a projected token for audience
-/// `vault` valid 600 s.
+/// `vault` valid 600 s, running as user 1000 (so the token is that
+/// user's, mode 0600, as kubelet makes it).
 fn audience_pod_yaml(name: &str, node: &str) -> String {
     format!(
         r#"apiVersion: v1
@@ -77,6 +71,7 @@ spec:
   nodeName: {node}
   automountServiceAccountToken: false
   terminationGracePeriodSeconds: 1
+  securityContext: {{runAsUser: 1000}}
   volumes:
   - name: vault-token
     projected:
@@ -88,49 +83,9 @@ spec:
     imagePullPolicy: IfNotPresent
     volumeMounts:
     - {{name: vault-token, mountPath: /vault}}
-    command: ["sh", "-c", "while true; do echo \"vault=$(test -s /vault/vault && echo yes)\"; sleep 1; done"]
+    command: ["sh", "-c", "while true; do echo \"vault=$(head -c 3 /vault/vault)\"; sleep 1; done"]
 "#
     )
-}
-
-/// The container's output lines (every attempt, CRI prefix dropped).
-fn output(p: &Picolet, pod: &str, attempt: Option<u32>) -> Vec<String> {
-    let prefix = format!("default_{pod}_");
-    let mut files = Vec::new();
-    for e in fs::read_dir(p.logs_dir()).into_iter().flatten().flatten() {
-        if e.file_name().to_string_lossy().starts_with(&prefix) {
-            for f in fs::read_dir(e.path().join("main"))
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                files.push(f.path());
-            }
-        }
-    }
-    files.sort();
-    files
-        .iter()
-        .filter(|f| {
-            attempt.is_none_or(|a| f.file_name().unwrap().to_string_lossy() == format!("{a}.log"))
-        })
-        .flat_map(|f| {
-            fs::read_to_string(f)
-                .unwrap_or_default()
-                .lines()
-                .map(|l| l.splitn(4, ' ').nth(3).unwrap_or("").to_string())
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
-fn wait_line(p: &Picolet, pod: &str, attempt: Option<u32>, want: &str) {
-    wait_until(&format!("{pod} to print {want:?}"), LONG, || {
-        output(p, pod, attempt)
-            .iter()
-            .any(|l| l == want)
-            .then_some(())
-    });
 }
 
 /// The pod's UID and the name of its projected volume holding a token.
@@ -189,36 +144,6 @@ fn claims(jwt: &str) -> Value {
     let parts: Vec<&str> = jwt.trim().split('.').collect();
     assert_eq!(parts.len(), 3, "a JWT has three parts");
     serde_json::from_slice(&base64url(parts[1])).expect("JWT claims are JSON")
-}
-
-fn mode(p: &Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    fs::metadata(p).unwrap().permissions().mode() & 0o7777
-}
-
-/// Every file under `dir` (not following links) containing `needle`,
-/// except under `skip`.
-fn files_containing(dir: &Path, needle: &[u8], skip: &[PathBuf]) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        if skip.iter().any(|s| d.starts_with(s)) {
-            continue;
-        }
-        for e in fs::read_dir(&d).into_iter().flatten().flatten() {
-            let path = e.path();
-            let Ok(t) = e.file_type() else { continue };
-            if t.is_dir() {
-                stack.push(path);
-            } else if t.is_file() {
-                let bytes = fs::read(&path).unwrap_or_default();
-                if bytes.windows(needle.len()).any(|w| w == needle) {
-                    found.push(path);
-                }
-            }
-        }
-    }
-    found
 }
 
 fn read_token(dir: &Path, file: &str) -> String {
@@ -292,10 +217,17 @@ fn pods_get_tokens_bound_to_them_with_the_audience_and_expiry_asked_for_and_the_
 
     // A projected token for another audience, valid 600 s.
     cp.apply(&audience_pod_yaml("vault", &node));
-    wait_line(&p, "vault", Some(0), "vault=yes");
+    // User 1000 reads its token: a JWT's header starts "eyJ".
+    wait_line(&p, "vault", Some(0), "vault=eyJ");
     let (vuid, vvolume) = uid_and_token_volume(&cp, "vault");
     let vdir = projected_dir(&p, &vuid, &vvolume);
     let vtoken = read_token(&vdir, "vault");
+    let meta = fs::metadata(vdir.join("vault")).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.mode() & 0o7777),
+        (1000, 0o600),
+        "the token belongs to the pod's one user"
+    );
     let c2 = claims(&vtoken);
     assert_eq!(c2["aud"], serde_json::json!(["vault"]), "{c2}");
     assert_eq!(c2["kubernetes.io"]["pod"]["name"], "vault", "{c2}");
@@ -418,35 +350,4 @@ fn publish_projected_config_maps(cp: &ControlPlane, name: &str) {
             );
         }
     }
-}
-
-/// Lazily unmounts every mount under `dir` (the tmpfs volumes a reboot
-/// would lose).
-fn unmount_under(dir: &Path) {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let prefix = dir.to_string_lossy().into_owned();
-    for target in mounts.lines().filter_map(|l| l.split(' ').nth(1)) {
-        if target.starts_with(&prefix) {
-            let out = std::process::Command::new("umount")
-                .args(["-l", target])
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "umount {target}: {out:?}");
-        }
-    }
-}
-
-/// SIGKILLs the container's process through runc (either runtime's root).
-fn kill_container(c: &Containerd, id: &str) {
-    let killed = [c.runc_root().join("k8s.io"), c.runc_root()]
-        .iter()
-        .any(|root| {
-            std::process::Command::new("runc")
-                .arg("--root")
-                .arg(root)
-                .args(["kill", id, "KILL"])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-    assert!(killed, "runc kill {id}");
 }
