@@ -64,10 +64,9 @@ pub struct ApiPodSource {
     /// The digest of the last set handed to the agent, and whether it was
     /// authoritative (`None` before the first).
     last: Option<(SetDigest, bool)>,
-    /// The desired form of each pod handed out ([`desired`]), shared with
-    /// the agent, with the resourceVersion of the API object it was made
-    /// from.
-    desired: BTreeMap<ObjectKey, (Option<String>, Rc<Pod>)>,
+    /// Every pod bound to the node, in the one form this process keeps of
+    /// it ([`Held`]); the informer's store keeps only their versions.
+    pods: BTreeMap<ObjectKey, Held>,
     /// Pods refused by validation, logged once each (by UID).
     invalid: RefCell<std::collections::BTreeSet<String>>,
     /// Pods this run has seen, by UID, and whether the API said they were
@@ -75,6 +74,19 @@ pub struct ApiPodSource {
     seen: RefCell<BTreeMap<String, bool>>,
     /// Told the pods of every set, to watch what they reference.
     configs: Option<Rc<super::configs::ConfigWatches>>,
+}
+
+/// What the source keeps of one API pod, decided when the pod arrives (from
+/// the cache at start, then from each event).
+#[derive(Debug)]
+enum Held {
+    /// Run by the agent: its desired form ([`desired`]), shared with the
+    /// agent, with the resourceVersion of the API object it was made from.
+    Run(Option<String>, Rc<Pod>),
+    /// A mirror pod: published in [`MirrorPods`], not run.
+    Mirror(Box<Pod>),
+    /// Not run: refused by validation, or terminal when first seen.
+    Skipped,
 }
 
 /// The cache directory of the pods (under `--root-dir`).
@@ -114,22 +126,27 @@ impl ApiPodSource {
                 None
             }
         };
-        let informer = Informer::new(
+        let mut informer = Informer::new(
             client,
             collection_path::<Pod>(None),
             Selectors::fields(format!("spec.nodeName={node_name}")),
             cache,
         )
         .with_reflector(|r| r.with_slimming(slim));
-        ApiPodSource {
+        let restored = informer.keep_versions_only();
+        let mut source = ApiPodSource {
             informer,
             mirrors,
             last: None,
-            desired: BTreeMap::new(),
+            pods: BTreeMap::new(),
             invalid: RefCell::new(std::collections::BTreeSet::new()),
             seen: RefCell::new(BTreeMap::new()),
             configs: None,
+        };
+        for pod in restored {
+            source.take(Event::Applied(pod));
         }
+        source
     }
 
     /// Watches the ConfigMaps and Secrets of the pods handed out, before
@@ -139,62 +156,84 @@ impl ApiPodSource {
         self
     }
 
-    /// The keys of the pods the agent runs now (in the store), and
-    /// whether the set is authoritative.
-    fn current(&self) -> (Vec<ObjectKey>, bool) {
+    /// Keeps what an event says of a pod: its [`Held`] form, made again
+    /// from the API object (reusing the desired form while it did not
+    /// change), or nothing once it is deleted.
+    fn take(&mut self, event: Event<Pod>) {
+        match event {
+            Event::Applied(pod) => {
+                let Some(key) = ObjectKey::of(&pod) else {
+                    return;
+                };
+                let before = self.pods.remove(&key);
+                let held = self.hold(&key, before, pod);
+                self.pods.insert(key, held);
+            }
+            Event::Deleted(pod) => {
+                if let Some(key) = ObjectKey::of(&pod) {
+                    self.pods.remove(&key);
+                }
+            }
+            Event::Synced => {}
+        }
+    }
+
+    /// What to keep of `pod`: a mirror pod as it is, a pod picolet refuses
+    /// or that was terminal when first seen as nothing, any other as its
+    /// desired form.
+    fn hold(&self, key: &ObjectKey, before: Option<Held>, pod: Pod) -> Held {
+        if mirror::is_mirror(&pod) {
+            return Held::Mirror(Box::new(pod));
+        }
+        // Defence in depth: the API server validated it, but a pod
+        // picolet would refuse as a static pod is not run either.
+        if let Err(errors) = crate::pod::validation::validate_pod(&pod) {
+            let uid = pod.metadata.uid.clone().unwrap_or_default();
+            if self.invalid.borrow_mut().insert(uid) {
+                log::error!(
+                    "pod {key} from the API server is invalid and is not run: {}",
+                    crate::pod::validation::summary(&errors)
+                );
+            }
+            return Held::Skipped;
+        }
+        if first_seen_terminal(&mut self.seen.borrow_mut(), &pod) {
+            return Held::Skipped;
+        }
+        let before = match before {
+            Some(Held::Run(rv, p)) => Some((rv, p)),
+            _ => None,
+        };
+        let (rv, p) = reuse_desired(before, &pod);
+        Held::Run(rv, p)
+    }
+
+    /// The pods the agent runs now, and whether the set is authoritative;
+    /// publishes the mirror pods.
+    fn current(&self) -> (Vec<Rc<Pod>>, bool) {
         let mut mirrors = BTreeMap::new();
         let mut pods = Vec::new();
-        for (key, pod) in self.informer.store() {
-            if mirror::is_mirror(pod) {
-                mirrors.insert(key.clone(), Pod::clone(pod));
-                continue;
-            }
-            // Defence in depth: the API server validated it, but a pod
-            // picolet would refuse as a static pod is not run either.
-            if let Err(errors) = crate::pod::validation::validate_pod(pod) {
-                let uid = pod.metadata.uid.clone().unwrap_or_default();
-                if self.invalid.borrow_mut().insert(uid) {
-                    log::error!(
-                        "pod {key} from the API server is invalid and is not run: {}",
-                        crate::pod::validation::summary(&errors)
-                    );
+        for (key, held) in &self.pods {
+            match held {
+                Held::Run(_, pod) => pods.push(pod.clone()),
+                Held::Mirror(pod) => {
+                    mirrors.insert(key.clone(), Pod::clone(pod));
                 }
-                continue;
+                Held::Skipped => {}
             }
-            if first_seen_terminal(&mut self.seen.borrow_mut(), pod) {
-                continue;
-            }
-            pods.push(key.clone());
         }
         let present: std::collections::BTreeSet<&str> = self
             .informer
-            .store()
+            .reflector()
+            .versions()
             .values()
-            .filter_map(|p| p.metadata.uid.as_deref())
+            .filter_map(|v| v.uid.as_deref())
             .collect();
         self.seen
             .borrow_mut()
             .retain(|uid, _| present.contains(uid.as_str()));
         *self.mirrors.borrow_mut() = mirrors;
         (pods, self.informer.reflector().is_synced())
-    }
-
-    /// The desired pods of `keys` (from the store), reusing the one made
-    /// before while its API object's resourceVersion is the same or its
-    /// desired form did not change; forgets the others.
-    fn refresh_desired(&mut self, keys: &[ObjectKey]) -> Vec<Rc<Pod>> {
-        let store = self.informer.store();
-        let mut kept = BTreeMap::new();
-        for key in keys {
-            let Some(pod) = store.get(key) else { continue };
-            let entry = reuse_desired(self.desired.remove(key), pod);
-            kept.insert(key.clone(), entry);
-        }
-        self.desired = kept;
-        keys.iter()
-            .filter_map(|k| self.desired.get(k))
-            .map(|(_, p)| p.clone())
-            .collect()
     }
 }
 
@@ -327,22 +366,24 @@ impl Source for ApiPodSource {
     async fn next(&mut self) -> SourceUpdate {
         loop {
             if self.last.is_some() {
-                let events = self.informer.next().await;
-                if events.iter().any(|e| matches!(e, Event::Synced)) {
+                let mut synced = false;
+                for event in self.informer.next().await {
+                    synced |= matches!(event, Event::Synced);
+                    self.take(event);
+                }
+                if synced {
                     log::info!(
                         "pods of this node are in sync with the API server ({} pods)",
-                        self.informer.store().len()
+                        self.pods.len()
                     );
                 }
             }
-            let (keys, authoritative) = self.current();
-            let pods = self.refresh_desired(&keys);
+            let (pods, authoritative) = self.current();
             let now = (SetDigest::of(pods.iter().map(|p| &**p)), authoritative);
             if self.last != Some(now) {
                 self.last = Some(now);
                 if let Some(c) = &self.configs {
-                    let store = self.informer.store();
-                    c.track(keys.iter().filter_map(|k| store.get(k)).map(|p| &**p));
+                    c.track(pods.iter().map(|p| &**p));
                 }
                 return SourceUpdate {
                     source: PodSource::Api,
