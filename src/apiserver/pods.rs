@@ -12,10 +12,15 @@
 //! - only what the agent runs is compared: status, resourceVersion and
 //!   managedFields are dropped, so the node's own status patches (which come
 //!   back as MODIFIED events) never look like a changed pod;
-//! - the source keeps the desired form of each pod once, shared (`Rc`)
-//!   with the agent, and a digest of the set it handed over
-//!   ([`SetDigest`]): the agent and the source hold the same objects, the
-//!   informer holds the API objects. A desired pod is made again only when
+//! - each API pod is held once in this process: the source keeps its
+//!   desired form, shared (`Rc`) with the agent, made from the cache at
+//!   start and then from the informer's events, and a digest of the set it
+//!   handed over ([`SetDigest`]); the informer's store keeps only each
+//!   pod's uid and resourceVersion (what its staleness check and the diff
+//!   of a relist compare, [`super::reflector::Reflector::keep_versions_only`]),
+//!   and the disk cache the slimmed API object. With 110 API pods that
+//!   store was a second copy of every pod, ~5.7 KB each (heaptrack on the
+//!   debug build). A desired pod is made again only when
 //!   its API object's resourceVersion moved, and kept (the same `Rc`) when
 //!   that did not change it, so a status patch coming back as a MODIFIED
 //!   event copies nothing, and a set sent after one pod changed is not a
@@ -166,7 +171,13 @@ impl ApiPodSource {
                     return;
                 };
                 let before = self.pods.remove(&key);
-                let held = self.hold(&key, before, pod);
+                let held = hold(
+                    &key,
+                    before,
+                    pod,
+                    &mut self.invalid.borrow_mut(),
+                    &mut self.seen.borrow_mut(),
+                );
                 self.pods.insert(key, held);
             }
             Event::Deleted(pod) => {
@@ -176,36 +187,6 @@ impl ApiPodSource {
             }
             Event::Synced => {}
         }
-    }
-
-    /// What to keep of `pod`: a mirror pod as it is, a pod picolet refuses
-    /// or that was terminal when first seen as nothing, any other as its
-    /// desired form.
-    fn hold(&self, key: &ObjectKey, before: Option<Held>, pod: Pod) -> Held {
-        if mirror::is_mirror(&pod) {
-            return Held::Mirror(Box::new(pod));
-        }
-        // Defence in depth: the API server validated it, but a pod
-        // picolet would refuse as a static pod is not run either.
-        if let Err(errors) = crate::pod::validation::validate_pod(&pod) {
-            let uid = pod.metadata.uid.clone().unwrap_or_default();
-            if self.invalid.borrow_mut().insert(uid) {
-                log::error!(
-                    "pod {key} from the API server is invalid and is not run: {}",
-                    crate::pod::validation::summary(&errors)
-                );
-            }
-            return Held::Skipped;
-        }
-        if first_seen_terminal(&mut self.seen.borrow_mut(), &pod) {
-            return Held::Skipped;
-        }
-        let before = match before {
-            Some(Held::Run(rv, p)) => Some((rv, p)),
-            _ => None,
-        };
-        let (rv, p) = reuse_desired(before, &pod);
-        Held::Run(rv, p)
     }
 
     /// The pods the agent runs now, and whether the set is authoritative;
@@ -235,6 +216,44 @@ impl ApiPodSource {
         *self.mirrors.borrow_mut() = mirrors;
         (pods, self.informer.reflector().is_synced())
     }
+}
+
+/// What to keep of `pod`: a mirror pod as it is, a pod picolet refuses
+/// or that was terminal when first seen as nothing, any other as its
+/// desired form (reused from `before` while unchanged, [`reuse_desired`]).
+/// `invalid` and `seen` remember, by UID, the refusals logged and the
+/// pods seen terminal at first sight.
+fn hold(
+    key: &ObjectKey,
+    before: Option<Held>,
+    pod: Pod,
+    invalid: &mut std::collections::BTreeSet<String>,
+    seen: &mut BTreeMap<String, bool>,
+) -> Held {
+    if mirror::is_mirror(&pod) {
+        return Held::Mirror(Box::new(pod));
+    }
+    // Defence in depth: the API server validated it, but a pod
+    // picolet would refuse as a static pod is not run either.
+    if let Err(errors) = crate::pod::validation::validate_pod(&pod) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if invalid.insert(uid) {
+            log::error!(
+                "pod {key} from the API server is invalid and is not run: {}",
+                crate::pod::validation::summary(&errors)
+            );
+        }
+        return Held::Skipped;
+    }
+    if first_seen_terminal(seen, &pod) {
+        return Held::Skipped;
+    }
+    let before = match before {
+        Some(Held::Run(rv, p)) => Some((rv, p)),
+        _ => None,
+    };
+    let (rv, p) = reuse_desired(before, &pod);
+    Held::Run(rv, p)
 }
 
 /// The desired form of `pod` with the resourceVersion it was made from:
@@ -520,5 +539,76 @@ mod tests {
             &mut seen,
             &pod_in_phase("done", "Succeeded")
         ));
+    }
+
+    /// A pod as the API server keeps it (defaulted), in `phase`.
+    fn api_pod(uid: &str, phase: &str) -> Pod {
+        serde_yaml_ng::from_str(&format!(
+            "metadata: {{name: job, namespace: default, uid: {uid}, resourceVersion: '1'}}\n\
+             spec: {{restartPolicy: Never, dnsPolicy: ClusterFirst, terminationGracePeriodSeconds: 30,\n\
+               containers: [{{name: c, image: i, imagePullPolicy: IfNotPresent, terminationMessagePolicy: File}}]}}\n\
+             status: {{phase: {phase}}}\n"
+        ))
+        .unwrap()
+    }
+
+    fn held(h: &Held) -> &'static str {
+        match h {
+            Held::Run(..) => "run",
+            Held::Mirror(_) => "mirror",
+            Held::Skipped => "skipped",
+        }
+    }
+
+    #[test]
+    fn each_api_pod_is_held_once_as_what_the_node_does_with_it() {
+        let key = |name: &str| ObjectKey {
+            namespace: Some("default".into()),
+            name: name.into(),
+        };
+        let (mut invalid, mut seen) = (std::collections::BTreeSet::new(), BTreeMap::new());
+        let running = api_pod("u1", "Running");
+        let run = hold(&key("job"), None, running.clone(), &mut invalid, &mut seen);
+        assert_eq!(held(&run), "run");
+        let Held::Run(_, first) = &run else {
+            unreachable!()
+        };
+        assert_eq!(**first, desired(&running));
+        let first = first.clone();
+
+        // The node's own status patch, back as a MODIFIED event: the same
+        // desired pod, not a copy.
+        let mut patched = running.clone();
+        patched.metadata.resource_version = Some("2".into());
+        patched.status.as_mut().unwrap().phase = Some("Failed".into());
+        let again = hold(&key("job"), Some(run), patched, &mut invalid, &mut seen);
+        let Held::Run(rv, same) = &again else {
+            panic!("a pod that finished while this run had it stays with the agent");
+        };
+        assert_eq!(rv.as_deref(), Some("2"));
+        assert!(Rc::ptr_eq(same, &first));
+
+        let mut mirror = api_pod("u2", "Running");
+        mirror.metadata.annotations = Some(BTreeMap::from([(
+            "kubernetes.io/config.mirror".to_string(),
+            "hash".to_string(),
+        )]));
+        let m = hold(&key("static"), None, mirror, &mut invalid, &mut seen);
+        assert_eq!(held(&m), "mirror");
+
+        let done = hold(
+            &key("done"),
+            None,
+            api_pod("u3", "Succeeded"),
+            &mut invalid,
+            &mut seen,
+        );
+        assert_eq!(held(&done), "skipped");
+
+        let mut no_image = api_pod("u4", "Pending");
+        no_image.spec.as_mut().unwrap().containers[0].image = None;
+        let refused = hold(&key("bad"), None, no_image, &mut invalid, &mut seen);
+        assert_eq!(held(&refused), "skipped");
+        assert!(invalid.contains("u4"), "the refusal is logged once");
     }
 }
