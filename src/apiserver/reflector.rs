@@ -48,6 +48,16 @@
 //! the store, the events and the disk cache never hold them (issue #8's
 //! memory budget).
 //!
+//! What the reflector itself compares of a stored object is its uid and
+//! resourceVersion ([`Version`], kept for every object). A consumer that
+//! keeps its own form of each object from the events (the pod source) can
+//! have the store keep only those ([`Reflector::keep_versions_only`]): each
+//! object is then held once in the process, and a relist's objects are
+//! moved into the events rather than copied. A deletion a relist finds is
+//! then told with a stub (name, namespace, uid, resourceVersion). Issue #8,
+//! x86_64 musl, 110 API pods: anonymous memory 4.6 -> 3.8 MiB, VmHWM
+//! 9.6 -> 8.7 MiB (see `apiserver::pods`).
+//!
 //! ResourceVersions are compared as numbers when both are decimal (as
 //! Kubernetes now documents them to be comparable), so an event older than
 //! the stored object, replayed after resuming from an older
@@ -582,17 +592,20 @@ impl<K: Object> Reflector<K> {
             (None, Some(stub)) => stub(k, v),
             (None, None) => unreachable!("a stored version without its object"),
         };
+        // The keys applied, in order; their objects are taken from `new`
+        // at the end (moved, when the store keeps versions only: a relist
+        // of every pod is then not held twice).
         let mut applied = Vec::new();
         for (k, o) in &new {
             let o: &K = o;
             match old_versions.get(k) {
-                None => applied.push(Event::Applied(o.clone())),
+                None => applied.push(k.clone()),
                 Some(prev) if prev.uid.as_deref() != uid(o) => {
                     out.push(Event::Deleted(last_known(k, prev)));
-                    applied.push(Event::Applied(o.clone()));
+                    applied.push(k.clone());
                 }
                 Some(prev) if prev.resource_version.as_deref() != rv(o) || rv(o).is_none() => {
-                    applied.push(Event::Applied(o.clone()))
+                    applied.push(k.clone())
                 }
                 Some(_) => {}
             }
@@ -602,15 +615,28 @@ impl<K: Object> Reflector<K> {
                 out.push(Event::Deleted(last_known(k, prev)));
             }
         }
-        out.extend(applied);
-        out.push(Event::Synced);
         self.versions = new
             .iter()
             .map(|(k, o)| (k.clone(), Version::of(&**o)))
             .collect();
         if self.versions_only.is_none() {
+            out.extend(
+                applied
+                    .iter()
+                    .filter_map(|k| new.get(k))
+                    .map(|o| Event::Applied(K::clone(o))),
+            );
             self.store = new;
+        } else {
+            let mut new = new;
+            out.extend(
+                applied
+                    .iter()
+                    .filter_map(|k| new.remove(k))
+                    .map(|o| Event::Applied(*o)),
+            );
         }
+        out.push(Event::Synced);
         self.resource_version = Some(resource_version);
         self.synced = true;
     }
