@@ -305,6 +305,17 @@ impl Version {
     }
 }
 
+/// The versions of `objects`. (A loop of inserts, not `collect`: a B-tree
+/// built by `collect` per iterator type and resource, and `extend`s, cost
+/// ~25 KB of x86_64 code.)
+fn versions_of<K: Object>(objects: &BTreeMap<ObjectKey, Box<K>>) -> BTreeMap<ObjectKey, Version> {
+    let mut versions = BTreeMap::new();
+    for (k, o) in objects {
+        versions.insert(k.clone(), Version::of(&**o));
+    }
+    versions
+}
+
 /// The last known state of an object the store keeps only the version of:
 /// its name, namespace, uid and resourceVersion (what a `Deleted` event's
 /// consumers read).
@@ -378,11 +389,7 @@ impl<K: Object> Reflector<K> {
             .map(without_managed_fields)
             .filter_map(|o| Some((ObjectKey::of(&o)?, Box::new(o))))
             .collect();
-        r.versions = r
-            .store
-            .iter()
-            .map(|(k, o)| (k.clone(), Version::of(&**o)))
-            .collect();
+        r.versions = versions_of(&r.store);
         r.resource_version = Some(resource_version).filter(|v| !v.is_empty());
         r
     }
@@ -615,26 +622,21 @@ impl<K: Object> Reflector<K> {
                 out.push(Event::Deleted(last_known(k, prev)));
             }
         }
-        self.versions = new
-            .iter()
-            .map(|(k, o)| (k.clone(), Version::of(&**o)))
-            .collect();
+        self.versions = versions_of(&new);
         if self.versions_only.is_none() {
-            out.extend(
-                applied
-                    .iter()
-                    .filter_map(|k| new.get(k))
-                    .map(|o| Event::Applied(K::clone(o))),
-            );
+            for k in &applied {
+                if let Some(o) = new.get(k) {
+                    out.push(Event::Applied(K::clone(o)));
+                }
+            }
             self.store = new;
         } else {
             let mut new = new;
-            out.extend(
-                applied
-                    .iter()
-                    .filter_map(|k| new.remove(k))
-                    .map(|o| Event::Applied(*o)),
-            );
+            for k in &applied {
+                if let Some(o) = new.remove(k) {
+                    out.push(Event::Applied(*o));
+                }
+            }
         }
         out.push(Event::Synced);
         self.resource_version = Some(resource_version);
