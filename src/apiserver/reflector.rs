@@ -55,8 +55,8 @@
 //! object is then held once in the process, and a relist's objects are
 //! moved into the events rather than copied. A deletion a relist finds is
 //! then told with a stub (name, namespace, uid, resourceVersion). Issue #8,
-//! x86_64 musl, 110 API pods: anonymous memory 4.6 -> 3.8 MiB, VmHWM
-//! 9.6 -> 8.7 MiB (see `apiserver::pods`).
+//! x86_64 musl, 110 API pods: anonymous memory 4.6 -> 3.8 MiB, VmRSS
+//! 8.8 -> 7.9-8.1 MiB, VmHWM 9.6 -> 8.7-8.8 MiB (see `apiserver::pods`).
 //!
 //! ResourceVersions are compared as numbers when both are decimal (as
 //! Kubernetes now documents them to be comparable), so an event older than
