@@ -97,6 +97,15 @@ where
         self.reflector.store()
     }
 
+    /// See [`Reflector::keep_versions_only`]: returns the objects restored
+    /// from the cache, which the consumer keeps from now on.
+    pub fn keep_versions_only(&mut self) -> Vec<K>
+    where
+        K: Default,
+    {
+        self.reflector.keep_versions_only()
+    }
+
     pub fn reflector(&self) -> &Reflector<K> {
         &self.reflector
     }
@@ -274,7 +283,7 @@ where
             // not decode at load) go too.
             let stale: Vec<ObjectKey> = cache
                 .keys()
-                .filter(|k| !self.reflector.store().contains_key(k))
+                .filter(|k| !self.reflector.versions().contains_key(k))
                 .cloned()
                 .collect();
             for k in stale {

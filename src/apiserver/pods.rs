@@ -12,10 +12,15 @@
 //! - only what the agent runs is compared: status, resourceVersion and
 //!   managedFields are dropped, so the node's own status patches (which come
 //!   back as MODIFIED events) never look like a changed pod;
-//! - the source keeps the desired form of each pod once, shared (`Rc`)
-//!   with the agent, and a digest of the set it handed over
-//!   ([`SetDigest`]): the agent and the source hold the same objects, the
-//!   informer holds the API objects. A desired pod is made again only when
+//! - each API pod is held once in this process: the source keeps its
+//!   desired form, shared (`Rc`) with the agent, made from the cache at
+//!   start and then from the informer's events, and a digest of the set it
+//!   handed over ([`SetDigest`]); the informer's store keeps only each
+//!   pod's uid and resourceVersion (what its staleness check and the diff
+//!   of a relist compare, [`super::reflector::Reflector::keep_versions_only`]),
+//!   and the disk cache the slimmed API object. With 110 API pods that
+//!   store was a second copy of every pod, ~5.7 KB each (heaptrack on the
+//!   debug build). A desired pod is made again only when
 //!   its API object's resourceVersion moved, and kept (the same `Rc`) when
 //!   that did not change it, so a status patch coming back as a MODIFIED
 //!   event copies nothing, and a set sent after one pod changed is not a
@@ -64,10 +69,9 @@ pub struct ApiPodSource {
     /// The digest of the last set handed to the agent, and whether it was
     /// authoritative (`None` before the first).
     last: Option<(SetDigest, bool)>,
-    /// The desired form of each pod handed out ([`desired`]), shared with
-    /// the agent, with the resourceVersion of the API object it was made
-    /// from.
-    desired: BTreeMap<ObjectKey, (Option<String>, Rc<Pod>)>,
+    /// Every pod bound to the node, in the one form this process keeps of
+    /// it ([`Held`]); the informer's store keeps only their versions.
+    pods: BTreeMap<ObjectKey, Held>,
     /// Pods refused by validation, logged once each (by UID).
     invalid: RefCell<std::collections::BTreeSet<String>>,
     /// Pods this run has seen, by UID, and whether the API said they were
@@ -75,6 +79,19 @@ pub struct ApiPodSource {
     seen: RefCell<BTreeMap<String, bool>>,
     /// Told the pods of every set, to watch what they reference.
     configs: Option<Rc<super::configs::ConfigWatches>>,
+}
+
+/// What the source keeps of one API pod, decided when the pod arrives (from
+/// the cache at start, then from each event).
+#[derive(Debug)]
+enum Held {
+    /// Run by the agent: its desired form ([`desired`]), shared with the
+    /// agent, with the resourceVersion of the API object it was made from.
+    Run(Option<String>, Rc<Pod>),
+    /// A mirror pod: published in [`MirrorPods`], not run.
+    Mirror(Box<Pod>),
+    /// Not run: refused by validation, or terminal when first seen.
+    Skipped,
 }
 
 /// The cache directory of the pods (under `--root-dir`).
@@ -114,22 +131,27 @@ impl ApiPodSource {
                 None
             }
         };
-        let informer = Informer::new(
+        let mut informer = Informer::new(
             client,
             collection_path::<Pod>(None),
             Selectors::fields(format!("spec.nodeName={node_name}")),
             cache,
         )
         .with_reflector(|r| r.with_slimming(slim));
-        ApiPodSource {
+        let restored = informer.keep_versions_only();
+        let mut source = ApiPodSource {
             informer,
             mirrors,
             last: None,
-            desired: BTreeMap::new(),
+            pods: BTreeMap::new(),
             invalid: RefCell::new(std::collections::BTreeSet::new()),
             seen: RefCell::new(BTreeMap::new()),
             configs: None,
+        };
+        for pod in restored {
+            source.take(Event::Applied(pod));
         }
+        source
     }
 
     /// Watches the ConfigMaps and Secrets of the pods handed out, before
@@ -139,38 +161,54 @@ impl ApiPodSource {
         self
     }
 
-    /// The keys of the pods the agent runs now (in the store), and
-    /// whether the set is authoritative.
-    fn current(&self) -> (Vec<ObjectKey>, bool) {
+    /// Keeps what an event says of a pod: its [`Held`] form, made again
+    /// from the API object (reusing the desired form while it did not
+    /// change), or nothing once it is deleted.
+    fn take(&mut self, event: Event<Pod>) {
+        match event {
+            Event::Applied(pod) => {
+                let Some(key) = ObjectKey::of(&pod) else {
+                    return;
+                };
+                let before = self.pods.remove(&key);
+                let held = hold(
+                    &key,
+                    before,
+                    pod,
+                    &mut self.invalid.borrow_mut(),
+                    &mut self.seen.borrow_mut(),
+                );
+                self.pods.insert(key, held);
+            }
+            Event::Deleted(pod) => {
+                if let Some(key) = ObjectKey::of(&pod) {
+                    self.pods.remove(&key);
+                }
+            }
+            Event::Synced => {}
+        }
+    }
+
+    /// The pods the agent runs now, and whether the set is authoritative;
+    /// publishes the mirror pods.
+    fn current(&self) -> (Vec<Rc<Pod>>, bool) {
         let mut mirrors = BTreeMap::new();
         let mut pods = Vec::new();
-        for (key, pod) in self.informer.store() {
-            if mirror::is_mirror(pod) {
-                mirrors.insert(key.clone(), Pod::clone(pod));
-                continue;
-            }
-            // Defence in depth: the API server validated it, but a pod
-            // picolet would refuse as a static pod is not run either.
-            if let Err(errors) = crate::pod::validation::validate_pod(pod) {
-                let uid = pod.metadata.uid.clone().unwrap_or_default();
-                if self.invalid.borrow_mut().insert(uid) {
-                    log::error!(
-                        "pod {key} from the API server is invalid and is not run: {}",
-                        crate::pod::validation::summary(&errors)
-                    );
+        for (key, held) in &self.pods {
+            match held {
+                Held::Run(_, pod) => pods.push(pod.clone()),
+                Held::Mirror(pod) => {
+                    mirrors.insert(key.clone(), Pod::clone(pod));
                 }
-                continue;
+                Held::Skipped => {}
             }
-            if first_seen_terminal(&mut self.seen.borrow_mut(), pod) {
-                continue;
-            }
-            pods.push(key.clone());
         }
         let present: std::collections::BTreeSet<&str> = self
             .informer
-            .store()
+            .reflector()
+            .versions()
             .values()
-            .filter_map(|p| p.metadata.uid.as_deref())
+            .filter_map(|v| v.uid.as_deref())
             .collect();
         self.seen
             .borrow_mut()
@@ -178,24 +216,44 @@ impl ApiPodSource {
         *self.mirrors.borrow_mut() = mirrors;
         (pods, self.informer.reflector().is_synced())
     }
+}
 
-    /// The desired pods of `keys` (from the store), reusing the one made
-    /// before while its API object's resourceVersion is the same or its
-    /// desired form did not change; forgets the others.
-    fn refresh_desired(&mut self, keys: &[ObjectKey]) -> Vec<Rc<Pod>> {
-        let store = self.informer.store();
-        let mut kept = BTreeMap::new();
-        for key in keys {
-            let Some(pod) = store.get(key) else { continue };
-            let entry = reuse_desired(self.desired.remove(key), pod);
-            kept.insert(key.clone(), entry);
-        }
-        self.desired = kept;
-        keys.iter()
-            .filter_map(|k| self.desired.get(k))
-            .map(|(_, p)| p.clone())
-            .collect()
+/// What to keep of `pod`: a mirror pod as it is, a pod picolet refuses
+/// or that was terminal when first seen as nothing, any other as its
+/// desired form (reused from `before` while unchanged, [`reuse_desired`]).
+/// `invalid` and `seen` remember, by UID, the refusals logged and the
+/// pods seen terminal at first sight.
+fn hold(
+    key: &ObjectKey,
+    before: Option<Held>,
+    pod: Pod,
+    invalid: &mut std::collections::BTreeSet<String>,
+    seen: &mut BTreeMap<String, bool>,
+) -> Held {
+    if mirror::is_mirror(&pod) {
+        return Held::Mirror(Box::new(pod));
     }
+    // Defence in depth: the API server validated it, but a pod
+    // picolet would refuse as a static pod is not run either.
+    if let Err(errors) = crate::pod::validation::validate_pod(&pod) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if invalid.insert(uid) {
+            log::error!(
+                "pod {key} from the API server is invalid and is not run: {}",
+                crate::pod::validation::summary(&errors)
+            );
+        }
+        return Held::Skipped;
+    }
+    if first_seen_terminal(seen, &pod) {
+        return Held::Skipped;
+    }
+    let before = match before {
+        Some(Held::Run(rv, p)) => Some((rv, p)),
+        _ => None,
+    };
+    let (rv, p) = reuse_desired(before, &pod);
+    Held::Run(rv, p)
 }
 
 /// The desired form of `pod` with the resourceVersion it was made from:
@@ -327,22 +385,24 @@ impl Source for ApiPodSource {
     async fn next(&mut self) -> SourceUpdate {
         loop {
             if self.last.is_some() {
-                let events = self.informer.next().await;
-                if events.iter().any(|e| matches!(e, Event::Synced)) {
+                let mut synced = false;
+                for event in self.informer.next().await {
+                    synced |= matches!(event, Event::Synced);
+                    self.take(event);
+                }
+                if synced {
                     log::info!(
                         "pods of this node are in sync with the API server ({} pods)",
-                        self.informer.store().len()
+                        self.pods.len()
                     );
                 }
             }
-            let (keys, authoritative) = self.current();
-            let pods = self.refresh_desired(&keys);
+            let (pods, authoritative) = self.current();
             let now = (SetDigest::of(pods.iter().map(|p| &**p)), authoritative);
             if self.last != Some(now) {
                 self.last = Some(now);
                 if let Some(c) = &self.configs {
-                    let store = self.informer.store();
-                    c.track(keys.iter().filter_map(|k| store.get(k)).map(|p| &**p));
+                    c.track(pods.iter().map(|p| &**p));
                 }
                 return SourceUpdate {
                     source: PodSource::Api,
@@ -479,5 +539,76 @@ mod tests {
             &mut seen,
             &pod_in_phase("done", "Succeeded")
         ));
+    }
+
+    /// A pod as the API server keeps it (defaulted), in `phase`.
+    fn api_pod(uid: &str, phase: &str) -> Pod {
+        serde_yaml_ng::from_str(&format!(
+            "metadata: {{name: job, namespace: default, uid: {uid}, resourceVersion: '1'}}\n\
+             spec: {{restartPolicy: Never, dnsPolicy: ClusterFirst, terminationGracePeriodSeconds: 30,\n\
+               containers: [{{name: c, image: i, imagePullPolicy: IfNotPresent, terminationMessagePolicy: File}}]}}\n\
+             status: {{phase: {phase}}}\n"
+        ))
+        .unwrap()
+    }
+
+    fn held(h: &Held) -> &'static str {
+        match h {
+            Held::Run(..) => "run",
+            Held::Mirror(_) => "mirror",
+            Held::Skipped => "skipped",
+        }
+    }
+
+    #[test]
+    fn each_api_pod_is_held_once_as_what_the_node_does_with_it() {
+        let key = |name: &str| ObjectKey {
+            namespace: Some("default".into()),
+            name: name.into(),
+        };
+        let (mut invalid, mut seen) = (std::collections::BTreeSet::new(), BTreeMap::new());
+        let running = api_pod("u1", "Running");
+        let run = hold(&key("job"), None, running.clone(), &mut invalid, &mut seen);
+        assert_eq!(held(&run), "run");
+        let Held::Run(_, first) = &run else {
+            unreachable!()
+        };
+        assert_eq!(**first, desired(&running));
+        let first = first.clone();
+
+        // The node's own status patch, back as a MODIFIED event: the same
+        // desired pod, not a copy.
+        let mut patched = running.clone();
+        patched.metadata.resource_version = Some("2".into());
+        patched.status.as_mut().unwrap().phase = Some("Failed".into());
+        let again = hold(&key("job"), Some(run), patched, &mut invalid, &mut seen);
+        let Held::Run(rv, same) = &again else {
+            panic!("a pod that finished while this run had it stays with the agent");
+        };
+        assert_eq!(rv.as_deref(), Some("2"));
+        assert!(Rc::ptr_eq(same, &first));
+
+        let mut mirror = api_pod("u2", "Running");
+        mirror.metadata.annotations = Some(BTreeMap::from([(
+            "kubernetes.io/config.mirror".to_string(),
+            "hash".to_string(),
+        )]));
+        let m = hold(&key("static"), None, mirror, &mut invalid, &mut seen);
+        assert_eq!(held(&m), "mirror");
+
+        let done = hold(
+            &key("done"),
+            None,
+            api_pod("u3", "Succeeded"),
+            &mut invalid,
+            &mut seen,
+        );
+        assert_eq!(held(&done), "skipped");
+
+        let mut no_image = api_pod("u4", "Pending");
+        no_image.spec.as_mut().unwrap().containers[0].image = None;
+        let refused = hold(&key("bad"), None, no_image, &mut invalid, &mut seen);
+        assert_eq!(held(&refused), "skipped");
+        assert!(invalid.contains("u4"), "the refusal is logged once");
     }
 }

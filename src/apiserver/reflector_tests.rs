@@ -783,3 +783,79 @@ fn managed_fields_never_enter_the_store_or_the_events() {
         .all(|p| p.metadata.managed_fields.is_none()));
     assert_eq!(fresh.store().len(), 1);
 }
+
+#[test]
+fn a_store_keeping_versions_only_hands_back_its_objects_and_still_diffs_relists() {
+    let mut r = Reflector::resume(
+        vec![
+            pod("a", "ua", "3"),
+            pod("b", "ub", "4"),
+            pod("c", "uc", "5"),
+        ],
+        "5".into(),
+    )
+    .without_streaming_list();
+    let restored = r.keep_versions_only();
+    assert_eq!(restored.len(), 3);
+    assert!(r.store().is_empty(), "the objects are the consumer's now");
+    let mut t = Table::new(r);
+    t.row(0.0, 0, Input::Tick, &[], watch("5", 300));
+    // A replay of what the cache holds is still recognised as stale.
+    t.row(
+        0.1,
+        0,
+        ev(WatchEvent::Modified(pod("a", "ua", "3"))),
+        &[],
+        Next::Continue,
+    );
+    t.row(
+        0.2,
+        0,
+        ev(WatchEvent::Modified(pod("a", "ua", "6"))),
+        &["+a@6"],
+        Next::Continue,
+    );
+    t.row(
+        0.3,
+        0,
+        ev(WatchEvent::Error(gone())),
+        &[],
+        Next::Wait(t.at(1.1)),
+    );
+    t.row(1.1, 0, Input::Tick, &[], list(PAGE_SIZE, None));
+    // Meanwhile: b deleted, a unchanged, c recreated with a new UID.
+    t.row(
+        1.2,
+        0,
+        page(vec![pod("a", "ua", "6"), pod("c", "uc2", "9")], "10", None),
+        &["-c@5", "-b@4", "+c@9", "synced"],
+        watch("10", 300),
+    );
+    assert!(t.r.store().is_empty());
+    let versions: Vec<String> =
+        t.r.versions()
+            .iter()
+            .map(|(k, v)| format!("{}:{:?}@{:?}", k.name, v.uid, v.resource_version))
+            .collect();
+    assert_eq!(
+        versions,
+        ["a:Some(\"ua\")@Some(\"6\")", "c:Some(\"uc2\")@Some(\"9\")"]
+    );
+}
+
+#[test]
+fn a_deletion_found_by_a_relist_of_a_versions_only_store_names_the_object() {
+    let mut r = Reflector::resume(vec![pod("a", "ua", "3")], "5".into());
+    r.keep_versions_only();
+    let mut t = Table::new(r.without_streaming_list());
+    t.row(0.0, 0, Input::Tick, &[], watch("5", 300));
+    t.r.step(t.at(0.1), 0, ev(WatchEvent::Error(gone())));
+    t.r.step(t.at(0.9), 0, Input::Tick);
+    let s = t.r.step(t.at(1.0), 0, page(vec![], "10", None));
+    let Event::Deleted(gone_pod) = &s.events[0] else {
+        panic!("expected a deletion, got {:?}", s.events);
+    };
+    assert_eq!(gone_pod.metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(gone_pod.metadata.name.as_deref(), Some("a"));
+    assert_eq!(gone_pod.metadata.uid.as_deref(), Some("ua"));
+}
