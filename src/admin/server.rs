@@ -70,6 +70,12 @@ pub struct Handlers {
     pub summary: Option<MetricsFn>,
     /// `GET /metrics/resource`; `None` answers 404.
     pub resource_metrics: Option<MetricsFn>,
+    /// `GET /runningpods/`: the pods the runtime runs, a v1 PodList;
+    /// `None` answers 404.
+    pub running_pods: Option<PodsFn>,
+    /// `GET /events`: the last few events per pod, a v1 EventList
+    /// (admin socket's own, for `picolet describe`); `None` answers 404.
+    pub events: Option<PodsFn>,
 }
 
 impl From<PodsFn> for Handlers {
@@ -81,6 +87,8 @@ impl From<PodsFn> for Handlers {
             logs: None,
             summary: None,
             resource_metrics: None,
+            running_pods: None,
+            events: None,
         }
     }
 }
@@ -103,6 +111,14 @@ impl Handlers {
                 "/stats/summary",
                 Handler::Render(summary, "application/json"),
             );
+        }
+        if let Some(running) = self.running_pods {
+            router = router
+                .get("/runningpods/", Handler::Json(running.clone()))
+                .get("/runningpods", Handler::Json(running));
+        }
+        if let Some(events) = self.events {
+            router = router.get("/events", Handler::Json(events));
         }
         if let Some(m) = self.resource_metrics {
             router = router.get(
