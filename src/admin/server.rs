@@ -73,6 +73,9 @@ pub struct Handlers {
     /// `GET /runningpods/`: the pods the runtime runs, a v1 PodList;
     /// `None` answers 404.
     pub running_pods: Option<PodsFn>,
+    /// `GET /metrics/probes`: kubelet's prober metrics; `None` answers
+    /// 404.
+    pub probe_metrics: Option<MetricsFn>,
     /// `GET /events`: the last few events per pod, a v1 EventList
     /// (admin socket's own, for `picolet describe`); `None` answers 404.
     pub events: Option<PodsFn>,
@@ -88,6 +91,7 @@ impl From<PodsFn> for Handlers {
             summary: None,
             resource_metrics: None,
             running_pods: None,
+            probe_metrics: None,
             events: None,
         }
     }
@@ -116,6 +120,12 @@ impl Handlers {
             router = router
                 .get("/runningpods/", Handler::Json(running.clone()))
                 .get("/runningpods", Handler::Json(running));
+        }
+        if let Some(m) = self.probe_metrics {
+            router = router.get(
+                "/metrics/probes",
+                Handler::Render(m, "text/plain; version=0.0.4; charset=utf-8"),
+            );
         }
         if let Some(events) = self.events {
             router = router.get("/events", Handler::Json(events));

@@ -353,7 +353,7 @@ impl<R: RuntimeService> Agent<R> {
     pub fn admin_handlers(self: &Rc<Self>) -> crate::admin::Handlers {
         let (me, me2, me3) = (self.clone(), self.clone(), self.clone());
         let (me4, me5, me6) = (self.clone(), self.clone(), self.clone());
-        let (me7, me8) = (self.clone(), self.clone());
+        let (me7, me8, me9) = (self.clone(), self.clone(), self.clone());
         crate::admin::Handlers {
             pods: Rc::new(move || me.pod_list()),
             metrics: Some(Rc::new(move || me2.metrics())),
@@ -363,6 +363,7 @@ impl<R: RuntimeService> Agent<R> {
             resource_metrics: Some(Rc::new(move || me6.resource_metrics())),
             running_pods: Some(Rc::new(move || me7.running_pods_json())),
             events: Some(Rc::new(move || me8.recent_events.borrow().event_list())),
+            probe_metrics: Some(Rc::new(move || me9.probe_metrics_text())),
         }
     }
 
