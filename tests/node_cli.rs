@@ -77,7 +77,7 @@ fn runningpods_describe_and_get_node_show_the_runtimes_real_state() {
 
     // /runningpods/: the runtime's view, with the container IDs of /pods.
     let id = wait_until("web runs and is ready", LONG, || {
-        let pod = p.find_pod(&web)?;
+        let pod = p.find_pod("web")?;
         let s = harness::container_status(&pod, "main");
         (s["ready"] == true).then(|| s["containerID"].as_str().unwrap().to_string())
     });
@@ -124,7 +124,8 @@ fn runningpods_describe_and_get_node_show_the_runtimes_real_state() {
         "Labels:           app=web\n",
         "Conditions:\n",
         "Events:\n",
-        "Normal    Created",
+        "Created container: main",
+        "Started container main",
     ] {
         assert!(out.contains(want), "{want:?} in\n{out}");
     }
@@ -194,7 +195,7 @@ fn runningpods_describe_and_get_node_show_the_runtimes_real_state() {
         "imagefs.available",
         "pid.available",
         "<100Mi",
-        "<1Gi",
+        "<1024Mi",
     ] {
         assert!(out.contains(want), "{want:?} in\n{out}");
     }
@@ -299,7 +300,7 @@ fn every_metrics_endpoint_passes_promtool() {
     }
     wait_until("three ready pods, probed", LONG, || {
         let ready = (0..3).all(|i| {
-            p.find_pod(&format!("web{i}-{}", p.hostname()))
+            p.find_pod(&format!("web{i}"))
                 .is_some_and(|pod| harness::container_status(&pod, "main")["ready"] == true)
         });
         let (_, probes) = p.get("/metrics/probes");

@@ -412,7 +412,13 @@ pub fn node_table(node: &serde_json::Value, style: Style) -> String {
         } else {
             mine.iter()
                 .map(|t| {
-                    let value = t.get("value").and_then(|v| v.as_str()).unwrap_or("?");
+                    let raw = t.get("value").and_then(|v| v.as_str()).unwrap_or("?");
+                    // A quantity in the signal's unit, like AVAILABLE; a
+                    // percentage as given.
+                    let value = match raw.parse::<i64>() {
+                        Ok(n) => amount(name, Some(n)),
+                        Err(_) => raw.to_string(),
+                    };
                     if t.get("hard").and_then(|h| h.as_bool()) == Some(true) {
                         format!("<{value}")
                     } else {
@@ -467,10 +473,10 @@ DiskPressure     False
 MemoryPressure   True
 PIDPressure      False
 
-SIGNAL              AVAILABLE   CAPACITY   THRESHOLD                     MET
-memory.available    50Mi        1024Mi     <104857600, <200Mi soft 90s   yes
-nodefs.inodesFree   1000        5000       <none>                        no
-pid.available       -           -          <10%                          no
+SIGNAL              AVAILABLE   CAPACITY   THRESHOLD                 MET
+memory.available    50Mi        1024Mi     <100Mi, <200Mi soft 90s   yes
+nodefs.inodesFree   1000        5000       <none>                    no
+pid.available       -           -          <10%                      no
 ";
         assert_eq!(t, want, "{t}");
     }

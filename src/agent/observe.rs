@@ -149,7 +149,16 @@ pub(super) fn relist_of(
         {
             rl.grace.insert(uid.clone(), g);
         }
-        let image = c.image.as_ref().map(|i| i.image.as_str()).unwrap_or("");
+        // The name the pod asked for when the runtime keeps it (CRI
+        // `user_specified_image`), else what it reports (often the ID).
+        let image = c
+            .image
+            .as_ref()
+            .map(|i| match i.user_specified_image.as_str() {
+                "" => i.image.as_str(),
+                user => user,
+            })
+            .unwrap_or("");
         let image = if image.is_empty() {
             &c.image_ref
         } else {

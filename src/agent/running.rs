@@ -24,11 +24,18 @@ use crate::pleg::State;
 
 /// The v1 `PodList` of what `relist` saw running; `runtime` is the CRI
 /// runtime's name (`containerd`, `cri-o`), the scheme of container IDs.
-/// Pods are sorted by namespace and name, containers by name.
-pub(super) fn running_pods(relist: &Relist, runtime: &str) -> Value {
+/// An image the runtime reports only by ID (`sha256:...`, runtimes that
+/// do not keep `user_specified_image`) is named by `spec_image(pod UID,
+/// container)`, the image the pod's spec asks for, when the node knows
+/// the pod. Pods are sorted by namespace and name, containers by name.
+pub(super) fn running_pods(
+    relist: &Relist,
+    runtime: &str,
+    spec_image: &dyn Fn(&str, &str) -> Option<String>,
+) -> Value {
     // (namespace, name, uid) -> running containers (name, image, id).
     type Key<'a> = (&'a str, &'a str, &'a str);
-    let mut pods: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
+    let mut pods: BTreeMap<Key, Vec<(&str, String, &str)>> = BTreeMap::new();
     let key = |uid: &'_ str| -> Option<(&str, &str)> {
         relist
             .names
@@ -48,7 +55,11 @@ pub(super) fn running_pods(relist: &Relist, runtime: &str) -> Value {
         // between the two list calls) still belongs to a pod: name it by
         // its UID rather than hide it.
         let (ns, name) = key(&c.pod_uid).unwrap_or(("", &c.pod_uid));
-        let image = relist.images.get(&c.id).map(String::as_str).unwrap_or("");
+        let image = relist.images.get(&c.id).cloned().unwrap_or_default();
+        let image = match image.starts_with("sha256:") {
+            true => spec_image(&c.pod_uid, &c.name).unwrap_or(image),
+            false => image,
+        };
         pods.entry((ns, name, &c.pod_uid))
             .or_default()
             .push((&c.name, image, &c.id));
@@ -87,7 +98,22 @@ pub(super) fn running_pods(relist: &Relist, runtime: &str) -> Value {
 impl<R: RuntimeService> Agent<R> {
     /// `GET /runningpods/`.
     pub fn running_pods_json(&self) -> Value {
-        running_pods(&self.relist.borrow(), &self.runtime_name.borrow())
+        let pods = self.pods.borrow();
+        let spec_image = |uid: &str, name: &str| {
+            let spec = crate::pod::accessors::spec(&pods.get(uid)?.pod);
+            let inits = spec.init_containers.iter().flatten();
+            spec.containers
+                .iter()
+                .chain(inits)
+                .find(|c| c.name == name)?
+                .image
+                .clone()
+        };
+        running_pods(
+            &self.relist.borrow(),
+            &self.runtime_name.borrow(),
+            &spec_image,
+        )
     }
 }
 
@@ -135,7 +161,7 @@ mod tests {
 
     #[test]
     fn running_pods_lists_ready_sandboxes_with_only_their_running_containers() {
-        let list = running_pods(&relist(), "containerd");
+        let list = running_pods(&relist(), "containerd", &|_, _| None);
         assert_eq!(list["kind"], "PodList");
         let items = list["items"].as_array().unwrap();
         let names: Vec<&str> = items
@@ -180,7 +206,7 @@ mod tests {
             created_at: 1,
             state: State::Running,
         });
-        let list = running_pods(&rl, "cri-o");
+        let list = running_pods(&rl, "cri-o", &|_, _| None);
         assert_eq!(list["items"][0]["metadata"]["uid"], "u9");
         assert_eq!(
             list["items"][0]["status"]["containerStatuses"][0]["containerID"],
@@ -189,8 +215,26 @@ mod tests {
     }
 
     #[test]
+    fn an_image_reported_by_id_is_named_by_the_pods_spec() {
+        let mut rl = relist();
+        rl.images.insert("c2".into(), "sha256:0123".into());
+        let list = running_pods(&rl, "containerd", &|uid, name| {
+            ((uid, name) == ("u3", "app")).then(|| "nginx:1.27".to_string())
+        });
+        assert_eq!(
+            list["items"][0]["spec"]["containers"][0]["image"],
+            "nginx:1.27"
+        );
+        let list = running_pods(&rl, "containerd", &|_, _| None);
+        assert_eq!(
+            list["items"][0]["spec"]["containers"][0]["image"], "sha256:0123",
+            "unknown pods keep the runtime's ID"
+        );
+    }
+
+    #[test]
     fn nothing_running_is_an_empty_pod_list() {
-        let list = running_pods(&Relist::default(), "containerd");
+        let list = running_pods(&Relist::default(), "containerd", &|_, _| None);
         assert_eq!(list["items"], json!([]));
     }
 }
