@@ -24,7 +24,7 @@ use crate::pleg::State;
 
 /// The v1 `PodList` of what `relist` saw running; `runtime` is the CRI
 /// runtime's name (`containerd`, `cri-o`), the scheme of container IDs.
-/// An image the runtime reports only by ID (`sha256:...`, runtimes that
+/// An image the runtime reports only by ID ([`is_image_id`], runtimes that
 /// do not keep `user_specified_image`) is named by `spec_image(pod UID,
 /// container)`, the image the pod's spec asks for, when the node knows
 /// the pod. Pods are sorted by namespace and name, containers by name.
@@ -56,7 +56,7 @@ pub(super) fn running_pods(
         // its UID rather than hide it.
         let (ns, name) = key(&c.pod_uid).unwrap_or(("", &c.pod_uid));
         let image = relist.images.get(&c.id).cloned().unwrap_or_default();
-        let image = match image.starts_with("sha256:") {
+        let image = match is_image_id(&image) {
             true => spec_image(&c.pod_uid, &c.name).unwrap_or(image),
             false => image,
         };
@@ -93,6 +93,13 @@ pub(super) fn running_pods(
         })
         .collect();
     json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
+}
+
+/// An image ID rather than a name: `sha256:<hex>` (containerd) or the bare
+/// 64 hex digits (CRI-O).
+fn is_image_id(image: &str) -> bool {
+    let hex = image.strip_prefix("sha256:").unwrap_or(image);
+    hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 impl<R: RuntimeService> Agent<R> {
@@ -217,7 +224,9 @@ mod tests {
     #[test]
     fn an_image_reported_by_id_is_named_by_the_pods_spec() {
         let mut rl = relist();
-        rl.images.insert("c2".into(), "sha256:0123".into());
+        let id = format!("sha256:{}", "0a".repeat(32));
+        rl.images.insert("c2".into(), id.clone());
+        rl.images.insert("c1".into(), "0a".repeat(32));
         let list = running_pods(&rl, "containerd", &|uid, name| {
             ((uid, name) == ("u3", "app")).then(|| "nginx:1.27".to_string())
         });
@@ -227,8 +236,14 @@ mod tests {
         );
         let list = running_pods(&rl, "containerd", &|_, _| None);
         assert_eq!(
-            list["items"][0]["spec"]["containers"][0]["image"], "sha256:0123",
+            list["items"][0]["spec"]["containers"][0]["image"],
+            id.as_str(),
             "unknown pods keep the runtime's ID"
+        );
+        let list = running_pods(&rl, "cri-o", &|_, name| Some(format!("{name}:1")));
+        assert_eq!(
+            list["items"][0]["spec"]["containers"][1]["image"], "sidecar:1",
+            "CRI-O's bare hex ID too"
         );
     }
 
