@@ -22,10 +22,11 @@ ALL_RUNTIMES := containerd crio
 # Debian packages the build and the integration tests need. The second
 # line is CRI-O's: conmon, skopeo (loads the test images into its store),
 # crio's shared libraries, and xz for the packed binaries in shared/cri-o.
+# prometheus: its promtool checks the node's /metrics (tests/node_cli.rs).
 DEB_PACKAGES := containerd runc containernetworking-plugins busybox-static \
                 protobuf-compiler gcc libc6-dev iproute2 \
                 conmon skopeo libseccomp2 libgpgme11 libsqlite3-0 libassuan0 \
-                libgpg-error0 xz-utils openssl curl ca-certificates
+                libgpg-error0 xz-utils openssl curl ca-certificates prometheus
 
 .PHONY: all build test test-full test-host test-integration deps images clean clean-images demo demo-cluster bench fuzz
 

@@ -3,7 +3,9 @@
 //! ```text
 //! picolet run [--config FILE] [--root-dir DIR] [--hostname-override NAME]
 //!             [--admin-socket PATH] [--board NAME] [kubelet flags...]
-//! picolet get pods [--admin-socket PATH] [-o wide|json]
+//! picolet get pods|node [--admin-socket PATH] [-o wide|json|yaml]
+//! picolet describe pod NAME [-n NS] [-o json|yaml] [--admin-socket PATH]
+//! picolet check [--config FILE] [kubelet flags...]
 //! picolet logs POD [-n NS] [-c C] [-f] [--previous] [--tail N] [--timestamps]
 //!              [--admin-socket PATH]
 //! picolet version
@@ -28,6 +30,9 @@ use lexopt::prelude::*;
 
 use crate::config::{self, Flag};
 
+pub mod describe;
+pub use describe::DescribeArgs;
+
 pub use crate::config::Flags;
 
 /// What the user asked picolet to do.
@@ -44,6 +49,11 @@ pub enum Command {
     GetNode(GetArgs),
     /// `picolet logs`: a container's log, from the admin socket.
     Logs(LogsArgs),
+    /// `picolet describe pod`: one pod's status and events.
+    Describe(DescribeArgs),
+    /// `picolet check`: the node's preflight, from the configuration
+    /// (`run`'s flags); needs no running picolet.
+    Check(RunArgs),
     /// `picolet version` / `--version`.
     Version,
     /// `picolet help`, `--help`, `-h`, or no arguments at all.
@@ -127,15 +137,35 @@ pub enum OutputFormat {
     Wide,
     /// `-o json`.
     Json,
+    /// `-o yaml`.
+    Yaml,
+}
+
+/// The `-o` value `value` of `flag`; `wide` only where `wide` is true.
+fn output_format(flag: &str, value: String, wide: bool) -> Result<OutputFormat, CliError> {
+    match value.as_str() {
+        "wide" if wide => Ok(OutputFormat::Wide),
+        "json" => Ok(OutputFormat::Json),
+        "yaml" => Ok(OutputFormat::Yaml),
+        _ => Err(CliError::InvalidValue {
+            flag: flag.to_string(),
+            value,
+            reason: if wide {
+                "expected wide, json or yaml"
+            } else {
+                "expected json or yaml"
+            },
+        }),
+    }
 }
 
 /// Why the command line could not be parsed. Messages name the offending
 /// flag or argument.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    #[error("unknown command {0:?}; expected run, get, logs, version or help")]
+    #[error("unknown command {0:?}; expected run, get, describe, logs, check, version or help")]
     UnknownCommand(String),
-    #[error("expected a command (run, get, logs, version or help) before {0}")]
+    #[error("expected a command (run, get, describe, logs, check, version or help) before {0}")]
     MissingCommand(String),
     #[error("unknown flag {flag} for `picolet {command}`")]
     UnknownFlag { command: &'static str, flag: String },
@@ -157,6 +187,10 @@ pub enum CliError {
     UnknownResource(String),
     #[error("`picolet logs` needs a pod: picolet logs POD [-c CONTAINER]")]
     MissingPod,
+    #[error("`picolet describe` needs a pod: picolet describe pod NAME [-n NAMESPACE]")]
+    MissingDescribe,
+    #[error("unknown resource {0:?}; picolet can describe pods")]
+    UnknownDescribe(String),
     #[error(transparent)]
     Parse(#[from] lexopt::Error),
 }
@@ -170,8 +204,12 @@ picolet: a kubelet for constrained edge hardware
 
 Usage:
   picolet run [--config FILE] [flags...]   run the node agent
-  picolet get pods [-o wide|json]          list pods of a running picolet
-  picolet get node [-o json]               its eviction signals, thresholds, pressure
+  picolet get pods [-o wide|json|yaml]     list pods of a running picolet
+  picolet get node [-o json|yaml]          its capacity, allocatable, eviction signals
+  picolet describe pod NAME [-n NS] [-o json|yaml]
+                                           a pod's status, containers and recent events
+  picolet check [--config FILE] [flags...] preflight: kernel, cgroups, runtime, disks,
+                                           clock, swap, certificates (exit 1 on fail)
   picolet logs POD [-n NS] [-c C] [-f] [-p] [--tail N] [--timestamps] [--limit-bytes N]
                                            a container's log (its previous instance's: -p)
   picolet version                          print the version
@@ -201,9 +239,11 @@ picolet run:
   Flags take --flag=value or --flag value; booleans take --flag or --flag=false.
   DUR is a Go duration (30s, 1m30s); SIZE a quantity (10Mi, 1G).
 
-picolet get pods, picolet get node, picolet logs:
+picolet get, picolet describe, picolet logs:
   --admin-socket PATH              [/run/picolet/picolet.sock]
-  -o, --output wide|json           output format [table]
+  -o, --output wide|json|yaml      output format [table]
+  -n, --namespace NS               (describe, logs) [default]
+  Colours only on a terminal without NO_COLOR; tables fit its width.
 ",
     );
     text
@@ -247,6 +287,11 @@ where
             Some("run") => parse_run(parser),
             Some("get") => parse_get(parser),
             Some("logs") => parse_logs(parser),
+            Some("describe") => describe::parse(parser),
+            Some("check") => match parse_run(parser)? {
+                Command::Run(args) => Ok(Command::Check(args)),
+                other => Ok(other),
+            },
             Some("version") => no_more_args(parser, Command::Version),
             Some("help") => Ok(Command::Help),
             _ => Err(CliError::UnknownCommand(cmd.to_string_lossy().into_owned())),
@@ -341,17 +386,7 @@ fn parse_get(mut parser: lexopt::Parser) -> Result<Command, CliError> {
                     "--output"
                 };
                 let value = take_value(&mut parser, flag)?;
-                output = match value.as_str() {
-                    "wide" => OutputFormat::Wide,
-                    "json" => OutputFormat::Json,
-                    _ => {
-                        return Err(CliError::InvalidValue {
-                            flag: flag.to_string(),
-                            value,
-                            reason: "expected wide or json",
-                        })
-                    }
-                };
+                output = output_format(flag, value, true)?;
             }
             Long(name) => {
                 return Err(CliError::UnknownFlag {
@@ -558,11 +593,11 @@ mod tests {
     fn an_unknown_command_or_a_flag_before_the_command_is_an_error() {
         assert_eq!(
             err(&["start"]),
-            r#"unknown command "start"; expected run, get, logs, version or help"#
+            r#"unknown command "start"; expected run, get, describe, logs, check, version or help"#
         );
         assert_eq!(
             err(&["--config", "x"]),
-            "expected a command (run, get, logs, version or help) before --config"
+            "expected a command (run, get, describe, logs, check, version or help) before --config"
         );
     }
 
@@ -712,6 +747,18 @@ mod tests {
     }
 
     #[test]
+    fn check_takes_the_config_and_runs_flags() {
+        match p(&["check", "--config", "/etc/picolet.yaml", "--root-dir=/data"]) {
+            Ok(Command::Check(args)) => {
+                assert_eq!(args.config, Some(PathBuf::from("/etc/picolet.yaml")));
+                assert_eq!(args.flags.get("root-dir"), Some("/data"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(p(&["check", "-h"]).unwrap(), Command::Help);
+    }
+
+    #[test]
     fn run_rejects_positional_arguments() {
         assert_eq!(err(&["run", "pods"]), r#"unexpected argument "pods""#);
     }
@@ -761,8 +808,12 @@ mod tests {
             r#"unexpected argument "extra""#
         );
         assert_eq!(
-            err(&["get", "pods", "-o", "yaml"]),
-            r#"flag -o: invalid value "yaml": expected wide or json"#
+            get(&["get", "pods", "-o", "yaml"]).output,
+            OutputFormat::Yaml
+        );
+        assert_eq!(
+            err(&["get", "pods", "-o", "xml"]),
+            r#"flag -o: invalid value "xml": expected wide, json or yaml"#
         );
     }
 
@@ -871,6 +922,8 @@ mod tests {
             "picolet run",
             "picolet get pods",
             "picolet logs POD",
+            "picolet describe pod NAME",
+            "picolet check",
             "picolet version",
             "picolet help",
         ] {

@@ -11,6 +11,7 @@ pub mod agent;
 pub mod apiserver;
 pub mod backoff;
 pub mod cgroups;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod cri;

@@ -33,6 +33,8 @@ fn real_main() -> Result<()> {
         Command::GetPods(args) => get_pods(&args),
         Command::GetNode(args) => get_node(&args),
         Command::Logs(args) => logs(&args),
+        Command::Describe(args) => describe(&args),
+        Command::Check(args) => check(&args),
         Command::Run(args) => run(args),
     }
 }
@@ -51,29 +53,102 @@ fn admin_json(socket: &std::path::Path, path: &str, what: &str) -> Result<serde_
     serde_json::from_slice(&body).with_context(|| format!("decoding {what}"))
 }
 
+/// Prints `v` as `-o json` or `-o yaml` asked; false for the other
+/// formats (the caller renders its table).
+fn print_document(v: &serde_json::Value, output: cli::OutputFormat) -> Result<bool> {
+    match output {
+        cli::OutputFormat::Json => println!("{}", serde_json::to_string_pretty(v)?),
+        cli::OutputFormat::Yaml => print!("{}", picolet::admin::yaml::to_yaml(v)),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+fn now_unix() -> Result<i64> {
+    Ok(std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs() as i64)
+}
+
 fn get_pods(args: &cli::GetArgs) -> Result<()> {
     let list = admin_json(&args.admin_socket, "/pods", "the pod list")?;
-    if args.output == cli::OutputFormat::Json {
-        println!("{}", serde_json::to_string_pretty(&list)?);
+    if print_document(&list, args.output)? {
         return Ok(());
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_secs() as i64;
+    let wide = args.output == cli::OutputFormat::Wide;
+    let style = picolet::admin::Style::detect();
     print!(
         "{}",
-        picolet::admin::pods_table(&list, now, args.output == cli::OutputFormat::Wide)
+        picolet::admin::pods_table(&list, now_unix()?, wide, style)
     );
     Ok(())
 }
 
 fn get_node(args: &cli::GetArgs) -> Result<()> {
     let node = admin_json(&args.admin_socket, "/node", "the node")?;
-    if args.output == cli::OutputFormat::Json {
-        println!("{}", serde_json::to_string_pretty(&node)?);
+    if print_document(&node, args.output)? {
         return Ok(());
     }
-    print!("{}", picolet::admin::node_table(&node));
+    let style = picolet::admin::Style::detect();
+    print!("{}", picolet::admin::node_table(&node, style));
+    Ok(())
+}
+
+fn describe(args: &cli::DescribeArgs) -> Result<()> {
+    let list = admin_json(&args.admin_socket, "/pods", "the pod list")?;
+    let Some(pod) = picolet::admin::describe::find_pod(&list, &args.namespace, &args.pod) else {
+        bail!(
+            "pods {:?} not found in namespace {:?}",
+            args.pod,
+            args.namespace
+        );
+    };
+    // An older agent without `/events` still describes, without events.
+    let events = match picolet::admin::get(&args.admin_socket, "/events")? {
+        (200, body) => serde_json::from_slice(&body).context("decoding the events")?,
+        _ => serde_json::json!({"items": []}),
+    };
+    let uid = pod["metadata"]["uid"].clone();
+    let mine: Vec<serde_json::Value> = events["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["involvedObject"]["uid"] == uid)
+        .cloned()
+        .collect();
+    let mut items = vec![pod.clone()];
+    items.extend(mine.iter().cloned());
+    let doc = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    if print_document(&doc, args.output)? {
+        return Ok(());
+    }
+    let pod: k8s_openapi::api::core::v1::Pod =
+        serde_json::from_str(&pod.to_string()).context("decoding the pod")?;
+    let style = picolet::admin::Style::detect();
+    print!(
+        "{}",
+        picolet::admin::describe::describe_pod(&pod, &mine, now_unix()?, style)
+    );
+    Ok(())
+}
+
+fn check(args: &cli::RunArgs) -> Result<()> {
+    let file = match &args.config {
+        Some(path) => Some((path.as_path(), read_config_file(path)?)),
+        None => None,
+    };
+    let loaded = config::resolve(
+        file.as_ref().map(|(path, text)| (*path, text.as_str())),
+        &args.flags,
+    )?;
+    let lines = picolet::check::host::run(&loaded.config);
+    print!(
+        "{}",
+        picolet::check::render(&lines, picolet::admin::Style::detect())
+    );
+    if picolet::check::failed(&lines) {
+        std::process::exit(1);
+    }
     Ok(())
 }
 

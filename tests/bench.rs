@@ -26,6 +26,12 @@
 //! picolet's CPU over the idle window and the probe scheduling lag (delay
 //! from a probe's due time to its start; p50/p99 from `/metrics`).
 //!
+//! Then the scrape table (`bench/scrape.rs`): picolet's CPU per
+//! `/stats/summary`, `/metrics` and `/metrics/resource` answer and the
+//! answers' bytes with 30 pods, and its RSS with the node API listening
+//! (`PICOLET_BENCH_SCRAPE_PODS`, 0 skips it; `PICOLET_BENCH_SCRAPES`
+//! scrapes per endpoint, default 100).
+//!
 //! It asserts nothing: performance is reported, not tested. `make bench`
 //! runs the static x86_64 musl build (what the boards ship,
 //! `PICOLET_BIN`); without it, the build cargo made. It only runs when
@@ -49,6 +55,8 @@ mod harness;
 mod api_mode;
 #[path = "bench/kubelet.rs"]
 mod kubelet;
+#[path = "bench/scrape.rs"]
+mod scrape;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -575,6 +583,17 @@ fn main() {
             r.p99,
             r.longest
         );
+    }
+    let scrape_pods: usize = std::env::var("PICOLET_BENCH_SCRAPE_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    if scrape_pods > 0 {
+        let scrapes: u32 = std::env::var("PICOLET_BENCH_SCRAPES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100);
+        scrape::print(&scrape::measure(scrape_pods, scrapes));
     }
     if std::env::var("PICOLET_BENCH_API").as_deref() != Ok("0") {
         api_mode::run();

@@ -12,14 +12,19 @@
 //!   to reuse it.
 //! - [`client`]: the CLI side, on `crate::net`'s HTTP/1.1 client.
 //! - [`table`]: `kubectl get pods` columns and ages (pure).
+//! - [`describe`]: `kubectl describe pod`'s text (pure).
+//! - [`term`]: colours and widths on a terminal; [`yaml`]: `-o yaml`.
 //!
 //! This module must NOT know the agent's internals: it sees pods only as
 //! the v1 `PodList` a [`Handlers`] callback returns, and metrics as text.
 
 pub mod client;
+pub mod describe;
 pub mod router;
 pub mod server;
 pub mod table;
+pub mod term;
+pub mod yaml;
 
 use std::fmt;
 use std::io;
@@ -32,6 +37,7 @@ pub use server::{
     HEADER_TIMEOUT, MAX_CONNECTIONS,
 };
 pub use table::{human_duration, node_table, pod_row, pods_table};
+pub use term::Style;
 
 /// The admin socket's and its client's errors. `Debug` prints the message,
 /// like `Display`: a derived one costs half a KiB of binary and says less.

@@ -70,6 +70,15 @@ pub struct Handlers {
     pub summary: Option<MetricsFn>,
     /// `GET /metrics/resource`; `None` answers 404.
     pub resource_metrics: Option<MetricsFn>,
+    /// `GET /runningpods/`: the pods the runtime runs, a v1 PodList;
+    /// `None` answers 404.
+    pub running_pods: Option<PodsFn>,
+    /// `GET /metrics/probes`: kubelet's prober metrics; `None` answers
+    /// 404.
+    pub probe_metrics: Option<MetricsFn>,
+    /// `GET /events`: the last few events per pod, a v1 EventList
+    /// (admin socket's own, for `picolet describe`); `None` answers 404.
+    pub events: Option<PodsFn>,
 }
 
 impl From<PodsFn> for Handlers {
@@ -81,6 +90,9 @@ impl From<PodsFn> for Handlers {
             logs: None,
             summary: None,
             resource_metrics: None,
+            running_pods: None,
+            probe_metrics: None,
+            events: None,
         }
     }
 }
@@ -103,6 +115,20 @@ impl Handlers {
                 "/stats/summary",
                 Handler::Render(summary, "application/json"),
             );
+        }
+        if let Some(running) = self.running_pods {
+            router = router
+                .get("/runningpods/", Handler::Json(running.clone()))
+                .get("/runningpods", Handler::Json(running));
+        }
+        if let Some(m) = self.probe_metrics {
+            router = router.get(
+                "/metrics/probes",
+                Handler::Render(m, "text/plain; version=0.0.4; charset=utf-8"),
+            );
+        }
+        if let Some(events) = self.events {
+            router = router.get("/events", Handler::Json(events));
         }
         if let Some(m) = self.resource_metrics {
             router = router.get(

@@ -9,6 +9,8 @@ use std::fmt::Write as _;
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
+use super::term::{status_tone, Style};
+
 /// kubectl's `HumanDuration` (k8s.io/apimachinery/pkg/util/duration) for a
 /// number of seconds: `45s`, `3m20s`, `15m`, `5h30m`, `20h`, `3d4h`, `120d`,
 /// `2y30d`, `9y`.
@@ -208,7 +210,7 @@ pub fn pod_row(pod: &Pod, now_unix: i64) -> (String, String, String) {
 /// Renders a v1 `PodList` (JSON, as `GET /pods` returns it) like
 /// `kubectl get pods` (`-o wide` adds IP and NODE). Items that are not pods
 /// are skipped; an empty list renders as `No resources found.`.
-pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool) -> String {
+pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool, style: Style) -> String {
     let mut pods: Vec<Pod> = list
         .get("items")
         .and_then(|i| i.as_array())
@@ -267,22 +269,53 @@ pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool) -> String
         }
         rows.push(row);
     }
-    tabulate(&rows)
+    tabulate_in(&rows, style, Some(2))
 }
 
 /// kubectl's tabwriter: columns padded to the widest cell plus 3 spaces.
 fn tabulate(rows: &[Vec<String>]) -> String {
+    tabulate_in(rows, Style::PLAIN, None)
+}
+
+/// [`tabulate`] for a terminal: cut to `style.width` (the widest column
+/// gives up characters first, its cut cells ending in `…`, no column below
+/// 8), and the cells of column `toned` painted by [`status_tone`].
+pub fn tabulate_in(rows: &[Vec<String>], style: Style, toned: Option<usize>) -> String {
+    const GAP: usize = 3;
+    const NARROWEST: usize = 8;
     let columns = rows[0].len();
-    let widths: Vec<usize> = (0..columns)
+    let mut widths: Vec<usize> = (0..columns)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
+    let mut total = widths.iter().sum::<usize>() + GAP * columns.saturating_sub(1);
+    while total > style.width {
+        let Some((i, w)) = widths.iter().copied().enumerate().max_by_key(|(_, w)| *w) else {
+            break;
+        };
+        if w <= NARROWEST {
+            break;
+        }
+        widths[i] = w - 1;
+        total -= 1;
+    }
     let mut out = String::new();
-    for row in rows {
+    for (r, row) in rows.iter().enumerate() {
         for (i, cell) in row.iter().enumerate() {
-            if i + 1 == columns {
-                out.push_str(cell);
+            let len = cell.chars().count();
+            let shown = if len > widths[i] {
+                let mut c: String = cell.chars().take(widths[i].saturating_sub(1)).collect();
+                c.push('…');
+                c
             } else {
-                let _ = write!(out, "{cell:<width$}", width = widths[i] + 3);
+                cell.clone()
+            };
+            let pad = widths[i] - shown.chars().count().min(widths[i]);
+            match status_tone(&shown).filter(|_| r > 0 && toned == Some(i)) {
+                Some(tone) => out.push_str(&style.paint(&shown, tone)),
+                None => out.push_str(&shown),
+            }
+            if i + 1 < columns {
+                let _ = write!(out, "{:pad$}", "", pad = pad + GAP);
             }
         }
         out.push('\n');
@@ -308,7 +341,30 @@ fn amount(signal: &str, v: Option<i64>) -> String {
 
 /// Renders `GET /node` (the eviction task's view) for `picolet get node`:
 /// the pressure conditions, then each observed signal with its thresholds.
-pub fn node_table(node: &serde_json::Value) -> String {
+pub fn node_table(node: &serde_json::Value, style: Style) -> String {
+    let mut out = String::new();
+    if let Some(name) = node.get("name").and_then(|n| n.as_str()) {
+        let _ = writeln!(out, "Name: {name}\n");
+    }
+    if let Some(cap) = node.get("capacity").and_then(|c| c.as_object()) {
+        let mut rows = vec![["RESOURCE", "CAPACITY", "ALLOCATABLE"]
+            .map(String::from)
+            .to_vec()];
+        for (name, v) in cap {
+            let alloc = node
+                .get("allocatable")
+                .and_then(|a| a.get(name))
+                .and_then(|a| a.as_str())
+                .unwrap_or("-");
+            rows.push(vec![
+                name.clone(),
+                v.as_str().unwrap_or("-").to_string(),
+                alloc.to_string(),
+            ]);
+        }
+        out.push_str(&tabulate(&rows));
+        out.push('\n');
+    }
     let mut rows = vec![["CONDITION", "STATUS"].map(String::from).to_vec()];
     if let Some(conds) = node.get("conditions").and_then(|c| c.as_object()) {
         for (name, v) in conds {
@@ -320,7 +376,7 @@ pub fn node_table(node: &serde_json::Value) -> String {
             rows.push(vec![name.clone(), status.into()]);
         }
     }
-    let mut out = tabulate(&rows);
+    out.push_str(&tabulate(&rows));
     out.push('\n');
     let mut rows = vec![["SIGNAL", "AVAILABLE", "CAPACITY", "THRESHOLD", "MET"]
         .map(String::from)
@@ -356,7 +412,13 @@ pub fn node_table(node: &serde_json::Value) -> String {
         } else {
             mine.iter()
                 .map(|t| {
-                    let value = t.get("value").and_then(|v| v.as_str()).unwrap_or("?");
+                    let raw = t.get("value").and_then(|v| v.as_str()).unwrap_or("?");
+                    // A quantity in the signal's unit, like AVAILABLE; a
+                    // percentage as given.
+                    let value = match raw.parse::<i64>() {
+                        Ok(n) => amount(name, Some(n)),
+                        Err(_) => raw.to_string(),
+                    };
                     if t.get("hard").and_then(|h| h.as_bool()) == Some(true) {
                         format!("<{value}")
                     } else {
@@ -381,7 +443,7 @@ pub fn node_table(node: &serde_json::Value) -> String {
             if met { "yes" } else { "no" }.into(),
         ]);
     }
-    out.push_str(&tabulate(&rows));
+    out.push_str(&tabulate_in(&rows, style, None));
     out
 }
 
@@ -404,19 +466,69 @@ mod tests {
                 {"signal": "pid.available", "value": "10%", "hard": true, "gracePeriodSeconds": 0, "met": false},
             ],
         });
-        let t = node_table(&node);
+        let t = node_table(&node, Style::PLAIN);
         let want = "\
 CONDITION        STATUS
 DiskPressure     False
 MemoryPressure   True
 PIDPressure      False
 
-SIGNAL              AVAILABLE   CAPACITY   THRESHOLD                     MET
-memory.available    50Mi        1024Mi     <104857600, <200Mi soft 90s   yes
-nodefs.inodesFree   1000        5000       <none>                        no
-pid.available       -           -          <10%                          no
+SIGNAL              AVAILABLE   CAPACITY   THRESHOLD                 MET
+memory.available    50Mi        1024Mi     <100Mi, <200Mi soft 90s   yes
+nodefs.inodesFree   1000        5000       <none>                    no
+pid.available       -           -          <10%                      no
 ";
         assert_eq!(t, want, "{t}");
+    }
+
+    #[test]
+    fn the_node_table_starts_with_capacity_and_allocatable() {
+        let node = json!({
+            "name": "edge-1",
+            "capacity": {"cpu": "4", "memory": "1048576Ki", "pods": "110"},
+            "allocatable": {"cpu": "3500m", "memory": "838860Ki", "pods": "110"},
+        });
+        let t = node_table(&node, Style::PLAIN);
+        assert!(
+            t.starts_with(
+                "Name: edge-1\n\n\
+RESOURCE   CAPACITY    ALLOCATABLE
+cpu        4           3500m
+memory     1048576Ki   838860Ki
+pods       110         110
+"
+            ),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_table_wider_than_the_terminal_cuts_its_widest_column() {
+        let rows = vec![
+            vec!["NAME".to_string(), "MESSAGE".to_string()],
+            vec!["web".to_string(), "x".repeat(40)],
+        ];
+        let style = Style {
+            colour: false,
+            width: 30,
+        };
+        let t = tabulate_in(&rows, style, None);
+        for line in t.lines() {
+            assert!(line.chars().count() <= 30, "{line:?}");
+        }
+        assert!(t.ends_with("…\n"), "{t}");
+        let painted = Style {
+            colour: true,
+            width: 80,
+        };
+        let rows = vec![
+            vec!["NAME".to_string(), "STATUS".to_string()],
+            vec!["web".to_string(), "Running".to_string()],
+        ];
+        assert_eq!(
+            tabulate_in(&rows, painted, Some(1)),
+            "NAME   STATUS\nweb    \x1b[32mRunning\x1b[0m\n"
+        );
     }
 
     const NOW: i64 = 1_700_000_000;
@@ -634,15 +746,15 @@ pid.available       -           -          <10%                          no
         p.spec.as_mut().unwrap().node_name = Some("edge-1".into());
         let list = json!({"apiVersion": "v1", "kind": "PodList", "items": [p]});
         assert_eq!(
-            pods_table(&list, NOW, false),
+            pods_table(&list, NOW, false, Style::PLAIN),
             "NAME   READY   STATUS    RESTARTS   AGE\nweb    2/2     Running   0          13m\n"
         );
         assert_eq!(
-            pods_table(&list, NOW, true),
+            pods_table(&list, NOW, true, Style::PLAIN),
             "NAME   READY   STATUS    RESTARTS   AGE   IP          NODE\nweb    2/2     Running   0          13m   10.88.0.5   edge-1\n"
         );
         assert_eq!(
-            pods_table(&json!({"items": []}), NOW, false),
+            pods_table(&json!({"items": []}), NOW, false, Style::PLAIN),
             "No resources found.\n"
         );
     }

@@ -70,8 +70,11 @@ mod images;
 mod logs;
 mod memory_notify;
 mod node;
+mod node_view;
 mod observe;
 mod probes;
+mod recent_events;
+mod running;
 mod sources;
 mod status;
 mod summary;
@@ -240,6 +243,8 @@ pub struct Agent<R: RuntimeService = Runtime> {
     tmpfs_warned: std::cell::Cell<bool>,
     /// CPU readings between `/stats/summary` scrapes.
     summary: summary::SummaryState,
+    /// The last few events per pod, for `picolet describe` offline.
+    recent_events: RefCell<recent_events::RecentEvents>,
 }
 
 fn now_unix_nanos() -> i64 {
@@ -305,6 +310,7 @@ impl<R: RuntimeService> Agent<R> {
             config_objects: RefCell::new(None),
             tmpfs_warned: std::cell::Cell::new(false),
             summary: summary::SummaryState::default(),
+            recent_events: RefCell::default(),
             cfg,
         })
     }
@@ -347,13 +353,17 @@ impl<R: RuntimeService> Agent<R> {
     pub fn admin_handlers(self: &Rc<Self>) -> crate::admin::Handlers {
         let (me, me2, me3) = (self.clone(), self.clone(), self.clone());
         let (me4, me5, me6) = (self.clone(), self.clone(), self.clone());
+        let (me7, me8, me9) = (self.clone(), self.clone(), self.clone());
         crate::admin::Handlers {
             pods: Rc::new(move || me.pod_list()),
             metrics: Some(Rc::new(move || me2.metrics())),
-            node: Some(Rc::new(move || me3.eviction_json())),
+            node: Some(Rc::new(move || me3.node_json())),
             logs: Some(Rc::new(move |req| me4.container_logs(req))),
             summary: Some(Rc::new(move || me5.summary_json())),
             resource_metrics: Some(Rc::new(move || me6.resource_metrics())),
+            running_pods: Some(Rc::new(move || me7.running_pods_json())),
+            events: Some(Rc::new(move || me8.recent_events.borrow().event_list())),
+            probe_metrics: Some(Rc::new(move || me9.probe_metrics_text())),
         }
     }
 
@@ -416,7 +426,8 @@ impl<R: RuntimeService> Agent<R> {
         self.wake(uid);
     }
 
-    /// Records an event about `pod` (or its container), if anyone listens.
+    /// Records an event about `pod` (or its container): kept in memory
+    /// for `picolet describe`, and sent to the sink if anyone listens.
     fn event(
         &self,
         pod: &Pod,
@@ -425,6 +436,16 @@ impl<R: RuntimeService> Agent<R> {
         reason: &str,
         message: &str,
     ) {
+        let about = recent_events::About {
+            namespace: pod.metadata.namespace.as_deref().unwrap_or("default"),
+            name: pod.metadata.name.as_deref().unwrap_or(""),
+            uid: crate::pod::uid(pod),
+            container,
+        };
+        let now = now_unix_nanos() / 1_000_000_000;
+        self.recent_events
+            .borrow_mut()
+            .record(about, warning, reason, message, now);
         let sink = self.event_sink.borrow().clone();
         if let Some(sink) = sink {
             sink.pod_event(pod, container, warning, reason, message);

@@ -42,6 +42,9 @@ pub(super) struct Relist {
     /// The source each pod came from, per pod UID, from the sandbox's
     /// `kubernetes.io/config.source` annotation (absent: unknown).
     pub sources: HashMap<String, PodSource>,
+    /// The image each container was created from, per container ID
+    /// (`/runningpods/`).
+    pub images: HashMap<String, String>,
     /// When this relist began (its first list call): what a pod's cached
     /// observation is compared against ([`pleg::observation_holds`]).
     pub began: Option<Instant>,
@@ -146,6 +149,22 @@ pub(super) fn relist_of(
         {
             rl.grace.insert(uid.clone(), g);
         }
+        // The name the pod asked for when the runtime keeps it (CRI
+        // `user_specified_image`), else what it reports (often the ID).
+        let image = c
+            .image
+            .as_ref()
+            .map(|i| match i.user_specified_image.as_str() {
+                "" => i.image.as_str(),
+                user => user,
+            })
+            .unwrap_or("");
+        let image = if image.is_empty() {
+            &c.image_ref
+        } else {
+            image
+        };
+        rl.images.insert(c.id.clone(), image.to_string());
         let md = c.metadata.clone().unwrap_or_default();
         rl.containers.push(gc::Container {
             id: c.id.clone(),

@@ -187,6 +187,13 @@ impl<R: RuntimeService> Agent<R> {
         serde_json::json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
     }
 
+    /// `/metrics/probes`: the prober's counters.
+    pub fn probe_metrics_text(&self) -> String {
+        let mut out = String::new();
+        self.probe_metrics.borrow().render(&mut out);
+        out
+    }
+
     /// `/metrics`.
     pub fn metrics(&self) -> String {
         let mut out = String::new();

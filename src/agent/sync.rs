@@ -437,6 +437,7 @@ impl<R: RuntimeService> Agent<R> {
                 self.release_user_ns(uid);
                 self.backoff.borrow_mut().forget_pod(uid);
                 self.images.forget_pod(uid);
+                self.recent_events.borrow_mut().forget(uid);
                 None
             }
             Err(e) => {

@@ -1,0 +1,197 @@
+//! `GET /node` on the admin socket (`picolet get node`): the node's
+//! capacity and allocatable, next to the eviction task's signals,
+//! thresholds and pressure conditions ([`Agent::eviction_json`]).
+//!
+//! Allocatable is kubelet's: capacity minus `kubeReserved`,
+//! `systemReserved` and the hard eviction thresholds of `memory.available`
+//! (against memory) and `nodefs.available` (against ephemeral-storage),
+//! never below zero; `pods` is `maxPods`. The same rule as the Node status
+//! the API server gets (`apiserver::node`), computed here too because a
+//! standalone picolet has no Node object to read it from.
+//!
+//! [`resources`] is pure; the agent reads the machine.
+
+use serde_json::{json, Value};
+
+use super::Agent;
+use crate::cri::RuntimeService;
+use crate::node::eviction::{Signal, Threshold};
+use crate::qos::allocatable::Reserved;
+
+/// A node's amounts: CPU in millicores, memory and ephemeral-storage in
+/// bytes, pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Amounts {
+    pub cpu_millis: u64,
+    pub memory_bytes: u64,
+    pub ephemeral_storage_bytes: u64,
+    pub pods: u64,
+}
+
+/// Capacity minus the reservations and the hard eviction thresholds.
+pub(super) fn allocatable(
+    capacity: Amounts,
+    reserved: &[Reserved],
+    thresholds: &[Threshold],
+) -> Amounts {
+    let hard = |signal: Signal, of: u64| -> u64 {
+        thresholds
+            .iter()
+            .filter(|t| t.hard && t.signal == signal)
+            .map(|t| t.quantity(of))
+            .max()
+            .unwrap_or(0)
+    };
+    let cpu: u64 = reserved.iter().map(|r| r.cpu_millis).sum();
+    let memory: u64 = reserved.iter().map(|r| r.memory_bytes).sum();
+    Amounts {
+        cpu_millis: capacity.cpu_millis.saturating_sub(cpu),
+        memory_bytes: capacity
+            .memory_bytes
+            .saturating_sub(memory)
+            .saturating_sub(hard(Signal::MemoryAvailable, capacity.memory_bytes)),
+        ephemeral_storage_bytes: capacity.ephemeral_storage_bytes.saturating_sub(hard(
+            Signal::NodeFsAvailable,
+            capacity.ephemeral_storage_bytes,
+        )),
+        pods: capacity.pods,
+    }
+}
+
+/// A resource list as the API writes it: `cpu` in cores or millicores,
+/// bytes in `Ki` when they divide (as kubelet's cAdvisor-based capacity).
+pub(super) fn resources(a: Amounts) -> Value {
+    let cpu = if a.cpu_millis.is_multiple_of(1000) {
+        (a.cpu_millis / 1000).to_string()
+    } else {
+        format!("{}m", a.cpu_millis)
+    };
+    let bytes = |b: u64| {
+        if b.is_multiple_of(1024) {
+            format!("{}Ki", b / 1024)
+        } else {
+            b.to_string()
+        }
+    };
+    json!({
+        "cpu": cpu,
+        "memory": bytes(a.memory_bytes),
+        "ephemeral-storage": bytes(a.ephemeral_storage_bytes),
+        "pods": a.pods.to_string(),
+    })
+}
+
+impl<R: RuntimeService> Agent<R> {
+    /// `GET /node`: capacity, allocatable, then the eviction view.
+    pub fn node_json(&self) -> Value {
+        let m = crate::node::info::read(&self.cfg.root_dir);
+        let capacity = Amounts {
+            cpu_millis: m.cpus * 1000,
+            memory_bytes: m.memory_bytes,
+            ephemeral_storage_bytes: m.root_fs_bytes,
+            pods: self.cfg.max_pods as u64,
+        };
+        let e = &self.cfg.eviction;
+        let alloc = allocatable(
+            capacity,
+            &[e.kube_reserved, e.system_reserved],
+            &e.thresholds,
+        );
+        let mut v = self.eviction_json();
+        v["name"] = Value::String(self.cfg.node_name.clone());
+        v["capacity"] = resources(capacity);
+        v["allocatable"] = resources(alloc);
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::EvictionThreshold;
+    use std::time::Duration;
+
+    const GI: u64 = 1 << 30;
+
+    fn threshold(signal: Signal, value: EvictionThreshold, hard: bool) -> Threshold {
+        Threshold {
+            signal,
+            value,
+            grace_period: Duration::ZERO,
+            min_reclaim: None,
+            hard,
+        }
+    }
+
+    #[test]
+    fn allocatable_is_capacity_minus_reservations_and_hard_thresholds() {
+        let capacity = Amounts {
+            cpu_millis: 4000,
+            memory_bytes: GI,
+            ephemeral_storage_bytes: 100 * GI,
+            pods: 110,
+        };
+        let reserved = Reserved {
+            cpu_millis: 500,
+            memory_bytes: 100 << 20,
+            pids: 0,
+        };
+        let thresholds = [
+            threshold(
+                Signal::MemoryAvailable,
+                EvictionThreshold::Quantity(100 << 20),
+                true,
+            ),
+            threshold(
+                Signal::MemoryAvailable,
+                EvictionThreshold::Quantity(300 << 20),
+                false,
+            ),
+            threshold(
+                Signal::NodeFsAvailable,
+                EvictionThreshold::Percentage(10.0),
+                true,
+            ),
+        ];
+        let a = allocatable(capacity, &[reserved, reserved], &thresholds);
+        assert_eq!(a.cpu_millis, 3000);
+        assert_eq!(
+            a.memory_bytes,
+            GI - 300 * (1 << 20),
+            "soft ones do not count"
+        );
+        assert_eq!(a.ephemeral_storage_bytes, 90 * GI);
+        assert_eq!(a.pods, 110);
+        let tiny = Amounts {
+            memory_bytes: 1 << 20,
+            ..capacity
+        };
+        assert_eq!(allocatable(tiny, &[reserved], &thresholds).memory_bytes, 0);
+    }
+
+    #[test]
+    fn resources_are_written_like_the_api_writes_them() {
+        let r = resources(Amounts {
+            cpu_millis: 3500,
+            memory_bytes: GI,
+            ephemeral_storage_bytes: 1000,
+            pods: 8,
+        });
+        assert_eq!(
+            r,
+            json!({"cpu": "3500m", "memory": "1048576Ki", "ephemeral-storage": "1000", "pods": "8"})
+        );
+        assert_eq!(
+            resources(Amounts {
+                cpu_millis: 2000,
+                ..Amounts {
+                    cpu_millis: 0,
+                    memory_bytes: 0,
+                    ephemeral_storage_bytes: 0,
+                    pods: 0
+                }
+            })["cpu"],
+            "2"
+        );
+    }
+}

@@ -1,0 +1,238 @@
+//! `picolet check`'s I/O: reads the host's facts (kernel, cgroups, the
+//! runtime's answer, filesystems, clock, swap, the kubeconfig's
+//! certificate) and hands each to its verdict in [`super`].
+//!
+//! Every read is bounded: the runtime gets [`RUNTIME_DEADLINE`] per call,
+//! and nothing else blocks.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{FsStat, Line};
+use crate::config::{KubeletConfig, SwapBehavior};
+use crate::cri::{api, Runtime};
+
+/// How long the runtime may take to answer one call.
+pub const RUNTIME_DEADLINE: Duration = Duration::from_secs(5);
+
+/// When this binary was built (unix seconds; `SOURCE_DATE_EPOCH` when the
+/// build set it), the clock's lower bound.
+pub const BUILT: &str = env!("PICOLET_BUILD_UNIX");
+
+/// Every check, in the order printed.
+pub fn run(cfg: &KubeletConfig) -> Vec<Line> {
+    let mut lines = Vec::new();
+    let v2 = cgroup_v2();
+    let release = rustix::system::uname()
+        .release()
+        .to_string_lossy()
+        .into_owned();
+    lines.push(super::kernel(&release, v2 == Some(true)));
+    lines.extend(super::cgroups(v2, &controllers(v2)));
+
+    let endpoint = &cfg.container_runtime_endpoint;
+    let agent_cfg = crate::agent::AgentConfig::new(cfg);
+    let (answer, image_dir) = match &agent_cfg {
+        Ok(a) => ask_runtime(&a.runtime_socket),
+        Err(e) => (Err(e.to_string()), None),
+    };
+    let runtime_up = answer.is_ok();
+    lines.push(super::runtime(endpoint, answer));
+
+    let thresholds = agent_cfg
+        .as_ref()
+        .map(|a| a.eviction.thresholds.clone())
+        .unwrap_or_default();
+    let root = existing(&cfg.root_dir);
+    lines.push(super::filesystem(
+        "nodefs",
+        &cfg.root_dir.display().to_string(),
+        stat(&root),
+        &thresholds,
+    ));
+    // The runtime's answer, else its usual store when it is down.
+    let image_dir = image_dir.or_else(|| {
+        (!runtime_up)
+            .then(|| {
+                ["/var/lib/containerd", "/var/lib/containers/storage"]
+                    .iter()
+                    .map(PathBuf::from)
+                    .find(|p| p.is_dir())
+            })
+            .flatten()
+    });
+    if let Some(dir) = image_dir {
+        lines.push(super::filesystem(
+            "imagefs",
+            &dir.display().to_string(),
+            stat(&dir),
+            &thresholds,
+        ));
+    }
+
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    lines.push(super::clock(
+        now,
+        BUILT.parse().unwrap_or(0),
+        ntp_synchronised(),
+    ));
+
+    let manifests = cfg
+        .static_pod_path
+        .as_ref()
+        .map(|p| p.display().to_string());
+    let read = match &cfg.static_pod_path {
+        Some(p) => std::fs::read_dir(p)
+            .map(|d| d.count())
+            .map_err(|e| e.to_string()),
+        None => Ok(0),
+    };
+    lines.push(super::manifests(manifests.as_deref(), read));
+
+    lines.push(super::swap(
+        swap_total(),
+        cfg.memory_swap_behavior == SwapBehavior::LimitedSwap,
+    ));
+
+    #[cfg(feature = "apiserver")]
+    if let Some(path) = &cfg.kubeconfig {
+        lines.push(super::certificate(
+            &path.display().to_string(),
+            client_certificate_not_after(path, cfg.allow_insecure_kubeconfig),
+            now,
+        ));
+    }
+    lines
+}
+
+/// `Some(true)` on cgroup v2, `Some(false)` on v1, `None` without cgroups.
+fn cgroup_v2() -> Option<bool> {
+    let root = Path::new("/sys/fs/cgroup");
+    if root.join("cgroup.controllers").is_file() {
+        Some(true)
+    } else if root.join("memory").is_dir() || root.join("cpu").is_dir() {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// The controllers available: the root's `cgroup.controllers` on v2, the
+/// enabled ones of `/proc/cgroups` on v1.
+fn controllers(v2: Option<bool>) -> Vec<String> {
+    match v2 {
+        Some(true) => std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect(),
+        Some(false) => std::fs::read_to_string("/proc/cgroups")
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() >= 4 && f[3] == "1").then(|| f[0].to_string())
+            })
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+/// CRI `Version` (name, version, CRI version), and where the runtime keeps
+/// its images (CRI `ImageFsInfo`), each within [`RUNTIME_DEADLINE`].
+/// The runtime's (name, version, CRI version), or why it did not answer.
+type Answer = Result<(String, String, String), String>;
+
+fn ask_runtime(socket: &Path) -> (Answer, Option<PathBuf>) {
+    let runtime = Runtime::new(socket.to_path_buf(), RUNTIME_DEADLINE);
+    crate::rt::block_on(async {
+        let version = runtime
+            .version(api::VersionRequest {
+                version: "v1".into(),
+            })
+            .await;
+        let v = match version {
+            Ok(v) => (v.runtime_name, v.runtime_version, v.runtime_api_version),
+            Err(e) => return (Err(format!("{e}")), None),
+        };
+        let dir = runtime
+            .image_fs_info(api::ImageFsInfoRequest {})
+            .await
+            .ok()
+            .and_then(|info| {
+                info.image_filesystems
+                    .iter()
+                    .filter_map(|f| f.fs_id.as_ref())
+                    .map(|id| PathBuf::from(&id.mountpoint))
+                    .find(|p| p.is_absolute())
+            });
+        (Ok(v), dir)
+    })
+}
+
+/// `path`, or its nearest existing ancestor (rootDir before the first run).
+fn existing(path: &Path) -> PathBuf {
+    path.ancestors()
+        .find(|p| p.exists())
+        .unwrap_or(Path::new("/"))
+        .to_path_buf()
+}
+
+fn stat(dir: &Path) -> Result<FsStat, String> {
+    crate::node::stats::fs::read(dir)
+        .map(|s| FsStat {
+            available_bytes: s.available_bytes,
+            capacity_bytes: s.capacity_bytes,
+            inodes_free: s.inodes_free,
+            inodes: s.inodes,
+        })
+        .map_err(|e| e.to_string())
+}
+
+/// The kernel's NTP state (`adjtimex` with no changes): synchronised
+/// unless it answers `TIME_ERROR` or `STA_UNSYNC` is set.
+fn ntp_synchronised() -> Option<bool> {
+    // SAFETY: adjtimex with `modes == 0` only reads the kernel's clock
+    // state into the zeroed struct we own.
+    let mut tx: libc::timex = unsafe { std::mem::zeroed() };
+    let state = unsafe { libc::adjtimex(&mut tx) };
+    if state < 0 {
+        return None;
+    }
+    Some(state != libc::TIME_ERROR && tx.status & libc::STA_UNSYNC == 0)
+}
+
+/// `SwapTotal` of `/proc/meminfo`, in bytes.
+fn swap_total() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("SwapTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .unwrap_or(0)
+}
+
+/// The kubeconfig's client certificate's `notAfter`; `None` when it has
+/// none (a token).
+#[cfg(feature = "apiserver")]
+fn client_certificate_not_after(path: &Path, allow_insecure: bool) -> Option<Result<i64, String>> {
+    use crate::apiserver::{csr, kubeconfig};
+    let kc = match kubeconfig::load(path, allow_insecure) {
+        Ok(kc) => kc,
+        Err(e) => return Some(Err(e.to_string())),
+    };
+    let material = kc.client_certificate?;
+    Some(
+        material
+            .read(path)
+            .map_err(|e| e.to_string())
+            .and_then(|pem| csr::first_certificate_der(&pem).map_err(|e| e.to_string()))
+            .and_then(|der| csr::Validity::of_certificate(&der).map_err(|e| e.to_string()))
+            .map(|v| v.not_after),
+    )
+}

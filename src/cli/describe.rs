@@ -1,0 +1,144 @@
+//! `picolet describe pod NAME [-n NS] [-o json|yaml] [--admin-socket PATH]`
+//! on the command line: kubectl's spelling (`describe pod web`,
+//! `describe pods/web`, `describe po web -n kube-system`). Parsing only;
+//! the text is [`crate::admin::describe`]'s.
+
+use std::path::PathBuf;
+
+use lexopt::prelude::*;
+
+use super::{take_value, unexpected, CliError, Command, OutputFormat};
+use crate::config;
+
+/// Arguments of `picolet describe pod`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribeArgs {
+    /// `--admin-socket PATH`; default [`config::DEFAULT_ADMIN_SOCKET`].
+    pub admin_socket: PathBuf,
+    /// `-n`/`--namespace`; `default` when not given.
+    pub namespace: String,
+    pub pod: String,
+    /// `-o json|yaml`: the pod and its events as a v1 `List`; the table
+    /// output is the describe text.
+    pub output: OutputFormat,
+}
+
+pub(super) fn parse(mut parser: lexopt::Parser) -> Result<Command, CliError> {
+    let mut args = DescribeArgs {
+        admin_socket: PathBuf::from(config::DEFAULT_ADMIN_SOCKET),
+        namespace: "default".into(),
+        pod: String::new(),
+        output: OutputFormat::Table,
+    };
+    let mut resource: Option<String> = None;
+    while let Some(arg) = parser.next()? {
+        let spelled = match &arg {
+            Short(c) => format!("-{c}"),
+            Long(l) => format!("--{l}"),
+            Value(_) => String::new(),
+        };
+        match arg {
+            Short('h') | Long("help") => return Ok(Command::Help),
+            Long("admin-socket") => {
+                args.admin_socket = PathBuf::from(take_value(&mut parser, &spelled)?)
+            }
+            Short('n') | Long("namespace") => args.namespace = take_value(&mut parser, &spelled)?,
+            Short('o') | Long("output") => {
+                let value = take_value(&mut parser, &spelled)?;
+                args.output = super::output_format(&spelled, value, false)?;
+            }
+            Short(_) | Long(_) => {
+                return Err(CliError::UnknownFlag {
+                    command: "describe",
+                    flag: spelled,
+                })
+            }
+            Value(v) if resource.is_none() => {
+                let v = v.to_string_lossy().into_owned();
+                // kubectl's `pod/NAME` form.
+                match v.split_once('/') {
+                    Some((kind, name)) => {
+                        resource = Some(kind.to_string());
+                        args.pod = name.to_string();
+                    }
+                    None => resource = Some(v),
+                }
+            }
+            Value(v) if args.pod.is_empty() => args.pod = v.to_string_lossy().into_owned(),
+            Value(v) => return Err(unexpected(v)),
+        }
+    }
+    match resource.as_deref() {
+        Some("pod" | "pods" | "po") => {}
+        Some(other) => return Err(CliError::UnknownDescribe(other.to_string())),
+        None => return Err(CliError::MissingDescribe),
+    }
+    if args.pod.is_empty() {
+        return Err(CliError::MissingDescribe);
+    }
+    Ok(Command::Describe(args))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse;
+    use super::*;
+
+    fn describe(args: &[&str]) -> DescribeArgs {
+        match parse(args.iter().copied()) {
+            Ok(Command::Describe(d)) => d,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    fn err(args: &[&str]) -> String {
+        parse(args.iter().copied()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn describe_takes_kubectls_spellings_of_a_pod() {
+        let d = describe(&["describe", "pod", "web"]);
+        assert_eq!((d.namespace.as_str(), d.pod.as_str()), ("default", "web"));
+        assert_eq!(d.output, OutputFormat::Table);
+        let d = describe(&[
+            "describe",
+            "-n",
+            "kube-system",
+            "pods/etcd",
+            "-o",
+            "yaml",
+            "--admin-socket=/tmp/a.sock",
+        ]);
+        assert_eq!(d.namespace, "kube-system");
+        assert_eq!(d.pod, "etcd");
+        assert_eq!(d.output, OutputFormat::Yaml);
+        assert_eq!(d.admin_socket, PathBuf::from("/tmp/a.sock"));
+        assert_eq!(
+            describe(&["describe", "po", "x", "--output=json"]).output,
+            OutputFormat::Json
+        );
+    }
+
+    #[test]
+    fn describe_needs_a_pod_and_refuses_other_kinds_and_wide() {
+        let need = "`picolet describe` needs a pod: picolet describe pod NAME [-n NAMESPACE]";
+        assert_eq!(err(&["describe"]), need);
+        assert_eq!(err(&["describe", "pod"]), need);
+        assert_eq!(
+            err(&["describe", "node", "x"]),
+            r#"unknown resource "node"; picolet can describe pods"#
+        );
+        assert_eq!(
+            err(&["describe", "pod", "x", "-o", "wide"]),
+            r#"flag -o: invalid value "wide": expected json or yaml"#
+        );
+        assert_eq!(
+            err(&["describe", "pod", "x", "y"]),
+            r#"unexpected argument "y""#
+        );
+        assert_eq!(
+            err(&["describe", "pod", "x", "-f"]),
+            "unknown flag -f for `picolet describe`"
+        );
+    }
+}

@@ -1,0 +1,324 @@
+//! The node CLI and the node-API endpoints it reads, on a real container
+//! runtime with static pods and no API server:
+//! - `/runningpods/` lists what the runtime really runs;
+//! - `picolet describe pod` shows a running pod's and a failing pod's
+//!   state and their events, recorded offline; `-o yaml` parses;
+//! - `picolet get node` shows capacity, allocatable and every eviction
+//!   signal with its threshold;
+//! - `picolet check` passes the runtime line against the real runtime and
+//!   fails, exit 1, naming a socket that is not there;
+//! - `/metrics`, `/metrics/probes` and `/metrics/resource` pass
+//!   `promtool check metrics` (Debian's `prometheus` package).
+//!
+//! Waits are polls for the state asserted; nothing asserts on timing.
+
+mod harness;
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use harness::{wait_until, Containerd, Picolet};
+use serde_json::Value;
+
+const LONG: Duration = Duration::from_secs(120);
+
+/// `picolet ARGS --admin-socket <p's>`, stdout a pipe (so no colours).
+fn cli(p: &Picolet, args: &[&str]) -> Output {
+    Command::new(harness::picolet_bin())
+        .args(args)
+        .arg("--admin-socket")
+        .arg(p.admin_socket())
+        .output()
+        .expect("running picolet")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+const WEB: &str = r#"apiVersion: v1
+kind: Pod
+metadata: {name: web, labels: {app: web}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "exec sleep 100000"]
+    readinessProbe:
+      exec: {command: ["true"]}
+      periodSeconds: 1
+"#;
+
+/// An image no registry has: pulls fail, the kubelet way.
+const BROKEN: &str = r#"apiVersion: v1
+kind: Pod
+metadata: {name: broken}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: registry.invalid/picolet/nope:1
+"#;
+
+#[test]
+fn runningpods_describe_and_get_node_show_the_runtimes_real_state() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    p.write_manifest("web", WEB);
+    p.write_manifest("broken", BROKEN);
+    let web = format!("web-{}", p.hostname());
+    let broken = format!("broken-{}", p.hostname());
+
+    // /runningpods/: the runtime's view, with the container IDs of /pods.
+    let id = wait_until("web runs and is ready", LONG, || {
+        let pod = p.find_pod("web")?;
+        let s = harness::container_status(&pod, "main");
+        (s["ready"] == true).then(|| s["containerID"].as_str().unwrap().to_string())
+    });
+    let (status, body) = p.get("/runningpods/");
+    assert_eq!(status, 200, "{body}");
+    let running: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(running["kind"], "PodList");
+    let item = running["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["metadata"]["name"] == web.as_str())
+        .unwrap_or_else(|| panic!("{web} in {body}"));
+    assert_eq!(item["metadata"]["namespace"], "default");
+    assert_eq!(item["spec"]["containers"][0]["name"], "main");
+    assert!(
+        item["spec"]["containers"][0]["image"]
+            .as_str()
+            .is_some_and(|i| i.contains("busybox")),
+        "{item}"
+    );
+    assert_eq!(item["status"]["containerStatuses"][0]["containerID"], id);
+    assert!(
+        !body.contains("\"app\""),
+        "the broken pod's container never ran: {body}"
+    );
+
+    // describe: a running pod, with its events.
+    let out = wait_until("describe shows web's Started event", LONG, || {
+        let o = cli(&p, &["describe", "pod", &web]);
+        let (out, _) = text(&o);
+        (o.status.success() && out.contains("Started")).then_some(out)
+    });
+    for want in [
+        &format!("Name:             {web}\n"),
+        "Namespace:        default\n",
+        "Status:           Running\n",
+        "QoS Class:        BestEffort\n",
+        "  main:\n",
+        &format!("    Container ID:     {id}\n"),
+        "    State:            Running\n",
+        "    Ready:            True\n",
+        "    Restart Count:    0\n",
+        "Labels:           app=web\n",
+        "Conditions:\n",
+        "Events:\n",
+        "Created container: main",
+        "Started container main",
+    ] {
+        assert!(out.contains(want), "{want:?} in\n{out}");
+    }
+    assert!(!out.contains('\x1b'), "no colours into a pipe:\n{out}");
+
+    // describe: a pod whose image cannot be pulled, and its warnings.
+    let out = wait_until("describe shows the pull failure", LONG, || {
+        let (out, _) = text(&cli(&p, &["describe", "pod", &broken, "-n", "default"]));
+        (out.contains("Warning") && out.contains("Failed")).then_some(out)
+    });
+    assert!(out.contains("    State:            Waiting\n"), "{out}");
+    assert!(
+        out.contains("      Reason:         ErrImagePull")
+            || out.contains("      Reason:         ImagePullBackOff"),
+        "{out}"
+    );
+
+    // -o yaml and -o json carry the pod and its events.
+    let o = cli(&p, &["describe", "pod", &broken, "-o", "yaml"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let doc: Value = serde_yaml_ng::from_str(&out).expect("describe -o yaml is YAML");
+    assert_eq!(doc["kind"], "List");
+    assert_eq!(doc["items"][0]["metadata"]["name"], broken.as_str());
+    assert!(
+        doc["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["reason"] == "Failed"),
+        "{out}"
+    );
+    let (out, _) = text(&cli(&p, &["get", "pods", "-o", "yaml"]));
+    let list: Value = serde_yaml_ng::from_str(&out).expect("get pods -o yaml is YAML");
+    let json: Value =
+        serde_json::from_str(&text(&cli(&p, &["get", "pods", "-o", "json"])).0).unwrap();
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(2), "{out}");
+    assert_eq!(json["items"].as_array().map(Vec::len), Some(2));
+
+    let o = cli(&p, &["describe", "pod", "absent"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).1.contains("pods \"absent\" not found"),
+        "{}",
+        text(&o).1
+    );
+
+    // get node: capacity, allocatable, and every eviction signal.
+    let out = wait_until("get node shows the observed signals", LONG, || {
+        let (out, _) = text(&cli(&p, &["get", "node"]));
+        out.contains("nodefs.inodesFree").then_some(out)
+    });
+    for want in [
+        &format!("Name: {}\n", p.hostname()),
+        "RESOURCE",
+        "ALLOCATABLE",
+        "\ncpu ",
+        "\nmemory ",
+        "\nephemeral-storage ",
+        "\npods ",
+        "MemoryPressure",
+        "DiskPressure",
+        "PIDPressure",
+        "memory.available",
+        "nodefs.available",
+        "nodefs.inodesFree",
+        "imagefs.available",
+        "pid.available",
+        "<100Mi",
+        "<1024Mi",
+    ] {
+        assert!(out.contains(want), "{want:?} in\n{out}");
+    }
+    let (out, _) = text(&cli(&p, &["get", "node", "-o", "yaml"]));
+    let node: Value = serde_yaml_ng::from_str(&out).expect("get node -o yaml is YAML");
+    assert_eq!(node["capacity"]["pods"], "110", "{out}");
+    assert!(node["allocatable"]["memory"].is_string(), "{out}");
+}
+
+/// The lines of `picolet check` for `what`.
+fn check_line<'a>(out: &'a str, what: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.get(6..).is_some_and(|rest| rest.starts_with(what)))
+        .unwrap_or_else(|| panic!("a {what:?} line in\n{out}"))
+}
+
+#[test]
+fn check_passes_the_runtime_and_fails_naming_a_missing_socket() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    let config = p.config_path();
+    let root = p.root_dir();
+    let check = |extra: &[&str]| {
+        let o = Command::new(harness::picolet_bin())
+            .arg("check")
+            .arg("--config")
+            .arg(&config)
+            .arg("--root-dir")
+            .arg(&root)
+            .args(extra)
+            .output()
+            .expect("running picolet check");
+        let (out, err) = text(&o);
+        (o.status.code(), out, err)
+    };
+
+    let (code, out, err) = check(&[]);
+    let runtime = check_line(&out, "container runtime");
+    assert!(runtime.starts_with("ok "), "{runtime}\n{err}");
+    assert!(runtime.contains(&c.endpoint()), "{runtime}");
+    for what in [
+        "kernel",
+        "cgroups",
+        "nodefs",
+        "clock",
+        "static pods",
+        "swap",
+    ] {
+        let l = check_line(&out, what);
+        assert!(
+            ["ok ", "warn", "fail"].iter().any(|v| l.starts_with(v)),
+            "{l}"
+        );
+    }
+    assert!(check_line(&out, "static pods").starts_with("ok "), "{out}");
+    // The host decides the other verdicts; the status follows them.
+    let any_fail = out.lines().any(|l| l.starts_with("fail"));
+    assert_eq!(code, Some(if any_fail { 1 } else { 0 }), "{out}");
+
+    let missing = p.dir().join("no-such.sock");
+    let endpoint = format!("unix://{}", missing.display());
+    let (code, out, _) = check(&["--container-runtime-endpoint", &endpoint]);
+    assert_eq!(code, Some(1), "{out}");
+    let runtime = check_line(&out, "container runtime");
+    assert!(runtime.starts_with("fail"), "{runtime}");
+    assert!(runtime.contains(&endpoint), "names the socket: {runtime}");
+}
+
+/// `promtool check metrics` on `text`: its complaints, if any.
+fn promtool(what: &str, body: &str) -> Result<(), String> {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("promtool ({e}): apt-get install prometheus (or `make deps`)"));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = text(&o);
+    if o.status.success() && out.trim().is_empty() && err.trim().is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{what}: {out}{err}\n--- scraped:\n{body}"))
+    }
+}
+
+#[test]
+fn every_metrics_endpoint_passes_promtool() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    for i in 0..3 {
+        p.write_manifest(
+            &format!("web{i}"),
+            &WEB.replace("name: web,", &format!("name: web{i},")),
+        );
+    }
+    wait_until("three ready pods, probed", LONG, || {
+        let ready = (0..3).all(|i| {
+            p.find_pod(&format!("web{i}"))
+                .is_some_and(|pod| harness::container_status(&pod, "main")["ready"] == true)
+        });
+        let (_, probes) = p.get("/metrics/probes");
+        (ready && probes.contains("result=\"successful\"")).then_some(())
+    });
+    // The resource metrics need two CPU samples for some series; any
+    // answer must parse, so take the first one with the pods in it.
+    wait_until("pods in /metrics/resource", LONG, || {
+        let (_, t) = p.get("/metrics/resource");
+        t.contains("pod_memory_working_set_bytes{").then_some(())
+    });
+    let mut problems = Vec::new();
+    for path in ["/metrics", "/metrics/probes", "/metrics/resource"] {
+        let (status, body) = p.get(path);
+        assert_eq!(status, 200, "{path}: {body}");
+        if let Err(e) = promtool(path, &body) {
+            problems.push(e);
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
