@@ -29,10 +29,11 @@
 //! gap between a CRI answer and the next call. Most of the 1.19x was the
 //! bench's observer, which polled every ~0.52 s (fixed in the bench). One
 //! bound over a pod's sandbox and its containers together (the bare
-//! client's 8 lanes) was tried and measured slower in three same-run
-//! comparisons (30 pods: 1.55x, 1.26x against 1.14x, 0.92x with these two
-//! bounds), so the two bounds stay: the runtime is not saturated by 8
-//! calls, and the sandboxes' slots feed the container starts.
+//! client's 8 lanes) was tried and measured slower in three pairs of
+//! consecutive runs, each against its own bare client (10 pods: 1.50x
+//! against 1.14x with these two bounds; 30 pods: 1.55x and 1.26x against
+//! 1.14x and 0.92x), so the two bounds stay: 8 calls do not saturate the
+//! runtime, and the sandboxes' slots keep feeding the container starts.
 //!
 //! The idle path (issue #13): a sync on the worker's timer alone plans
 //! from the pod's last observation instead of reading the runtime when
