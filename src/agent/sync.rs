@@ -24,10 +24,10 @@
 //! (`-v=6`, containerd 1.6, 2 cores): from the manifests read to the last
 //! StartContainer 5.6 s; 8 RunPodSandbox in flight from the first 10 ms to
 //! the last sandbox (5.1 s), container starts beside them (16 to 19 start
-//! calls in flight), the 360 other calls (lists, statuses, ImageStatus)
-//! 2.2 s of summed call time against 65 s for the 90 start calls, the
-//! runtime never idle, and no gap between a CRI answer and the next call. Most of the 1.19x was the
-//! bench's observer, which polled every ~0.52 s (fixed in the bench). One
+//! calls in flight), the 330 other calls (lists, statuses, ImageStatus)
+//! 2.2 s of summed call time against 65 s for the 90 start calls, and no
+//! sandbox slot ever idle. Most of the 1.19x was the bench's observer,
+//! which polled every ~0.52 s (fixed in the bench). One
 //! bound over a pod's sandbox and its containers together (the bare
 //! client's 8 lanes) was tried and measured slower in three pairs of
 //! consecutive runs, each against its own bare client (10 pods: 1.50x
