@@ -26,8 +26,10 @@
 //! the last sandbox (5.1 s), container starts beside them (16 to 19 start
 //! calls in flight), the 330 other calls (lists, statuses, ImageStatus)
 //! 2.2 s of summed call time against 65 s for the 90 start calls, and no
-//! sandbox slot ever idle. Most of the 1.19x was the bench's observer,
-//! which polled every ~0.52 s (fixed in the bench). One
+//! sandbox slot ever idle. The bench's observer polled every ~0.52 s, so
+//! the quiet 1.00x / 1.19x were readings at those ticks (fixed in the
+//! bench; with 20 ms polls on a busy machine: 1.13-1.14x at 10 pods,
+//! 0.92-1.18x at 30). One
 //! bound over a pod's sandbox and its containers together (the bare
 //! client's 8 lanes) was tried and measured slower in three pairs of
 //! consecutive runs, each against its own bare client (10 pods: 1.50x
