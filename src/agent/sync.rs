@@ -20,6 +20,23 @@
 //! nothing in the runtime learns its new sandbox from one
 //! PodSandboxStatus. The measured effect is in README's footprint section.
 //!
+//! The next round (issue #13's 1.19x at 30 pods) profiled the start again
+//! (`-v=6`, containerd 1.6, 2 cores): from the manifests read to the last
+//! StartContainer 5.6 s; 8 RunPodSandbox in flight from the first 10 ms to
+//! the last sandbox (5.1 s), container starts beside them (16 to 19 start
+//! calls in flight), the 330 other calls (lists, statuses, ImageStatus)
+//! 2.2 s of summed call time against 65 s for the 90 start calls, and no
+//! sandbox slot ever idle. The bench's observer polled every ~0.52 s, so
+//! the quiet 1.00x / 1.19x were readings at those ticks (fixed in the
+//! bench; with 20 ms polls on a busy machine: 1.13-1.14x at 10 pods,
+//! 0.92-1.18x at 30). One
+//! bound over a pod's sandbox and its containers together (the bare
+//! client's 8 lanes) was tried and measured slower in three pairs of
+//! consecutive runs, each against its own bare client (10 pods: 1.50x
+//! against 1.14x with these two bounds; 30 pods: 1.55x and 1.26x against
+//! 1.14x and 0.92x), so the two bounds stay: 8 calls do not saturate the
+//! runtime, and the sandboxes' slots keep feeding the container starts.
+//!
 //! The idle path (issue #13): a sync on the worker's timer alone plans
 //! from the pod's last observation instead of reading the runtime when
 //! [`crate::pleg::observation_holds`] says the PLEG's later relist vouches
