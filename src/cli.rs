@@ -28,6 +28,9 @@ use lexopt::prelude::*;
 
 use crate::config::{self, Flag};
 
+mod exec;
+pub use exec::{ExecArgs, RawMode};
+
 pub use crate::config::Flags;
 
 /// What the user asked picolet to do.
@@ -44,6 +47,8 @@ pub enum Command {
     GetNode(GetArgs),
     /// `picolet logs`: a container's log, from the admin socket.
     Logs(LogsArgs),
+    /// `picolet exec`: a command in a container, over the admin socket.
+    Exec(ExecArgs),
     /// `picolet version` / `--version`.
     Version,
     /// `picolet help`, `--help`, `-h`, or no arguments at all.
@@ -157,6 +162,8 @@ pub enum CliError {
     UnknownResource(String),
     #[error("`picolet logs` needs a pod: picolet logs POD [-c CONTAINER]")]
     MissingPod,
+    #[error("`picolet exec` needs a pod and a command: picolet exec POD [-c CONTAINER] [-i] [-t] -- COMMAND [ARG...]")]
+    MissingExecCommand,
     #[error(transparent)]
     Parse(#[from] lexopt::Error),
 }
@@ -173,6 +180,7 @@ Usage:
   picolet get pods [-o wide|json]          list pods of a running picolet
   picolet get node [-o json]               its eviction signals, thresholds, pressure
   picolet logs POD [-n NS] [-c C] [-f] [-p] [--tail N] [--timestamps] [--limit-bytes N]
+  picolet exec POD [-n NS] [-c C] [-i] [-t] -- COMMAND [ARG...]
                                            a container's log (its previous instance's: -p)
   picolet version                          print the version
   picolet help                             print this help
@@ -247,6 +255,7 @@ where
             Some("run") => parse_run(parser),
             Some("get") => parse_get(parser),
             Some("logs") => parse_logs(parser),
+            Some("exec") => exec::parse(parser),
             Some("version") => no_more_args(parser, Command::Version),
             Some("help") => Ok(Command::Help),
             _ => Err(CliError::UnknownCommand(cmd.to_string_lossy().into_owned())),

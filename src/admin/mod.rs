@@ -11,12 +11,14 @@
 //! - [`router`]: method + path → handler, 404 and 405; the node API is meant
 //!   to reuse it.
 //! - [`client`]: the CLI side, on `crate::net`'s HTTP/1.1 client.
+//! - [`exec_client`]: `picolet exec`'s WebSocket session on `/exec/...`.
 //! - [`table`]: `kubectl get pods` columns and ages (pure).
 //!
 //! This module must NOT know the agent's internals: it sees pods only as
 //! the v1 `PodList` a [`Handlers`] callback returns, and metrics as text.
 
 pub mod client;
+pub mod exec_client;
 pub mod router;
 pub mod server;
 pub mod table;
@@ -26,10 +28,10 @@ use std::io;
 use std::path::PathBuf;
 
 pub use client::{get, log_container, stream};
-pub use router::{Reply, Router, StreamFn};
+pub use router::{Reply, Router, StreamFn, UpgradeFn};
 pub use server::{
-    bind, serve, serve_listener, serve_router, Handlers, MetricsFn, PodsFn, CONNECTION_TIMEOUT,
-    HEADER_TIMEOUT, MAX_CONNECTIONS,
+    bind, is_long_lived, serve, serve_listener, serve_router, Handlers, MetricsFn, PodsFn,
+    CONNECTION_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS,
 };
 pub use table::{human_duration, node_table, pod_row, pods_table};
 

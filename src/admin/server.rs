@@ -19,7 +19,10 @@
 //! A streamed answer (`follow=true` logs) is the one exception to
 //! [`CONNECTION_TIMEOUT`]: once its head is sent, the connection lives
 //! until the feeding task ends it (the container stopped) or the client
-//! goes away; it still holds one of the [`MAX_CONNECTIONS`].
+//! goes away; it still holds one of the [`MAX_CONNECTIONS`]. An upgraded
+//! connection (exec, attach, portForward) leaves hyper and the limits
+//! here once the `101` is sent: its session task owns it, and the
+//! handler bounds how many sessions run at once.
 
 use std::cell::Cell;
 use std::convert::Infallible;
@@ -35,7 +38,7 @@ use http::Request;
 use hyper::body::Incoming;
 use smol::Async;
 
-use super::router::{Handler, Reply, Router, StreamFn};
+use super::router::{Handler, Reply, Router, StreamFn, UpgradeFn};
 use super::AdminError;
 use crate::rt;
 
@@ -70,6 +73,10 @@ pub struct Handlers {
     pub summary: Option<MetricsFn>,
     /// `GET /metrics/resource`; `None` answers 404.
     pub resource_metrics: Option<MetricsFn>,
+    /// `GET`/`POST` `/exec/...`, `/attach/...` and `/portForward/...`: a
+    /// session upgraded to SPDY or WebSocket and relayed to the runtime;
+    /// `None` answers 404.
+    pub streaming: Option<UpgradeFn>,
 }
 
 impl From<PodsFn> for Handlers {
@@ -81,6 +88,7 @@ impl From<PodsFn> for Handlers {
             logs: None,
             summary: None,
             resource_metrics: None,
+            streaming: None,
         }
     }
 }
@@ -109,6 +117,13 @@ impl Handlers {
                 "/metrics/resource",
                 Handler::Render(m, "text/plain; version=0.0.4; charset=utf-8"),
             );
+        }
+        if let Some(f) = self.streaming {
+            for pattern in ["/exec/*", "/attach/*", "/portForward/*"] {
+                for method in [http::Method::GET, http::Method::POST] {
+                    router = router.route(method, pattern, Handler::Upgrade(f.clone()));
+                }
+            }
         }
         match self.metrics {
             Some(m) => router.get(
@@ -239,14 +254,18 @@ pub async fn serve_router(
         let conn = builder.serve_connection(
             rt::Io(stream),
             hyper::service::service_fn(move |req: Request<Incoming>| {
-                let (head, _body) = req.into_parts();
-                let response = router.respond(&head);
-                if matches!(response.body(), Reply::Stream(_)) {
-                    streams.set(true);
+                let (router, streams) = (router.clone(), streams.clone());
+                async move {
+                    let (head, _body) = req.into_parts();
+                    let response = router.serve(head).await;
+                    if is_long_lived(&response) {
+                        streams.set(true);
+                    }
+                    Ok::<_, Infallible>(response)
                 }
-                async move { Ok::<_, Infallible>(response) }
             }),
         );
+        let conn = conn.with_upgrades();
         rt::spawn(async move {
             let _slot = slot;
             let mut conn = std::pin::pin!(conn);
@@ -262,6 +281,12 @@ pub async fn serve_router(
         })
         .detach();
     }
+}
+
+/// Whether an answer outlives [`CONNECTION_TIMEOUT`]: a streamed body, or
+/// a protocol switch (whose session task then owns the connection).
+pub fn is_long_lived(r: &http::Response<Reply>) -> bool {
+    matches!(r.body(), Reply::Stream(_)) || r.status() == http::StatusCode::SWITCHING_PROTOCOLS
 }
 
 fn is_transient(e: &io::Error) -> bool {

@@ -74,6 +74,7 @@ mod observe;
 mod probes;
 mod sources;
 mod status;
+mod streaming;
 mod summary;
 mod sync;
 #[cfg(test)]
@@ -354,6 +355,7 @@ impl<R: RuntimeService> Agent<R> {
             logs: Some(Rc::new(move |req| me4.container_logs(req))),
             summary: Some(Rc::new(move || me5.summary_json())),
             resource_metrics: Some(Rc::new(move || me6.resource_metrics())),
+            streaming: Some(self.streaming_handler()),
         }
     }
 

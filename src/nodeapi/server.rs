@@ -169,7 +169,7 @@ impl Gate {
     /// bearer token) may ask it.
     pub async fn answer(
         &self,
-        head: &Parts,
+        head: Parts,
         cert_user: Option<&User>,
         router: &Router,
     ) -> Response<Reply> {
@@ -210,7 +210,7 @@ impl Gate {
             );
             return r;
         }
-        router.respond(head)
+        router.serve(head).await
     }
 }
 
@@ -323,15 +323,16 @@ pub async fn serve(
                 async move {
                     let (head, _body) = req.into_parts();
                     let r = gate
-                        .answer(&head, cert_user.as_ref().as_ref(), &router)
+                        .answer(head, cert_user.as_ref().as_ref(), &router)
                         .await;
-                    if matches!(r.body(), Reply::Stream(_)) {
+                    if crate::admin::is_long_lived(&r) {
                         streaming.set(true);
                     }
                     Ok::<_, Infallible>(r)
                 }
             });
-            if let Err(e) = builder.serve_connection(rt::Io(tls), service).await {
+            let conn = builder.serve_connection(rt::Io(tls), service);
+            if let Err(e) = conn.with_upgrades().await {
                 log::debug!("node API connection: {e}");
             }
         }
