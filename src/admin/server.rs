@@ -220,7 +220,7 @@ pub async fn serve_router(
     builder
         .timer(rt::SmolTimer)
         .header_read_timeout(HEADER_TIMEOUT)
-        .keep_alive(false)
+        .keep_alive(true) // one request all the same: see `finish`
         .max_buf_size(16 * 1024)
         .max_headers(32);
     loop {
@@ -257,8 +257,8 @@ pub async fn serve_router(
                 let (router, streams) = (router.clone(), streams.clone());
                 async move {
                     let (head, _body) = req.into_parts();
-                    let response = router.serve(head).await;
-                    if is_long_lived(&response) {
+                    let mut response = router.serve(head).await;
+                    if finish(&mut response) {
                         streams.set(true);
                     }
                     Ok::<_, Infallible>(response)
@@ -283,10 +283,24 @@ pub async fn serve_router(
     }
 }
 
-/// Whether an answer outlives [`CONNECTION_TIMEOUT`]: a streamed body, or
-/// a protocol switch (whose session task then owns the connection).
-pub fn is_long_lived(r: &http::Response<Reply>) -> bool {
-    matches!(r.body(), Reply::Stream(_)) || r.status() == http::StatusCode::SWITCHING_PROTOCOLS
+/// Readies an answer for a one-request connection, and says whether it
+/// outlives [`CONNECTION_TIMEOUT`] (a streamed body, or a protocol switch
+/// whose session task then owns the connection).
+///
+/// The servers run hyper with keep-alive on, so that a `101` goes out
+/// without hyper's `Connection: close` (Go clients drop the `Connection`
+/// header that says close, and then refuse the upgrade); every other
+/// answer says `Connection: close` itself, which ends the connection
+/// after it as before.
+pub fn finish(r: &mut http::Response<Reply>) -> bool {
+    if r.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+        return true;
+    }
+    r.headers_mut().insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+    matches!(r.body(), Reply::Stream(_))
 }
 
 fn is_transient(e: &io::Error) -> bool {

@@ -291,6 +291,12 @@ impl<R: RuntimeService> Agent<R> {
             Ok(a) => a,
             Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         };
+        log::debug!(
+            "{} {}: the runtime's streaming server answered {}",
+            head.method,
+            head.uri.path(),
+            answer.status.as_u16()
+        );
         let mut r = Response::new(Reply::Whole(answer_body(&answer)));
         *r.status_mut() = answer.status;
         *r.headers_mut() = answer.headers;
@@ -308,7 +314,11 @@ impl<R: RuntimeService> Agent<R> {
         rt::spawn(async move {
             let _slot = slot;
             match on_upgrade.await {
-                Ok(client) => upgrade::splice(client, upstream, early).await,
+                Ok(client) => {
+                    log::debug!("streaming session: upgraded; relaying");
+                    upgrade::splice(client, upstream, early).await;
+                    log::debug!("streaming session ended");
+                }
                 Err(e) => log::debug!("streaming session: upgrade: {e}"),
             }
         })

@@ -267,7 +267,18 @@ where
     {
         let up = copy(client_r, &upstream);
         let down = copy(&upstream, &mut client_w);
-        smol::future::or(up, down).await;
+        let ended = smol::future::or(
+            async {
+                up.await;
+                "the client"
+            },
+            async {
+                down.await;
+                "the upstream"
+            },
+        )
+        .await;
+        log::debug!("upgraded session: {ended} closed its side");
     }
     let _ = upstream.get_ref().shutdown(std::net::Shutdown::Both);
     // A TLS client gets its close_notify; a gone one is not waited for.
