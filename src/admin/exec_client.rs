@@ -69,7 +69,7 @@ impl Frames {
 
     /// The next whole message (opcode, payload), `Ok(None)` until more
     /// bytes arrive, or why the stream is malformed.
-    pub fn next(&mut self) -> Result<Option<(u8, Vec<u8>)>, String> {
+    pub fn message(&mut self) -> Result<Option<(u8, Vec<u8>)>, String> {
         loop {
             let b = &self.buf;
             if b.len() < 2 {
@@ -290,7 +290,7 @@ pub fn run(s: &Session<'_>, out: &mut dyn Write, err: &mut dyn Write) -> Result<
     }
     let mut status: Option<Vec<u8>> = None;
     'read: loop {
-        while let Some((opcode, payload)) = frames.next().map_err(protocol)? {
+        while let Some((opcode, payload)) = frames.message().map_err(protocol)? {
             match opcode {
                 OP_BINARY | OP_TEXT => match payload.split_first() {
                     Some((1, data)) => {
@@ -366,7 +366,7 @@ mod tests {
         let mut got = Vec::new();
         for b in bytes.chunks(3) {
             frames.push(b);
-            while let Some(m) = frames.next().unwrap() {
+            while let Some(m) = frames.message().unwrap() {
                 got.push(m);
             }
         }
@@ -377,7 +377,7 @@ mod tests {
         assert_eq!(got.len(), 4);
         let mut stray = Frames::default();
         stray.push(&server(true, OP_CONTINUATION, b"x"));
-        assert!(stray.next().is_err());
+        assert!(stray.message().is_err());
     }
 
     #[test]

@@ -190,7 +190,7 @@ impl<R: RuntimeService> Agent<R> {
 
     /// The container ID (or, for portForward, the sandbox ID) a session
     /// targets, or the refusal.
-    fn session_target(&self, s: &Session) -> Result<String, Response<Reply>> {
+    fn session_target(&self, s: &Session) -> Result<String, (StatusCode, String)> {
         let pods = self.pods.borrow();
         let entry = pods
             .values()
@@ -201,26 +201,26 @@ impl<R: RuntimeService> Agent<R> {
             })
             .min_by_key(|e| e.deleted);
         let Some(e) = entry else {
-            return Err(refuse(StatusCode::NOT_FOUND, "pod does not exist"));
+            return Err((StatusCode::NOT_FOUND, "pod does not exist".into()));
         };
         if s.kind == Some(Kind::PortForward) {
             return match e.observed.latest_sandbox().filter(|sb| sb.ready) {
                 Some(sb) => Ok(sb.id.clone()),
-                None => Err(refuse(
+                None => Err((
                     StatusCode::INTERNAL_SERVER_ERROR,
                     format!("pod {:?} has no running sandbox", s.pod),
                 )),
             };
         }
         if accessors::container(&e.pod, &s.container).is_none() {
-            return Err(refuse(
+            return Err((
                 StatusCode::NOT_FOUND,
                 format!("container {:?} not found in pod {:?}", s.container, s.pod),
             ));
         }
         match e.observed.latest(&s.container) {
             Some(c) if c.state == State::Running => Ok(c.id.clone()),
-            _ => Err(refuse(
+            _ => Err((
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("container not found ({:?})", s.container),
             )),
@@ -238,7 +238,7 @@ impl<R: RuntimeService> Agent<R> {
         };
         let target = match self.session_target(&s) {
             Ok(t) => t,
-            Err(r) => return r,
+            Err((status, message)) => return refuse(status, message),
         };
         if sessions.get() >= MAX_SESSIONS {
             return refuse(
