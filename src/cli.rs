@@ -32,6 +32,8 @@ use crate::config::{self, Flag};
 
 pub mod describe;
 pub use describe::DescribeArgs;
+mod exec;
+pub use exec::{ExecArgs, RawMode};
 
 pub use crate::config::Flags;
 
@@ -54,6 +56,8 @@ pub enum Command {
     /// `picolet check`: the node's preflight, from the configuration
     /// (`run`'s flags); needs no running picolet.
     Check(RunArgs),
+    /// `picolet exec`: a command in a container, over the admin socket.
+    Exec(ExecArgs),
     /// `picolet version` / `--version`.
     Version,
     /// `picolet help`, `--help`, `-h`, or no arguments at all.
@@ -191,6 +195,8 @@ pub enum CliError {
     MissingDescribe,
     #[error("unknown resource {0:?}; picolet can describe pods")]
     UnknownDescribe(String),
+    #[error("`picolet exec` needs a pod and a command: picolet exec POD [-c CONTAINER] [-i] [-t] -- COMMAND [ARG...]")]
+    MissingExecCommand,
     #[error(transparent)]
     Parse(#[from] lexopt::Error),
 }
@@ -212,6 +218,8 @@ Usage:
                                            clock, swap, certificates (exit 1 on fail)
   picolet logs POD [-n NS] [-c C] [-f] [-p] [--tail N] [--timestamps] [--limit-bytes N]
                                            a container's log (its previous instance's: -p)
+  picolet exec POD [-n NS] [-c C] [-i] [-t] -- COMMAND [ARG...]
+                                           run a command in a container
   picolet version                          print the version
   picolet help                             print this help
 
@@ -292,6 +300,7 @@ where
                 Command::Run(args) => Ok(Command::Check(args)),
                 other => Ok(other),
             },
+            Some("exec") => exec::parse(parser),
             Some("version") => no_more_args(parser, Command::Version),
             Some("help") => Ok(Command::Help),
             _ => Err(CliError::UnknownCommand(cmd.to_string_lossy().into_owned())),

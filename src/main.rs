@@ -35,6 +35,7 @@ fn real_main() -> Result<()> {
         Command::Logs(args) => logs(&args),
         Command::Describe(args) => describe(&args),
         Command::Check(args) => check(&args),
+        Command::Exec(args) => exec(&args),
         Command::Run(args) => run(args),
     }
 }
@@ -168,6 +169,37 @@ fn logs(args: &cli::LogsArgs) -> Result<()> {
         bail!("{}", String::from_utf8_lossy(&body).trim_end());
     }
     Ok(())
+}
+
+/// `picolet exec`: exits with the command's exit code.
+fn exec(args: &cli::ExecArgs) -> Result<()> {
+    let container = match &args.container {
+        Some(c) => c.clone(),
+        None => {
+            let list = admin_json(&args.admin_socket, "/pods", "the pod list")?;
+            picolet::admin::log_container(&list, &args.namespace, &args.pod)
+                .map_err(anyhow::Error::msg)?
+        }
+    };
+    let raw = if args.tty {
+        cli::RawMode::enter()
+    } else {
+        None
+    };
+    let uri = args.uri(&container);
+    let session = picolet::admin::exec_client::Session {
+        socket: &args.admin_socket,
+        uri: &uri,
+        stdin: args.stdin,
+        size: raw.as_ref().map(|r| r.1),
+    };
+    let code = picolet::admin::exec_client::run(
+        &session,
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr().lock(),
+    );
+    drop(raw);
+    std::process::exit(code?)
 }
 
 fn run(args: cli::RunArgs) -> Result<()> {

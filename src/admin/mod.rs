@@ -11,6 +11,7 @@
 //! - [`router`]: method + path → handler, 404 and 405; the node API is meant
 //!   to reuse it.
 //! - [`client`]: the CLI side, on `crate::net`'s HTTP/1.1 client.
+//! - [`exec_client`]: `picolet exec`'s WebSocket session on `/exec/...`.
 //! - [`table`]: `kubectl get pods` columns and ages (pure).
 //! - [`describe`]: `kubectl describe pod`'s text (pure).
 //! - [`term`]: colours and widths on a terminal; [`yaml`]: `-o yaml`.
@@ -20,6 +21,7 @@
 
 pub mod client;
 pub mod describe;
+pub mod exec_client;
 pub mod router;
 pub mod server;
 pub mod table;
@@ -31,10 +33,10 @@ use std::io;
 use std::path::PathBuf;
 
 pub use client::{get, log_container, stream};
-pub use router::{Reply, Router, StreamFn};
+pub use router::{Reply, Router, StreamFn, UpgradeFn};
 pub use server::{
-    bind, serve, serve_listener, serve_router, Handlers, MetricsFn, PodsFn, CONNECTION_TIMEOUT,
-    HEADER_TIMEOUT, MAX_CONNECTIONS,
+    bind, finish, serve, serve_listener, serve_router, Handlers, MetricsFn, PodsFn,
+    CONNECTION_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS,
 };
 pub use table::{human_duration, node_table, pod_row, pods_table};
 pub use term::Style;

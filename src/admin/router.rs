@@ -22,6 +22,7 @@
 //! only (a streamed answer there is a 501).
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -43,6 +44,9 @@ pub type HandlerFn = Rc<dyn Fn(&Parts) -> Response<Body>>;
 /// Answers a request from its head, maybe with a streamed body
 /// ([`Handler::Stream`]).
 pub type StreamFn = Rc<dyn Fn(&Parts) -> Response<Reply>>;
+
+/// Answers a request from its owned head, later ([`Handler::Upgrade`]).
+pub type UpgradeFn = Rc<dyn Fn(Parts) -> Pin<Box<dyn Future<Output = Response<Reply>>>>>;
 
 /// A response body that is either whole or streamed: chunks arrive on the
 /// channel, and the body ends when every sender is gone. When the client
@@ -99,6 +103,9 @@ pub enum Handler {
     Custom(HandlerFn),
     /// The request head in, a whole or streamed response out.
     Stream(StreamFn),
+    /// The owned request head in, a response (often a 101 whose task
+    /// takes the upgraded connection) out, asynchronously.
+    Upgrade(UpgradeFn),
 }
 
 impl Handler {
@@ -119,11 +126,9 @@ impl Handler {
             Handler::Custom(f) => f(req),
             Handler::Stream(f) => match f(req).into_parts() {
                 (head, Reply::Whole(body)) => Response::from_parts(head, body),
-                (_, Reply::Stream(_)) => text(
-                    StatusCode::NOT_IMPLEMENTED,
-                    "this answer streams; this server sends whole answers only\n",
-                ),
+                (_, Reply::Stream(_)) => streams(),
             },
+            Handler::Upgrade(_) => streams(),
         }
     }
 }
@@ -183,8 +188,20 @@ impl Router {
     pub fn respond(&self, req: &Parts) -> Response<Reply> {
         match self.find(req) {
             Ok(Handler::Stream(f)) => f(req),
+            Ok(Handler::Upgrade(_)) => streams().map(Reply::Whole),
             Ok(handler) => handler.answer(req).map(Reply::Whole),
             Err(allow) => refusal(&allow).map(Reply::Whole),
+        }
+    }
+
+    /// Like [`Router::respond`], with upgrades too: what the servers call.
+    pub async fn serve(&self, req: Parts) -> Response<Reply> {
+        match self.find(&req) {
+            Ok(Handler::Upgrade(f)) => {
+                let f = f.clone();
+                f(req).await
+            }
+            _ => self.respond(&req),
         }
     }
 
@@ -206,6 +223,14 @@ impl Router {
         }
         Err(allow)
     }
+}
+
+/// The synchronous answer to a route that streams or upgrades.
+fn streams() -> Response<Body> {
+    text(
+        StatusCode::NOT_IMPLEMENTED,
+        "this answer streams; this server sends whole answers only\n",
+    )
 }
 
 /// 404 when no method is allowed, else 405 with the `Allow` header.

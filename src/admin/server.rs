@@ -19,7 +19,10 @@
 //! A streamed answer (`follow=true` logs) is the one exception to
 //! [`CONNECTION_TIMEOUT`]: once its head is sent, the connection lives
 //! until the feeding task ends it (the container stopped) or the client
-//! goes away; it still holds one of the [`MAX_CONNECTIONS`].
+//! goes away; it still holds one of the [`MAX_CONNECTIONS`]. An upgraded
+//! connection (exec, attach, portForward) leaves hyper and the limits
+//! here once the `101` is sent: its session task owns it, and the
+//! handler bounds how many sessions run at once.
 
 use std::cell::Cell;
 use std::convert::Infallible;
@@ -35,7 +38,7 @@ use http::Request;
 use hyper::body::Incoming;
 use smol::Async;
 
-use super::router::{Handler, Reply, Router, StreamFn};
+use super::router::{Handler, Reply, Router, StreamFn, UpgradeFn};
 use super::AdminError;
 use crate::rt;
 
@@ -79,6 +82,10 @@ pub struct Handlers {
     /// `GET /events`: the last few events per pod, a v1 EventList
     /// (admin socket's own, for `picolet describe`); `None` answers 404.
     pub events: Option<PodsFn>,
+    /// `GET`/`POST` `/exec/...`, `/attach/...` and `/portForward/...`: a
+    /// session upgraded to SPDY or WebSocket and relayed to the runtime;
+    /// `None` answers 404.
+    pub streaming: Option<UpgradeFn>,
 }
 
 impl From<PodsFn> for Handlers {
@@ -93,6 +100,7 @@ impl From<PodsFn> for Handlers {
             running_pods: None,
             probe_metrics: None,
             events: None,
+            streaming: None,
         }
     }
 }
@@ -135,6 +143,13 @@ impl Handlers {
                 "/metrics/resource",
                 Handler::Render(m, "text/plain; version=0.0.4; charset=utf-8"),
             );
+        }
+        if let Some(f) = self.streaming {
+            for pattern in ["/exec/*", "/attach/*", "/portForward/*"] {
+                for method in [http::Method::GET, http::Method::POST] {
+                    router = router.route(method, pattern, Handler::Upgrade(f.clone()));
+                }
+            }
         }
         match self.metrics {
             Some(m) => router.get(
@@ -231,7 +246,7 @@ pub async fn serve_router(
     builder
         .timer(rt::SmolTimer)
         .header_read_timeout(HEADER_TIMEOUT)
-        .keep_alive(false)
+        .keep_alive(true) // one request all the same: see `finish`
         .max_buf_size(16 * 1024)
         .max_headers(32);
     loop {
@@ -265,14 +280,18 @@ pub async fn serve_router(
         let conn = builder.serve_connection(
             rt::Io(stream),
             hyper::service::service_fn(move |req: Request<Incoming>| {
-                let (head, _body) = req.into_parts();
-                let response = router.respond(&head);
-                if matches!(response.body(), Reply::Stream(_)) {
-                    streams.set(true);
+                let (router, streams) = (router.clone(), streams.clone());
+                async move {
+                    let (head, _body) = req.into_parts();
+                    let mut response = router.serve(head).await;
+                    if finish(&mut response) {
+                        streams.set(true);
+                    }
+                    Ok::<_, Infallible>(response)
                 }
-                async move { Ok::<_, Infallible>(response) }
             }),
         );
+        let conn = conn.with_upgrades();
         rt::spawn(async move {
             let _slot = slot;
             let mut conn = std::pin::pin!(conn);
@@ -288,6 +307,26 @@ pub async fn serve_router(
         })
         .detach();
     }
+}
+
+/// Readies an answer for a one-request connection, and says whether it
+/// outlives [`CONNECTION_TIMEOUT`] (a streamed body, or a protocol switch
+/// whose session task then owns the connection).
+///
+/// The servers run hyper with keep-alive on, so that a `101` goes out
+/// without hyper's `Connection: close` (Go clients drop the `Connection`
+/// header that says close, and then refuse the upgrade); every other
+/// answer says `Connection: close` itself, which ends the connection
+/// after it as before.
+pub fn finish(r: &mut http::Response<Reply>) -> bool {
+    if r.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+        return true;
+    }
+    r.headers_mut().insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+    matches!(r.body(), Reply::Stream(_))
 }
 
 fn is_transient(e: &io::Error) -> bool {

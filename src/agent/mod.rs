@@ -77,6 +77,7 @@ mod recent_events;
 mod running;
 mod sources;
 mod status;
+mod streaming;
 mod summary;
 mod sync;
 #[cfg(test)]
@@ -364,6 +365,7 @@ impl<R: RuntimeService> Agent<R> {
             running_pods: Some(Rc::new(move || me7.running_pods_json())),
             events: Some(Rc::new(move || me8.recent_events.borrow().event_list())),
             probe_metrics: Some(Rc::new(move || me9.probe_metrics_text())),
+            streaming: Some(self.streaming_handler()),
         }
     }
 

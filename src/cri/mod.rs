@@ -239,6 +239,27 @@ impl Runtime {
         ListContainerStatsResponse
     );
     rpc!(
+        /// Exec: the streaming URL of an exec session.
+        exec,
+        RuntimeServiceClient,
+        ExecRequest,
+        ExecResponse
+    );
+    rpc!(
+        /// Attach: the streaming URL of an attach session.
+        attach,
+        RuntimeServiceClient,
+        AttachRequest,
+        AttachResponse
+    );
+    rpc!(
+        /// PortForward: the streaming URL of a port-forward session.
+        port_forward,
+        RuntimeServiceClient,
+        PortForwardRequest,
+        PortForwardResponse
+    );
+    rpc!(
         list_images,
         ImageServiceClient,
         ListImagesRequest,

@@ -20,6 +20,8 @@
 //! - [`http1`]: one HTTP/1.1 exchange on any byte stream (TCP, TLS, a unix
 //!   socket) through hyper: request writing, response parsing, chunked
 //!   decoding, and a cap on how much of the body is read.
+//! - [`upgrade`]: an upgraded connection (SPDY, WebSocket) relayed byte
+//!   for byte to an upstream URL (exec, attach, portForward).
 //! - [`tls`]: the client configurations. Today only kubelet's
 //!   `InsecureSkipVerify` for probes and hooks (cargo feature
 //!   `https-probes`); a verifying set-up for the API server belongs here
@@ -31,6 +33,7 @@
 pub mod dial;
 pub mod http1;
 pub mod tls;
+pub mod upgrade;
 pub mod url;
 
 use smol::io::{AsyncRead, AsyncWrite};

@@ -169,7 +169,7 @@ impl Gate {
     /// bearer token) may ask it.
     pub async fn answer(
         &self,
-        head: &Parts,
+        head: Parts,
         cert_user: Option<&User>,
         router: &Router,
     ) -> Response<Reply> {
@@ -210,7 +210,7 @@ impl Gate {
             );
             return r;
         }
-        router.respond(head)
+        router.serve(head).await
     }
 }
 
@@ -238,7 +238,7 @@ fn http1() -> hyper::server::conn::http1::Builder {
     builder
         .timer(rt::SmolTimer)
         .header_read_timeout(HEADER_TIMEOUT)
-        .keep_alive(false)
+        .keep_alive(true) // one request all the same: see `admin::finish`
         .max_buf_size(16 * 1024)
         .max_headers(64);
     builder
@@ -322,16 +322,17 @@ pub async fn serve(
                 let streaming = streaming.clone();
                 async move {
                     let (head, _body) = req.into_parts();
-                    let r = gate
-                        .answer(&head, cert_user.as_ref().as_ref(), &router)
+                    let mut r = gate
+                        .answer(head, cert_user.as_ref().as_ref(), &router)
                         .await;
-                    if matches!(r.body(), Reply::Stream(_)) {
+                    if crate::admin::finish(&mut r) {
                         streaming.set(true);
                     }
                     Ok::<_, Infallible>(r)
                 }
             });
-            if let Err(e) = builder.serve_connection(rt::Io(tls), service).await {
+            let conn = builder.serve_connection(rt::Io(tls), service);
+            if let Err(e) = conn.with_upgrades().await {
                 log::debug!("node API connection: {e}");
             }
         }
@@ -348,7 +349,9 @@ pub async fn serve_healthz(listener: Async<TcpListener>) {
         let conn = builder.serve_connection(
             rt::Io(stream),
             hyper::service::service_fn(move |req: Request<Incoming>| {
-                let r = router.handle(&req.into_parts().0);
+                let mut r = router.handle(&req.into_parts().0);
+                r.headers_mut()
+                    .insert(header::CONNECTION, http::HeaderValue::from_static("close"));
                 async move { Ok::<_, Infallible>(r) }
             }),
         );
