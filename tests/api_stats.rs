@@ -67,7 +67,9 @@ fn stats_summary_and_metrics_resource_parse_through_the_node_proxy() {
          spec:\n  nodeName: {node}\n  automountServiceAccountToken: false\n  \
          terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    \
          image: busybox\n    imagePullPolicy: IfNotPresent\n    \
-         command: [\"sh\", \"-c\", \"echo started; exec sleep 100000\"]\n"
+         volumeMounts: [{{name: scratch, mountPath: /scratch}}]\n    \
+         command: [\"sh\", \"-c\", \"head -c 1048576 /dev/zero > /scratch/blob; echo started; exec sleep 100000\"]\n  \
+         volumes:\n  - name: scratch\n    emptyDir: {{}}\n"
     ));
     let raw = |path: &str| {
         let out = cp.kubectl(&["get", "--raw", &format!("/api/v1/nodes/{node}/proxy{path}")]);
@@ -81,7 +83,12 @@ fn stats_summary_and_metrics_resource_parse_through_the_node_proxy() {
             p["podRef"]["name"] == "busy"
                 && p["containers"].as_array().is_some_and(|c| !c.is_empty())
         });
-        has.then_some(v)
+        let written = v["pods"].as_array()?.iter().any(|p| {
+            p["volume"][0]["usedBytes"]
+                .as_u64()
+                .is_some_and(|b| b >= 1 << 20)
+        });
+        (has && written).then_some(v)
     });
 
     // The node: kubelet's names.
@@ -114,6 +121,17 @@ fn stats_summary_and_metrics_resource_parse_through_the_node_proxy() {
     assert!(pod["cpu"]["usageCoreNanoSeconds"].is_u64(), "{pod}");
     assert!(pod["memory"]["workingSetBytes"].is_u64(), "{pod}");
     assert_fs(&pod["ephemeral-storage"], "pod ephemeral-storage");
+    let scratch = &pod["volume"][0];
+    assert_eq!(scratch["name"], "scratch", "{pod}");
+    assert_fs(scratch, "the emptyDir volume");
+    assert!(
+        scratch["usedBytes"].as_u64().unwrap() >= 1 << 20,
+        "{scratch}"
+    );
+    assert!(
+        pod["ephemeral-storage"]["usedBytes"].as_u64().unwrap() >= 1 << 20,
+        "{pod}"
+    );
     let main = &pod["containers"][0];
     assert_eq!(main["name"], "main");
     assert!(main["startTime"].is_string(), "{main}");
