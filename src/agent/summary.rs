@@ -20,7 +20,7 @@ use crate::cri::RuntimeService;
 use crate::node::stats::{self, node::NodePaths, Buf};
 use crate::node::summary::{
     self, cpu_stats, ContainerStats, CpuSample, FsStats, MemoryStats, PodReference, PodStats,
-    ProcessStats, RlimitStats, RuntimeStats, Summary,
+    ProcessStats, RlimitStats, RuntimeStats, Summary, VolumeStats,
 };
 use crate::pleg::State;
 use crate::pod::{accessors, facts};
@@ -91,6 +91,40 @@ fn files_size(dir: &Path) -> u64 {
         .filter(|m| m.is_file())
         .map(|m| m.len())
         .sum()
+}
+
+/// The most entries one volume's walk visits: a volume with millions of
+/// files must not stall the node's one thread on every scrape.
+const WALK_LIMIT: usize = 100_000;
+
+/// What a directory tree uses on disk, as `du` counts it (allocated
+/// blocks; symlinks not followed, other filesystems not entered): bytes
+/// and inodes.
+fn disk_usage(dir: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(top) = std::fs::symlink_metadata(dir) else {
+        return (0, 0);
+    };
+    let (dev, mut bytes, mut inodes) = (top.dev(), top.blocks() * 512, 1);
+    let mut stack = vec![dir.to_path_buf()];
+    let mut seen = 0;
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            seen += 1;
+            if seen > WALK_LIMIT {
+                return (bytes, inodes);
+            }
+            let Ok(m) = e.path().symlink_metadata() else {
+                continue;
+            };
+            bytes += m.blocks() * 512;
+            inodes += 1;
+            if m.is_dir() && m.dev() == dev {
+                stack.push(e.path());
+            }
+        }
+    }
+    (bytes, inodes)
 }
 
 /// The cgroup directory of container `id` under the pod's `pod_dir`.
@@ -275,7 +309,29 @@ impl<R: RuntimeService> Agent<R> {
                 }
                 p.containers.push(stats);
             }
-            p.ephemeral_storage = Some(FsStats::part_of(&time, logfs.as_ref(), logs_total));
+            let empty_dirs =
+                facts::pod_dir(&self.cfg.root_dir, uid).join("volumes/kubernetes.io~empty-dir");
+            let mut volumes_total = 0;
+            for v in std::fs::read_dir(&empty_dirs)
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let (used, inodes) = disk_usage(&v.path());
+                volumes_total += used;
+                let mut fs = FsStats::part_of(&time, node_stats.nodefs.as_ref(), used);
+                fs.inodes_used = Some(inodes);
+                p.volumes.push(VolumeStats {
+                    fs,
+                    name: v.file_name().to_string_lossy().into_owned(),
+                });
+            }
+            p.volumes.sort_by(|a, b| a.name.cmp(&b.name));
+            p.ephemeral_storage = Some(FsStats::part_of(
+                &time,
+                logfs.as_ref(),
+                logs_total + volumes_total,
+            ));
             out.pods.push(p);
         }
         let (seen, failed) = (r.seen, r.failed);
@@ -289,6 +345,18 @@ impl<R: RuntimeService> Agent<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_volumes_disk_usage_counts_nested_files_blocks_and_inodes() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+        std::fs::write(dir.path().join("a/b/f"), vec![1u8; 64 * 1024]).unwrap();
+        std::os::unix::fs::symlink("/", dir.path().join("a/root")).unwrap();
+        let (bytes, inodes) = disk_usage(dir.path());
+        assert!(bytes >= 64 * 1024, "{bytes}");
+        assert_eq!(inodes, 5, "the dir, a, b, f and the link itself");
+        assert_eq!(disk_usage(&dir.path().join("none")), (0, 0));
+    }
 
     #[test]
     fn a_container_cgroup_is_found_by_either_drivers_name() {

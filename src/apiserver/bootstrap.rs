@@ -15,7 +15,7 @@ use base64::Engine as _;
 use serde_json::Value;
 use thiserror::Error;
 
-use super::csr::{SIGNER_NAME, USAGES};
+use super::csr::{SERVING_SIGNER_NAME, SERVING_USAGES, SIGNER_NAME, USAGES};
 use super::kubeconfig::{Kubeconfig, Source};
 
 /// kubelet's file for the current client certificate and key.
@@ -42,15 +42,26 @@ pub enum BootstrapError {
 /// The CSR object for `request_pem` (a `CERTIFICATE REQUEST` PEM block):
 /// kubelet's signer and usages, a generated `node-csr-` name.
 pub fn csr_object(request_pem: &str) -> Value {
+    csr_object_for(request_pem, "node-csr-", SIGNER_NAME, &USAGES)
+}
+
+/// The CSR object of the node API's serving certificate
+/// (`serverTLSBootstrap`): signer `kubernetes.io/kubelet-serving`, a
+/// generated `csr-` name (kubelet's).
+pub fn serving_csr_object(request_pem: &str) -> Value {
+    csr_object_for(request_pem, "csr-", SERVING_SIGNER_NAME, &SERVING_USAGES)
+}
+
+fn csr_object_for(request_pem: &str, prefix: &str, signer: &str, usages: &[&str]) -> Value {
     let request = base64::engine::general_purpose::STANDARD.encode(request_pem);
     serde_json::json!({
         "apiVersion": "certificates.k8s.io/v1",
         "kind": "CertificateSigningRequest",
-        "metadata": { "generateName": "node-csr-" },
+        "metadata": { "generateName": prefix },
         "spec": {
             "request": request,
-            "signerName": SIGNER_NAME,
-            "usages": USAGES,
+            "signerName": signer,
+            "usages": usages,
         },
     })
 }
@@ -148,6 +159,17 @@ mod tests {
             .decode(o["spec"]["request"].as_str().unwrap())
             .unwrap();
         assert!(req.starts_with(b"-----BEGIN CERTIFICATE REQUEST-----"));
+    }
+
+    #[test]
+    fn the_serving_csr_object_asks_the_kubelet_serving_signer_for_server_auth() {
+        let o = serving_csr_object("-----BEGIN CERTIFICATE REQUEST-----\n");
+        assert_eq!(o["spec"]["signerName"], "kubernetes.io/kubelet-serving");
+        assert_eq!(
+            o["spec"]["usages"],
+            serde_json::json!(["digital signature", "server auth"])
+        );
+        assert_eq!(o["metadata"]["generateName"], "csr-");
     }
 
     #[test]

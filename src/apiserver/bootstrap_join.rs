@@ -79,11 +79,14 @@ pub async fn bootstrap_client_certificate(
     );
     let mut backoff = Duration::from_secs(1);
     let name = loop {
-        match create_csr(&client, &request).await {
+        match create_csr(&client, &bootstrap::csr_object(&request)).await {
             Ok(name) => break name,
             Err(CsrCall::Refused(e)) => return Err(e.into()),
             Err(CsrCall::Failed(e)) => {
                 log::warn!("TLS bootstrap: creating the CertificateSigningRequest: {e}")
+            }
+            Err(CsrCall::Gone) => {
+                log::warn!("TLS bootstrap: creating the CertificateSigningRequest: not found")
             }
         }
         rt::sleep(backoff).await;
@@ -98,6 +101,7 @@ pub async fn bootstrap_client_certificate(
             Ok(None) => {}
             Err(CsrCall::Refused(e)) => return Err(e.into()),
             Err(CsrCall::Failed(e)) => log::warn!("TLS bootstrap: reading {name}: {e}"),
+            Err(CsrCall::Gone) => log::warn!("TLS bootstrap: reading {name}: not found"),
         }
         rt::sleep(POLL).await;
     };
@@ -114,16 +118,22 @@ pub async fn bootstrap_client_certificate(
 
 /// How one call about a CSR went wrong: refused for good, or failed
 /// (transport, an unexpected status: try again).
-enum CsrCall {
+pub(crate) enum CsrCall {
     Refused(BootstrapError),
+    /// The CSR no longer exists (deleted, or garbage-collected while
+    /// pending): a new one must be posted.
+    Gone,
     Failed(String),
 }
 
-/// Posts the CSR for `request_pem`; its generated name.
-async fn create_csr(client: &Client, request_pem: &str) -> Result<String, CsrCall> {
+/// Posts the CSR `object`; its generated name.
+pub(crate) async fn create_csr(
+    client: &Client,
+    object: &serde_json::Value,
+) -> Result<String, CsrCall> {
     let body = Body {
         content_type: "application/json",
-        bytes: serde_json::to_vec(&bootstrap::csr_object(request_pem)).unwrap_or_default(),
+        bytes: serde_json::to_vec(object).unwrap_or_default(),
     };
     match client
         .request(Method::POST, CSR_PATH, Some(body), BODY_LIMIT, DEADLINE)
@@ -143,7 +153,7 @@ async fn create_csr(client: &Client, request_pem: &str) -> Result<String, CsrCal
 }
 
 /// Reads CSR `name`: its certificate once issued.
-async fn read_csr(client: &Client, name: &str) -> Result<Option<Vec<u8>>, CsrCall> {
+pub(crate) async fn read_csr(client: &Client, name: &str) -> Result<Option<Vec<u8>>, CsrCall> {
     let path = format!("{CSR_PATH}/{name}");
     match client
         .request(Method::GET, &path, None, BODY_LIMIT, DEADLINE)
@@ -153,6 +163,7 @@ async fn read_csr(client: &Client, name: &str) -> Result<Option<Vec<u8>>, CsrCal
             let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
             bootstrap::issued_certificate(&v).map_err(CsrCall::Refused)
         }
+        Ok(r) if r.status == StatusCode::NOT_FOUND => Err(CsrCall::Gone),
         Ok(r) => Err(CsrCall::Failed(r.status.to_string())),
         Err(e) => Err(CsrCall::Failed(e.to_string())),
     }
@@ -293,17 +304,23 @@ async fn renew(
     let rng = SystemRandom::new();
     let key = NodeKey::generate(&rng)?;
     let request = key.certificate_request_pem(node_name, &rng)?;
-    let name = match create_csr(client, &request).await {
+    let name = match create_csr(client, &bootstrap::csr_object(&request)).await {
         Ok(name) => name,
         Err(CsrCall::Refused(e)) => return Err(e.into()),
         Err(CsrCall::Failed(e)) => return Err(failed("creating the CertificateSigningRequest", e)),
+        Err(CsrCall::Gone) => {
+            return Err(failed(
+                "creating the CertificateSigningRequest",
+                "not found".into(),
+            ))
+        }
     };
     log::info!("certificate rotation: CertificateSigningRequest {name} created, waiting for its certificate");
     let waited = rt::timeout(RENEWAL_WAIT, async {
         loop {
             match read_csr(client, &name).await {
                 Ok(Some(cert)) => return Ok(cert),
-                Ok(None) | Err(CsrCall::Failed(_)) => {}
+                Ok(None) | Err(CsrCall::Failed(_) | CsrCall::Gone) => {}
                 Err(CsrCall::Refused(e)) => return Err(e),
             }
             rt::sleep(POLL).await;

@@ -1,7 +1,10 @@
-//! The node's client credential for the TLS bootstrap: an ECDSA P-256 key,
-//! the PKCS#10 certificate request kubelet sends for the signer
-//! `kubernetes.io/kube-apiserver-client-kubelet`, the PEM files written
-//! next to the kubeconfig, and when an issued certificate must be renewed.
+//! The node's credentials from the cluster: an ECDSA P-256 key, the
+//! PKCS#10 certificate request kubelet sends for the signer
+//! `kubernetes.io/kube-apiserver-client-kubelet` (its client certificate)
+//! or, with the node's names as subjectAltNames, for
+//! `kubernetes.io/kubelet-serving` (the node API's serving certificate),
+//! the PEM files written next to the kubeconfig, and when an issued
+//! certificate must be renewed.
 //!
 //! Pure apart from the random source handed in: no files, no network, no
 //! clock (time comes in as Unix seconds). The CSR's DER is written by
@@ -19,6 +22,11 @@ pub const SIGNER_NAME: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 /// The usages kubelet requests; the `nodeclient`/`selfnodeclient` approvers
 /// accept exactly these (key encipherment is also allowed, not needed for EC).
 pub const USAGES: [&str; 2] = ["digital signature", "client auth"];
+/// The signer of the node API's serving certificate (`serverTLSBootstrap`).
+pub const SERVING_SIGNER_NAME: &str = "kubernetes.io/kubelet-serving";
+/// kubelet's usages for a serving certificate with an ECDSA key (key
+/// encipherment is for RSA keys only).
+pub const SERVING_USAGES: [&str; 2] = ["digital signature", "server auth"];
 /// The organization of every node identity.
 pub const NODES_GROUP: &str = "system:nodes";
 
@@ -27,6 +35,8 @@ const OID_PRIME256V1: &[u64] = &[1, 2, 840, 10045, 3, 1, 7];
 const OID_ECDSA_WITH_SHA256: &[u64] = &[1, 2, 840, 10045, 4, 3, 2];
 const OID_ORGANIZATION: &[u64] = &[2, 5, 4, 10];
 const OID_COMMON_NAME: &[u64] = &[2, 5, 4, 3];
+const OID_EXTENSION_REQUEST: &[u64] = &[1, 2, 840, 113549, 1, 9, 14];
+const OID_SUBJECT_ALT_NAME: &[u64] = &[2, 5, 29, 17];
 
 /// Why a key or request could not be made, or a certificate not read.
 #[derive(Debug, Error)]
@@ -81,13 +91,30 @@ impl NodeKey {
     ) -> Result<String, CsrError> {
         Ok(pem(
             "CERTIFICATE REQUEST",
-            &self.certificate_request_der(node_name, rng)?,
+            &self.certificate_request_der(node_name, None, rng)?,
+        ))
+    }
+
+    /// The serving certificate's request: the same subject, and an
+    /// extensionRequest attribute with `alt_names` (the content of a
+    /// GeneralNames SEQUENCE, from [`crate::nodeapi::cert::alt_names`]) as
+    /// the subjectAltName extension.
+    pub fn serving_request_pem(
+        &self,
+        node_name: &str,
+        alt_names: &[u8],
+        rng: &dyn SecureRandom,
+    ) -> Result<String, CsrError> {
+        Ok(pem(
+            "CERTIFICATE REQUEST",
+            &self.certificate_request_der(node_name, Some(alt_names), rng)?,
         ))
     }
 
     fn certificate_request_der(
         &self,
         node_name: &str,
+        alt_names: Option<&[u8]>,
         rng: &dyn SecureRandom,
     ) -> Result<Vec<u8>, CsrError> {
         let cn = format!("system:node:{node_name}");
@@ -109,7 +136,20 @@ impl NodeKey {
             &der::sequence(&[&der::oid(OID_EC_PUBLIC_KEY), &der::oid(OID_PRIME256V1)]),
             &der::bit_string(self.pair.public_key().as_ref()),
         ]);
-        let attributes = der::tlv(tag::CONTEXT_0, &[]);
+        let attributes = match alt_names {
+            None => der::tlv(tag::CONTEXT_0, &[]),
+            Some(names) => {
+                let san = der::sequence(&[
+                    &der::oid(OID_SUBJECT_ALT_NAME),
+                    &der::tlv(0x04, &der::tlv(tag::SEQUENCE, names)), // OCTET STRING
+                ]);
+                let request = der::sequence(&[
+                    &der::oid(OID_EXTENSION_REQUEST),
+                    &der::tlv(tag::SET, &der::sequence(&[&san])),
+                ]);
+                der::tlv(tag::CONTEXT_0, &request)
+            }
+        };
         let info = der::sequence(&[&der::small_uint(0), &subject, &spki, &attributes]);
         let sig = self.pair.sign(rng, &info).map_err(|_| CsrError::Signing)?;
         Ok(der::sequence(&[
@@ -118,6 +158,33 @@ impl NodeKey {
             &der::bit_string(sig.as_ref()),
         ]))
     }
+}
+
+/// The content of a subjectAltName's GeneralNames SEQUENCE: each DNS name
+/// of `dns` once (an entry that parses as an address counts as one), then
+/// each address once, in the order given.
+pub fn alt_names(dns: &[&str], ips: &[std::net::IpAddr]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for &d in dns {
+        if !d.is_empty() && !seen.contains(&d) && d.parse::<std::net::IpAddr>().is_err() {
+            seen.push(d);
+            out.extend(der::tlv(0x82, d.as_bytes())); // [2] dNSName
+        }
+    }
+    let mut ip_list: Vec<std::net::IpAddr> = dns.iter().filter_map(|d| d.parse().ok()).collect();
+    ip_list.extend_from_slice(ips);
+    for (i, ip) in ip_list.iter().enumerate() {
+        if ip_list[..i].contains(ip) {
+            continue;
+        }
+        let bytes = match ip {
+            std::net::IpAddr::V4(v4) => v4.octets().to_vec(),
+            std::net::IpAddr::V6(v6) => v6.octets().to_vec(),
+        };
+        out.extend(der::tlv(0x87, &bytes)); // [7] iPAddress
+    }
+    out
 }
 
 /// `data` as one PEM block with 64-column lines.
@@ -232,6 +299,35 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("prime256v1"), "{text}");
+    }
+
+    #[test]
+    fn a_serving_certificate_request_carries_the_node_names_as_subject_alt_names() {
+        need_openssl();
+        let rng = SystemRandom::new();
+        let key = NodeKey::generate(&rng).unwrap();
+        let names = alt_names(&["pi-7"], &["192.168.1.20".parse().unwrap()]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("serving.csr");
+        std::fs::write(
+            &path,
+            key.serving_request_pem("pi-7", &names, &rng).unwrap(),
+        )
+        .unwrap();
+        let out = Command::new("openssl")
+            .args(["req", "-noout", "-text", "-verify", "-in"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("verify OK"), "{text}");
+        assert!(
+            text.contains("O = system:nodes, CN = system:node:pi-7"),
+            "{text}"
+        );
+        assert!(text.contains("DNS:pi-7, IP Address:192.168.1.20"), "{text}");
     }
 
     #[test]

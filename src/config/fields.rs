@@ -29,8 +29,8 @@ use super::values::{
     eviction_map, grace_seconds, hostname_override, ip_address, ip_list, log_files, log_size,
     node_ips, node_labels, non_negative_duration, non_negative_u32, normalize_node_name,
     optional_path, parse_runtime_endpoint, percent, pids_limit, port_or_zero, positive_duration,
-    positive_u32, read_only_port, reserved, reserved_cgroup, runtime_endpoint,
-    server_tls_bootstrap, static_pod_path, taints, verbosity,
+    positive_u32, read_only_port, reserved, reserved_cgroup, runtime_endpoint, static_pod_path,
+    taints, verbosity,
 };
 
 /// picolet's default `staticPodPath`. Kubelet's default is empty (no static
@@ -266,6 +266,12 @@ kubelet_config! {
         /// CertificateSigningRequest. Default false (kubelet's).
         rotate_certificates: bool = false,
             file("rotateCertificates") => boolean;
+        /// `serverTLSBootstrap`: with no `tlsCertFile`, get the node API's
+        /// serving certificate from the cluster (a CSR for the signer
+        /// `kubernetes.io/kubelet-serving`), renewed like the client one.
+        /// Default false (kubelet's).
+        server_tls_bootstrap: bool = false,
+            file("serverTLSBootstrap") => boolean;
         /// `registerNode`: create the Node object at start. Default true.
         register_node: bool = true,
             file("registerNode") => boolean;
@@ -374,7 +380,6 @@ pub(super) type Check = fn(&Value) -> Result<(), String>;
 pub(super) const CHECKED_ONLY: &[(&str, Check)] = &[
     ("readOnlyPort", read_only_port),
     ("authentication.anonymous.enabled", anonymous_authentication),
-    ("serverTLSBootstrap", server_tls_bootstrap),
 ];
 
 // ---------------------------------------------------------------------------

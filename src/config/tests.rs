@@ -324,7 +324,7 @@ fn unknown_and_unimplemented_fields_are_reported_not_rejected() {
 }
 
 #[test]
-fn the_node_api_fields_are_read_and_server_tls_bootstrap_is_refused() {
+fn the_node_api_fields_are_read() {
     let c = parse_ok(
         "address: 192.168.1.20\nport: 0\nhealthzPort: 0\nhealthzBindAddress: \"::1\"\n\
          tlsCertFile: /etc/p/tls.crt\ntlsPrivateKeyFile: /etc/p/tls.key\n\
@@ -370,9 +370,12 @@ fn the_node_api_fields_are_read_and_server_tls_bootstrap_is_refused() {
     );
     let e = parse_err("authorization:\n  mode: RBAC\n");
     assert!(e.contains("expected Webhook or AlwaysAllow"), "{e}");
-    let e = parse_err("serverTLSBootstrap: true\n");
-    assert!(e.contains("serverTLSBootstrap is not supported yet"), "{e}");
-    parse_ok("serverTLSBootstrap: false\n");
+    assert!(!d.server_tls_bootstrap);
+    assert!(
+        parse_ok("serverTLSBootstrap: true\n")
+            .config
+            .server_tls_bootstrap
+    );
 }
 
 #[test]

@@ -484,17 +484,6 @@ pub(super) fn authorization_mode(v: &Value) -> Result<AuthorizationMode, String>
     }
 }
 
-pub(super) fn server_tls_bootstrap(v: &Value) -> Result<(), String> {
-    if boolean(v)? {
-        return Err(
-            "serverTLSBootstrap is not supported yet: set tlsCertFile/tlsPrivateKeyFile, \
-             or leave them unset for a self-signed certificate"
-                .to_string(),
-        );
-    }
-    Ok(())
-}
-
 /// `--node-ip`: one address, or two of different families (dual stack).
 pub(super) fn node_ips(v: &Value) -> Result<Vec<IpAddr>, String> {
     let ips = ip_list(v)?;

@@ -253,10 +253,17 @@ pub async fn stream(
                 return;
             }
         }
-        // Rotated: the name is another file now (the rest of the old one
-        // was just read).
+        // Rotated: the name is another file now. The runtime made it when
+        // it reopened the log, so the old file is complete only now: what
+        // it wrote there after the read above is read before switching,
+        // or `-f` would lose the lines at the rotation point.
         let now = inode_of(&current);
         if now.is_some() && now != open.as_ref().and_then(inode) {
+            if let Some(f) = &mut open {
+                if !a.read(f, &mut lines).await {
+                    return;
+                }
+            }
             open = File::open(&current).ok();
             lines = Lines::default();
             if let Some(f) = &mut open {

@@ -13,7 +13,9 @@
 //! Where kubelet differs, on purpose: kubelet writes each partial piece as
 //! it comes (with its own timestamp when `timestamps=true`) and counts
 //! pieces as lines for `tailLines`; here a joined line is one line, with
-//! one timestamp. Timestamps are printed as the runtime wrote them.
+//! one timestamp. Timestamps are printed as kubelet prints them (Go's
+//! RFC3339Nano in UTC: `Z`, trailing zeros of the fraction dropped),
+//! whatever offset the runtime wrote (CRI-O writes `+00:00`).
 
 use std::collections::VecDeque;
 
@@ -123,7 +125,10 @@ impl Assembler {
                 Some(since) => unix_nanos(line.time).is_some_and(|t| t >= since),
             };
             if p.keep && self.timestamps {
-                p.bytes.extend_from_slice(line.time.as_bytes());
+                match line.time.parse::<Timestamp>() {
+                    Ok(t) => p.bytes.extend_from_slice(t.to_string().as_bytes()),
+                    Err(_) => p.bytes.extend_from_slice(line.time.as_bytes()),
+                }
                 p.bytes.push(b' ');
             }
         }
@@ -296,6 +301,11 @@ mod tests {
         assert_eq!(
             answer("timestamps=true", &lines),
             "2026-12-01T05:00:01Z oops\n2026-12-01T05:00:01Z hello world\n"
+        );
+        let crio = ["2026-12-01T05:00:01.250000000+00:00 stdout F hi"];
+        assert_eq!(
+            answer("timestamps=true", &crio),
+            "2026-12-01T05:00:01.25Z hi\n"
         );
         let unfinished = ["2026-12-01T05:00:01Z stdout P no end"];
         assert_eq!(answer("", &unfinished), "no end");

@@ -147,10 +147,22 @@ pub struct PodStats {
     pub cpu: Option<CpuStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryStats>,
+    /// The pod's local volumes (emptyDir): kubelet's `volume`.
+    #[serde(rename = "volume", skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeStats>,
     #[serde(rename = "ephemeral-storage", skip_serializing_if = "Option::is_none")]
     pub ephemeral_storage: Option<FsStats>,
     #[serde(rename = "process_stats", skip_serializing_if = "Option::is_none")]
     pub process_stats: Option<ProcessStats>,
+}
+
+/// One volume's usage: kubelet's VolumeStats (the FsStats fields and the
+/// volume's name).
+#[derive(Debug, Default, Serialize)]
+pub struct VolumeStats {
+    #[serde(flatten)]
+    pub fs: FsStats,
+    pub name: String,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -361,6 +373,23 @@ mod tests {
     }
 
     #[test]
+    fn a_volume_is_kubelets_fs_stats_with_its_name() {
+        let v = serde_json::to_value(VolumeStats {
+            fs: FsStats {
+                time: "t".into(),
+                used_bytes: Some(4096),
+                ..Default::default()
+            },
+            name: "scratch".into(),
+        })
+        .unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"time": "t", "usedBytes": 4096, "name": "scratch"})
+        );
+    }
+
+    #[test]
     fn nano_cores_need_two_readings_that_went_forward() {
         let table = [
             (None, sample(5, 10), None),
@@ -421,6 +450,7 @@ mod tests {
                 memory: Some(mem(400)),
                 ephemeral_storage: None,
                 process_stats: Some(ProcessStats { process_count: 2 }),
+                volumes: Vec::new(),
             }],
         }
     }

@@ -15,7 +15,7 @@ use std::net::IpAddr;
 use ring::rand::SecureRandom;
 use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
 
-use crate::apiserver::csr::{pem, CsrError};
+use crate::apiserver::csr::{alt_names, pem, CsrError};
 use crate::apiserver::der::{self, tag};
 
 const OID_EC_PUBLIC_KEY: &[u64] = &[1, 2, 840, 10045, 2, 1];
@@ -77,27 +77,9 @@ pub fn self_signed(
         &der::bit_string(pair.public_key().as_ref()),
     ]);
 
-    let mut alt_names = Vec::new();
-    let mut seen: Vec<&str> = Vec::new();
-    for d in std::iter::once(node_name).chain(dns.iter().copied()) {
-        if !d.is_empty() && !seen.contains(&d) && d.parse::<IpAddr>().is_err() {
-            seen.push(d);
-            alt_names.extend(der::tlv(0x82, d.as_bytes())); // [2] dNSName
-        }
-    }
-    let mut ip_list: Vec<IpAddr> = dns.iter().filter_map(|d| d.parse().ok()).collect();
-    ip_list.extend_from_slice(ips);
-    ip_list.dedup();
-    for (i, ip) in ip_list.iter().enumerate() {
-        if ip_list[..i].contains(ip) {
-            continue;
-        }
-        let bytes = match ip {
-            IpAddr::V4(v4) => v4.octets().to_vec(),
-            IpAddr::V6(v6) => v6.octets().to_vec(),
-        };
-        alt_names.extend(der::tlv(0x87, &bytes)); // [7] iPAddress
-    }
+    let mut names = vec![node_name];
+    names.extend_from_slice(dns);
+    let alt_names = alt_names(&names, ips);
     let extension = |oid: &[u64], critical: bool, value: &[u8]| {
         let oid = der::oid(oid);
         let value = der::tlv(0x04, value); // OCTET STRING
@@ -140,8 +122,9 @@ pub fn self_signed(
     })
 }
 
-/// A UTCTime (years before 2050) or GeneralizedTime of Unix seconds.
-fn time(unix: i64) -> Vec<u8> {
+/// The UTC calendar time of Unix seconds: year, month, day, hour, minute,
+/// second.
+pub fn civil(unix: i64) -> [i64; 6] {
     let days = unix.div_euclid(86_400);
     let secs = unix.rem_euclid(86_400);
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
@@ -154,12 +137,13 @@ fn time(unix: i64) -> Vec<u8> {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    let hms = format!(
-        "{month:02}{day:02}{:02}{:02}{:02}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    );
+    [year, month, day, secs / 3600, secs / 60 % 60, secs % 60]
+}
+
+/// A UTCTime (years before 2050) or GeneralizedTime of Unix seconds.
+fn time(unix: i64) -> Vec<u8> {
+    let [year, month, day, h, m, s] = civil(unix);
+    let hms = format!("{month:02}{day:02}{h:02}{m:02}{s:02}Z");
     if (1950..2050).contains(&year) {
         der::tlv(tag::UTC_TIME, format!("{:02}{hms}", year % 100).as_bytes())
     } else {

@@ -10,6 +10,10 @@
 //!   the SubjectAccessReview body and answer, the 403 text;
 //! - [`cache`] (pure): the review answers' time-bounded cache;
 //! - [`cert`] (pure): the self-signed serving certificate;
+//! - [`serving`] (pure): `serverTLSBootstrap`'s decisions (which
+//!   certificate to serve, the CSR's names, the issued files' names);
+//! - [`serving_bootstrap`]: the serving certificate's CSR, its files and
+//!   its renewal, swapped into the running listener;
 //! - [`tls`]: the rustls server configuration (serving certificate files,
 //!   the client CA), reading and writing files;
 //! - [`server`]: the listeners, the TLS handshake, the authentication and
@@ -30,6 +34,8 @@ pub mod authz;
 pub mod cache;
 pub mod cert;
 pub mod server;
+pub mod serving;
+pub mod serving_bootstrap;
 pub mod tls;
 
 use std::io;

@@ -379,6 +379,15 @@ pub fn tls_files(cfg: &KubeletConfig, node_name: &str) -> TlsFiles {
         pki_dir: cfg.root_dir.join("pki"),
         node_name: node_name.to_string(),
         addresses,
+        server_tls_bootstrap: cfg.server_tls_bootstrap,
+        internal_ips: if cfg.node_ip.is_empty() {
+            crate::node::info::primary_ipv4()
+                .and_then(|ip| ip.parse().ok())
+                .into_iter()
+                .collect()
+        } else {
+            cfg.node_ip.clone()
+        },
     }
 }
 
@@ -417,11 +426,29 @@ pub fn start(
     let now_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
-    let started = server_config(&tls_files(cfg, node_name), now_unix)
-        .and_then(|tls| Ok((tls, bind("address/port", addr)?)));
+    let files = tls_files(cfg, node_name);
+    let started =
+        server_config(&files, now_unix).and_then(|tls| Ok((tls, bind("address/port", addr)?)));
     match started {
-        Ok((tls, listener)) => {
+        Ok(((tls, serving), listener)) => {
             log::info!("serving the node API on https://{addr}");
+            match (
+                &client,
+                cfg.server_tls_bootstrap,
+                cfg.tls_cert_file.is_some(),
+            ) {
+                (Some(c), true, false) => {
+                    tasks.push(super::serving_bootstrap::start(files, serving, c.clone()))
+                }
+                (_, true, true) => log::warn!(
+                    "serverTLSBootstrap is ignored: tlsCertFile/tlsPrivateKeyFile are set"
+                ),
+                (None, true, _) => log::warn!(
+                    "serverTLSBootstrap needs the API server (--kubeconfig); serving the \
+                     self-signed certificate"
+                ),
+                _ => {}
+            }
             let gate = Rc::new(Gate::new(cfg, node_name, client));
             tasks.push(rt::spawn(serve(listener, tls, Rc::new(router), gate)));
         }

@@ -1,9 +1,15 @@
 //! The node API's rustls server configuration: the serving certificate
-//! (`tlsCertFile`/`tlsPrivateKeyFile`, or a self-signed one kept in
-//! `<rootDir>/pki/kubelet.crt` and `kubelet.key`, key 0600, reused across
-//! restarts and made again only when missing or expired) and the client
+//! (`tlsCertFile`/`tlsPrivateKeyFile`; with `serverTLSBootstrap` the one
+//! the cluster issued, `<rootDir>/pki/kubelet-server-current.pem`; else a
+//! self-signed one kept in `<rootDir>/pki/kubelet.crt` and `kubelet.key`,
+//! key 0600, reused across restarts and made again only when missing or
+//! expired; [`super::serving::choose_source`] decides) and the client
 //! certificate verifier (`authentication.x509.clientCAFile`; a client
 //! certificate is optional, so bearer tokens work on the same port).
+//!
+//! The certificate is served through [`ServingCert`], a resolver whose
+//! certificate can be replaced while the listener runs: a certificate
+//! issued later reaches every new connection without a restart.
 //!
 //! The crypto provider is the API-server client's (ring, the same small
 //! suite and signature set); ALPN offers HTTP/1.1 only.
@@ -18,10 +24,12 @@ use std::sync::Arc;
 use futures_rustls::rustls;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
 use rustls::{RootCertStore, ServerConfig};
 
 use super::cert;
+use super::serving::{choose_source, CertSource, SERVER_CURRENT_PEM};
 use super::NodeApiError;
 use crate::apiserver::csr::{first_certificate_der, Validity};
 use crate::apiserver::tls::{provider, ALPN_HTTP11};
@@ -38,6 +46,25 @@ pub struct TlsFiles {
     pub node_name: String,
     /// The self-signed certificate's IP addresses.
     pub addresses: Vec<IpAddr>,
+    /// `serverTLSBootstrap`.
+    pub server_tls_bootstrap: bool,
+    /// The Node's InternalIPs (`--node-ip`, else the detected one): the
+    /// serving CSR's addresses.
+    pub internal_ips: Vec<IpAddr>,
+}
+
+impl TlsFiles {
+    /// The symlink to the issued certificate and key.
+    pub fn issued_path(&self) -> PathBuf {
+        self.pki_dir.join(SERVER_CURRENT_PEM)
+    }
+}
+
+/// The validity of the certificate in PEM file `path`, if readable.
+pub fn validity_of(path: &Path) -> Option<Validity> {
+    let pem = fs::read(path).ok()?;
+    let der = first_certificate_der(&pem).ok()?;
+    Validity::of_certificate(&der).ok()
 }
 
 fn read(field: &'static str, path: &Path) -> Result<Vec<u8>, NodeApiError> {
@@ -48,12 +75,32 @@ fn read(field: &'static str, path: &Path) -> Result<Vec<u8>, NodeApiError> {
     })
 }
 
-/// The serving certificate's paths: the configured ones, or the
-/// self-signed pair, made now when missing or expired at `now_unix`.
+/// The serving certificate's paths: the configured ones, the issued one,
+/// or the self-signed pair, made now when missing or expired at
+/// `now_unix`.
 pub fn serving_files(f: &TlsFiles, now_unix: i64) -> Result<(PathBuf, PathBuf), NodeApiError> {
-    if let Some(pair) = &f.cert_and_key {
-        return Ok(pair.clone());
+    let issued = f
+        .server_tls_bootstrap
+        .then(|| validity_of(&f.issued_path()));
+    match choose_source(
+        f.cert_and_key.is_some(),
+        f.server_tls_bootstrap,
+        issued.flatten(),
+        now_unix,
+    ) {
+        CertSource::Configured => {
+            if let Some(pair) = &f.cert_and_key {
+                return Ok(pair.clone());
+            }
+        }
+        CertSource::Issued => return Ok((f.issued_path(), f.issued_path())),
+        CertSource::SelfSigned => {}
     }
+    self_signed_files(f, now_unix)
+}
+
+/// The self-signed pair, made now when missing or expired at `now_unix`.
+pub fn self_signed_files(f: &TlsFiles, now_unix: i64) -> Result<(PathBuf, PathBuf), NodeApiError> {
     let cert_path = f.pki_dir.join("kubelet.crt");
     let key_path = f.pki_dir.join("kubelet.key");
     let current = fs::read(&cert_path)
@@ -105,8 +152,63 @@ fn write_new(path: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
     fs::rename(&tmp, path)
 }
 
-/// The server configuration of `f` at `now_unix`.
-pub fn server_config(f: &TlsFiles, now_unix: i64) -> Result<Arc<ServerConfig>, NodeApiError> {
+/// The serving certificate presented to new connections, replaceable
+/// while the listener runs.
+#[derive(Debug)]
+pub struct ServingCert(std::sync::RwLock<Arc<CertifiedKey>>);
+
+impl ServingCert {
+    /// Serves `key` to every connection from now on.
+    pub fn set(&self, key: CertifiedKey) {
+        if let Ok(mut k) = self.0.write() {
+            *k = Arc::new(key);
+        }
+    }
+}
+
+impl ResolvesServerCert for ServingCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.0.read().ok().map(|k| Arc::clone(&k))
+    }
+}
+
+/// The certificate chain of `cert_path` and the key of `key_path` (may be
+/// the same file), checked to belong together.
+pub fn certified_key(cert_path: &Path, key_path: &Path) -> Result<CertifiedKey, NodeApiError> {
+    let pem = read("tlsCertFile", cert_path)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| NodeApiError::Pem {
+            field: "tlsCertFile",
+            path: cert_path.to_path_buf(),
+            message: format!("bad PEM: {e}"),
+        })?;
+    if certs.is_empty() {
+        return Err(NodeApiError::Pem {
+            field: "tlsCertFile",
+            path: cert_path.to_path_buf(),
+            message: "no CERTIFICATE in PEM".into(),
+        });
+    }
+    let pem = read("tlsPrivateKeyFile", key_path)?;
+    // The error text of a key never quotes the key.
+    let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|_| NodeApiError::Pem {
+        field: "tlsPrivateKeyFile",
+        path: key_path.to_path_buf(),
+        message: "no usable PRIVATE KEY in PEM".into(),
+    })?;
+    CertifiedKey::from_der(certs, key, &provider()).map_err(|source| NodeApiError::Rustls {
+        field: "tlsPrivateKeyFile",
+        source,
+    })
+}
+
+/// The server configuration of `f` at `now_unix`, and the handle through
+/// which its serving certificate is replaced.
+pub fn server_config(
+    f: &TlsFiles,
+    now_unix: i64,
+) -> Result<(Arc<ServerConfig>, Arc<ServingCert>), NodeApiError> {
     let provider = Arc::new(provider());
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -146,37 +248,12 @@ pub fn server_config(f: &TlsFiles, now_unix: i64) -> Result<Arc<ServerConfig>, N
         None => builder.with_no_client_auth(),
     };
     let (cert_path, key_path) = serving_files(f, now_unix)?;
-    let pem = read("tlsCertFile", &cert_path)?;
-    let certs = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| NodeApiError::Pem {
-            field: "tlsCertFile",
-            path: cert_path.clone(),
-            message: format!("bad PEM: {e}"),
-        })?;
-    if certs.is_empty() {
-        return Err(NodeApiError::Pem {
-            field: "tlsCertFile",
-            path: cert_path,
-            message: "no CERTIFICATE in PEM".into(),
-        });
-    }
-    let pem = read("tlsPrivateKeyFile", &key_path)?;
-    // The error text of a key never quotes the key.
-    let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|_| NodeApiError::Pem {
-        field: "tlsPrivateKeyFile",
-        path: key_path.clone(),
-        message: "no usable PRIVATE KEY in PEM".into(),
-    })?;
-    let mut config =
-        builder
-            .with_single_cert(certs, key)
-            .map_err(|source| NodeApiError::Rustls {
-                field: "tlsPrivateKeyFile",
-                source,
-            })?;
+    let serving = Arc::new(ServingCert(std::sync::RwLock::new(Arc::new(
+        certified_key(&cert_path, &key_path)?,
+    ))));
+    let mut config = builder.with_cert_resolver(serving.clone());
     config.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
-    Ok(Arc::new(config))
+    Ok((Arc::new(config), serving))
 }
 
 #[cfg(test)]
@@ -190,6 +267,8 @@ mod tests {
             pki_dir: dir.join("pki"),
             node_name: "edge-1".into(),
             addresses: vec!["127.0.0.1".parse().unwrap()],
+            server_tls_bootstrap: false,
+            internal_ips: vec![],
         }
     }
 
@@ -208,6 +287,48 @@ mod tests {
         assert_eq!(fs::read(&cert).unwrap(), first, "reused across restarts");
         serving_files(&f, now + cert::LIFETIME_SECS + 1).unwrap();
         assert_ne!(fs::read(&cert).unwrap(), first, "made again once expired");
+    }
+
+    #[test]
+    fn with_server_tls_bootstrap_an_issued_certificate_on_disk_is_served_until_it_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = files(dir.path());
+        f.server_tls_bootstrap = true;
+        let now = 1_767_225_600;
+        let rng = ring::rand::SystemRandom::new();
+        let issued = cert::self_signed("edge-1", &[], &[], now, &rng).unwrap();
+        fs::create_dir_all(&f.pki_dir).unwrap();
+        fs::write(f.issued_path(), issued.cert_pem + &issued.key_pem).unwrap();
+        let (cert_path, key_path) = serving_files(&f, now + 1).unwrap();
+        assert_eq!(
+            (&cert_path, &key_path),
+            (&f.issued_path(), &f.issued_path())
+        );
+        let (_, serving) = server_config(&f, now + 1).unwrap();
+        serving.set(certified_key(&cert_path, &key_path).unwrap());
+        let later = now + cert::LIFETIME_SECS;
+        assert_eq!(
+            serving_files(&f, later).unwrap().0,
+            f.pki_dir.join("kubelet.crt")
+        );
+        f.server_tls_bootstrap = false;
+        assert_eq!(
+            serving_files(&f, now + 1).unwrap().0,
+            f.pki_dir.join("kubelet.crt")
+        );
+    }
+
+    #[test]
+    fn a_key_that_does_not_match_the_certificate_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let rng = ring::rand::SystemRandom::new();
+        let a = cert::self_signed("a", &[], &[], 0, &rng).unwrap();
+        let b = cert::self_signed("b", &[], &[], 0, &rng).unwrap();
+        let (c, k) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        fs::write(&c, a.cert_pem).unwrap();
+        fs::write(&k, b.key_pem).unwrap();
+        let e = certified_key(&c, &k).unwrap_err().to_string();
+        assert!(e.starts_with("tlsPrivateKeyFile"), "{e}");
     }
 
     #[test]
