@@ -17,30 +17,15 @@
 mod harness;
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use harness::kube::ControlPlane;
+use harness::kube::{free_port, host_ip, ControlPlane};
 use harness::{wait_until, Containerd, Picolet};
 
 const LONG: Duration = Duration::from_secs(180);
-
-fn host_ip() -> std::net::IpAddr {
-    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-    s.connect("192.0.2.1:9").expect("a default route");
-    s.local_addr().unwrap().ip()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A container printing `line N` every ~50 ms; once `/signal/stop` exists
 /// it removes it, says `stopping N` and exits (to be restarted).

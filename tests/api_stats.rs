@@ -11,28 +11,13 @@
 
 mod harness;
 
-use std::net::TcpListener;
 use std::time::Duration;
 
-use harness::kube::ControlPlane;
+use harness::kube::{free_port, host_ip, ControlPlane};
 use harness::{wait_until, Containerd, Picolet};
 use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(180);
-
-fn host_ip() -> std::net::IpAddr {
-    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-    s.connect("192.0.2.1:9").expect("a default route");
-    s.local_addr().unwrap().ip()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Asserts `v[key]` is a filesystem's stats as kubelet's FsStats names them.
 fn assert_fs(v: &Value, what: &str) {

@@ -19,32 +19,14 @@
 mod harness;
 
 use std::fs;
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use harness::kube::ControlPlane;
+use harness::kube::{free_port, host_ip, ControlPlane};
 use harness::{wait_until, Containerd, Picolet};
 
 const LONG: Duration = Duration::from_secs(120);
-
-/// The address of the default route: the API server refuses to proxy to
-/// loopback addresses ("address not allowed"), so the node is reached on
-/// this one.
-fn host_ip() -> std::net::IpAddr {
-    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-    s.connect("192.0.2.1:9").expect("a default route");
-    s.local_addr().unwrap().ip()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// `curl` of `url` with extra `args`: the HTTP status and the body.
 fn curl(url: &str, args: &[&str]) -> (u16, String) {

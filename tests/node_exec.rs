@@ -13,31 +13,15 @@ mod harness;
 
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use harness::kube::ControlPlane;
+use harness::kube::{free_port, host_ip, ControlPlane};
 use harness::{wait_until, Containerd, Picolet};
 
 const LONG: Duration = Duration::from_secs(120);
-
-/// The address of the default route (the API server does not proxy to
-/// loopback addresses).
-fn host_ip() -> std::net::IpAddr {
-    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-    s.connect("192.0.2.1:9").expect("a default route");
-    s.local_addr().unwrap().ip()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A throwaway self-signed certificate: the API server's placeholder
 /// `--kubelet-certificate-authority` until picolet has made its own.

@@ -17,33 +17,16 @@
 
 mod harness;
 
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine as _;
-use harness::kube::ControlPlane;
+use harness::kube::{free_port, host_ip, ControlPlane};
 use harness::{wait_until, Containerd, Picolet};
 use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(180);
-
-/// The address of the default route: the API server refuses to proxy to
-/// loopback addresses, so the node is reached on this one.
-fn host_ip() -> std::net::IpAddr {
-    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-    s.connect("192.0.2.1:9").expect("a default route");
-    s.local_addr().unwrap().ip()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// `curl` of `url` with extra `args`: the HTTP status (0 when the TLS
 /// handshake or the verification failed) and the body and errors.

@@ -52,6 +52,8 @@ pub use self::audit::AuditedRequest;
 use self::kubeconfig::random_token;
 pub use self::kubeconfig::Credentials;
 use self::pki::Pki;
+#[allow(unused_imports)] // not every test binary takes it
+pub use self::process::free_port;
 use self::process::{http, spawn_reaper, Proc};
 
 /// How long etcd gets to answer `/health`.
@@ -639,4 +641,12 @@ impl Drop for ControlPlane {
 
 fn already_exists(out: &Output) -> bool {
     String::from_utf8_lossy(&out.stderr).contains("AlreadyExists")
+}
+
+/// The address of the default route: the API server refuses to proxy to
+/// loopback addresses, so a node whose API it must reach is given this one.
+pub fn host_ip() -> std::net::IpAddr {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    s.connect("192.0.2.1:9").expect("a default route");
+    s.local_addr().unwrap().ip()
 }
