@@ -203,8 +203,6 @@ fn fetch(port: u16) -> Option<String> {
 }
 
 #[test]
-#[ignore = "the API server's SPDY session through the node API's TLS connection times out \
-            (\"Timeout occurred\"): the relay works on the admin socket, not yet over TLS"]
 fn kubectl_exec_and_port_forward_reach_a_pod_through_the_node_api() {
     let dir = tempfile::tempdir().unwrap();
     let kubelet_ca = placeholder_ca(dir.path());

@@ -134,7 +134,7 @@ impl Session {
                 "command" => s.command.push(v),
                 "stdin" | "input" => s.stdin |= truthy(&v),
                 "stdout" | "output" => s.stdout |= truthy(&v),
-                "stderr" => s.stderr |= truthy(&v),
+                "stderr" | "error" => s.stderr |= truthy(&v),
                 "tty" => s.tty |= truthy(&v),
                 "port" => s.ports.push(
                     v.parse::<u16>()
@@ -361,6 +361,25 @@ mod tests {
         assert_eq!(s.container, "c");
         assert!(s.stdin && s.stdout && s.tty);
         assert!(!s.stderr, "a TTY merges stderr into stdout");
+    }
+
+    #[test]
+    fn the_api_servers_query_names_input_output_and_error_select_the_streams() {
+        // What kube-apiserver sends the node for `kubectl exec` (core/v1's
+        // ExecStdinParam, ExecStdoutParam, ExecStderrParam).
+        let s = Session::parse(
+            "/exec/default/web/web",
+            "command=cat&command=%2Fetc%2Fhostname&error=1&output=1",
+        )
+        .unwrap();
+        assert_eq!(s.command, ["cat", "/etc/hostname"]);
+        assert!(s.stdout && s.stderr && !s.stdin && !s.tty);
+        let s = Session::parse(
+            "/exec/default/web/web",
+            "command=sh&input=1&output=1&error=1",
+        )
+        .unwrap();
+        assert!(s.stdin && s.stdout && s.stderr);
     }
 
     #[test]
