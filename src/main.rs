@@ -186,11 +186,18 @@ fn exec(args: &cli::ExecArgs) -> Result<()> {
     } else {
         None
     };
+    // kubectl's rule: no TTY unless stdin is a terminal.
+    let mut args = args.clone();
+    if args.tty && raw.is_none() {
+        eprintln!("Unable to use a TTY - input is not a terminal or the right kind of file");
+        args.tty = false;
+    }
     let uri = args.uri(&container);
     let session = picolet::admin::exec_client::Session {
         socket: &args.admin_socket,
         uri: &uri,
         stdin: args.stdin,
+        tty: args.tty,
         size: raw.as_ref().map(|r| r.1),
     };
     let code = picolet::admin::exec_client::run(

@@ -157,8 +157,8 @@ fn picolet_exec_runs_commands_in_a_static_pod_with_no_api_server() {
     assert_eq!(text(&out.stdout), "out\n");
     assert_eq!(text(&out.stderr), "err\n");
 
-    // stdin: a line read by the command. (The end of stdin is not passed
-    // on yet: `cat` would wait; see the README's known gaps.)
+    // stdin: a line read by the command, and the end of stdin passed on:
+    // `cat` finishes (SPDY closes the stdin stream alone, on every runtime).
     let out = picolet_exec(
         &p,
         &[&pod, "-i", "--", "sh", "-c", "read l; echo got:$l"],
@@ -166,6 +166,37 @@ fn picolet_exec_runs_commands_in_a_static_pod_with_no_api_server() {
     );
     assert!(out.status.success(), "{out:?}\n{}", p.log());
     assert_eq!(text(&out.stdout), "got:piped\n");
+    let out = picolet_exec(
+        &p,
+        &[&pod, "-i", "--", "sh", "-c", "cat; echo done"],
+        Some(b"line one\nline two\n"),
+    );
+    assert!(out.status.success(), "{out:?}\n{}", p.log());
+    assert_eq!(text(&out.stdout), "line one\nline two\ndone\n");
+
+    // -t on a real terminal (util-linux `script` gives the CLI a pty): the
+    // command has a terminal of its own. Without one, kubectl's warning.
+    assert!(
+        Command::new("script").arg("--version").output().is_ok(),
+        "the -t case needs util-linux's `script`: apt-get install bsdutils"
+    );
+    let mut cmd = Command::new("script");
+    cmd.args(["-q", "-e", "-c"])
+        .arg(format!(
+            "{} exec --admin-socket {} -t {pod} -- sh -c 'tty; test -t 1 && echo on-a-tty'",
+            harness::picolet_bin().display(),
+            p.admin_socket().display()
+        ))
+        .arg("/dev/null");
+    let out = run_bounded(cmd, None);
+    assert!(out.status.success(), "{out:?}\n{}", p.log());
+    let shown = text(&out.stdout);
+    assert!(shown.contains("/dev/pts/"), "{shown:?}");
+    assert!(shown.contains("on-a-tty"), "{shown:?}");
+    let out = picolet_exec(&p, &[&pod, "-t", "--", "echo", "plain"], None);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(text(&out.stdout), "plain\n");
+    assert!(text(&out.stderr).contains("Unable to use a TTY"), "{out:?}");
 
     // Refusals: kubelet's texts, the CLI exits non-zero with them.
     let out = picolet_exec(&p, &["absent", "-c", "main", "--", "true"], None);

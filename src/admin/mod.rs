@@ -11,7 +11,8 @@
 //! - [`router`]: method + path → handler, 404 and 405; the node API is meant
 //!   to reuse it.
 //! - [`client`]: the CLI side, on `crate::net`'s HTTP/1.1 client.
-//! - [`exec_client`]: `picolet exec`'s WebSocket session on `/exec/...`.
+//! - [`exec_client`]: `picolet exec`'s SPDY session on `/exec/...`, framed
+//!   by [`spdy`] (pure).
 //! - [`table`]: `kubectl get pods` columns and ages (pure).
 //! - [`describe`]: `kubectl describe pod`'s text (pure).
 //! - [`term`]: colours and widths on a terminal; [`yaml`]: `-o yaml`.
@@ -24,6 +25,7 @@ pub mod describe;
 pub mod exec_client;
 pub mod router;
 pub mod server;
+pub mod spdy;
 pub mod table;
 pub mod term;
 pub mod yaml;
