@@ -122,6 +122,49 @@ impl ContainerEntry {
     }
 }
 
+/// The agent's state of a pod's containers, by name: a short vector, not
+/// a `BTreeMap`, whose first insert allocates a node for eleven entries
+/// (1.6 KiB for a pod's one container; ~0.17 MiB with 110 pods, issue #8).
+#[derive(Default)]
+struct Containers(Vec<(String, ContainerEntry)>);
+
+impl Containers {
+    fn get(&self, name: &str) -> Option<&ContainerEntry> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, c)| c)
+    }
+
+    fn entry_or_default(&mut self, name: &str) -> &mut ContainerEntry {
+        let at = match self.0.iter().position(|(n, _)| n == name) {
+            Some(at) => at,
+            None => {
+                self.0.push((name.to_string(), ContainerEntry::default()));
+                self.0.len() - 1
+            }
+        };
+        &mut self.0[at].1
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&String, &ContainerEntry)> {
+        self.0.iter().map(|(n, c)| (n, c))
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = (&String, &mut ContainerEntry)> {
+        self.0.iter_mut().map(|(n, c)| (&*n, c))
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut ContainerEntry> {
+        self.0.iter_mut().map(|(_, c)| c)
+    }
+}
+
+#[cfg(test)]
+impl std::ops::Index<&str> for Containers {
+    type Output = ContainerEntry;
+    fn index(&self, name: &str) -> &ContainerEntry {
+        self.get(name).expect("no such container entry")
+    }
+}
+
 /// One pod the agent manages.
 struct PodEntry {
     pod: Rc<Pod>,
@@ -137,7 +180,7 @@ struct PodEntry {
     first_seen_unix: i64,
     /// Sandbox IPs by sandbox ID (a sandbox's IP never changes).
     sandbox_ips: HashMap<String, (String, Vec<String>)>,
-    containers: BTreeMap<String, ContainerEntry>,
+    containers: Containers,
     /// The spec's warnings were logged (once per pod).
     warned: bool,
     /// Evicted for node pressure: stopped, phase Failed, reason Evicted.
@@ -153,7 +196,7 @@ struct PodEntry {
 
 impl PodEntry {
     fn container(&mut self, name: &str) -> &mut ContainerEntry {
-        self.containers.entry(name.to_string()).or_default()
+        self.containers.entry_or_default(name)
     }
 
     /// The planner's view of probe kills.

@@ -307,7 +307,7 @@ impl<R: RuntimeService> Agent<R> {
             observed_at: None,
             first_seen_unix: now_unix_nanos() / 1_000_000_000,
             sandbox_ips: HashMap::new(),
-            containers: BTreeMap::new(),
+            containers: Default::default(),
             warned: false,
             evicted: None,
             volume_digests: HashMap::new(),

@@ -95,7 +95,7 @@ impl<R: RuntimeService> Agent<R> {
         let mut waiting: HashMap<String, Waiting> = HashMap::new();
         let mut readiness: HashMap<String, bool> = HashMap::new();
         let mut started: HashMap<String, bool> = HashMap::new();
-        for (name, c) in &e.containers {
+        for (name, c) in e.containers.iter() {
             if let Some(w) = &c.waiting {
                 waiting.insert(name.clone(), w.clone());
             }
