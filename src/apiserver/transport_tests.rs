@@ -477,10 +477,11 @@ fn a_blackholed_link_is_noticed_by_pings_and_one_new_connection_follows() {
 #[test]
 fn a_refused_connection_is_a_connect_error_then_backs_off() {
     let pki = testpki::generate();
-    let addr = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    // A port bound but not listening refuses connections, and stays ours
+    // for the test: a closed listener's port could be taken by another
+    // test's server meanwhile (seen under qemu-user).
+    let (_bound, port) = crate::net::dial::refusing_port();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     rt::block_on(async {
         let c = Client::new(&kubeconfig(&pki, addr), Options::default()).unwrap();
         let e = get(&c, "/api/v1/pods").await.unwrap_err();

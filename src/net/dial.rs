@@ -78,10 +78,22 @@ pub async fn dial_timeout(
     }
 }
 
+/// A loopback port that refuses connections while the returned socket
+/// lives: bound, never listening. (A listener bound and dropped frees its
+/// port for any other test's server to take meanwhile.)
+#[cfg(test)]
+pub(crate) fn refusing_port() -> (rustix::fd::OwnedFd, u16) {
+    use rustix::net::{bind, getsockname, socket, AddressFamily, SocketType};
+    let fd = socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    bind(&fd, &any).unwrap();
+    let addr = std::net::SocketAddr::try_from(getsockname(&fd).unwrap()).unwrap();
+    (fd, addr.port())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::TcpListener;
 
     #[test]
     fn ip_literals_and_localhost_are_dialled_and_names_are_refused() {
@@ -99,10 +111,7 @@ mod tests {
 
     #[test]
     fn a_refused_dial_reads_like_go() {
-        let port = {
-            let l = TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
+        let (_refusing, port) = refusing_port();
         let e = rt::block_on(dial_timeout("127.0.0.1", port, Duration::from_secs(5))).unwrap_err();
         assert!(
             e.to_string()

@@ -198,7 +198,8 @@ mod tests {
 
     #[test]
     fn a_grpc_probe_fails_when_nothing_listens() {
-        let r = rt::block_on(grpc("127.0.0.1", closed_port(), "", T));
+        let (_refusing, port) = closed_port();
+        let r = rt::block_on(grpc("127.0.0.1", port, "", T));
         assert_eq!(r.outcome, Outcome::Failure);
         assert!(
             r.message.starts_with("error: failed to connect service"),

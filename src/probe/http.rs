@@ -397,7 +397,8 @@ mod tests {
 
     #[test]
     fn a_refused_connection_fails_the_http_probe() {
-        let r = rt::block_on(http_get(&target(closed_port(), "/"), T));
+        let (_refusing, port) = closed_port();
+        let r = rt::block_on(http_get(&target(port, "/"), T));
         assert_eq!(r.outcome, Outcome::Failure);
         assert!(r.message.contains("dial tcp 127.0.0.1:"), "{}", r.message);
     }

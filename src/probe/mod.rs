@@ -105,11 +105,11 @@ pub async fn run_handler(
     }
 }
 
-/// A port on 127.0.0.1 that nothing listens on (for the runners' tests).
+/// A port on 127.0.0.1 that refuses connections while the socket lives
+/// (for the runners' tests).
 #[cfg(test)]
-pub(crate) fn closed_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+pub(crate) fn closed_port() -> (rustix::fd::OwnedFd, u16) {
+    crate::net::dial::refusing_port()
 }
 
 #[cfg(test)]

@@ -32,7 +32,8 @@ mod tests {
                 tcp_socket("127.0.0.1", port, T).await.outcome,
                 Outcome::Success
             );
-            let r = tcp_socket("127.0.0.1", closed_port(), T).await;
+            let (_refusing, closed) = closed_port();
+            let r = tcp_socket("127.0.0.1", closed, T).await;
             assert_eq!(r.outcome, Outcome::Failure);
             assert!(r.message.contains("dial tcp"), "{}", r.message);
             let r = tcp_socket("probe-target.invalid", port, T).await;
