@@ -159,20 +159,19 @@ fn picolet_exec_runs_commands_in_a_static_pod_with_no_api_server() {
 
     // stdin: a line read by the command, and the end of stdin passed on:
     // `cat` finishes (SPDY closes the stdin stream alone, on every runtime).
-    let out = picolet_exec(
-        &p,
-        &[&pod, "-i", "--", "sh", "-c", "read l; echo got:$l"],
-        Some(b"piped\n"),
-    );
-    assert!(out.status.success(), "{out:?}\n{}", p.log());
-    assert_eq!(text(&out.stdout), "got:piped\n");
-    let out = picolet_exec(
-        &p,
-        &[&pod, "-i", "--", "sh", "-c", "cat; echo done"],
-        Some(b"line one\nline two\n"),
-    );
-    assert!(out.status.success(), "{out:?}\n{}", p.log());
-    assert_eq!(text(&out.stdout), "line one\nline two\ndone\n");
+    for (script, input, want) in [
+        ("read l; echo got:$l", "piped\n", "got:piped\n"),
+        (
+            "cat; echo done",
+            "line one\nline two\n",
+            "line one\nline two\ndone\n",
+        ),
+    ] {
+        let args = [pod.as_str(), "-i", "--", "sh", "-c", script];
+        let out = picolet_exec(&p, &args, Some(input.as_bytes()));
+        assert!(out.status.success(), "{out:?}\n{}", p.log());
+        assert_eq!(text(&out.stdout), want);
+    }
 
     // -t on a real terminal (util-linux `script` gives the CLI a pty): the
     // command has a terminal of its own. Without one, kubectl's warning.

@@ -222,16 +222,15 @@ pub fn run(s: &Session<'_>, out: &mut dyn Write, err: &mut dyn Write) -> Result<
                 }
                 Frame::Control { kind, flags, body } => match kind {
                     spdy::PING => {
-                        if let Some(id) = Frame::first_word(body) {
+                        if let Some(id) = spdy::ping_id(body) {
                             send(spdy::ping(id)).map_err(io_err)?;
                         }
                     }
-                    spdy::SYN_REPLY if flags & spdy::FLAG_FIN != 0 => {
-                        let id = Frame::first_word(body);
-                        open_outputs.retain(|s| Some(*s) != id);
-                    }
-                    spdy::RST_STREAM => {
-                        let id = Frame::first_word(body);
+                    // The server's side of a stream ends with it.
+                    spdy::RST_STREAM | spdy::SYN_REPLY
+                        if kind == spdy::RST_STREAM || flags & spdy::FLAG_FIN != 0 =>
+                    {
+                        let id = spdy::stream_id(body);
                         open_outputs.retain(|s| Some(*s) != id);
                     }
                     spdy::GOAWAY => break 'read,

@@ -52,12 +52,15 @@ pub enum Frame<'a> {
     },
 }
 
-impl Frame<'_> {
-    /// The stream a control frame names in its first word (`SYN_REPLY`,
-    /// `RST_STREAM`), or a `PING`'s id.
-    pub fn first_word(body: &[u8]) -> Option<u32> {
-        Some(u32::from_be_bytes(body.get(..4)?.try_into().ok()?) & 0x7fff_ffff)
-    }
+/// The stream a `SYN_REPLY` or `RST_STREAM` names: its body's first word,
+/// without the reserved top bit.
+pub fn stream_id(body: &[u8]) -> Option<u32> {
+    ping_id(body).map(|w| w & 0x7fff_ffff)
+}
+
+/// A `PING`'s id: its body's whole first word (echoed as it came).
+pub fn ping_id(body: &[u8]) -> Option<u32> {
+    Some(u32::from_be_bytes(body.get(..4)?.try_into().ok()?))
 }
 
 /// The next whole frame in `buf` and its length; `Ok(None)` until it is
@@ -250,7 +253,14 @@ mod tests {
         let Frame::Control { kind, body, .. } = f else {
             panic!("{f:?}")
         };
-        assert_eq!((kind, Frame::first_word(body)), (PING, Some(2)));
+        assert_eq!((kind, ping_id(body)), (PING, Some(2)));
+        let high = 0x8000_0002u32.to_be_bytes();
+        assert_eq!(
+            ping_id(&high),
+            Some(0x8000_0002),
+            "a PING id is echoed whole"
+        );
+        assert_eq!(stream_id(&high), Some(2), "a stream id has no top bit");
     }
 
     #[test]

@@ -152,7 +152,8 @@ mod grpc_health_server;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::{closed_port, Outcome};
+    use crate::net::dial::refusing_port;
+    use crate::probe::Outcome;
     use smol::Async;
     use std::io;
     use std::net::TcpListener;
@@ -198,7 +199,7 @@ mod tests {
 
     #[test]
     fn a_grpc_probe_fails_when_nothing_listens() {
-        let (_refusing, port) = closed_port();
+        let (_refusing, port) = refusing_port();
         let r = rt::block_on(grpc("127.0.0.1", port, "", T));
         assert_eq!(r.outcome, Outcome::Failure);
         assert!(

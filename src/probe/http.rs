@@ -171,8 +171,9 @@ async fn request(t: &HttpTarget, url: &Url, host_header: &str) -> Result<Respons
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::dial::refusing_port;
     use crate::net::url::Scheme;
-    use crate::probe::{closed_port, Outcome};
+    use crate::probe::Outcome;
     use smol::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
     use smol::Async;
     use std::cell::RefCell;
@@ -397,7 +398,7 @@ mod tests {
 
     #[test]
     fn a_refused_connection_fails_the_http_probe() {
-        let (_refusing, port) = closed_port();
+        let (_refusing, port) = refusing_port();
         let r = rt::block_on(http_get(&target(port, "/"), T));
         assert_eq!(r.outcome, Outcome::Failure);
         assert!(r.message.contains("dial tcp 127.0.0.1:"), "{}", r.message);

@@ -105,13 +105,6 @@ pub async fn run_handler(
     }
 }
 
-/// A port on 127.0.0.1 that refuses connections while the socket lives
-/// (for the runners' tests).
-#[cfg(test)]
-pub(crate) fn closed_port() -> (rustix::fd::OwnedFd, u16) {
-    crate::net::dial::refusing_port()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,8 @@ pub async fn tcp_socket(host: &str, port: u16, timeout: Duration) -> ProbeResult
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::{closed_port, Outcome};
+    use crate::net::dial::refusing_port;
+    use crate::probe::Outcome;
     use crate::rt;
     use std::net::TcpListener;
 
@@ -32,7 +33,7 @@ mod tests {
                 tcp_socket("127.0.0.1", port, T).await.outcome,
                 Outcome::Success
             );
-            let (_refusing, closed) = closed_port();
+            let (_refusing, closed) = refusing_port();
             let r = tcp_socket("127.0.0.1", closed, T).await;
             assert_eq!(r.outcome, Outcome::Failure);
             assert!(r.message.contains("dial tcp"), "{}", r.message);
