@@ -303,6 +303,28 @@ pub fn observation_holds(r: &Resync) -> bool {
     r.observed.len() == r.relisted.len() && set(r.observed) == set(r.relisted)
 }
 
+/// Whether a pod the agent has just taken on, not synced yet, may start
+/// from an empty observation instead of reading the runtime (two filtered
+/// list calls per new pod; issue #13, where 30 pods starting at once made
+/// 60 of them while the runtime was busiest).
+///
+/// It may when the PLEG's last full relist (begun at `relisted_at`) shows
+/// nothing of the pod, and began after the agent last forgot a pod
+/// (`last_forgotten`). Only pod workers create sandboxes and containers
+/// for a pod, and the pod's own worker has not acted yet; a worker that
+/// had the same UID before (a static pod's manifest removed and written
+/// back) ended before the relist began, so whatever it left is in it.
+pub fn nothing_yet(
+    relisted_at: Option<Instant>,
+    last_forgotten: Option<Instant>,
+    relisted: &[Seen],
+) -> bool {
+    let Some(relisted_at) = relisted_at else {
+        return false;
+    };
+    relisted.is_empty() && last_forgotten.is_none_or(|f| f < relisted_at)
+}
+
 /// What happened to one sandbox or container between two relists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
@@ -616,6 +638,58 @@ mod tests {
         ];
         for (why, change) in rows {
             assert!(!resync_row(change), "{why}: the runtime must be read");
+        }
+    }
+
+    #[test]
+    fn a_new_pod_starts_from_nothing_only_when_a_relist_after_the_last_forgotten_pod_lacks_it() {
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(1);
+        // (what, the relist began, a pod was last forgotten, the relist shows, may start from nothing)
+        type Row<'a> = (
+            &'a str,
+            Option<Instant>,
+            Option<Instant>,
+            &'a [Seen<'a>],
+            bool,
+        );
+        let rows: [Row; 5] = [
+            (
+                "relisted, nothing of it, nothing forgotten",
+                Some(t0),
+                None,
+                &[],
+                true,
+            ),
+            (
+                "relisted after the last pod was forgotten",
+                Some(later),
+                Some(t0),
+                &[],
+                true,
+            ),
+            ("no relist yet", None, None, &[], false),
+            (
+                "a pod was forgotten after the relist began",
+                Some(t0),
+                Some(later),
+                &[],
+                false,
+            ),
+            (
+                "the relist shows something of it",
+                Some(t0),
+                None,
+                &RUNNING_LISTED,
+                false,
+            ),
+        ];
+        for (what, relisted_at, forgotten, relisted, want) in rows {
+            assert_eq!(
+                nothing_yet(relisted_at, forgotten, relisted),
+                want,
+                "{what}"
+            );
         }
     }
 }

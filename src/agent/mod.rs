@@ -177,6 +177,9 @@ struct PodEntry {
     /// When `observed` was read from the runtime; `None` when the last
     /// sync acted on the runtime after that (see `pleg::observation_holds`).
     observed_at: Option<std::time::Instant>,
+    /// Not synced yet: the first sync may start from nothing
+    /// (`pleg::nothing_yet`).
+    fresh: bool,
     first_seen_unix: i64,
     /// Sandbox IPs by sandbox ID (a sandbox's IP never changes).
     sandbox_ips: HashMap<String, (String, Vec<String>)>,
@@ -269,6 +272,9 @@ pub struct Agent<R: RuntimeService = Runtime> {
     runtime_name: RefCell<String>,
     /// The last relist, for GC and orphan adoption.
     relist: RefCell<observe::Relist>,
+    /// When a pod was last forgotten (its worker ended): see
+    /// `pleg::nothing_yet`.
+    last_forgotten: std::cell::Cell<Option<std::time::Instant>>,
     probe_metrics: RefCell<ProbeMetrics>,
     /// Where pod statuses go (`None`: standalone, nobody listens).
     status_sink: RefCell<Option<Rc<dyn StatusSink>>>,
@@ -344,6 +350,7 @@ impl<R: RuntimeService> Agent<R> {
             images: images::Images::default(),
             runtime_name: RefCell::new("containerd".into()),
             relist: RefCell::new(observe::Relist::default()),
+            last_forgotten: std::cell::Cell::new(None),
             probe_metrics: RefCell::new(ProbeMetrics::default()),
             status_sink: RefCell::new(None),
             event_sink: RefCell::new(None),

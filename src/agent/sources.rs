@@ -305,6 +305,7 @@ impl<R: RuntimeService> Agent<R> {
             wake: tx,
             observed: ObservedPod::default(),
             observed_at: None,
+            fresh: true,
             first_seen_unix: now_unix_nanos() / 1_000_000_000,
             sandbox_ips: HashMap::new(),
             containers: Default::default(),

@@ -39,6 +39,7 @@ use std::fs;
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Toleration};
 use serde::Deserialize;
@@ -416,8 +417,9 @@ struct Cached {
     /// The file's content md5, or the text of the error that kept us from
     /// reading it.
     key: CacheKey,
-    /// The parsed pod; `None` when the file is broken.
-    pod: Option<Pod>,
+    /// The parsed pod; `None` when the file is broken. Shared with the sets
+    /// handed out, so a rescan of unchanged files copies nothing.
+    pod: Option<Rc<Pod>>,
 }
 
 #[derive(PartialEq)]
@@ -445,7 +447,7 @@ pub struct ManifestDir {
     dir_error: Option<String>,
     /// The last set returned, handed out again if the directory cannot be
     /// listed for a reason other than not existing.
-    last: Vec<Pod>,
+    last: Vec<Rc<Pod>>,
     /// How many problems were logged (each problem is logged once).
     reported: usize,
     /// The last scan left changed files unparsed (see [`SCAN_BUDGET_BYTES`]).
@@ -541,7 +543,7 @@ impl ManifestDir {
         };
         SourceUpdate {
             source: PodSource::File,
-            pods: pods.into_iter().map(std::rc::Rc::new).collect(),
+            pods,
             authoritative: self.listed,
         }
     }
@@ -577,7 +579,7 @@ impl ManifestDir {
         Ok(files)
     }
 
-    fn read_files(&mut self, files: Vec<(PathBuf, bool)>) -> Vec<Pod> {
+    fn read_files(&mut self, files: Vec<(PathBuf, bool)>) -> Vec<Rc<Pod>> {
         let mut cache = HashMap::with_capacity(files.len());
         let mut budget = Budget {
             left: SCAN_BUDGET_BYTES,
@@ -648,7 +650,7 @@ impl ManifestDir {
             by_uid.insert(uid, path);
             winners.insert(path);
         }
-        let pods: Vec<Pod> = paths
+        let pods: Vec<Rc<Pod>> = paths
             .into_iter()
             .filter(|p| winners.contains(p.as_path()))
             .filter_map(|p| self.cache[p].pod.clone())
@@ -733,7 +735,7 @@ impl ManifestDir {
         match parsed {
             Ok(pod) => Cached {
                 key,
-                pod: Some(pod),
+                pod: Some(Rc::new(pod)),
             },
             Err(e) => {
                 self.report(log::Level::Error, format!("{e}; skipping it"));
