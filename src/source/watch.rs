@@ -54,12 +54,12 @@ pub const DEBOUNCE: Duration = Duration::from_millis(100);
 /// Upper bound on the debounce, for a directory that never goes quiet.
 const MAX_DEBOUNCE: Duration = Duration::from_secs(2);
 
-/// The pods of an emitted set, kept to compare the next set with by
+/// The pods of the last emitted set, kept to compare the next set with by
 /// identity: [`ManifestDir`] hands out the same `Rc` for a file whose
 /// content did not change, so a periodic rescan of an unchanged directory
 /// neither copies nor serialises a pod. Holding them keeps the allocations
 /// alive, so an address is never reused by a different pod meanwhile.
-type Fingerprint = Vec<Rc<Pod>>;
+type EmittedPods = Vec<Rc<Pod>>;
 
 /// What is watched on the directory itself.
 fn dir_flags() -> WatchFlags {
@@ -96,9 +96,9 @@ pub struct FileSource {
     /// `self` so a `next()` dropped mid-debounce loses nothing.
     pending: bool,
     next_periodic: Instant,
-    /// Fingerprint of the last emitted set and whether it was
+    /// The pods of the last emitted set and whether it was
     /// authoritative; `None` before the first.
-    last: Option<(Fingerprint, bool)>,
+    last: Option<(EmittedPods, bool)>,
 }
 
 impl Source for FileSource {

@@ -12,6 +12,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::harness::kube::free_port;
 use super::harness::{wait_until, Containerd, Picolet};
 use super::{cpu_time, observer, proc_status_field, sleeper, until_running, KUBELET_DEFAULTS};
 
@@ -28,14 +29,6 @@ pub struct ScrapeRow {
     pub endpoints: Vec<Scrape>,
     pub rss_kib: u64,
     pub hwm_kib: u64,
-}
-
-/// A free TCP port on 127.0.0.1 (bound, read, released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port for the node API")
 }
 
 pub fn measure(n: usize, scrapes: u32) -> ScrapeRow {
