@@ -81,16 +81,21 @@ fn runningpods_describe_and_get_node_show_the_runtimes_real_state() {
         let s = harness::container_status(&pod, "main");
         (s["ready"] == true).then(|| s["containerID"].as_str().unwrap().to_string())
     });
-    let (status, body) = p.get("/runningpods/");
-    assert_eq!(status, 200, "{body}");
-    let running: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(running["kind"], "PodList");
-    let item = running["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["metadata"]["name"] == web.as_str())
-        .unwrap_or_else(|| panic!("{web} in {body}"));
+    // It answers from the PLEG's last relist, so it may lag /pods by one
+    // relist period: wait for the relist that saw the container start.
+    let (body, item) = wait_until("/runningpods/ lists web's container", LONG, || {
+        let (status, body) = p.get("/runningpods/");
+        assert_eq!(status, 200, "{body}");
+        let running: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(running["kind"], "PodList", "{body}");
+        let item = running["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["metadata"]["name"] == web.as_str())?
+            .clone();
+        Some((body, item))
+    });
     assert_eq!(item["metadata"]["namespace"], "default");
     assert_eq!(item["spec"]["containers"][0]["name"], "main");
     assert!(
