@@ -224,7 +224,7 @@ eviction_check() {
             picolet get pods
             picolet get node -o json | tr ',' '\n' | grep -E '"(passes|notifiedPasses|lastPassMicros|maxPassMicros)"' | tr '\n' ' '
             echo
-            echo "picolet: $(grep -E '^Vm(RSS|HWM)' /proc/"$(pidof picolet | cut -d' ' -f1)"/status | tr -s ' \t\n' ' ')"
+            echo "picolet: $(grep -E '^(Vm(RSS|HWM)|Rss(Anon|File|Shmem))' /proc/"$(pidof picolet | cut -d' ' -f1)"/status | tr -s ' \t\n' ' ')"
             echo "hog: $(echo "$hog" | grep -o '"message": *"[^"]*"\|"phase": *"[A-Za-z]*"\|"reason": *"Evicted"' | tr '\n' ' ')"
             echo "kernel OOM kills during the test: $(dmesg | grep -c 'Killed process')"
             dmesg | grep 'Killed process' | sed 's/^/  /'

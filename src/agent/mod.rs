@@ -9,7 +9,9 @@
 //! - `observe.rs`: CRI answers → [`crate::pod::ObservedPod`], PLEG records
 //!   and GC input (pure), plus the PLEG task;
 //! - `sync.rs`: one worker per pod: observe, [`crate::pod::plan::plan`],
-//!   perform the actions (sandbox, containers, kills, termination);
+//!   perform the actions (kills, termination) and call `start.rs` for
+//!   the starts (a sandbox: cgroup, directories, RunPodSandbox; a
+//!   container: image, files, config, Create/StartContainer, postStart);
 //! - `images.rs`: making an image present per `imagePullPolicy`, with its
 //!   back-off;
 //! - `host_files.rs`: what a pod needs on the host (directories, volumes,
@@ -76,6 +78,7 @@ mod probes;
 mod recent_events;
 mod running;
 mod sources;
+mod start;
 mod status;
 mod streaming;
 mod summary;
@@ -280,9 +283,11 @@ pub struct Agent<R: RuntimeService = Runtime> {
     status_sink: RefCell<Option<Rc<dyn StatusSink>>>,
     /// Where events go (`None`: standalone, nobody listens).
     event_sink: RefCell<Option<Rc<dyn EventSink>>>,
-    /// RunPodSandbox calls in flight at most (see `sync.rs`).
+    /// RunPodSandbox calls in flight at most (see `sync.rs`, taken in
+    /// `start.rs`).
     sandbox_starts: smol::lock::Semaphore,
-    /// CreateContainer + StartContainer in flight at most (see `sync.rs`).
+    /// CreateContainer + StartContainer in flight at most (see `sync.rs`,
+    /// taken in `start.rs`).
     container_starts: smol::lock::Semaphore,
     eviction: eviction::EvictionState,
     image_gc: RefCell<image_gc::ImageGcState>,

@@ -8,11 +8,21 @@
 //! How it decides to rescan:
 //!
 //! - inotify on the directory (`smol::Async` over a non-blocking inotify fd,
-//!   so it runs on the caller's executor, no thread). An event is followed by
-//!   a short debounce (until the directory has been quiet for ~100 ms, at most
-//!   2 s) so an editor's save or a `cp` of a large file produces one rescan,
-//!   not a burst, and a half-written file is rarely seen. Events about
-//!   editor droppings (`.swp`, `~`, dotfiles) are dropped without waking.
+//!   so it runs on the caller's executor, no thread). Events about editor
+//!   droppings (`.swp`, `~`, dotfiles) are dropped without waking.
+//!   - When every file the events name is *settled* (closed after writing,
+//!     moved in or out, or deleted; see [`OpenWrites`]), the rescan runs at
+//!     once: a manifest renamed into place, as the docs recommend and as
+//!     provisioning tools do, starts its pod without a wait.
+//!   - While a file may still be open for writing (created or modified, not
+//!     yet closed), the rescan waits until it is closed or the directory has
+//!     been quiet for ~100 ms (at most 2 s), so a `cp` of a large file or a
+//!     slow writer produces one rescan and a half-written file is rarely
+//!     seen.
+//!
+//!   Measured for issue #13 (10 static pods, manifests renamed into place):
+//!   the fixed 100 ms debounce was half of picolet's own start time on top
+//!   of the bare CRI client's.
 //! - a periodic rescan every `period` (the kubelet's `fileCheckFrequency`)
 //!   as a backstop for what inotify cannot see: symlink targets changing,
 //!   a queue overflow, an inotify fd we could not get.
@@ -49,7 +59,8 @@ use smol::{future, Async, Timer};
 use super::file::{is_ignored_file_name, ManifestDir};
 use super::{PodSource, Source, SourceUpdate};
 
-/// Quiet time after the last inotify event before rescanning.
+/// Quiet time after the last inotify event before rescanning, while a file
+/// may still be open for writing.
 pub const DEBOUNCE: Duration = Duration::from_millis(100);
 /// Upper bound on the debounce, for a directory that never goes quiet.
 const MAX_DEBOUNCE: Duration = Duration::from_secs(2);
@@ -60,6 +71,62 @@ const MAX_DEBOUNCE: Duration = Duration::from_secs(2);
 /// neither copies nor serialises a pod. Holding them keeps the allocations
 /// alive, so an address is never reused by a different pod meanwhile.
 type EmittedPods = Vec<Rc<Pod>>;
+
+/// The files a writer may still be writing, from the inotify events since
+/// the last rescan: named by a create or modify event and not since by a
+/// close-after-write, a move or a delete. Pure: fed event flags and names.
+///
+/// Bounded: past [`OpenWrites::CAP`] names (or after a queue overflow, which
+/// loses events) it stops tracking and reports unsettled until
+/// [`forget`](OpenWrites::forget), so the rescan falls back to the quiet-time
+/// debounce rather than trusting a partial record.
+#[derive(Debug, Default)]
+struct OpenWrites {
+    names: Vec<OsString>,
+    lost_track: bool,
+}
+
+impl OpenWrites {
+    const CAP: usize = 32;
+
+    /// One event on the directory, about `name`.
+    fn apply(&mut self, flags: ReadFlags, name: &OsStr) {
+        if flags.contains(ReadFlags::ISDIR) {
+            return;
+        }
+        let settles = ReadFlags::CLOSE_WRITE
+            | ReadFlags::MOVED_TO
+            | ReadFlags::MOVED_FROM
+            | ReadFlags::DELETE;
+        if flags.intersects(settles) {
+            self.names.retain(|n| n != name);
+        } else if flags.intersects(ReadFlags::CREATE | ReadFlags::MODIFY)
+            && !self.names.iter().any(|n| n == name)
+        {
+            match self.names.len() < Self::CAP {
+                true => self.names.push(name.to_owned()),
+                false => self.lost_track = true,
+            }
+        }
+    }
+
+    /// Events were lost (the inotify queue overflowed).
+    fn lose_track(&mut self) {
+        self.lost_track = true;
+    }
+
+    /// No file is known to be open for writing: a rescan now reads whole
+    /// files.
+    fn settled(&self) -> bool {
+        self.names.is_empty() && !self.lost_track
+    }
+
+    /// The directory went quiet: what was open is taken as written.
+    fn forget(&mut self) {
+        self.names.clear();
+        self.lost_track = false;
+    }
+}
 
 /// What is watched on the directory itself.
 fn dir_flags() -> WatchFlags {
@@ -95,6 +162,8 @@ pub struct FileSource {
     /// Relevant events were seen and not yet followed by a rescan. Kept in
     /// `self` so a `next()` dropped mid-debounce loses nothing.
     pending: bool,
+    /// Files that may still be open for writing: the rescan waits for them.
+    writes: OpenWrites,
     next_periodic: Instant,
     /// The pods of the last emitted set and whether it was
     /// authoritative; `None` before the first.
@@ -137,6 +206,7 @@ impl FileSource {
             dir_wd: None,
             parent_wd: None,
             pending: false,
+            writes: OpenWrites::default(),
             next_periodic: Instant::now(),
             last: None,
         }
@@ -175,11 +245,18 @@ impl FileSource {
     }
 
     /// Wait until a rescan is due: the period elapsed, or relevant inotify
-    /// events arrived and the directory then went quiet.
+    /// events arrived and every file they name is settled or the directory
+    /// then went quiet.
     async fn wait(&mut self) {
         loop {
             if self.pending {
-                self.debounce().await;
+                match self.writes.settled() {
+                    // Still a turn for the agent's other tasks: a scan
+                    // that left files for the next one comes back here.
+                    true => future::yield_now().await,
+                    false => self.debounce().await,
+                }
+                self.writes.forget();
                 self.pending = false;
                 return;
             }
@@ -201,8 +278,9 @@ impl FileSource {
         }
     }
 
-    /// Wait for the directory to be quiet for [`DEBOUNCE`] (at most
-    /// [`MAX_DEBOUNCE`]), absorbing the events that arrive meanwhile.
+    /// Wait for every file written to be closed, or for the directory to be
+    /// quiet for [`DEBOUNCE`] (at most [`MAX_DEBOUNCE`]), absorbing the
+    /// events that arrive meanwhile.
     async fn debounce(&mut self) {
         let give_up = Instant::now() + MAX_DEBOUNCE;
         loop {
@@ -220,7 +298,7 @@ impl FileSource {
                 Ok(false) => return,
                 Err(e) => self.lose_inotify(e),
             }
-            if Instant::now() >= give_up {
+            if self.writes.settled() || Instant::now() >= give_up {
                 return;
             }
         }
@@ -245,6 +323,7 @@ impl FileSource {
             let flags = event.events();
             let name = event.file_name().map(|n| OsStr::from_bytes(n.to_bytes()));
             if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                self.writes.lose_track();
                 self.pending = true;
             } else if Some(event.wd()) == self.dir_wd {
                 if flags.intersects(
@@ -256,7 +335,12 @@ impl FileSource {
                     dir_gone = true;
                     dir_moved |= flags.contains(ReadFlags::MOVE_SELF);
                     self.pending = true;
-                } else if !name.is_some_and(|n| is_ignored_file_name(&n.to_string_lossy())) {
+                } else if let Some(name) = name {
+                    if !is_ignored_file_name(&name.to_string_lossy()) {
+                        self.writes.apply(flags, name);
+                        self.pending = true;
+                    }
+                } else {
                     self.pending = true;
                 }
             } else if Some(event.wd()) == self.parent_wd && name == self.dir_name.as_deref() {
@@ -326,6 +410,7 @@ impl FileSource {
         self.inotify = None;
         self.dir_wd = None;
         self.parent_wd = None;
+        self.writes.lose_track();
         self.pending = true;
     }
 }
@@ -483,6 +568,58 @@ mod tests {
             ["db-edge-1", "web-edge-1"]
         );
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_is_settled_once_closed_after_writing_moved_or_deleted() {
+        use ReadFlags as F;
+        let f = |n: &str| OsString::from(n);
+        // (events, settled afterwards)
+        let table: &[(&[(ReadFlags, &str)], bool)] = &[
+            (&[], true),
+            (&[(F::MOVED_TO, "a.yaml")], true),
+            (&[(F::CREATE, "a.yaml")], false),
+            (&[(F::CREATE, "a.yaml"), (F::MODIFY, "a.yaml")], false),
+            (&[(F::CREATE, "a.yaml"), (F::CLOSE_WRITE, "a.yaml")], true),
+            (&[(F::MODIFY, "a.yaml"), (F::DELETE, "a.yaml")], true),
+            (&[(F::MODIFY, "a.yaml"), (F::MOVED_FROM, "a.yaml")], true),
+            // One file closed, another still open.
+            (
+                &[
+                    (F::CREATE, "a.yaml"),
+                    (F::CREATE, "b.yaml"),
+                    (F::CLOSE_WRITE, "a.yaml"),
+                ],
+                false,
+            ),
+            // A subdirectory is not a writer.
+            (&[(F::CREATE | F::ISDIR, "sub")], true),
+            (&[(F::ATTRIB, "a.yaml")], true),
+        ];
+        for (events, settled) in table {
+            let mut w = OpenWrites::default();
+            for (flags, name) in *events {
+                w.apply(*flags, &f(name));
+            }
+            assert_eq!(w.settled(), *settled, "{events:?}");
+        }
+    }
+
+    #[test]
+    fn past_its_bound_or_after_lost_events_the_record_waits_for_quiet() {
+        let mut w = OpenWrites::default();
+        for i in 0..=OpenWrites::CAP {
+            w.apply(ReadFlags::CREATE, &OsString::from(format!("{i}.yaml")));
+        }
+        for i in 0..=OpenWrites::CAP {
+            w.apply(ReadFlags::CLOSE_WRITE, &OsString::from(format!("{i}.yaml")));
+        }
+        assert!(!w.settled(), "an untracked file may still be open");
+        assert!(w.names.len() <= OpenWrites::CAP);
+        w.forget();
+        assert!(w.settled());
+        w.lose_track();
+        assert!(!w.settled());
     }
 
     #[test]

@@ -64,7 +64,7 @@ fn memory(pid: u32, at: impl Into<String>) -> Memory {
     Memory {
         at: at.into(),
         anon_kib: proc_status_field(pid, "RssAnon:"),
-        file_kib: proc_status_field(pid, "RssFile:"),
+        file_kib: binary_kib(pid),
         rss_kib: proc_status_field(pid, "VmRSS:"),
         hwm_kib: proc_status_field(pid, "VmHWM:"),
     }
@@ -192,6 +192,12 @@ impl Drop for KubectlWatch {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The binary's resident pages: `RssFile`, or `RssShmem` when the binary
+/// runs from a tmpfs (as `PICOLET_BIN` may point it).
+fn binary_kib(pid: u32) -> u64 {
+    proc_status_field(pid, "RssFile:") + proc_status_field(pid, "RssShmem:")
 }
 
 fn proc_status_field(pid: u32, field: &str) -> u64 {
@@ -384,10 +390,7 @@ fn measure(outage_secs: u64) -> Measured {
                 .count()
         })
         .unwrap_or(0);
-    let (anon_kib, file_kib) = (
-        proc_status_field(pid, "RssAnon:"),
-        proc_status_field(pid, "RssFile:"),
-    );
+    let (anon_kib, file_kib) = (proc_status_field(pid, "RssAnon:"), binary_kib(pid));
     let (rss_kib, hwm_kib, threads) = (
         proc_status_field(pid, "VmRSS:"),
         proc_status_field(pid, "VmHWM:"),

@@ -1,0 +1,215 @@
+//! Starting a pod's pieces: its sandbox (pod cgroup, directories, the
+//! sandbox config, RunPodSandbox) and each container (image, host files,
+//! config volumes, the container config, CreateContainer, StartContainer,
+//! the postStart hook).
+//!
+//! Split from [`super::sync`], which decides when to call these. Both
+//! starts take a turn from the agent's bounds on starts in flight
+//! ([`super::sync::SANDBOX_STARTS_IN_FLIGHT`],
+//! [`super::sync::CONTAINER_STARTS_IN_FLIGHT`]) just before their CRI
+//! calls, so a pod waiting for its turn holds no config; why is measured
+//! in `sync`'s docs.
+//!
+//! This file must not decide anything about the pod (`pod::spec` builds
+//! the configs, `pod::facts` answers the questions); it performs and
+//! records (events, waiting reasons, kill messages).
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use super::{host_files, Agent};
+use crate::cri::{api, RuntimeService};
+use crate::pod::accessors::{self, full_name};
+use crate::pod::{facts, spec, ObservedPod};
+use crate::qos;
+use crate::status::Waiting;
+
+impl<R: RuntimeService> Agent<R> {
+    /// The pod's sandbox config; its warnings are logged once per pod.
+    pub(super) fn sandbox_config(&self, pod: &Pod, attempt: u32) -> api::PodSandboxConfig {
+        let parent = facts::cgroup_parent(pod, self.cgroups.as_ref());
+        let (config, warnings) = spec::sandbox_config(
+            pod,
+            &spec::SandboxParams {
+                attempt,
+                cgroup_parent: &parent,
+                pod_logs_dir: &self.cfg.pod_logs_dir,
+                cluster_dns: &self.cfg.cluster_dns,
+                cluster_domain: &self.cfg.cluster_domain,
+                host_resolv_conf: self.host.resolv_conf.as_deref(),
+                user_ns: self.user_ns(pod),
+            },
+        );
+        if let Some(e) = self.pods.borrow_mut().get_mut(accessors::uid(pod)) {
+            if !std::mem::replace(&mut e.warned, true) {
+                for w in &warnings {
+                    log::warn!("pod {}: {w}", full_name(pod));
+                }
+            }
+        }
+        config
+    }
+
+    pub(super) async fn create_sandbox(&self, pod: &Pod, attempt: u32) -> Result<String, String> {
+        let uid = accessors::uid(pod);
+        if let Some(cg) = &self.cgroups {
+            cg.ensure_pod(
+                uid,
+                facts::qos(pod),
+                &qos::pod_resources(accessors::spec(pod)),
+                self.cfg.pod_pids_limit,
+            )
+            .map_err(|e| format!("pod cgroup: {e}"))?;
+        }
+        host_files::prepare_pod_dirs(&self.cfg, pod)?;
+        // A pod waiting for its turn holds a small future and no config:
+        // the config is made after the permit and the CRI call is boxed.
+        // (With 80 pods created at once, each held both while waiting: a
+        // start peak that the allocator then keeps, issue #8.)
+        let _permit = self.sandbox_starts.acquire().await;
+        let config = self.sandbox_config(pod, attempt);
+        log::info!(
+            "creating sandbox for pod {} (attempt {attempt})",
+            full_name(pod)
+        );
+        let id = Box::pin(self.runtime.run_pod_sandbox(api::RunPodSandboxRequest {
+            config: Some(config),
+            runtime_handler: String::new(),
+        }))
+        .await
+        .map_err(|e| e.to_string())?
+        .pod_sandbox_id;
+        Ok(id)
+    }
+
+    pub(super) async fn start_container(
+        &self,
+        pod: &Pod,
+        observed: &ObservedPod,
+        c: &Container,
+        attempt: u32,
+        sandbox_id: &str,
+        sandbox_attempt: u32,
+    ) -> Result<(), Waiting> {
+        let uid = accessors::uid(pod);
+        let config_dirs = self.write_config_volumes(pod)?;
+        let sandbox_config = self.sandbox_config(pod, sandbox_attempt);
+        // Each step that awaits the runtime is boxed, so that a pod waiting
+        // for its turn (below) holds a small future, not the CRI calls'.
+        let image = Box::pin(self.ensure_image(pod, c, &sandbox_config)).await?;
+        // Container starts in flight are bounded like sandbox starts, and
+        // for memory as much as for the runtime: 110 pods starting together
+        // held 110 CreateContainer calls with their requests and buffers at
+        // once, a peak the allocator then keeps (issue #8). The bound is
+        // taken after the image (a slow pull holds no turn) and released
+        // when the container runs (a postStart hook holds none either).
+        let permit = self.container_starts.acquire().await;
+        let config_err = |m: String| Waiting {
+            reason: "CreateContainerConfigError".into(),
+            message: m,
+        };
+        let sandbox = observed.sandboxes.iter().find(|s| s.id == sandbox_id);
+        let pod_ips = facts::pod_ips(pod, sandbox, &self.host.host_ip);
+        let pod_ip = pod_ips.first().cloned().unwrap_or_default();
+        let files = host_files::prepare_container_files(&self.cfg, pod, c, attempt, &pod_ips)
+            .map_err(config_err)?;
+        let volume_dir = |name: &str| {
+            files
+                .empty_dirs
+                .get(name)
+                .or_else(|| config_dirs.get(name))
+                .cloned()
+        };
+        let objects = self.objects_for(pod);
+        let parent = facts::cgroup_parent(pod, self.cgroups.as_ref());
+        let seccomp_root = self.cfg.root_dir.join("seccomp");
+        let hugepage_sizes = self.node.borrow().hugepage_sizes.clone();
+        let params = spec::ContainerParams {
+            attempt,
+            image: &image,
+            pod_ip: &pod_ip,
+            pod_ips: &pod_ips,
+            host_ip: &self.host.host_ip,
+            volume_dir: &volume_dir,
+            oom_score_adj: qos::container_oom_score_adj(
+                accessors::spec(pod),
+                c,
+                self.host.node_memory,
+            ),
+            hugepage_sizes: &hugepage_sizes,
+            swap: self.swap(),
+            user_ns: self.user_ns(pod),
+            pod_cgroup_parent: &parent,
+            node_allocatable_cpu_millis: None,
+            termination_log_host_path: Some(&files.termination_log),
+            etc_hosts: files.etc_hosts.as_deref(),
+            node_allocatable_memory_bytes: Some(self.host.node_memory),
+            seccomp_profile_root: Some(&seccomp_root),
+            objects: objects.as_deref(),
+        };
+        let config = spec::container_config(pod, c, &params).map_err(|e| match e.kind {
+            // Not synced yet, nothing cached: wait for the watch.
+            spec::SpecErrorKind::NotYetKnown => Waiting {
+                reason: "ContainerCreating".into(),
+                message: e.to_string(),
+            },
+            _ => config_err(e.to_string()),
+        })?;
+        if let Some(objects) = objects.as_deref() {
+            for text in spec::env_from_skipped(pod, c, objects) {
+                self.event(
+                    pod,
+                    Some(&c.name),
+                    true,
+                    "InvalidEnvironmentVariableNames",
+                    &text,
+                );
+            }
+        }
+        let id = Box::pin(self.runtime.create_container(api::CreateContainerRequest {
+            pod_sandbox_id: sandbox_id.to_string(),
+            config: Some(config),
+            sandbox_config: Some(sandbox_config),
+        }))
+        .await
+        .map_err(|e| Waiting {
+            reason: "CreateContainerError".into(),
+            message: e.message(),
+        })?
+        .container_id;
+        let created = format!("Created container: {}", c.name);
+        self.event(pod, Some(&c.name), false, "Created", &created);
+        Box::pin(self.runtime.start_container(api::StartContainerRequest {
+            container_id: id.clone(),
+        }))
+        .await
+        .map_err(|e| Waiting {
+            reason: "RunContainerError".into(),
+            message: e.message(),
+        })?;
+        drop(permit);
+        let started = format!("Started container {}", c.name);
+        self.event(pod, Some(&c.name), false, "Started", &started);
+        log::info!(
+            "started container {} of pod {} (attempt {attempt})",
+            c.name,
+            full_name(pod)
+        );
+        if let Err(msg) = Box::pin(self.run_post_start(pod, c, &id, &pod_ip)).await {
+            log::warn!(
+                "postStart hook of container {} in pod {} failed: {msg}; killing it",
+                c.name,
+                full_name(pod)
+            );
+            if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+                e.container(&c.name)
+                    .note_killed(id.clone(), format!("PostStartHook failed: {msg}"));
+            }
+            let _ = self.stop_container(&id, facts::grace_period(pod)).await;
+            return Err(Waiting {
+                reason: "PostStartHookError".into(),
+                message: msg,
+            });
+        }
+        Ok(())
+    }
+}
