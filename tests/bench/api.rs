@@ -52,6 +52,7 @@ const AARCH64: &str = "aarch64-unknown-linux-musl";
 
 /// The process's memory at one point: VmRSS split into heap and stacks
 /// (anonymous) and the binary's pages (file), and the high-water mark.
+#[derive(Clone)]
 struct Memory {
     at: String,
     anon_kib: u64,
@@ -82,11 +83,9 @@ struct Measured {
     fill: Duration,
     running: usize,
     cached_entries: usize,
-    rss_kib: u64,
-    hwm_kib: u64,
-    /// VmRSS split: heap and stacks / the binary's pages.
-    anon_kib: u64,
-    file_kib: u64,
+    /// Memory with all 110 pods Running (also in `memory`): the summary
+    /// row against the budget.
+    full: Memory,
     threads: u64,
     outage: Outage,
 }
@@ -390,14 +389,9 @@ fn measure(outage_secs: u64) -> Measured {
                 .count()
         })
         .unwrap_or(0);
-    let (anon_kib, file_kib) = (proc_status_field(pid, "RssAnon:"), binary_kib(pid));
-    let (rss_kib, hwm_kib, threads) = (
-        proc_status_field(pid, "VmRSS:"),
-        proc_status_field(pid, "VmHWM:"),
-        proc_status_field(pid, "Threads:"),
-    );
-
-    mem.push(memory(pid, format!("{MAX_PODS} pods Running")));
+    let full = memory(pid, format!("{MAX_PODS} pods Running"));
+    let threads = proc_status_field(pid, "Threads:");
+    mem.push(full.clone());
 
     let outage = outage(&cp, &proxy, &p, outage_secs);
     mem.push(memory(
@@ -418,10 +412,7 @@ fn measure(outage_secs: u64) -> Measured {
         fill,
         running,
         cached_entries,
-        rss_kib,
-        hwm_kib,
-        anon_kib,
-        file_kib,
+        full,
         threads,
         outage,
     }
@@ -494,10 +485,10 @@ pub fn run() {
         m.cached_entries,
         m.fill.as_secs_f64(),
         m.threads,
-        mib(m.anon_kib),
-        mib(m.file_kib),
-        mib(m.rss_kib),
-        mib(m.hwm_kib),
+        mib(m.full.anon_kib),
+        mib(m.full.file_kib),
+        mib(m.full.rss_kib),
+        mib(m.full.hwm_kib),
         RSS_BUDGET_MIB
     );
     println!(
