@@ -11,24 +11,28 @@ SHELL := /bin/bash
 
 CARGO ?= cargo
 TEST_IMAGES ?= target/test-images
-# Each integration test runs its own runtime; two at a time fits 2 cores.
-TEST_THREADS ?= 2
 # The container runtimes `test-host` runs the integration suite on, in
 # order (tests/harness: PICOLET_TEST_RUNTIME). CRI-O's crio and pinns come
 # from $CRIO_ASSETS or ../shared/cri-o (see tests/harness/crio.rs).
 TEST_RUNTIMES ?= containerd crio
 ALL_RUNTIMES := containerd crio
 
-# Debian packages the build and the integration tests need. The second
-# line is CRI-O's: conmon, skopeo (loads the test images into its store),
-# crio's shared libraries, and xz for the packed binaries in shared/cri-o.
-# prometheus: its promtool checks the node's /metrics (tests/node_cli.rs).
-DEB_PACKAGES := containerd runc containernetworking-plugins busybox-static \
-                protobuf-compiler gcc libc6-dev iproute2 \
-                conmon skopeo libseccomp2 libgpgme11 libsqlite3-0 libassuan0 \
-                libgpg-error0 xz-utils openssl curl ca-certificates prometheus
+# Debian packages, by who needs them: the build; a container runtime
+# (containerd, and busybox for the test images); CRI-O's (conmon, skopeo,
+# which loads the test images into its store, and crio's shared
+# libraries); and the control plane's (xz for the packed binaries in
+# ../shared, openssl for the test PKI). `make deps` installs them all; the
+# demos install only what they run. (promtool, which checks the node's
+# /metrics in tests/node_cli.rs, is not among them: Debian ships it only
+# inside the prometheus server's package, whose installation enables and
+# starts a server. `make promtool` unpacks just the tool.)
+BUILD_PACKAGES := protobuf-compiler gcc libc6-dev
+RUNTIME_PACKAGES := containerd runc containernetworking-plugins busybox-static iproute2
+CRIO_PACKAGES := conmon skopeo libseccomp2 libgpgme11 libsqlite3-0 libassuan0 libgpg-error0
+CLUSTER_PACKAGES := xz-utils openssl curl ca-certificates
+DEB_PACKAGES := $(BUILD_PACKAGES) $(RUNTIME_PACKAGES) $(CRIO_PACKAGES) $(CLUSTER_PACKAGES)
 
-.PHONY: all build test test-full test-host test-integration deps images clean clean-images demo demo-cluster bench fuzz
+.PHONY: all build check test test-full test-host test-suite test-integration deps promtool images clean clean-images demo demo-cluster bench fuzz
 
 all: build
 
@@ -42,18 +46,12 @@ build:
 # Idempotent: installs only the missing packages, and refreshes the apt
 # lists only when something is missing.
 deps:
-	@missing=(); \
-	for p in $(DEB_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$$p"); \
-	done; \
-	if (( $${#missing[@]} )); then \
-	  echo "deps: installing $${missing[*]}"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -q; \
-	  apt-get install -y -q --no-install-recommends "$${missing[@]}"; \
-	else \
-	  echo "deps: all present ($(DEB_PACKAGES))"; \
-	fi
+	@bash tests/tools/debs.sh deps $(DEB_PACKAGES)
+
+# promtool alone, unpacked from Debian's prometheus package into
+# target/tools/bin (no server installed, no service started).
+promtool:
+	@bash tests/tools/promtool.sh $(abspath target/tools)
 
 # OCI tarballs of the test images (see tests/images/build-images.sh): by
 # default all of them, which the tests need; IMAGES picks some (the demo
@@ -66,23 +64,50 @@ images:
 
 # --- tests -----------------------------------------------------------------------
 
-# Everything CI runs: host tests on real parts, the unit tests of every
-# board architecture under qemu-user, and one firmware image booted under
-# qemu-system (x86_64; see test-full for aarch64), then booted once more
-# with 256 MiB and cgroup v2 for node-pressure eviction (issue #10). That
-# boot is in `make test`, not only test-full: it took 65 s of wall clock
-# under TCG on the 2-core CI machine (the image is already built by then).
-test: test-host
-	$(MAKE) fuzz FUZZ_SECONDS=$(CI_FUZZ_SECONDS)
-	$(MAKE) test-cross
-	$(MAKE) image-test BOARD=qemu-x86_64
-	$(MAKE) image-test-eviction BOARD=qemu-x86_64
+# The fast tier, first in CI: formatting, lints (all targets, warnings are
+# errors) and the unit tests. A few minutes on a warm cache.
+check:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) test --locked --lib --bins -- --test-threads=$(TEST_THREADS)
+
+# Everything CI runs (tests/test.sh, which times each stage): `make check`,
+# then two lanes side by side -- the integration suite on real runtimes
+# (test-suite), and, niced in the background, the release binaries of all
+# shipped targets with their size checks (`make cross`), the board targets'
+# unit tests under qemu-user (test-cross), the fuzz targets, and the
+# qemu-x86_64 firmware image booted twice and once more with 256 MiB and
+# cgroup v2 for node-pressure eviction (issue #10).
+test: deps cross-deps
+	bash tests/test.sh
 
 # `make test` fuzzes each target this long (`make fuzz` alone: FUZZ_SECONDS).
 CI_FUZZ_SECONDS ?= 30
 
-# Unit tests, then the integration suite on each of TEST_RUNTIMES (real
-# runtimes, cgroups, CNI), each run timed.
+# Each integration test runs its own runtime. SUITE_JOBS test binaries run
+# at once (tests/suite.sh), each with SUITE_THREADS test threads.
+SUITE_JOBS ?= 3
+SUITE_THREADS ?= 2
+# Kept for `test-host`/`test-integration`: one binary after another.
+TEST_THREADS ?= 2
+
+# Test files that start no container runtime (the control plane harness's
+# own tests, the fuzz crashers' replay) run once, not once per runtime;
+# `fuzz` itself runs in `make fuzz`.
+RUNTIME_FREE_TESTS := control_plane fuzz_regressions
+RUNTIME_TESTS := $(filter-out $(RUNTIME_FREE_TESTS) fuzz bench,$(basename $(notdir $(wildcard tests/*.rs))))
+
+# The integration suite: every test file on each of TEST_RUNTIMES and the
+# runtime-free ones once, several binaries at a time, with a table of each
+# binary's time at the end. A test that can hold only on one runtime says so
+# in its name (`..._only_on_crio`; see tests/harness/runtime.rs) and is
+# skipped, by name, on the others.
+test-suite: deps promtool images
+	bash tests/suite.sh -j $(SUITE_JOBS) -t $(SUITE_THREADS) -r "$(TEST_RUNTIMES)" \
+	  -o "$(RUNTIME_FREE_TESTS)" $(RUNTIME_TESTS)
+
+# Unit tests, then the integration suite on each of TEST_RUNTIMES, one
+# binary after another (the old serial way; slower, for a quiet machine).
 test-host: deps images
 	$(CARGO) test --lib --bins -- --test-threads=$(TEST_THREADS)
 	$(CARGO) test $(foreach t,$(RUNTIME_FREE_TESTS),--test $(t)) -- --test-threads=$(TEST_THREADS)
@@ -90,14 +115,8 @@ test-host: deps images
 	  $(MAKE) --no-print-directory test-integration TEST_RUNTIME=$$rt || exit 1; \
 	done
 
-# Every integration test file (tests/*.rs) on one runtime. A test that can
-# hold only on one runtime says so in its name (`..._only_on_crio`; see
-# tests/harness/runtime.rs) and is skipped, by name, on the others.
+# Every integration test file (tests/*.rs) on one runtime, serially.
 TEST_RUNTIME ?= containerd
-# Test files that start no container runtime (the control plane harness's
-# own tests, the fuzz crashers' replay) run once, not once per runtime.
-RUNTIME_FREE_TESTS := control_plane fuzz fuzz_regressions
-RUNTIME_TESTS := $(filter-out $(RUNTIME_FREE_TESTS),$(basename $(notdir $(wildcard tests/*.rs))))
 test-integration:
 	@echo "== integration tests on $(TEST_RUNTIME)"
 	@start=$$(date +%s); \
@@ -116,7 +135,9 @@ test-full: test
 # example static pods, and `picolet get pods` showing them running
 # (examples/demo.sh). Builds only what it runs, saying so before each long
 # step; cargo shows its progress.
-demo: deps
+DEMO_RUNTIME ?= containerd
+demo:
+	@bash tests/tools/debs.sh demo $(BUILD_PACKAGES) $(RUNTIME_PACKAGES) $(if $(filter crio cri-o,$(DEMO_RUNTIME)),$(CRIO_PACKAGES) xz-utils)
 	@echo "demo: building the busybox and pause images into $(TEST_IMAGES)"
 	@$(MAKE) --no-print-directory images IMAGES="busybox pause"
 	@echo "demo: building picolet (cargo build --release; the first build takes a few minutes)"
@@ -129,15 +150,16 @@ demo: deps
 # node credential, and `kubectl create deployment` running on it
 # (examples/demo_cluster.rs, on the integration tests' harness). Ctrl-C
 # cleans everything up; DEMO_WAIT=0 stops after showing the pods.
-demo-cluster: deps
+demo-cluster:
+	@bash tests/tools/debs.sh demo-cluster $(BUILD_PACKAGES) $(RUNTIME_PACKAGES) $(CLUSTER_PACKAGES)
 	@echo "demo-cluster: building the busybox and pause images into $(TEST_IMAGES)"
 	@$(MAKE) --no-print-directory images IMAGES="busybox pause"
 	@echo "demo-cluster: building picolet (cargo build --release)"
 	@$(MAKE) --no-print-directory build
-	@echo "demo-cluster: building the demo driver (cargo build --example demo_cluster)"
-	$(CARGO) build --example demo_cluster
+	@echo "demo-cluster: building the demo driver (cargo build --release --example demo_cluster, on the release build's dependencies)"
+	$(CARGO) build --release --example demo_cluster
 	PICOLET_BIN=$(CURDIR)/target/release/picolet PICOLET_TEST_IMAGES=$(abspath $(TEST_IMAGES)) \
-	  $(CURDIR)/target/debug/examples/demo_cluster
+	  $(CURDIR)/target/release/examples/demo_cluster
 
 # Footprint and speed on real parts, printed as a table (tests/bench.rs),
 # of the static musl build the boards ship (BENCH_TARGET=host: the glibc one).
@@ -159,17 +181,21 @@ endif
 
 # Each fuzz target (tests/fuzz.rs: manifest, config, quantity, duration,
 # pod-to-cri) for FUZZ_SECONDS, built optimised with overflow checks
-# (profile `fuzz`). Crashers land in tests/fuzz/crashers/<target>/ and are
+# (profile `fuzz`; CI's short run uses FUZZ_PROFILE=dev, which has the same
+# checks and reuses the test build's dependencies instead of compiling them
+# all once more). Crashers land in tests/fuzz/crashers/<target>/ and are
 # replayed by `cargo test` (tests/fuzz_regressions.rs). FUZZ_TARGET=a,b picks
 # targets; FUZZ_SEED changes the random sequence.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGET ?=
 FUZZ_SEED ?=
+FUZZ_PROFILE ?= fuzz
 fuzz:
 	PICOLET_FUZZ_SECONDS=$(FUZZ_SECONDS) \
+	$(if $(filter dev,$(FUZZ_PROFILE)),PICOLET_FUZZ_SLOW_MS=1000) \
 	$(if $(FUZZ_TARGET),PICOLET_FUZZ_TARGET=$(FUZZ_TARGET)) \
 	$(if $(FUZZ_SEED),PICOLET_FUZZ_SEED=$(FUZZ_SEED)) \
-	$(CARGO) test --profile fuzz --test fuzz
+	$(CARGO) test --profile $(FUZZ_PROFILE) --test fuzz
 
 # --- housekeeping ------------------------------------------------------------------
 

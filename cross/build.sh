@@ -4,7 +4,9 @@
 # `make cross`: builds picolet's release binary for each target triple given
 # (with cross/config.toml's linkers; niced), then prints a size table and
 # fails if a stripped binary exceeds the size budget (default 4 MiB; the
-# release profile already strips). Binaries land in target/<triple>/release/.
+# release profile already strips), if a musl binary is not static, if one
+# still has its symbol table, or if one does not start (`--version` under
+# qemu-user). CI runs it on every landing. Binaries land in target/<triple>/release/.
 #
 # The budget is the boards': 4 MiB for the targets they ship (aarch64,
 # armv7, riscv64). x86_64 builds only for the qemu-x86_64 test board and
@@ -46,7 +48,20 @@ for t in "$@"; do
     budget="$(budget_of "$t")"
     verdict="ok (<= $((budget / 1024 / 1024)) MiB)"
     if (( bytes > budget )); then verdict="OVER BUDGET ($budget bytes)"; over=1; fi
+    # The musl targets ship as one static file that runs on any distro (or
+    # none): a dynamic one is a build mistake, whatever its size.
+    if [[ $t == *-musl && $linkage != static* ]]; then verdict+="; NOT STATIC"; over=1; fi
+    if [[ $linkage == *"NOT stripped"* ]]; then verdict+="; NOT STRIPPED"; over=1; fi
+    # It starts: `picolet --version` under qemu-user (natively on x86_64).
+    runner=()
+    if [[ -n "$QEMU_USER" ]] && command -v "$QEMU_USER" >/dev/null; then
+        runner=("$QEMU_USER")
+        [[ -n "$SYSROOT" ]] && runner+=(-L "$SYSROOT")
+    fi
+    if [[ -z "$QEMU_USER" || ${#runner[@]} -gt 0 ]]; then
+        if ! "${runner[@]}" "$bin" --version >/dev/null 2>&1; then verdict+="; DOES NOT START"; over=1; fi
+    fi
     printf '%-32s %10d %8s  %-22s %s\n' "$t" "$bytes" "$(awk -v b="$bytes" 'BEGIN { printf "%.2f", b / 1048576 }')" "$linkage" "$verdict"
 done
 echo
-(( over == 0 )) || die "a binary is over its size budget"
+(( over == 0 )) || die "a binary is over its size budget, not static where it must be, or not stripped"

@@ -24,6 +24,10 @@
 //!
 //! Build it optimised with overflow checks (`--profile fuzz`, see
 //! Cargo.toml): debug is too slow for the 100 ms bound to mean anything.
+//! CI's short smoke run builds it in the dev profile instead (the same
+//! checks, and the test build's dependencies, already compiled), where the
+//! bound is `PICOLET_FUZZ_SLOW_MS` (the Makefile sets 1000 for
+//! `FUZZ_PROFILE=dev`).
 
 #[path = "fuzz/targets.rs"]
 mod targets;
@@ -36,8 +40,18 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// An input slower than this, three times running, is a crasher.
-const SLOW: Duration = Duration::from_millis(100);
+/// An input slower than this, three times running, is a crasher (100 ms
+/// optimised; `PICOLET_FUZZ_SLOW_MS` for an unoptimised build).
+fn slow_bound() -> Duration {
+    static BOUND: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *BOUND.get_or_init(|| {
+        let ms = std::env::var("PICOLET_FUZZ_SLOW_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100);
+        Duration::from_millis(ms)
+    })
+}
 /// No progress for this long is a hang.
 const HANG: Duration = Duration::from_secs(10);
 /// Mutated inputs are capped here (the limits themselves are unit-tested).
@@ -186,13 +200,13 @@ impl Worker {
         let outcome = self.exec(&input);
         execs.fetch_add(1, Ordering::Relaxed);
         match outcome {
-            Ok((sig, elapsed)) if elapsed > SLOW => {
+            Ok((sig, elapsed)) if elapsed > slow_bound() => {
                 // Three slow runs in a row: not a scheduling hiccup.
                 let slowest = (0..2)
                     .map(|_| self.exec(&input).map(|(_, t)| t).unwrap_or(elapsed))
                     .min()
                     .unwrap_or(elapsed);
-                if slowest > SLOW && self.crash_kinds.insert(format!("slow:{sig}")) {
+                if slowest > slow_bound() && self.crash_kinds.insert(format!("slow:{sig}")) {
                     let path = save(&self.crash_dir, "slow", &input);
                     println!(
                         "fuzz {}: SLOW ({slowest:?}) on {}",

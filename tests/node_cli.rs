@@ -8,7 +8,8 @@
 //! - `picolet check` passes the runtime line against the real runtime and
 //!   fails, exit 1, naming a socket that is not there;
 //! - `/metrics`, `/metrics/probes` and `/metrics/resource` pass
-//!   `promtool check metrics` (Debian's `prometheus` package).
+//!   `promtool check metrics` (unpacked by `make promtool` into
+//!   target/tools/bin; a `promtool` on PATH serves as well).
 //!
 //! Waits are polls for the state asserted; nothing asserts on timing.
 
@@ -271,13 +272,24 @@ fn check_passes_the_runtime_and_fails_naming_a_missing_socket() {
 
 /// `promtool check metrics` on `text`: its complaints, if any.
 fn promtool(what: &str, body: &str) -> Result<(), String> {
-    let mut child = Command::new("promtool")
+    let unpacked = harness::assets::cache_root("tools/bin/promtool");
+    let bin = if unpacked.is_file() {
+        unpacked
+    } else {
+        "promtool".into()
+    };
+    let mut child = Command::new(&bin)
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("promtool ({e}): apt-get install prometheus (or `make deps`)"));
+        .unwrap_or_else(|e| {
+            panic!(
+                "{} ({e}): run `make promtool` (it unpacks promtool from Debian's prometheus package, installing nothing)",
+                bin.display()
+            )
+        });
     child
         .stdin
         .take()

@@ -625,7 +625,13 @@ impl Drop for Picolet {
         if std::env::var_os("PICOLET_TEST_KEEP").is_some() && !thread::panicking() {
             let kept = std::mem::replace(&mut self.dir, TempDir::new().expect("temp dir")).keep();
             eprintln!("PICOLET_TEST_KEEP: kept {}", kept.display());
+            return;
         }
+        // picolet leaves its volume mounts (tmpfs for Secrets, tokens,
+        // memory emptyDirs) in place when it stops, as kubelet does, so
+        // that a restarted agent finds them; the test is over, so they go,
+        // or the temp dir could not be removed.
+        runtime::unmount_under(self.dir.path());
     }
 }
 

@@ -296,22 +296,8 @@ fn sweep(dir: &Path, bridge: &str, cgroup_roots: &[String]) {
     //    or conmons (their command lines carry paths in dir).
     kill_processes_naming(&dir_s);
 
-    // 3. Mounts under dir (rootfs overlays, netns bind mounts, shm), deepest
-    //    first; lazily if busy.
-    for _ in 0..3 {
-        let mounts = mounts_under(dir);
-        if mounts.is_empty() {
-            break;
-        }
-        for m in mounts {
-            if !run_quiet(Command::new("umount").arg(&m), Duration::from_secs(10)) {
-                run_quiet(
-                    Command::new("umount").arg("-l").arg(&m),
-                    Duration::from_secs(10),
-                );
-            }
-        }
-    }
+    // 3. Mounts under dir (rootfs overlays, netns bind mounts, shm).
+    unmount_under(dir);
 
     // 4. The bridge (veth peers vanish with their network namespaces).
     if !bridge.is_empty() && Path::new(&format!("/sys/class/net/{bridge}")).exists() {
@@ -353,7 +339,28 @@ fn kill_processes_naming(s: &str) {
 }
 
 /// Mount points at or below `dir`, deepest first.
-fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+/// Unmounts every mount point under `dir`, deepest first; lazily when one
+/// is busy. Used by the runtime's sweep and by a picolet's cleanup (its
+/// tmpfs volumes), so that the temp dirs can go.
+pub fn unmount_under(dir: &Path) {
+    for _ in 0..3 {
+        let mounts = mounts_under(dir);
+        if mounts.is_empty() {
+            break;
+        }
+        for m in mounts {
+            if !run_quiet(Command::new("umount").arg(&m), Duration::from_secs(10)) {
+                run_quiet(
+                    Command::new("umount").arg("-l").arg(&m),
+                    Duration::from_secs(10),
+                );
+            }
+        }
+    }
+}
+
+/// The mount points under `dir` (by /proc/self/mountinfo), deepest first.
+pub fn mounts_under(dir: &Path) -> Vec<PathBuf> {
     let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
         return Vec::new();
     };

@@ -14,12 +14,13 @@
 #                       our tests/images/pause.c built static as /pause.
 #   OUTDIR/grpc-health.tar  docker.io/picolet/grpc-health:test
 #                       tests/images/grpc-health/ (cargo example
-#                       grpc_health_server, static) as /grpc-health-server:
-#                       a grpc.health.v1 server on port 50051 for gRPC
-#                       probes; `exec /grpc-health-server not-serving` and
-#                       `... serving` flip its answer. The slow one: the
-#                       first build compiles picolet's dependencies for a
-#                       static target (minutes), with cargo's progress shown.
+#                       grpc_health_server, with the glibc it links) as
+#                       /grpc-health-server: a grpc.health.v1 server on port
+#                       50051 for gRPC probes; `exec /grpc-health-server
+#                       not-serving` and `... serving` flip its answer. The
+#                       slow one on a fresh checkout: it compiles picolet's
+#                       dependencies in the dev profile (which the tests
+#                       then reuse), with cargo's progress shown.
 #
 # Only the images named on the command line are built (all three when none
 # is named; the demo needs only busybox and pause). An image that cannot be
@@ -215,35 +216,37 @@ pause_rootfs() {
     chmod 0755 "$root/pause"
 }
 
-# Builds the cargo example grpc_health_server for the host, statically
-# linked (glibc with crt-static, so no musl target is needed; libc6-dev has
-# the static libc), unoptimised (it only answers tests). Fails naming what
-# to install when that is not possible here.
+# Builds the cargo example grpc_health_server for the host, in the dev
+# profile the integration tests build in, so that it reuses their compiled
+# dependencies (a static build for its own target compiled them all once
+# more: minutes of CI). The binary is dynamically linked, so the glibc
+# libraries it needs, and the loader, are copied into the image at their
+# host paths. Fails naming what to install when that is not possible here.
 grpc_health_rootfs() {
-    local root="$1" triple var bin
+    local root="$1" bin lib
     need "$cargo" "install Rust with rustup (https://rustup.rs)"
-    need rustc "install Rust with rustup (https://rustup.rs)"
     need protoc "apt-get install protobuf-compiler (or run 'make deps'); picolet's build script compiles the CRI protos"
-    need_static_libc "the grpc-health image (a statically linked cargo example)"
     need strip "apt-get install binutils (or run 'make deps')"
-    need readelf "apt-get install binutils (or run 'make deps')"
-    triple="$(rustc -vV | sed -n 's/^host: //p')"
-    [[ -n "$triple" ]] || die "cannot tell rustc's host triple from 'rustc -vV'"
-    var="CARGO_TARGET_$(tr 'a-z.-' 'A-Z__' <<<"$triple")_RUSTFLAGS"
-    echo "build-images.sh: building the grpc-health image: cargo build --example grpc_health_server --target $triple (static; the first build compiles the dependencies, which takes minutes)" >&2
-    (cd "$repo" && env "$var=-C target-feature=+crt-static" \
-        "$cargo" build --example grpc_health_server --target "$triple") ||
+    need ldd "apt-get install libc-bin"
+    echo "build-images.sh: building the grpc-health image: cargo build --example grpc_health_server" >&2
+    (cd "$repo" && "$cargo" build --example grpc_health_server) ||
         die "cargo build --example grpc_health_server failed (see above); it needs Rust (rustup), gcc, libc6-dev and protobuf-compiler ('make deps')"
-    bin="${CARGO_TARGET_DIR:-$repo/target}/$triple/debug/examples/grpc_health_server"
+    bin="${CARGO_TARGET_DIR:-$repo/target}/debug/examples/grpc_health_server"
     [[ -x "$bin" ]] || die "cargo built no $bin"
-    if readelf -l "$bin" | grep -q 'interpreter'; then
-        die "$bin is dynamically linked: static glibc is missing (apt-get install libc6-dev)"
-    fi
     mkdir -p "$root/tmp"
     chmod 1777 "$root/tmp"
     cp "$bin" "$root/grpc-health-server"
     strip "$root/grpc-health-server"
     chmod 0755 "$root/grpc-health-server"
+    # "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" and the loader
+    # as "/lib64/ld-linux-x86-64.so.2 (0x...)"; linux-vdso has no file.
+    while read -r lib; do
+        [[ -f "$lib" ]] || continue
+        mkdir -p "$root$(dirname "$lib")"
+        cp -L "$lib" "$root$lib"
+        chmod 0755 "$root$lib"
+    done < <(ldd "$bin" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p; s/^[[:space:]]*\(\/[^ ]*\) .*/\1/p')
+    [[ -n "$(find "$root" -name 'libc.so*' -print -quit)" ]] || die "ldd named no libc for $bin"
 }
 
 # --- main ---------------------------------------------------------------------
