@@ -6,7 +6,7 @@
 # run in a background lane, or by a nested script, lands in the same table.
 # shellcheck shell=bash
 
-STAGES_FILE="${STAGES_FILE:-${CARGO_TARGET_DIR:-target}/stages.tsv}"
+STAGES_FILE="$(realpath -m "${STAGES_FILE:-${CARGO_TARGET_DIR:-target}/stages.tsv}")"
 export STAGES_FILE
 
 # stage NAME CMD...: runs CMD, records its wall time and result, and

@@ -62,7 +62,7 @@ if ! cargo test --no-run "${args[@]}" 2>"$build_log"; then
     echo "suite: the test binaries did not build" >&2
     exit 1
 fi
-declare -A exe
+declare -A exe=()
 while read -r src path; do
     name="$(basename "$src" .rs)"
     exe[$name]="$path"
@@ -74,7 +74,7 @@ done
 # --- order ----------------------------------------------------------------------
 # A job's weight: its last measured seconds, else its place in default_order
 # (earlier is heavier), else last.
-declare -A weight
+declare -A weight=()
 rank=1000000
 for t in $default_order; do weight[$t]=$rank; rank=$((rank - 1000)); done
 if [[ -f "$durations" ]]; then
@@ -90,7 +90,7 @@ while read -r _ job; do queue+=("$job"); done < <(
     done | sort -k1,1nr -s)
 
 # --- run --------------------------------------------------------------------------
-declare -A pid_job started took result
+declare -A pid_job=() started=() took=() result=()
 passed=0 failed=0 failed_jobs=()
 
 run_job() { # runtime|any test

@@ -1,31 +1,33 @@
 #!/usr/bin/env bash
 # tests/test.sh -- `make test`; owned by the integration test harness.
 #
-# Everything CI runs after installing the packages, as timed stages:
+# Everything CI runs after installing the packages, as timed stages in
+# three lanes that run side by side, because on 2 cores no serial order
+# fits CI's budget: the release builds are mostly one long single-threaded
+# LTO step each, and the integration tests mostly wait.
 #
-#   1. check        the fast tier (`make check`: rustfmt, clippy, unit
-#                   tests): a slip fails here, in the first minutes.
-#   2. two lanes, side by side:
-#      - the suite  (foreground) the test images, then every integration
-#                   test binary on containerd and on CRI-O, and the
-#                   runtime-free ones once (tests/suite.sh). These mostly
-#                   wait on runtimes, probes and grace periods.
-#      - the builds (background, niced) the release binary of every shipped
-#                   target with its size and linkage checks (`make cross`),
-#                   the unit tests of the board targets under qemu-user
-#                   (`make test-cross`), the fuzz targets, and the
-#                   qemu-x86_64 firmware image booted twice (`image-test`)
-#                   and once more with 256 MiB for eviction. These compute.
-#      Overlapping them is what keeps CI within its budget on 2 cores; the
-#      builds run at nice 10 so the suite's waits stay short.
-#   3. the stage table (.ci/run prints it with its own stages).
+#   foreground  `make check`, the fast tier (rustfmt, clippy, unit tests):
+#               a slip fails the run in its first minutes, and stops the
+#               other lanes. Then the test images and the integration suite
+#               (tests/suite.sh): every test binary on containerd and on
+#               CRI-O, the runtime-free ones once, several at a time.
+#   release     (background, niced) the x86_64 musl release binary, the
+#               qemu-x86_64 firmware image booted twice (`image-test`) and
+#               once more with 256 MiB and cgroup v2 for eviction, the fuzz
+#               targets (dev profile: the foreground's dependencies), then
+#               the release binaries of the boards (`make cross`: size,
+#               static linkage and start-up checked for all four).
+#   cross       (background, niced) the board targets' unit tests under
+#               qemu-user (`make test-cross`), in a target dir of its own.
 #
-# The background lane's output goes to target/lane.log and is printed
-# after the suite. Either lane failing fails the run; both always finish.
+# The background lanes run at nice 10 so the foreground's tests, which
+# wait on timers, get the CPU when they need it. Their output goes to
+# target/lane-<name>.log and is printed when they end. Any lane failing
+# fails the run; a failing fast tier stops the others at once.
 # Env: SUITE_JOBS, SUITE_THREADS (tests/suite.sh -j/-t), TEST_RUNTIMES,
-#      CI_FUZZ_SECONDS, CI_CROSS_TEST_TARGETS, TEST_LANES=0 (run the lanes
-#      one after the other: slower, for telling a load-induced failure from
-#      a real one).
+#      CI_FUZZ_SECONDS, CI_CROSS_TEST_TARGETS, TEST_LANES=0 (every stage one
+#      after the other: slower, for telling a load-induced failure from a
+#      real one).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tests/stages.sh
@@ -35,40 +37,68 @@ make=(make --no-print-directory)
 target="${CARGO_TARGET_DIR:-target}"
 mkdir -p "$target"
 
-stage check "${make[@]}" check
-
-builds_lane() {
-    stage cross "${make[@]}" cross
-    stage test-cross "${make[@]}" test-cross CROSS_TARGETS="${CI_CROSS_TEST_TARGETS:-aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf riscv64gc-unknown-linux-gnu}"
-    stage fuzz "${make[@]}" fuzz FUZZ_PROFILE=dev FUZZ_SECONDS="${CI_FUZZ_SECONDS:-30}"
+release_lane() {
+    stage cross-x86_64 "${make[@]}" cross CROSS_TARGETS=x86_64-unknown-linux-musl
     stage image-test "${make[@]}" image-test BOARD=qemu-x86_64
     stage image-test-eviction "${make[@]}" image-test-eviction BOARD=qemu-x86_64
+    stage fuzz "${make[@]}" fuzz FUZZ_PROFILE=dev FUZZ_SECONDS="${CI_FUZZ_SECONDS:-30}"
+    stage cross "${make[@]}" cross
 }
 
-suite_lane() {
-    stage images "${make[@]}" images
+# A target dir of its own: `cargo test` holds its build directory's lock
+# while the tests run, and the host's (target/debug) is the foreground's.
+cross_lane() {
+    CARGO_TARGET_DIR="$target/lane-cross" \
+        stage test-cross "${make[@]}" test-cross CROSS_TARGETS="${CI_CROSS_TEST_TARGETS:-aarch64-unknown-linux-musl armv7-unknown-linux-gnueabihf riscv64gc-unknown-linux-gnu}"
+}
+
+foreground() {
+    stage check "${make[@]}" check || return 99
+    stage images "${make[@]}" images || return 1
     stage suite "${make[@]}" test-suite
 }
 
-lane_log="$target/lane.log"
-if [[ "${TEST_LANES:-1}" == 0 ]]; then
-    suite_lane
-    builds_lane
+# `tests/test.sh --lane NAME`: one background lane, as started below.
+if [[ "${1:-}" == --lane ]]; then
+    renice -n 10 -p $$ >/dev/null
+    "${2}_lane"
     exit 0
 fi
 
-echo "== the build lane runs in the background (niced); its output: $lane_log"
-( set -e; builds_lane ) >"$lane_log" 2>&1 </dev/null &
-lane=$!
-# A failing suite must not leave the lane running unseen.
-trap 'kill -- -$lane 2>/dev/null || kill $lane 2>/dev/null || true' INT TERM
+if [[ "${TEST_LANES:-1}" == 0 ]]; then
+    foreground
+    cross_lane
+    release_lane
+    exit 0
+fi
 
-suite_rc=0
-suite_lane || suite_rc=$?
-echo "== waiting for the build lane"
-lane_rc=0
-wait "$lane" || lane_rc=$?
-echo "== the build lane's output ($lane_log)"
-cat "$lane_log"
-echo "== the build lane: $([[ $lane_rc == 0 ]] && echo ok || echo "FAILED (exit $lane_rc)")"
-(( suite_rc == 0 && lane_rc == 0 ))
+declare -A lane_pid=()
+for lane in release cross; do
+    log="$target/lane-$lane.log"
+    echo "== lane $lane runs in the background (nice 10); its output: $log"
+    # setsid: a process group of its own, to be stopped whole.
+    setsid bash "${BASH_SOURCE[0]}" --lane "$lane" >"$log" 2>&1 </dev/null &
+    lane_pid[$lane]=$!
+done
+stop_lanes() {
+    for lane in "${!lane_pid[@]}"; do kill -- -"${lane_pid[$lane]}" 2>/dev/null || true; done
+}
+trap 'stop_lanes' INT TERM
+
+fg_rc=0
+foreground || fg_rc=$?
+if (( fg_rc == 99 )); then
+    echo "== the fast tier failed: stopping the other lanes"
+    stop_lanes
+fi
+rc=$fg_rc
+for lane in release cross; do
+    echo "== waiting for lane $lane"
+    lane_rc=0
+    wait "${lane_pid[$lane]}" || lane_rc=$?
+    echo "== lane $lane's output ($target/lane-$lane.log)"
+    cat "$target/lane-$lane.log"
+    echo "== lane $lane: $([[ $lane_rc == 0 ]] && echo ok || echo "FAILED (exit $lane_rc)")"
+    (( lane_rc == 0 )) || rc=1
+done
+exit "$rc"
