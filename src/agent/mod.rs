@@ -110,6 +110,9 @@ struct ContainerEntry {
     /// Why picolet killed past instances: (container ID, message), newest
     /// last, shown in their terminated state.
     killed: Vec<(String, String)>,
+    /// Asks the readiness probe task to probe at once (see
+    /// `probe::Worker::trigger`); `None`: no readiness probe task.
+    readiness_trigger: Option<Sender<()>>,
 }
 
 /// How many killed instances per container keep their message (the status
