@@ -199,6 +199,9 @@ struct PodEntry {
     volume_digests: HashMap<String, u64>,
     /// The last failure to refresh those volumes (logged when it changes).
     volume_error: Option<String>,
+    /// Each condition's status and `lastTransitionTime` as last reported
+    /// (`status::Transitions`; a `Cell`: any status read stamps them).
+    transitions: std::cell::Cell<crate::status::Transitions>,
     probe_tasks: Vec<smol::Task<()>>,
     _task: Option<smol::Task<()>>,
 }
