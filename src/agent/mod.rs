@@ -83,6 +83,7 @@ mod status;
 mod streaming;
 mod summary;
 mod sync;
+mod termination_message;
 #[cfg(test)]
 mod tests;
 
