@@ -24,6 +24,11 @@
 //! that form too); the agent gets k8s-openapi's types, built once per
 //! change.
 //!
+//! A plain LIST (the reflector's fallback when the streaming list fails,
+//! see `reflector`) is answered as a `ConfigMapList` or a `SecretList`;
+//! `watch::decode_list` takes any list kind, so one [`ConfigData`] reads
+//! both.
+//!
 //! Lookups answer [`Lookup::NotYetKnown`] until the watch synced (or its
 //! cache had a sync point): never "not found" for lack of an answer.
 //! Nothing here logs an object's data; only kinds, namespaces and names.
