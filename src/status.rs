@@ -5,11 +5,24 @@
 //! `convertToAPIContainerStatuses` and the `Generate*Condition` helpers) as a
 //! pure function. It reads no clock and keeps no history: the caller passes
 //! the wall-clock time and the agent's per-container facts (why a start
-//! failed, probe results). Conditions carry no `lastTransitionTime` and a
-//! phase is recomputed from the runtime at every call (the agent keeps no
-//! condition history). Keeping this pure is what lets the status rules be
-//! tested case by case without a runtime. Pod accessors and the pod-IP rule
-//! come from [`crate::pod`]; Go durations from [`crate::config::duration`].
+//! failed, probe results). A phase is recomputed from the runtime at every
+//! call. Keeping this pure is what lets the status rules be tested case by
+//! case without a runtime. Pod accessors and the pod-IP rule come from
+//! [`crate::pod`]; Go durations from [`crate::config::duration`].
+//!
+//! Conditions as kubelet v1.36 writes them: a True `Initialized`,
+//! `ContainersReady` or `Ready` has no reason and no message (the status
+//! patch clears those the API server still holds: see
+//! `apiserver::status_manager`), a Succeeded pod's `Initialized` has reason
+//! `PodCompleted`, and the status and every condition carry
+//! `observedGeneration`, the pod's `metadata.generation`
+//! (PodObservedGenerationTracking). `lastTransitionTime` is kubelet's
+//! status manager's: [`Transitions::stamp`] keeps a condition's time while
+//! its status stays and stamps the present when it changes; the caller
+//! keeps the [`Transitions`] of each pod between statuses. It starts empty
+//! when picolet starts (the pod source does not keep the API's conditions),
+//! so a restart stamps every condition anew. `PodScheduled` is not stamped:
+//! the scheduler's time stands, as the API server keeps it.
 //!
 //! Sidecars (init containers with `restartPolicy: Always`) are reported as
 //! kubelet does: their status is among the init container statuses, with
@@ -74,7 +87,8 @@ pub struct StatusInput<'a> {
     /// The pod is being deleted.
     pub terminating: bool,
     /// Wall-clock now, Unix seconds. Not read today: conditions are returned
-    /// without `lastTransitionTime`, which the caller carries over or stamps.
+    /// without `lastTransitionTime`, which the caller stamps with its
+    /// [`Transitions`].
     pub now_unix: i64,
 }
 
@@ -96,6 +110,49 @@ fn time_from_nanos(nanos: i64) -> Option<Time> {
 /// which no real clock reaches).
 pub fn time_from_unix(seconds: i64) -> Time {
     Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// The conditions whose `lastTransitionTime` [`Transitions`] keeps.
+const STAMPED: [&str; 5] = [
+    "PodReadyToStartContainers",
+    "Initialized",
+    "Ready",
+    "ContainersReady",
+    "DisruptionTarget",
+];
+
+/// A pod's conditions as last reported: for each of [`STAMPED`], its status
+/// (0 False, 1 True, 2 anything else) and since when (Unix seconds). 80
+/// bytes inline, no allocation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Transitions([Option<(u8, i64)>; 5]);
+
+impl Transitions {
+    /// Sets each condition's `lastTransitionTime` as kubelet's status
+    /// manager does: the time remembered while the status is the one last
+    /// reported, else `now_unix` (or the condition's own time, when it came
+    /// with one, as `DisruptionTarget` does); and remembers them.
+    pub fn stamp(&mut self, conditions: &mut [PodCondition], now_unix: i64) {
+        for c in conditions {
+            let Some(i) = STAMPED.iter().position(|t| *t == c.type_) else {
+                continue;
+            };
+            let code = match c.status.as_str() {
+                "False" => 0,
+                "True" => 1,
+                _ => 2,
+            };
+            let since = match self.0[i] {
+                Some((was, since)) if was == code => since,
+                _ => c
+                    .last_transition_time
+                    .as_ref()
+                    .map_or(now_unix, |t| t.0.as_second()),
+            };
+            c.last_transition_time = Some(time_from_unix(since));
+            self.0[i] = Some((code, since));
+        }
+    }
 }
 
 fn terminated(c: &ObservedContainer, runtime: &str) -> ContainerStateTerminated {
@@ -348,11 +405,11 @@ fn initialized_condition(
     phase: &str,
 ) -> PodCondition {
     const T: &str = "Initialized";
-    if init.is_empty() {
-        return condition(T, true, None, None);
-    }
     if phase == SUCCEEDED {
         return condition(T, true, Some("PodCompleted"), None);
+    }
+    if init.is_empty() {
+        return condition(T, true, None, None);
     }
     let app_started = app.iter().any(|s| {
         let (t, running, _) = state_of(s);
@@ -471,13 +528,17 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
             ..containers_ready.clone()
         }
     };
-    let conditions = vec![
+    let generation = pod.metadata.generation.filter(|g| *g != 0);
+    let mut conditions = vec![
         condition("PodReadyToStartContainers", sandbox.is_some(), None, None),
         initialized_condition(&init_statuses, &app_statuses, phase),
         ready,
         containers_ready,
         condition("PodScheduled", true, None, None),
     ];
+    for c in &mut conditions {
+        c.observed_generation = generation;
+    }
 
     // No IPs before the sandbox is ready; then the one rule of pod::facts.
     let pod_ips: Vec<String> = match sandbox {
@@ -502,7 +563,7 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
         init_container_statuses: (!inits.is_empty())
             .then(|| init_statuses.into_iter().map(|(_, s)| s).collect()),
         container_statuses: Some(app_statuses),
-        observed_generation: pod.metadata.generation,
+        observed_generation: generation,
         ..Default::default()
     }
 }

@@ -558,3 +558,38 @@ spec:
         (n == 1).then_some(())
     });
 }
+
+#[test]
+fn a_terminated_containers_message_is_its_termination_log_or_under_fallback_its_logs_end() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    // Not root: /dev/termination-log must be writable by any user (0666).
+    p.write_manifest(
+        "farewell",
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: farewell}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 2
+  securityContext: {runAsUser: 1000, runAsGroup: 1000}
+  containers:
+  - name: file
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "printf 'written by uid %s' $(id -u) > /dev/termination-log; exit 3"]
+  - name: logs
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    terminationMessagePolicy: FallbackToLogsOnError
+    command: ["sh", "-c", "echo starting; sleep 1; echo 'panic: boom' >&2; exit 1"]
+"#,
+    );
+    let pod = wait_phase(&p, "farewell", "Failed");
+    let file = &status_of(&pod, "containerStatuses", "file").unwrap()["state"]["terminated"];
+    assert_eq!(file["exitCode"], 3, "{pod}");
+    assert_eq!(file["message"], "written by uid 1000", "{pod}");
+    let logs = &status_of(&pod, "containerStatuses", "logs").unwrap()["state"]["terminated"];
+    assert_eq!(logs["exitCode"], 1, "{pod}");
+    assert_eq!(logs["message"], "starting\npanic: boom\n", "{pod}");
+}

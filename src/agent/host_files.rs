@@ -137,12 +137,15 @@ pub(super) fn prepare_container_files(
     fs::create_dir_all(&container_dir)
         .map_err(|e| format!("creating {}: {e}", container_dir.display()))?;
     let termination_log = container_dir.join(format!("termination-log-{attempt}"));
+    // 0666 whatever the umask, as kubelet makes it: a container running as
+    // any user writes its termination message there.
     let _ = fs::OpenOptions::new()
         .create(true)
         .truncate(true)
         .write(true)
         .mode(0o666)
-        .open(&termination_log);
+        .open(&termination_log)
+        .and_then(|_| fs::set_permissions(&termination_log, fs::Permissions::from_mode(0o666)));
     let etc_hosts = if accessors::host_network(pod) {
         None
     } else {

@@ -83,6 +83,7 @@ mod status;
 mod streaming;
 mod summary;
 mod sync;
+mod termination_message;
 #[cfg(test)]
 mod tests;
 
@@ -110,6 +111,9 @@ struct ContainerEntry {
     /// Why picolet killed past instances: (container ID, message), newest
     /// last, shown in their terminated state.
     killed: Vec<(String, String)>,
+    /// Asks the readiness probe task to probe at once (see
+    /// `probe::Worker::trigger`); `None`: no readiness probe task.
+    readiness_trigger: Option<Sender<()>>,
 }
 
 /// How many killed instances per container keep their message (the status
@@ -196,6 +200,9 @@ struct PodEntry {
     volume_digests: HashMap<String, u64>,
     /// The last failure to refresh those volumes (logged when it changes).
     volume_error: Option<String>,
+    /// Each condition's status and `lastTransitionTime` as last reported
+    /// (`status::Transitions`; a `Cell`: any status read stamps them).
+    transitions: std::cell::Cell<crate::status::Transitions>,
     probe_tasks: Vec<smol::Task<()>>,
     _task: Option<smol::Task<()>>,
 }

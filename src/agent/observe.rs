@@ -244,6 +244,16 @@ pub(super) fn observed_container(
     oc
 }
 
+/// An exited container's status with kubelet's message: the runtime's,
+/// then its termination message file's or its log's end
+/// ([`super::termination_message`]).
+fn with_termination_message(mut st: api::ContainerStatus) -> api::ContainerStatus {
+    if st.state == api::ContainerState::ContainerExited as i32 {
+        st.message = super::termination_message::message(&st);
+    }
+    st
+}
+
 fn label_filter(uid: &str) -> HashMap<String, String> {
     HashMap::from([(POD_UID_LABEL.to_string(), uid.to_string())])
 }
@@ -307,7 +317,7 @@ impl<R: RuntimeService> Agent<R> {
                 })
                 .await
             {
-                Ok(r) => r.status,
+                Ok(r) => r.status.map(with_termination_message),
                 Err(e) if e.is_not_found() => continue,
                 Err(e) => return Err(e),
             };

@@ -9,6 +9,15 @@
 //! - liveness → a failure kills the container, which then restarts per
 //!   `restartPolicy` through the normal pod sync.
 //!
+//! A change is acted on at once, as kubelet's sync loop does
+//! ([`Change::follow_up`]): a startup result or a kill wakes the pod's
+//! worker (its sync starts a sidecar's followers and writes the status), a
+//! readiness result writes the pod's status. After every sync the
+//! readiness task of each started, running, not yet ready container is
+//! asked to probe at once ([`Agent::trigger_readiness`], kubelet's manual
+//! trigger), so Ready follows a startupProbe's success within a second or
+//! two instead of at the next periodic resync (`syncFrequency`, 1 min).
+//!
 //! The in-flight probe future is boxed, so an idle task costs only its
 //! small loop state; 300 probes are 300 such tasks on the one executor.
 //! Start times are spread over the period by a hash of the probe's
@@ -29,7 +38,9 @@ use crate::pleg::State;
 use crate::pod::plan::KillReason;
 use crate::pod::{accessors, facts};
 use crate::probe as prober;
-use crate::probe::{Change, ContainerView, Outcome, Params, ProbeType, Step, Worker};
+use crate::probe::{
+    wants_readiness_now, Change, ContainerView, FollowUp, Outcome, Params, ProbeType, Step, Worker,
+};
 
 /// kubelet never gives a container less than this after its preStop hook.
 const MIN_GRACE_AFTER_PRESTOP: i64 = 2;
@@ -128,20 +139,27 @@ impl<R: RuntimeService> Agent<R> {
         let mut pods = self.pods.borrow_mut();
         let entry = pods.get_mut(uid);
         let mut seeds = Vec::new();
+        let mut triggers = Vec::new();
         for (c, init) in accessors::all_containers(pod) {
             if init && !crate::qos::is_sidecar(c) {
                 continue;
             }
             for (kind, _) in probes_of(c) {
+                let mut trigger = None;
                 match kind {
-                    ProbeType::Readiness => seeds.push((c.name.clone(), true, false)),
+                    ProbeType::Readiness => {
+                        seeds.push((c.name.clone(), true, false));
+                        let (tx, rx) = smol::channel::bounded(1);
+                        triggers.push((c.name.clone(), tx));
+                        trigger = Some(rx);
+                    }
                     ProbeType::Startup => seeds.push((c.name.clone(), false, false)),
                     ProbeType::Liveness => {}
                 }
                 let me = self.clone();
                 let (uid, name) = (uid.to_string(), c.name.clone());
                 tasks.push(crate::rt::spawn(async move {
-                    me.probe_loop(uid, name, kind).await
+                    me.probe_loop(uid, name, kind, trigger).await
                 }));
             }
         }
@@ -153,6 +171,12 @@ impl<R: RuntimeService> Agent<R> {
                 } else {
                     c.started = Some(value);
                 }
+            }
+            for c in e.containers.values_mut() {
+                c.readiness_trigger = None;
+            }
+            for (name, tx) in triggers {
+                e.container(&name).readiness_trigger = Some(tx);
             }
         }
         tasks
@@ -189,7 +213,36 @@ impl<R: RuntimeService> Agent<R> {
         ))
     }
 
-    async fn probe_loop(self: Rc<Self>, uid: String, name: String, kind: ProbeType) {
+    /// Asks the readiness task of every started, running, not yet ready
+    /// container of the pod to probe at once (kubelet's prober manager does
+    /// so at every status it generates). Never waits: a request already
+    /// pending is enough.
+    pub(super) fn trigger_readiness(&self, uid: &str) {
+        let pods = self.pods.borrow();
+        let Some(e) = pods.get(uid).filter(|e| !e.deleted) else {
+            return;
+        };
+        for (name, c) in e.containers.iter() {
+            let Some(tx) = &c.readiness_trigger else {
+                continue;
+            };
+            let running = e
+                .observed
+                .latest(name)
+                .is_some_and(|o| o.state == State::Running);
+            if wants_readiness_now(c.ready, c.started, running) {
+                let _ = tx.try_send(());
+            }
+        }
+    }
+
+    async fn probe_loop(
+        self: Rc<Self>,
+        uid: String,
+        name: String,
+        kind: ProbeType,
+        mut trigger: Option<smol::channel::Receiver<()>>,
+    ) {
         // The pod is shared, not copied: a k8s Container is kilobytes, and
         // there may be hundreds of these tasks. A changed pod gets new tasks.
         let Some(pod) = self.pods.borrow().get(&uid).map(|e| e.pod.clone()) else {
@@ -225,7 +278,26 @@ impl<R: RuntimeService> Agent<R> {
             }
             match step {
                 Step::Wait { next } => {
-                    smol::Timer::at(next).await;
+                    // Some(true): asked to probe now; Some(false): nobody
+                    // can ask any more (the sender went); None: the tick.
+                    let asked = match &trigger {
+                        Some(rx) => {
+                            smol::future::or(async { Some(rx.recv().await.is_ok()) }, async {
+                                smol::Timer::at(next).await;
+                                None
+                            })
+                            .await
+                        }
+                        None => {
+                            smol::Timer::at(next).await;
+                            None
+                        }
+                    };
+                    match asked {
+                        Some(true) => worker.trigger(),
+                        Some(false) => trigger = None,
+                        None => {}
+                    }
                 }
                 Step::Probe { timeout } => {
                     let Some((id, _, _, _, pod_ip)) = view else {
@@ -279,8 +351,26 @@ impl<R: RuntimeService> Agent<R> {
         change: Change,
         message: &str,
     ) {
+        let follow_up = self.note_probe_change(uid, name, kind, spec, change, message);
+        match follow_up {
+            Some(FollowUp::SyncPod) => self.wake(uid),
+            Some(FollowUp::WriteStatus) => self.report_status(uid),
+            None => {}
+        }
+    }
+
+    /// Records a change in the pod's entry; returns what it calls for.
+    fn note_probe_change(
+        &self,
+        uid: &str,
+        name: &str,
+        kind: ProbeType,
+        spec: &Probe,
+        change: Change,
+        message: &str,
+    ) -> Option<FollowUp> {
         let mut pods = self.pods.borrow_mut();
-        let Some(e) = pods.get_mut(uid) else { return };
+        let e = pods.get_mut(uid)?;
         let pod = crate::pod::full_name(&e.pod);
         match kind {
             ProbeType::Readiness => {
@@ -321,8 +411,8 @@ impl<R: RuntimeService> Agent<R> {
             c.kill_message = Some(format!(
                 "Container {name} failed {what} probe, will be restarted"
             ));
-            let _ = e.wake.try_send(());
         }
+        change.follow_up(kind)
     }
 
     /// Runs a container's postStart hook; on failure the caller kills it.
@@ -432,6 +522,78 @@ mod tests {
             .collect();
         assert!(offsets.len() >= 8, "spread over the period: {offsets:?}");
         assert!(a < p);
+    }
+
+    /// Counts the statuses it is told.
+    #[derive(Default)]
+    struct Statuses(std::cell::Cell<usize>);
+
+    impl crate::agent::StatusSink for Statuses {
+        fn status(&self, _: &Pod, _: &k8s_openapi::api::core::v1::PodStatus) {
+            self.0.set(self.0.get() + 1);
+        }
+        fn terminated(&self, _: &Pod, _: &k8s_openapi::api::core::v1::PodStatus) {}
+    }
+
+    const PROBED: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: probed}
+spec:
+  containers:
+  - name: app
+    image: "busybox:1.36"
+    startupProbe: {exec: {command: ["true"]}}
+    readinessProbe: {exec: {command: ["true"]}}
+"#;
+
+    #[test]
+    fn a_started_container_syncs_its_pod_and_a_readiness_change_writes_the_status_at_once() {
+        use crate::agent::tests::{apply, file_set, static_pod, sync, Node};
+        let node = Node::new();
+        let agent = node.agent();
+        let sink = Rc::new(Statuses::default());
+        agent.set_status_sink(sink.clone());
+        let pod = static_pod(PROBED);
+        let uid = crate::pod::uid(&pod).to_string();
+        apply(&agent, file_set(vec![pod.clone()]));
+        sync(&agent, &pod);
+        let (wake, woken) = smol::channel::bounded(1);
+        let (trigger, asked) = smol::channel::bounded(1);
+        {
+            let mut pods = agent.pods.borrow_mut();
+            let e = pods.get_mut(&uid).unwrap();
+            e.wake = wake;
+            let c = e.container("app");
+            assert_eq!((c.started, c.ready), (Some(false), Some(false)), "seeded");
+            c.readiness_trigger = Some(trigger);
+        }
+        let spec = pod.spec.as_ref().unwrap().containers[0].clone();
+        let startup = spec.startup_probe.as_ref().unwrap();
+        let readiness = spec.readiness_probe.as_ref().unwrap();
+        let success = Change {
+            result: Outcome::Success,
+            kill: false,
+        };
+
+        // Not started: the readiness probe is not asked for.
+        agent.trigger_readiness(&uid);
+        assert!(asked.try_recv().is_err());
+
+        // The startup probe succeeds: the pod syncs now, not at its resync.
+        agent.apply_probe_change(&uid, "app", ProbeType::Startup, startup, success, "");
+        assert!(woken.try_recv().is_ok(), "the pod worker is woken");
+        assert_eq!(sink.0.get(), 0);
+        // That sync's status asks the readiness probe to run at once.
+        agent.trigger_readiness(&uid);
+        assert!(asked.try_recv().is_ok(), "readiness is probed at once");
+
+        // Readiness succeeds: the status is written at once.
+        agent.apply_probe_change(&uid, "app", ProbeType::Readiness, readiness, success, "");
+        assert_eq!(sink.0.get(), 1, "the status is written at once");
+        assert!(woken.try_recv().is_err(), "no sync is needed for that");
+        agent.trigger_readiness(&uid);
+        assert!(asked.try_recv().is_err(), "ready: nothing to ask");
     }
 
     #[test]

@@ -313,6 +313,7 @@ impl<R: RuntimeService> Agent<R> {
             evicted: None,
             volume_digests: HashMap::new(),
             volume_error: None,
+            transitions: Default::default(),
             probe_tasks: Vec::new(),
             _task: Some(task),
         }

@@ -17,7 +17,7 @@ use crate::status::{self, Waiting};
 /// kubelet's status of a pod evicted for node pressure: phase Failed,
 /// reason `Evicted`, the message, and the `DisruptionTarget` condition
 /// (reason `TerminationByKubelet`).
-fn evicted_status(st: &mut PodStatus, message: &str, at_unix: i64) {
+fn evicted_status(st: &mut PodStatus, message: &str, at_unix: i64, generation: Option<i64>) {
     st.phase = Some("Failed".into());
     st.reason = Some("Evicted".into());
     st.message = Some(message.to_string());
@@ -29,6 +29,7 @@ fn evicted_status(st: &mut PodStatus, message: &str, at_unix: i64) {
             reason: Some("TerminationByKubelet".into()),
             message: Some(message.to_string()),
             last_transition_time: Some(status::time_from_unix(at_unix)),
+            observed_generation: generation.filter(|g| *g != 0),
             ..Default::default()
         });
     }
@@ -107,6 +108,7 @@ impl<R: RuntimeService> Agent<R> {
             }
         }
         let runtime_name = self.runtime_name.borrow();
+        let now_unix = now_unix_nanos() / 1_000_000_000;
         let mut st = status::pod_status(&status::StatusInput {
             pod: &e.pod,
             observed: &e.observed,
@@ -117,11 +119,16 @@ impl<R: RuntimeService> Agent<R> {
             qos_class: facts::qos(&e.pod).as_str(),
             start_time_unix: Some(e.first_seen_unix),
             terminating: e.deleted,
-            now_unix: now_unix_nanos() / 1_000_000_000,
+            now_unix,
             runtime_name: &runtime_name,
         });
         if let Some(ev) = &e.evicted {
-            evicted_status(&mut st, &ev.message, ev.at_unix);
+            evicted_status(&mut st, &ev.message, ev.at_unix, e.pod.metadata.generation);
+        }
+        if let Some(conditions) = st.conditions.as_mut() {
+            let mut t = e.transitions.get();
+            t.stamp(conditions, now_unix);
+            e.transitions.set(t);
         }
         // Say why picolet killed a container (probe failure, hook failure).
         for cs in st.container_statuses.iter_mut().flatten() {

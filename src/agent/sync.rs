@@ -108,6 +108,7 @@ impl<R: RuntimeService> Agent<R> {
                 None => return,
             };
             self.report_status(&uid);
+            self.trigger_readiness(&uid);
             woken = rt::timeout(next, wake.recv()).await.is_some();
             while wake.try_recv().is_ok() {
                 woken = true;

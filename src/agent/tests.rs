@@ -727,3 +727,20 @@ fn starting_a_pod_records_kubelets_created_and_started_events() {
         &format!("Started container {}", c.as_deref().unwrap())
     );
 }
+
+#[test]
+fn the_termination_log_file_is_writable_by_any_user_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let node = Node::new();
+    let agent = node.agent();
+    let pod = static_pod(WEB);
+    apply(&agent, file_set(vec![pod.clone()]));
+    sync(&agent, &pod);
+    let path = crate::pod::facts::pod_dir(&agent.cfg.root_dir, crate::pod::uid(&pod))
+        .join("containers/app/termination-log-0");
+    let mode = std::fs::metadata(&path)
+        .expect("termination log")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o666, "{}", path.display());
+}

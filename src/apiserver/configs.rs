@@ -24,6 +24,11 @@
 //! that form too); the agent gets k8s-openapi's types, built once per
 //! change.
 //!
+//! A plain LIST (the reflector's fallback when the streaming list fails,
+//! see `reflector`) is answered as a `ConfigMapList` or a `SecretList`;
+//! `watch::decode_list` takes any list kind, so one [`ConfigData`] reads
+//! both.
+//!
 //! Lookups answer [`Lookup::NotYetKnown`] until the watch synced (or its
 //! cache had a sync point): never "not found" for lack of an answer.
 //! Nothing here logs an object's data; only kinds, namespaces and names.
@@ -88,6 +93,8 @@ impl Resource for ConfigData {
     type Scope = NamespaceResourceScope;
 }
 
+// Only a name for logs: `watch::decode_list` takes the list kind the server
+// sends (`ConfigMapList`, `SecretList`, or `List`).
 impl ListableResource for ConfigData {
     const LIST_KIND: &'static str = "List";
 }
@@ -448,6 +455,20 @@ mod tests {
         assert!(matches!(answer::<ConfigMap>(None, true), Lookup::NotFound));
         assert!(matches!(answer(Some(&cm), false), Lookup::Found(_)));
         assert!(matches!(answer(Some(&cm), true), Lookup::Found(_)));
+    }
+
+    #[test]
+    fn a_plain_list_of_config_maps_or_secrets_is_read_with_its_typed_kind() {
+        for (kind, item) in [("ConfigMapList", "ConfigMap"), ("SecretList", "Secret")] {
+            let body = format!(
+                r#"{{"kind":"{kind}","apiVersion":"v1","metadata":{{"resourceVersion":"41"}},"items":[{{"kind":"{item}","metadata":{{"name":"cfg","namespace":"team","resourceVersion":"40"}},"data":{{"a":"MQ=="}}}}]}}"#
+            );
+            let page = super::super::watch::decode_list::<ConfigData>(body.as_bytes())
+                .unwrap_or_else(|e| panic!("{kind}: {e}"));
+            assert_eq!(page.resource_version, "41");
+            assert_eq!(page.items.len(), 1);
+            assert_eq!(page.items[0].metadata.name.as_deref(), Some("cfg"));
+        }
     }
 
     #[test]

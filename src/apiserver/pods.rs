@@ -328,13 +328,14 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// What the agent runs of an API pod: the object without its status and
 /// the bookkeeping the API server changes on every write, marked with its
-/// source.
+/// source. `metadata.generation` stays: it moves only with the spec (or a
+/// deletion), which change the desired pod anyway, and the status reports
+/// it back as `observedGeneration`, as kubelet does.
 pub fn desired(pod: &Pod) -> Pod {
     let mut p = pod.clone();
     p.status = None;
     p.metadata.resource_version = None;
     p.metadata.managed_fields = None;
-    p.metadata.generation = None;
     p.metadata
         .annotations
         .get_or_insert_with(BTreeMap::new)
@@ -452,6 +453,11 @@ mod tests {
         b.status.as_mut().unwrap().phase = Some("Running".into());
         assert_eq!(desired(&a), desired(&b));
         assert_eq!(desired(&a).status, None);
+        assert_eq!(
+            desired(&a).metadata.generation,
+            Some(1),
+            "kept for the status's observedGeneration"
+        );
         assert_eq!(
             desired(&a).metadata.annotations.unwrap()[CONFIG_SOURCE_ANNOTATION],
             "api"

@@ -28,10 +28,17 @@
 //! - Every failure waits first: 800 ms doubling to 30 s, plus up to as much
 //!   again of random jitter (client-go's 1.0 jitter factor), reset after
 //!   2 min without failure, so a fleet does not reconnect in lock-step.
-//! - A server that refuses the streaming list (a 4xx answer, or a plain
-//!   bookmark before the initial events end, which is what a server that
-//!   ignores `sendInitialEvents` sends) is remembered: LIST from then on.
-//!   Any other failure of a streaming list retries with a LIST once.
+//! - A server that clearly does not do the streaming list is remembered:
+//!   LIST from then on. The clear signals are a plain bookmark before the
+//!   initial events end (what a server that ignores `sendInitialEvents`
+//!   sends) and an answer saying the request's form is refused (400, 405,
+//!   406, 415, 422 as a server with the WatchList feature off answers,
+//!   501: [`ApiError::refuses_request_form`]). Any other error status
+//!   (401, a 403 while the Node authorizer does not yet know of a pod
+//!   just bound, 404, 429) is about this request, not about the server:
+//!   the streaming list is sent again after the back-off. A 5xx, a broken
+//!   connection or a stream ending before the initial events retries with
+//!   a LIST once (client-go's fallback), then streaming again.
 //!
 //! The store is never emptied by an error, an empty reply or a timeout:
 //! only a DELETED event or a completed (re)list that lacks an object
@@ -780,13 +787,16 @@ impl<K: Object> Reflector<K> {
         }
         if matches!(self.state, State::StreamingList { .. }) {
             match &f {
-                Failure::Status(e) if e.is_client_error() => {
+                Failure::Status(e) if e.refuses_request_form() => {
                     log::info!(
                         "the API server refuses the streaming list of {} ({e}): using LIST",
                         K::URL_PATH_SEGMENT
                     );
                     self.streaming = Streaming::Unsupported;
                 }
+                // 401, 403, 404, 429...: about this request now, not the
+                // server's support; a LIST would meet the same answer.
+                Failure::Status(e) if e.code < 500 => {}
                 _ => self.list_next = true,
             }
         }

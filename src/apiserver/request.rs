@@ -238,6 +238,15 @@ impl ApiError {
             || self.message.contains("too old resource version")
     }
 
+    /// The server says it cannot serve the request as asked, whoever asks:
+    /// 400 (BadRequest), 405, 406, 415, 422 (Invalid: what a server with
+    /// the WatchList feature off answers `sendInitialEvents`) or 501. Not
+    /// 401/403 (who asks, and the Node authorizer may not know yet of a
+    /// pod just bound), 404, 409 nor 429, and not a 5xx.
+    pub fn refuses_request_form(&self) -> bool {
+        matches!(self.code, 400 | 405 | 406 | 415 | 422 | 501)
+    }
+
     /// A client error that retrying cannot fix by itself (400, 401, 403,
     /// 404, 422, ...); not 408 (timeout), 410 (relist) nor 429 (throttled).
     pub fn is_client_error(&self) -> bool {
@@ -395,6 +404,22 @@ mod tests {
         let e = ApiError::from_reply(403, b"{\"kind\":\"Status\"}");
         assert_eq!(e.reason, "Forbidden");
         assert!(e.is_client_error());
+    }
+
+    #[test]
+    fn only_a_bad_request_or_unsupported_form_refuses_the_request_form() {
+        for code in [400, 405, 406, 415, 422, 501] {
+            assert!(
+                ApiError::from_reply(code, b"").refuses_request_form(),
+                "{code}"
+            );
+        }
+        for code in [401, 403, 404, 409, 410, 429, 500, 503] {
+            assert!(
+                !ApiError::from_reply(code, b"").refuses_request_form(),
+                "{code}"
+            );
+        }
     }
 
     #[test]

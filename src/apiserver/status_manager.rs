@@ -35,17 +35,27 @@ pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json"
 /// strategic merge patch (conditions merge by type, in this order), with
 /// the UID precondition.
 ///
-/// Written by hand around `serde_json::to_vec(status)` (the serializer the
-/// rest of picolet uses) rather than through `serde_json::Value`, which
-/// would add a second copy of the PodStatus serializer to the binary.
+/// A condition without a reason or message says so with `null`: merged by
+/// type, a True `Ready` would otherwise keep the `ContainersNotReady` reason
+/// and message the API server holds from when it was False. (kubelet's
+/// two-way patch between the old and the new status deletes them the same
+/// way.)
+///
+/// Written by hand around `serde_json::to_vec` (the serializer the rest of
+/// picolet uses) rather than through `serde_json::Value`, which would add a
+/// second copy of the PodStatus serializer to the binary.
 pub fn status_patch(uid: &str, status: &PodStatus) -> Vec<u8> {
     let json = |v: &str| serde_json::to_vec(v).expect("a string always serializes");
-    let body = serde_json::to_vec(status).expect("a PodStatus always serializes");
     let mut out = b"{\"metadata\":{\"uid\":".to_vec();
     out.extend(json(uid));
     out.extend_from_slice(b"},\"status\":");
     match status.conditions.as_deref() {
-        Some(conds) if !conds.is_empty() && body.first() == Some(&b'{') => {
+        Some(conds) if !conds.is_empty() => {
+            let rest = PodStatus {
+                conditions: None,
+                ..status.clone()
+            };
+            let body = serde_json::to_vec(&rest).expect("a PodStatus always serializes");
             out.extend_from_slice(b"{\"$setElementOrder/conditions\":[");
             for (i, c) in conds.iter().enumerate() {
                 if i > 0 {
@@ -55,13 +65,31 @@ pub fn status_patch(uid: &str, status: &PodStatus) -> Vec<u8> {
                 out.extend(json(&c.type_));
                 out.push(b'}');
             }
+            out.extend_from_slice(b"],\"conditions\":[");
+            for (i, c) in conds.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                // `type` and `status` are always there: never `{}`.
+                let c_body = serde_json::to_vec(c).expect("a PodCondition always serializes");
+                out.push(b'{');
+                if c.reason.is_none() {
+                    out.extend_from_slice(b"\"reason\":null,");
+                }
+                if c.message.is_none() {
+                    out.extend_from_slice(b"\"message\":null,");
+                }
+                out.extend_from_slice(&c_body[1..]);
+            }
             out.push(b']');
             if body.as_slice() != b"{}" {
                 out.push(b',');
+                out.extend_from_slice(&body[1..]);
+            } else {
+                out.push(b'}');
             }
-            out.extend_from_slice(&body[1..]);
         }
-        _ => out.extend(body),
+        _ => out.extend(serde_json::to_vec(status).expect("a PodStatus always serializes")),
     }
     out.push(b'}');
     out
@@ -385,6 +413,34 @@ mod tests {
     }
 
     #[test]
+    fn a_condition_without_reason_or_message_clears_those_the_api_server_holds() {
+        let mut s = status("Running");
+        s.conditions = Some(vec![
+            PodCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            },
+            PodCondition {
+                type_: "ContainersReady".into(),
+                status: "False".into(),
+                reason: Some("ContainersNotReady".into()),
+                message: Some("containers with unready status: [a]".into()),
+                ..Default::default()
+            },
+        ]);
+        let v: serde_json::Value = serde_json::from_slice(&status_patch("u1", &s)).unwrap();
+        let conds = &v["status"]["conditions"];
+        assert_eq!(
+            conds[0],
+            json!({"type": "Ready", "status": "True", "reason": null, "message": null})
+        );
+        assert_eq!(conds[1]["reason"], "ContainersNotReady");
+        assert_eq!(conds[1]["message"], "containers with unready status: [a]");
+        assert_eq!(v["status"]["phase"], "Running");
+    }
+
+    #[test]
     fn the_patch_carries_the_uid_precondition_and_the_condition_order() {
         let mut s = status("Running");
         s.conditions = Some(vec![
@@ -426,6 +482,7 @@ mod tests {
             json!([{"type": "Ready"}])
         );
         assert_eq!(v["status"]["conditions"][0]["status"], "False");
+        assert_eq!(v["status"].as_object().unwrap().len(), 2, "{v}");
         let d: serde_json::Value = serde_json::from_slice(&final_delete_options("u1")).unwrap();
         assert_eq!(d["gracePeriodSeconds"], 0);
         assert_eq!(d["preconditions"]["uid"], "u1");

@@ -9,7 +9,9 @@
 //! never "no objects": the caller retries from the last resourceVersion it
 //! saw. A LIST reply is one JSON object, decoded by [`decode_list`], which
 //! refuses a list without a resourceVersion (that is not an answer the API
-//! server gives, so it cannot be a sync point).
+//! server gives, so it cannot be a sync point) and takes any list `kind`
+//! the server names it by (`ConfigMapList`, `SecretList`, `PodList`, or
+//! `List`), refusing only an object that is not a list.
 //!
 //! Size matters here: every object is decoded by `serde_json::from_str`'s
 //! deserializer and nothing else, the one the static pod source uses, so
@@ -22,8 +24,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
-use k8s_openapi::ListableResource;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, Status};
 use serde::de::{self, DeserializeOwned, MapAccess, Visitor};
 use serde::Deserialize;
 
@@ -253,13 +254,103 @@ pub fn decode_event<K: DeserializeOwned>(line: &[u8]) -> Result<WatchEvent<K>, D
     })
 }
 
-/// Decodes a LIST reply body.
+/// A LIST reply's body. Not `k8s_openapi::List`: that one insists on one
+/// `kind` (its type's `LIST_KIND`), but the API server names a list by its
+/// items (`ConfigMapList`, `SecretList`, `PodList`, ...) and a client may
+/// also meet the generic `List`; one slim type read for ConfigMaps and
+/// Secrets alike has no single list kind. The `kind` is still checked: it
+/// must name a list, so a `Status` (or any other object) answered with 200
+/// is malformed, never an empty set.
+struct ListBody<K> {
+    items: Vec<K>,
+    metadata: ListMeta,
+}
+
+/// Whether `kind` names a list: `List`, or a type's list (`PodList`).
+pub fn is_list_kind(kind: &str) -> bool {
+    kind.ends_with("List")
+}
+
+impl<'de, K: Deserialize<'de>> Deserialize<'de> for ListBody<K> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<K>(std::marker::PhantomData<K>);
+        impl<'de, K: Deserialize<'de>> Visitor<'de> for V<K> {
+            type Value = ListBody<K>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list (kind List or <Kind>List)")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut items: Option<Vec<K>> = None;
+                let mut metadata: Option<ListMeta> = None;
+                while let Some(key) = map.next_key::<ListField>()? {
+                    match key {
+                        ListField::Kind => {
+                            let kind: String = map.next_value()?;
+                            if !is_list_kind(&kind) {
+                                return Err(de::Error::invalid_value(
+                                    de::Unexpected::Str(&kind),
+                                    &"List or <Kind>List",
+                                ));
+                            }
+                        }
+                        ListField::Items => items = map.next_value()?,
+                        ListField::Metadata => metadata = map.next_value()?,
+                        ListField::Other => {
+                            map.next_value::<de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(ListBody {
+                    items: items.unwrap_or_default(),
+                    metadata: metadata.unwrap_or_default(),
+                })
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// The fields of a list body read by [`ListBody`].
+enum ListField {
+    Kind,
+    Items,
+    Metadata,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for ListField {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = ListField;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ListField, E> {
+                Ok(match v {
+                    "kind" => ListField::Kind,
+                    "items" => ListField::Items,
+                    "metadata" => ListField::Metadata,
+                    _ => ListField::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(V)
+    }
+}
+
+/// Decodes a LIST reply body, whatever list kind the server names it
+/// (see [`ListBody`]).
 pub fn decode_list<K>(body: &[u8]) -> Result<ListPage<K>, DecodeError>
 where
-    K: DeserializeOwned + ListableResource,
+    K: DeserializeOwned,
 {
     let text = std::str::from_utf8(body).map_err(|_| DecodeError::NotUtf8 { what: "list" })?;
-    let list: k8s_openapi::List<K> =
+    let list: ListBody<K> =
         serde_json::from_str(text).map_err(|source| DecodeError::MalformedList {
             source,
             snippet: snippet(body),
@@ -437,6 +528,39 @@ mod tests {
         let page = decode_list::<Pod>(body).unwrap();
         assert!(page.items.is_empty());
         assert_eq!(page.continue_token, None);
+    }
+
+    #[test]
+    fn a_list_is_read_whatever_list_kind_the_server_names_it() {
+        for kind in [
+            "PodList",
+            "ConfigMapList",
+            "SecretList",
+            "ServiceList",
+            "List",
+        ] {
+            let body = format!(
+                r#"{{"kind":"{kind}","apiVersion":"v1","metadata":{{"resourceVersion":"9"}},"items":[{{"metadata":{{"name":"a"}}}}]}}"#
+            );
+            let page =
+                decode_list::<Pod>(body.as_bytes()).unwrap_or_else(|e| panic!("{kind}: {e}"));
+            assert_eq!(page.items.len(), 1, "{kind}");
+            assert_eq!(page.resource_version, "9", "{kind}");
+        }
+        let body = br#"{"metadata":{"resourceVersion":"9"},"items":null}"#;
+        assert!(
+            decode_list::<Pod>(body).unwrap().items.is_empty(),
+            "no kind, null items"
+        );
+    }
+
+    #[test]
+    fn an_object_that_is_not_a_list_is_a_malformed_list() {
+        let body = br#"{"kind":"Status","apiVersion":"v1","metadata":{"resourceVersion":"9"},"status":"Failure"}"#;
+        let e = decode_list::<Pod>(body).unwrap_err();
+        assert!(matches!(e, DecodeError::MalformedList { .. }), "{e}");
+        assert!(!is_list_kind("ConfigMap"));
+        assert!(is_list_kind("ConfigMapList"));
     }
 
     #[test]

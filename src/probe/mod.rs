@@ -42,7 +42,9 @@ pub use handler::{
 };
 pub use http::{http_get, MAX_REDIRECTS};
 pub use tcp::tcp_socket;
-pub use worker::{Change, ContainerView, Outcome, Params, ProbeType, Step, Worker};
+pub use worker::{
+    wants_readiness_now, Change, ContainerView, FollowUp, Outcome, Params, ProbeType, Step, Worker,
+};
 
 pub use crate::net::url::Scheme;
 

@@ -17,7 +17,15 @@
 //! - a liveness or startup failure kills the container and puts the worker
 //!   on hold until a new container (a new ID) appears, which resets it;
 //! - probes tick on a fixed grid (`next = previous + period`), so they do
-//!   not drift; a late tick is skipped rather than queued.
+//!   not drift; a late tick is skipped rather than queued;
+//! - a readiness probe can be run at once, off the grid ([`Worker::trigger`]):
+//!   kubelet's prober manager does so at every status it generates for a
+//!   started, running container that is not ready yet, so Ready follows a
+//!   startup probe's success within moments rather than a period later;
+//! - a published change is acted on at once ([`Change::follow_up`]): a
+//!   startup result or a kill syncs the pod, a readiness result writes the
+//!   pod's status, as kubelet's sync loop does with its probe managers'
+//!   updates (never at the next periodic resync).
 
 use std::time::{Duration, Instant};
 
@@ -127,6 +135,41 @@ pub struct Change {
     pub kill: bool,
 }
 
+/// What the node does at once about a [`Change`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FollowUp {
+    /// Sync the pod now (which writes its status): a kill to carry out, or
+    /// a container that has started, after which a native sidecar's
+    /// followers start and readiness is probed.
+    SyncPod,
+    /// Write the pod's status now: a container's `ready`, the pod's
+    /// `ContainersReady` and `Ready` changed.
+    WriteStatus,
+}
+
+impl Change {
+    /// What this change of a `kind` probe calls for at once (kubelet's sync
+    /// loop: liveness and startup updates sync the pod, readiness updates
+    /// set the container's readiness in the status manager). `None`: a
+    /// liveness result that kills nothing changes nothing shown.
+    pub fn follow_up(self, kind: ProbeType) -> Option<FollowUp> {
+        match kind {
+            _ if self.kill => Some(FollowUp::SyncPod),
+            ProbeType::Startup => Some(FollowUp::SyncPod),
+            ProbeType::Readiness => Some(FollowUp::WriteStatus),
+            ProbeType::Liveness => None,
+        }
+    }
+}
+
+/// Whether a status just generated calls for an immediate readiness probe
+/// of a container (kubelet's `UpdatePodStatus`): it has a readiness probe
+/// that has not succeeded (`ready` is `Some(false)`), it has started (no
+/// startup probe, or one that succeeded), and it runs.
+pub fn wants_readiness_now(ready: Option<bool>, started: Option<bool>, running: bool) -> bool {
+    ready == Some(false) && started != Some(false) && running
+}
+
 /// One probe of one container.
 #[derive(Clone, Debug)]
 pub struct Worker {
@@ -138,6 +181,8 @@ pub struct Worker {
     result: Outcome,
     on_hold: bool,
     next_due: Instant,
+    /// [`Worker::trigger`] asked for a probe off the grid.
+    triggered: bool,
 }
 
 impl Worker {
@@ -153,6 +198,7 @@ impl Worker {
             result: Self::initial(kind),
             on_hold: false,
             next_due: first_due,
+            triggered: false,
         }
     }
 
@@ -182,6 +228,15 @@ impl Worker {
     /// When the next tick is due.
     pub fn next_due(&self) -> Instant {
         self.next_due
+    }
+
+    /// Asks for a probe at the next step even before the next tick, which
+    /// stays where it was on the grid (kubelet's manual trigger of a
+    /// readiness worker). The usual gates still apply: a container not
+    /// started, not running, on hold or within its initial delay is not
+    /// probed, and the request is then dropped.
+    pub fn trigger(&mut self) {
+        self.triggered = true;
     }
 
     fn reset(&mut self, id: Option<&str>) {
@@ -221,12 +276,14 @@ impl Worker {
     }
 
     fn decide(&mut self, container: Option<&ContainerView>, now: Instant) -> Step {
-        if now < self.next_due {
+        let triggered = std::mem::take(&mut self.triggered);
+        if now >= self.next_due {
+            self.advance(now);
+        } else if !triggered {
             return Step::Wait {
                 next: self.next_due,
             };
         }
-        self.advance(now);
         let wait = Step::Wait {
             next: self.next_due,
         };
@@ -422,6 +479,128 @@ mod tests {
                 Step::Wait { .. }
             ),
             "startup done"
+        );
+    }
+
+    #[test]
+    fn readiness_is_probed_at_once_when_triggered_after_the_startup_probe_succeeded() {
+        // kubelet: startupProbe and readinessProbe, periodSeconds 10 both.
+        let t0 = Instant::now();
+        let secs = |s: u64| t0 + Duration::from_secs(s);
+        let mut startup = Worker::new(ProbeType::Startup, params(10, 1, 30), t0);
+        let mut ready = Worker::new(ProbeType::Readiness, params(10, 1, 3), secs(3));
+        let starting = ContainerView {
+            id: "c1",
+            running: true,
+            started_at: t0,
+            started: false,
+        };
+        // t=3: readiness waits for the startup probe.
+        assert!(matches!(
+            ready.step(Some(&starting), secs(3)).0,
+            Step::Wait { .. }
+        ));
+        // t=10: the startup probe succeeds; the pod syncs at once.
+        assert!(matches!(
+            startup.step(Some(&starting), secs(10)).0,
+            Step::Probe { .. }
+        ));
+        let change = startup.record(Outcome::Success).expect("started");
+        assert_eq!(
+            change.follow_up(ProbeType::Startup),
+            Some(FollowUp::SyncPod)
+        );
+        // The sync's status: started, running, not ready: trigger readiness.
+        assert!(wants_readiness_now(Some(false), Some(true), true));
+        ready.trigger();
+        let started = ContainerView {
+            started: true,
+            ..starting
+        };
+        let (step, _) = ready.step(Some(&started), secs(10));
+        assert!(
+            matches!(step, Step::Probe { .. }),
+            "probed at 10 s, not at its next tick (13 s): {step:?}"
+        );
+        let change = ready.record(Outcome::Success).expect("ready");
+        assert_eq!(
+            change.follow_up(ProbeType::Readiness),
+            Some(FollowUp::WriteStatus),
+            "the status is written at once, not at the next resync"
+        );
+        assert_eq!(ready.next_due(), secs(13), "the grid does not move");
+        assert!(matches!(
+            ready.step(Some(&started), secs(11)).0,
+            Step::Wait { .. }
+        ));
+        assert!(matches!(
+            ready.step(Some(&started), secs(13)).0,
+            Step::Probe { .. }
+        ));
+    }
+
+    #[test]
+    fn a_trigger_does_not_probe_a_container_that_has_not_started() {
+        let t0 = Instant::now();
+        let mut ready = Worker::new(ProbeType::Readiness, params(10, 1, 3), t0);
+        let starting = ContainerView {
+            id: "c1",
+            running: true,
+            started_at: t0,
+            started: false,
+        };
+        ready.step(Some(&starting), t0);
+        ready.trigger();
+        let at = t0 + Duration::from_secs(1);
+        assert!(matches!(
+            ready.step(Some(&starting), at).0,
+            Step::Wait { .. }
+        ));
+        let started = ContainerView {
+            started: true,
+            ..starting
+        };
+        assert!(
+            matches!(ready.step(Some(&started), at).0, Step::Wait { .. }),
+            "the trigger was used up"
+        );
+    }
+
+    #[test]
+    fn only_a_started_running_unready_container_wants_readiness_now() {
+        assert!(wants_readiness_now(Some(false), None, true));
+        assert!(wants_readiness_now(Some(false), Some(true), true));
+        assert!(
+            !wants_readiness_now(Some(false), Some(false), true),
+            "not started"
+        );
+        assert!(
+            !wants_readiness_now(Some(false), Some(true), false),
+            "not running"
+        );
+        assert!(!wants_readiness_now(Some(true), Some(true), true), "ready");
+        assert!(!wants_readiness_now(None, None, true), "no readiness probe");
+    }
+
+    #[test]
+    fn liveness_results_that_kill_nothing_need_no_follow_up() {
+        let live = Change {
+            result: Outcome::Success,
+            kill: false,
+        };
+        assert_eq!(live.follow_up(ProbeType::Liveness), None);
+        let kill = Change {
+            result: Outcome::Failure,
+            kill: true,
+        };
+        assert_eq!(kill.follow_up(ProbeType::Liveness), Some(FollowUp::SyncPod));
+        let unready = Change {
+            result: Outcome::Failure,
+            kill: false,
+        };
+        assert_eq!(
+            unready.follow_up(ProbeType::Readiness),
+            Some(FollowUp::WriteStatus)
         );
     }
 
