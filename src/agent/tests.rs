@@ -30,6 +30,27 @@ pub(super) struct Node {
     pub(super) runtime: MemoryRuntime,
 }
 
+/// The agent mounts a tmpfs for Secret and projected volumes where it may
+/// (tests run as root in CI): they go with the node, or its temp dir could
+/// not be removed and the mounts would outlive the test run.
+impl Drop for Node {
+    fn drop(&mut self) {
+        let root = self._dir.path();
+        let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+            return;
+        };
+        let mut mounts: Vec<&str> = info
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|m| Path::new(m).starts_with(root))
+            .collect();
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for m in mounts {
+            let _ = rustix::mount::unmount(m, rustix::mount::UnmountFlags::DETACH);
+        }
+    }
+}
+
 impl Node {
     pub(super) fn new() -> Node {
         let runtime = MemoryRuntime::new();
