@@ -71,18 +71,15 @@ check:
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 	$(CARGO) test --locked --lib --bins -- --test-threads=$(TEST_THREADS)
 
-# Everything CI runs (tests/test.sh, which times each stage): `make check`,
-# then two lanes side by side -- the integration suite on real runtimes
-# (test-suite), and, niced in the background, the release binaries of all
-# shipped targets with their size checks (`make cross`), the board targets'
-# unit tests under qemu-user (test-cross), the fuzz targets, and the
+# Everything CI runs (tests/test.sh, which times each stage): `make check`
+# and the integration suite on real runtimes (test-suite) in the
+# foreground, and, niced in the background beside them, the release
+# binaries of all shipped targets with their size checks (`make cross`),
+# the board targets' unit tests under qemu-user (test-cross), and the
 # qemu-x86_64 firmware image booted twice and once more with 256 MiB and
 # cgroup v2 for node-pressure eviction (issue #10).
 test: deps cross-deps
 	bash tests/test.sh
-
-# `make test` fuzzes each target this long (`make fuzz` alone: FUZZ_SECONDS).
-CI_FUZZ_SECONDS ?= 30
 
 # Each integration test runs its own runtime. SUITE_JOBS test binaries run
 # at once (tests/suite.sh), each with SUITE_THREADS test threads.
@@ -125,8 +122,11 @@ test-integration:
 	  $(foreach r,$(filter-out $(TEST_RUNTIME),$(ALL_RUNTIMES)),--skip only_on_$(r)); \
 	echo "== integration tests on $(TEST_RUNTIME): passed in $$(( $$(date +%s) - start ))s"
 
-# `make test` plus the aarch64 image booted under emulation.
+# `make test`, the fuzz targets for FUZZ_SECONDS each (`make test`
+# replays the corpus and every saved crasher, tests/fuzz_regressions.rs,
+# but does not fuzz), and the aarch64 image booted under emulation.
 test-full: test
+	$(MAKE) fuzz
 	$(MAKE) image-test BOARD=qemu-aarch64
 
 # --- demo and bench ----------------------------------------------------------------

@@ -13,10 +13,9 @@
 #               CRI-O, the runtime-free ones once, several at a time.
 #   release     (background, niced) the x86_64 musl release binary, the
 #               qemu-x86_64 firmware image booted twice (`image-test`) and
-#               once more with 256 MiB and cgroup v2 for eviction, the fuzz
-#               targets (dev profile: the foreground's dependencies), then
-#               the release binaries of the boards (`make cross`: size,
-#               static linkage and start-up checked for all four).
+#               once more with 256 MiB and cgroup v2 for eviction, then the
+#               release binaries of the boards (`make cross`: size, static
+#               linkage and start-up checked for all four).
 #   cross       (background, niced) the board targets' unit tests under
 #               qemu-user (`make test-cross`), in a target dir of its own.
 #
@@ -25,7 +24,7 @@
 # target/lane-<name>.log and is printed when they end. Any lane failing
 # fails the run; a failing fast tier stops the others at once.
 # Env: SUITE_JOBS, SUITE_THREADS (tests/suite.sh -j/-t), TEST_RUNTIMES,
-#      CI_FUZZ_SECONDS, CI_CROSS_TEST_TARGETS, TEST_LANES=0 (every stage one
+#      CI_CROSS_TEST_TARGETS, TEST_LANES=0 (every stage one
 #      after the other: slower, for telling a load-induced failure from a
 #      real one).
 set -euo pipefail
@@ -41,7 +40,6 @@ release_lane() {
     stage cross-x86_64 "${make[@]}" cross CROSS_TARGETS=x86_64-unknown-linux-musl
     stage image-test "${make[@]}" image-test BOARD=qemu-x86_64
     stage image-test-eviction "${make[@]}" image-test-eviction BOARD=qemu-x86_64
-    stage fuzz "${make[@]}" fuzz FUZZ_PROFILE=dev FUZZ_SECONDS="${CI_FUZZ_SECONDS:-30}"
     stage cross "${make[@]}" cross
 }
 
