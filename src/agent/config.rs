@@ -38,6 +38,9 @@ pub struct AgentConfig {
     pub pod_pids_limit: Option<i64>,
     pub admin_socket: PathBuf,
     pub node_labels: BTreeMap<String, String>,
+    /// `nodeIP` (`--node-ip`): the node's InternalIPs, the pods' hostIP
+    /// (empty: the default route's address).
+    pub node_ips: Vec<std::net::IpAddr>,
     pub memory_swap_behavior: SwapBehavior,
     /// `--offline-image-fallback`: run a present image when its pull fails
     /// for a network reason.
@@ -108,6 +111,7 @@ impl AgentConfig {
             pod_pids_limit: (cfg.pod_pids_limit > 0).then_some(cfg.pod_pids_limit),
             admin_socket: cfg.admin_socket.clone(),
             node_labels: cfg.node_labels.clone(),
+            node_ips: cfg.node_ip.clone(),
             memory_swap_behavior: cfg.memory_swap_behavior,
             offline_image_fallback: cfg.offline_image_fallback,
             eviction: EvictionConfig {

@@ -160,8 +160,7 @@ impl<R: RuntimeService> Agent<R> {
         let uid = accessors::uid(pod);
         let gid = accessors::fs_group(pod);
         let downward = spec::Downward {
-            node_allocatable_cpu_millis: None,
-            node_allocatable_memory_bytes: Some(self.host.node_memory),
+            node_allocatable: self.host.allocatable,
         };
         for (v, kind) in volumes {
             let dir = volume_dir(&self.cfg.root_dir, uid, kind, &v.name);

@@ -24,26 +24,69 @@ use crate::pod::{accessors, facts, spec};
 /// Facts about the host, read once at start.
 #[derive(Clone, Debug)]
 pub(super) struct HostFacts {
-    /// The host's primary IP (a hostNetwork pod's IP).
+    /// The node's first InternalIP as the Node reports it: pods'
+    /// `status.hostIP`, a hostNetwork pod's IP.
     pub host_ip: String,
-    /// Total memory in bytes (OOM score and resource env defaults).
+    /// Total memory in bytes (OOM score, swap shares).
     pub node_memory: u64,
+    /// The node's allocatable as the Node reports it (capacity minus
+    /// reservations and hard eviction thresholds): the downward API's
+    /// default for unset limits.
+    pub allocatable: spec::NodeAllocatable,
     /// `/etc/resolv.conf`, for dnsPolicy Default.
     pub resolv_conf: Option<String>,
 }
 
 impl HostFacts {
-    /// The host's primary IPv4 address (127.0.0.1 without a default
-    /// route) and memory (1 GiB if unreadable), from [`crate::node::info`].
-    pub fn detect() -> HostFacts {
+    /// The node's IP ([`host_ip`]), memory (1 GiB if unreadable) and
+    /// allocatable, from [`crate::node::info`] and `cfg`.
+    pub fn detect(cfg: &AgentConfig) -> HostFacts {
+        let m = crate::node::info::read(&cfg.root_dir);
+        let capacity = super::node_view::Amounts {
+            cpu_millis: m.cpus * 1000,
+            memory_bytes: m.memory_bytes,
+            ephemeral_storage_bytes: m.root_fs_bytes,
+            pods: cfg.max_pods as u64,
+        };
+        let e = &cfg.eviction;
+        let alloc = super::node_view::allocatable(
+            capacity,
+            &[e.kube_reserved, e.system_reserved],
+            &e.thresholds,
+        );
         HostFacts {
-            host_ip: crate::node::info::primary_ipv4().unwrap_or_else(|| "127.0.0.1".to_string()),
-            node_memory: fs::read_to_string("/proc/meminfo")
-                .ok()
-                .and_then(|m| crate::node::info::parse_mem_total(&m))
-                .unwrap_or(1 << 30),
+            host_ip: host_ip(&cfg.node_ips, crate::node::info::primary_ipv4),
+            node_memory: Some(m.memory_bytes).filter(|b| *b > 0).unwrap_or(1 << 30),
+            allocatable: node_allocatable(capacity, alloc),
             resolv_conf: fs::read_to_string("/etc/resolv.conf").ok(),
         }
+    }
+}
+
+/// The node's IP as the Node's first InternalIP reports it: the first
+/// `nodeIP` when configured, else the default route's address
+/// (`detected`), else 127.0.0.1.
+pub(super) fn host_ip(node_ips: &[std::net::IpAddr], detected: fn() -> Option<String>) -> String {
+    match node_ips.first() {
+        Some(ip) => ip.to_string(),
+        None => detected().unwrap_or_else(|| "127.0.0.1".to_string()),
+    }
+}
+
+/// Allocatable for the downward API: a resource whose capacity is unknown
+/// (zero) is one the Node does not report.
+pub(super) fn node_allocatable(
+    capacity: super::node_view::Amounts,
+    alloc: super::node_view::Amounts,
+) -> spec::NodeAllocatable {
+    let known = |cap: u64, v: u64| (cap > 0).then_some(v);
+    spec::NodeAllocatable {
+        cpu_millis: known(capacity.cpu_millis, alloc.cpu_millis),
+        memory_bytes: known(capacity.memory_bytes, alloc.memory_bytes),
+        ephemeral_storage_bytes: known(
+            capacity.ephemeral_storage_bytes,
+            alloc.ephemeral_storage_bytes,
+        ),
     }
 }
 
@@ -199,5 +242,47 @@ pub(super) fn remove_dir_logged(dir: &Path) {
         Ok(()) => log::debug!("removed {}", dir.display()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => log::warn!("removing {}: {e}", dir.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::node_view::Amounts;
+    use super::*;
+
+    fn default_route() -> Option<String> {
+        Some("10.1.2.3".into())
+    }
+
+    fn no_route() -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn the_host_ip_is_the_configured_node_ip_before_the_default_route() {
+        let ips = ["192.168.7.9".parse().unwrap(), "fd00::9".parse().unwrap()];
+        assert_eq!(host_ip(&ips, default_route), "192.168.7.9");
+        assert_eq!(host_ip(&[], default_route), "10.1.2.3");
+        assert_eq!(host_ip(&[], no_route), "127.0.0.1");
+    }
+
+    #[test]
+    fn downward_allocatable_is_the_nodes_and_leaves_out_what_has_no_capacity() {
+        let capacity = Amounts {
+            cpu_millis: 4000,
+            memory_bytes: 4 << 30,
+            ephemeral_storage_bytes: 0,
+            pods: 110,
+        };
+        let alloc = Amounts {
+            cpu_millis: 3500,
+            memory_bytes: 3 << 30,
+            ephemeral_storage_bytes: 0,
+            pods: 110,
+        };
+        let got = node_allocatable(capacity, alloc);
+        assert_eq!(got.cpu_millis, Some(3500));
+        assert_eq!(got.memory_bytes, Some(3 << 30));
+        assert_eq!(got.ephemeral_storage_bytes, None);
     }
 }

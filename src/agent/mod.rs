@@ -332,7 +332,8 @@ impl Agent<Runtime> {
                     None
                 }
             };
-        let agent = Agent::with_runtime(cfg, runtime, cgroups, host_files::HostFacts::detect());
+        let host = host_files::HostFacts::detect(&cfg);
+        let agent = Agent::with_runtime(cfg, runtime, cgroups, host);
         agent.node.replace(node::NodeFacts::detect());
         agent
     }

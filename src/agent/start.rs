@@ -139,10 +139,9 @@ impl<R: RuntimeService> Agent<R> {
             swap: self.swap(),
             user_ns: self.user_ns(pod),
             pod_cgroup_parent: &parent,
-            node_allocatable_cpu_millis: None,
+            node_allocatable: self.host.allocatable,
             termination_log_host_path: Some(&files.termination_log),
             etc_hosts: files.etc_hosts.as_deref(),
-            node_allocatable_memory_bytes: Some(self.host.node_memory),
             seccomp_profile_root: Some(&seccomp_root),
             objects: objects.as_deref(),
         };

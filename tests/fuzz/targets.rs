@@ -217,8 +217,11 @@ pub fn pod_to_cri(input: &[u8]) -> String {
             pod_ips: &ips,
             host_ip: "192.168.1.2",
             oom_score_adj: qos::container_oom_score_adj(pod_spec, c, 1 << 30),
-            node_allocatable_cpu_millis: Some(4000),
-            node_allocatable_memory_bytes: Some(1 << 30),
+            node_allocatable: spec::NodeAllocatable {
+                cpu_millis: Some(4000),
+                memory_bytes: Some(1 << 30),
+                ephemeral_storage_bytes: Some(8 << 30),
+            },
             ..ContainerParams::default()
         };
         if spec::container_config(&pod, c, &params).is_err() {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod};
 
-use super::env::{container_env, expand, quantity_of};
+use super::env::{container_env, expand, quantity_of, NodeAllocatable};
 use super::sandbox::{linux_resources, UserNsMapping};
 use super::security::container_security_context;
 use super::volumes::container_mounts;
@@ -73,10 +73,8 @@ pub struct ContainerParams<'a> {
     pub user_ns: Option<UserNsMapping>,
     /// The pod cgroup (informational; the runtime takes it from the sandbox).
     pub pod_cgroup_parent: &'a str,
-    /// Node allocatable CPU, the default for `limits.cpu` in resourceFieldRef.
-    pub node_allocatable_cpu_millis: Option<u64>,
-    /// Node allocatable memory, the default for `limits.memory` in resourceFieldRef.
-    pub node_allocatable_memory_bytes: Option<u64>,
+    /// The node's allocatable, the default of unset limits in resourceFieldRef.
+    pub node_allocatable: NodeAllocatable,
     /// Host file (`<root-dir>/pods/<uid>/containers/<name>/<random>`) to mount
     /// at the container's terminationMessagePath.
     pub termination_log_host_path: Option<&'a Path>,
@@ -104,8 +102,7 @@ impl Default for ContainerParams<'_> {
             swap: Swap::Unavailable,
             user_ns: None,
             pod_cgroup_parent: "",
-            node_allocatable_cpu_millis: None,
-            node_allocatable_memory_bytes: None,
+            node_allocatable: NodeAllocatable::default(),
             termination_log_host_path: None,
             etc_hosts: None,
             seccomp_profile_root: None,

@@ -52,7 +52,7 @@ pub use dns::{
     dns_config, host_network_hosts_file, hosts_file, MAX_DNS_NAMESERVERS,
     MAX_DNS_SEARCH_LIST_CHARS, MAX_DNS_SEARCH_PATHS,
 };
-pub use env::{env_from_skipped, expand};
+pub use env::{env_from_skipped, expand, NodeAllocatable};
 pub use payload::{
     config_volumes, volume_payload, ConfigVolume, Downward, File, Payload, PayloadError,
     DEFAULT_MODE,

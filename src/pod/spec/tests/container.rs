@@ -213,8 +213,11 @@ spec:
     image: y
 "#);
     let cp = ContainerParams {
-        node_allocatable_cpu_millis: Some(4000),
-        node_allocatable_memory_bytes: Some(2 << 30),
+        node_allocatable: NodeAllocatable {
+            cpu_millis: Some(4000),
+            memory_bytes: Some(2 << 30),
+            ephemeral_storage_bytes: None,
+        },
         ..params()
     };
     let cfg = container_config(&p, first(&p), &cp).unwrap();
@@ -226,9 +229,9 @@ spec:
     assert_eq!(e("MEM_REQ_MI"), "64");
     assert_eq!(e("SIDE_MEM"), "2048");
 
-    // Without a limit and without allocatable the value is unknowable.
-    let err = container_config(&p, &p.spec.as_ref().unwrap().containers[0], &params()).unwrap_err();
-    assert_eq!(err.field, "env \"SIDE_MEM\"");
+    // Without a limit and without allocatable the limit stays unset: 0.
+    let cfg = container_config(&p, first(&p), &params()).unwrap();
+    assert_eq!(env_of(&cfg, "SIDE_MEM").unwrap(), "0");
 }
 
 #[test]

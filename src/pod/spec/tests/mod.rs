@@ -1,6 +1,7 @@
 //! Unit tests of `pod::spec`: the sandbox (and DNS, hosts) in `sandbox.rs`,
 //! containers (env, mounts, resources, security) in `container.rs`, env from
-//! ConfigMaps and Secrets in `config_env.rs`; shared
+//! ConfigMaps and Secrets in `config_env.rs`, resourceFieldRef against the
+//! node's allocatable in `downward.rs`; shared
 //! pods and parameters here.
 
 pub(super) use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ pub(super) use crate::pod::labels::*;
 
 mod config_env;
 mod container;
+mod downward;
 mod sandbox;
 
 pub(super) fn pod(yaml: &str) -> Pod {
