@@ -501,11 +501,12 @@ impl<R: RuntimeService> Agent<R> {
         reason: &str,
         message: &str,
     ) {
+        let field_path = container.map(|c| crate::pod::facts::container_field_path(pod, c));
         let about = recent_events::About {
             namespace: pod.metadata.namespace.as_deref().unwrap_or("default"),
             name: pod.metadata.name.as_deref().unwrap_or(""),
             uid: crate::pod::uid(pod),
-            container,
+            field_path: field_path.as_deref(),
         };
         let now = now_unix_nanos() / 1_000_000_000;
         self.recent_events

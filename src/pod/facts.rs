@@ -71,6 +71,28 @@ pub fn pod_ips(pod: &Pod, sandbox: Option<&ObservedSandbox>, host_ip: &str) -> V
         .collect()
 }
 
+/// An event's `involvedObject.fieldPath` for container `name` of `pod`, as
+/// kubelet's `GenerateContainerRef` writes it: `spec.initContainers{name}`,
+/// `spec.ephemeralContainers{name}` or `spec.containers{name}`.
+pub fn container_field_path(pod: &Pod, name: &str) -> String {
+    let s = crate::pod::accessors::spec(pod);
+    let has = |cs: Option<&Vec<k8s_openapi::api::core::v1::Container>>| {
+        cs.is_some_and(|cs| cs.iter().any(|c| c.name == name))
+    };
+    let list = if has(s.init_containers.as_ref()) {
+        "initContainers"
+    } else if !s.containers.iter().any(|c| c.name == name)
+        && s.ephemeral_containers
+            .as_ref()
+            .is_some_and(|cs| cs.iter().any(|c| c.name == name))
+    {
+        "ephemeralContainers"
+    } else {
+        "containers"
+    };
+    format!("spec.{list}{{{name}}}")
+}
+
 /// The primary pod IP ("" when there is none yet).
 pub fn pod_ip(pod: &Pod, sandbox: Option<&ObservedSandbox>, host_ip: &str) -> String {
     pod_ips(pod, sandbox, host_ip)
@@ -132,6 +154,24 @@ mod tests {
             additional_ips: more.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn an_init_containers_event_names_spec_init_containers_in_its_field_path() {
+        let p = pod(concat!(
+            "spec:\n  initContainers: [{name: setup}]\n  containers: [{name: app}]\n",
+            "  ephemeralContainers: [{name: debug}]\n",
+        ));
+        assert_eq!(
+            container_field_path(&p, "setup"),
+            "spec.initContainers{setup}"
+        );
+        assert_eq!(container_field_path(&p, "app"), "spec.containers{app}");
+        assert_eq!(
+            container_field_path(&p, "debug"),
+            "spec.ephemeralContainers{debug}"
+        );
+        assert_eq!(container_field_path(&p, "gone"), "spec.containers{gone}");
     }
 
     #[test]
