@@ -2,7 +2,8 @@
 //!
 //! - the kubelet's directories (`rootDir`, `podLogsDir`), a pod's own
 //!   directory and log directory, created before its sandbox;
-//! - per container: emptyDir volumes, hostPath volumes of the creating
+//! - per container: emptyDir volumes (a tmpfs for `medium: Memory`,
+//!   [`super::tmpfs`]), hostPath volumes of the creating
 //!   kinds, the termination-log file, the managed `/etc/hosts` and the
 //!   container's log directory, prepared before CreateContainer;
 //! - [`HostFacts`]: the host IP, its memory and its resolv.conf, read once.
@@ -135,8 +136,11 @@ pub(super) fn remove_empty_dirs(cfg: &AgentConfig, pod: &Pod) {
     if uid.is_empty() {
         return;
     }
-    let dir = facts::pod_dir(&cfg.root_dir, uid).join("volumes/kubernetes.io~empty-dir");
+    let dir = facts::pod_dir(&cfg.root_dir, uid)
+        .join("volumes")
+        .join(super::config_volumes::EMPTY_DIR_PLUGIN);
     if dir.exists() {
+        super::tmpfs::unmount_under(&dir);
         remove_dir_logged(&dir);
     }
 }
@@ -150,21 +154,31 @@ pub(super) struct ContainerFiles {
     pub etc_hosts: Option<PathBuf>,
 }
 
-/// Volumes and files on the host for one container start.
+/// Volumes and files on the host for one container start;
+/// `allocatable_memory` sizes memory-medium emptyDirs.
 pub(super) fn prepare_container_files(
     cfg: &AgentConfig,
     pod: &Pod,
     c: &Container,
     attempt: u32,
     pod_ips: &[String],
+    allocatable_memory: Option<u64>,
 ) -> Result<ContainerFiles, String> {
     let pod_dir = facts::pod_dir(&cfg.root_dir, accessors::uid(pod));
     let mut empty_dirs = HashMap::new();
+    let in_memory: HashMap<String, Option<u64>> =
+        spec::memory_empty_dirs(pod).into_iter().collect();
     for name in spec::empty_dir_volumes(pod) {
-        let dir = pod_dir.join("volumes/kubernetes.io~empty-dir").join(&name);
+        let dir = pod_dir
+            .join("volumes")
+            .join(super::config_volumes::EMPTY_DIR_PLUGIN)
+            .join(&name);
         fs::create_dir_all(&dir)
             .map_err(|e| format!("emptyDir {name}: creating {}: {e}", dir.display()))?;
         let _ = fs::set_permissions(&dir, fs::Permissions::from_mode(0o777));
+        if let Some(size_limit) = in_memory.get(&name) {
+            mount_memory_empty_dir(pod, &name, &dir, *size_limit, allocatable_memory);
+        }
         // kubelet's volume ownership for a read-write volume: group
         // fsGroup, setgid so what the containers create inherits it.
         if let Some(gid) = accessors::fs_group(pod) {
@@ -206,6 +220,29 @@ pub(super) fn prepare_container_files(
         termination_log,
         etc_hosts,
     })
+}
+
+/// A `medium: Memory` emptyDir: a tmpfs sized as kubelet sizes it, with
+/// `noswap` where supported; already mounted, it is left as it is. Where
+/// tmpfs cannot be mounted (no CAP_SYS_ADMIN) it stays a directory.
+fn mount_memory_empty_dir(
+    pod: &Pod,
+    name: &str,
+    dir: &Path,
+    size_limit: Option<u64>,
+    allocatable_memory: Option<u64>,
+) {
+    if super::tmpfs::is_mount_point(dir) {
+        return;
+    }
+    let size = spec::memory_volume_size(pod, size_limit, allocatable_memory);
+    let options = super::tmpfs::options("", size, super::tmpfs::noswap_supported());
+    if let Err(e) = super::tmpfs::mount(dir, &options) {
+        log::warn!(
+            "emptyDir {name} (medium Memory): mounting tmpfs on {}: {e}; a plain directory",
+            dir.display()
+        );
+    }
 }
 
 /// `DirectoryOrCreate`/`FileOrCreate` create; `Directory`/`File`/`Socket`

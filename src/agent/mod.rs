@@ -86,6 +86,7 @@ mod sync;
 mod termination_message;
 #[cfg(test)]
 mod tests;
+mod tmpfs;
 
 pub use config::{AgentConfig, AgentConfigError, EvictionConfig};
 pub use probes::ProbeMetrics;

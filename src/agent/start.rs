@@ -110,8 +110,15 @@ impl<R: RuntimeService> Agent<R> {
         let sandbox = observed.sandboxes.iter().find(|s| s.id == sandbox_id);
         let pod_ips = facts::pod_ips(pod, sandbox, &self.host.host_ip);
         let pod_ip = pod_ips.first().cloned().unwrap_or_default();
-        let files = host_files::prepare_container_files(&self.cfg, pod, c, attempt, &pod_ips)
-            .map_err(config_err)?;
+        let files = host_files::prepare_container_files(
+            &self.cfg,
+            pod,
+            c,
+            attempt,
+            &pod_ips,
+            self.host.allocatable.memory_bytes,
+        )
+        .map_err(config_err)?;
         let volume_dir = |name: &str| {
             files
                 .empty_dirs

@@ -65,7 +65,7 @@ pub use security::{
     apparmor_profile, AppArmorProfile, APPARMOR_ANNOTATION_PREFIX, DEFAULT_MASKED_PATHS,
     DEFAULT_READONLY_PATHS,
 };
-pub use volumes::{empty_dir_volumes, host_path_volumes};
+pub use volumes::{empty_dir_volumes, host_path_volumes, memory_empty_dirs, memory_volume_size};
 
 /// Where kubelet mounts the managed hosts file.
 pub const ETC_HOSTS_PATH: &str = "/etc/hosts";

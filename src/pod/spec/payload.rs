@@ -57,10 +57,14 @@ impl ConfigVolume {
         }
     }
 
-    /// Whether kubelet backs it with memory (tmpfs): secrets, and projected
-    /// volumes, which may hold them.
+    /// Whether kubelet backs it with memory (tmpfs, its memory-medium
+    /// emptyDir wrapper): secrets, projected volumes (which may hold them
+    /// and service-account tokens) and downwardAPI volumes.
     pub fn in_memory(self) -> bool {
-        matches!(self, ConfigVolume::Secret | ConfigVolume::Projected)
+        matches!(
+            self,
+            ConfigVolume::Secret | ConfigVolume::Projected | ConfigVolume::DownwardApi
+        )
     }
 
     /// The kind of `v`, if it is one of these.

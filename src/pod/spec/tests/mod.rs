@@ -1,8 +1,8 @@
 //! Unit tests of `pod::spec`: the sandbox (and DNS, hosts) in `sandbox.rs`,
 //! containers (env, mounts, resources, security) in `container.rs`, env from
 //! ConfigMaps and Secrets in `config_env.rs`, resourceFieldRef against the
-//! node's allocatable in `downward.rs`; shared
-//! pods and parameters here.
+//! node's allocatable in `downward.rs`, tmpfs sizes in `memory_volumes.rs`;
+//! shared pods and parameters here.
 
 pub(super) use std::path::{Path, PathBuf};
 
@@ -15,6 +15,7 @@ pub(super) use crate::pod::labels::*;
 mod config_env;
 mod container;
 mod downward;
+mod memory_volumes;
 mod sandbox;
 
 pub(super) fn pod(yaml: &str) -> Pod {
