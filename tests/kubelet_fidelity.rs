@@ -593,3 +593,41 @@ spec:
     assert_eq!(logs["exitCode"], 1, "{pod}");
     assert_eq!(logs["message"], "starting\npanic: boom\n", "{pod}");
 }
+
+#[test]
+fn an_unset_cpu_limit_reads_node_allocatable_and_a_memory_empty_dir_is_a_sized_tmpfs() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    // No limits: limits.cpu in the downward API is the node's allocatable
+    // (not a CreateContainerConfigError); medium Memory is a tmpfs of
+    // sizeLimit bytes.
+    p.write_manifest(
+        "allocatable",
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: allocatable}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: probe
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    env:
+    - {name: CPU_M, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: 1m}}}
+    command: ["sh", "-c", "printf '%s %s' \"$CPU_M\" \"$(grep ' /mem ' /proc/mounts | cut -d' ' -f3,4)\" > /dev/termination-log"]
+    volumeMounts: [{name: mem, mountPath: /mem}]
+  volumes:
+  - {name: mem, emptyDir: {medium: Memory, sizeLimit: 16Mi}}
+"#,
+    );
+    let pod = wait_phase(&p, "allocatable", "Succeeded");
+    let probe = &status_of(&pod, "containerStatuses", "probe").unwrap()["state"]["terminated"];
+    let message = probe["message"].as_str().unwrap_or_default().to_string();
+    let (cpu, mount) = message.split_once(' ').unwrap_or_default();
+    let cpu: u64 = cpu.parse().unwrap_or_else(|_| panic!("{pod}"));
+    assert!(cpu > 0, "{pod}");
+    let (fs, options) = mount.split_once(' ').unwrap_or_default();
+    assert_eq!(fs, "tmpfs", "{pod}");
+    assert!(options.split(',').any(|o| o == "size=16384k"), "{pod}");
+}
