@@ -25,9 +25,9 @@ use crate::pod::{accessors, facts, spec};
 /// Facts about the host, read once at start.
 #[derive(Clone, Debug)]
 pub(super) struct HostFacts {
-    /// The node's first InternalIP as the Node reports it: pods'
-    /// `status.hostIP`, a hostNetwork pod's IP.
-    pub host_ip: String,
+    /// The node's IPs as kubelet takes them from the Node's InternalIPs
+    /// ([`host_ips`]): pods' `status.hostIPs`, a hostNetwork pod's IPs.
+    pub host_ips: Vec<String>,
     /// Total memory in bytes (OOM score, swap shares).
     pub node_memory: u64,
     /// The node's allocatable as the Node reports it (capacity minus
@@ -39,7 +39,7 @@ pub(super) struct HostFacts {
 }
 
 impl HostFacts {
-    /// The node's IP ([`host_ip`]), memory (1 GiB if unreadable) and
+    /// The node's IPs ([`host_ips`]), memory (1 GiB if unreadable) and
     /// allocatable, from [`crate::node::info`] and `cfg`.
     pub fn detect(cfg: &AgentConfig) -> HostFacts {
         let m = crate::node::info::read(&cfg.root_dir);
@@ -56,7 +56,7 @@ impl HostFacts {
             &e.thresholds,
         );
         HostFacts {
-            host_ip: host_ip(&cfg.node_ips, crate::node::info::primary_ipv4),
+            host_ips: host_ips(&cfg.node_ips, crate::node::info::primary_ipv4),
             node_memory: Some(m.memory_bytes).filter(|b| *b > 0).unwrap_or(1 << 30),
             allocatable: node_allocatable(capacity, alloc),
             resolv_conf: fs::read_to_string("/etc/resolv.conf").ok(),
@@ -64,14 +64,22 @@ impl HostFacts {
     }
 }
 
-/// The node's IP as the Node's first InternalIP reports it: the first
-/// `nodeIP` when configured, else the default route's address
-/// (`detected`), else 127.0.0.1.
-pub(super) fn host_ip(node_ips: &[std::net::IpAddr], detected: fn() -> Option<String>) -> String {
-    match node_ips.first() {
-        Some(ip) => ip.to_string(),
-        None => detected().unwrap_or_else(|| "127.0.0.1".to_string()),
-    }
+/// The pods' host IPs as kubelet's `GetNodeHostIPs` reads the Node's
+/// InternalIPs: the first `nodeIP` and, dual-stack, the first of the other
+/// family; without `nodeIP` the default route's address (`detected`, the
+/// Node's InternalIP then), else 127.0.0.1.
+pub(super) fn host_ips(
+    node_ips: &[std::net::IpAddr],
+    detected: fn() -> Option<String>,
+) -> Vec<String> {
+    let Some(first) = node_ips.first() else {
+        return vec![detected().unwrap_or_else(|| "127.0.0.1".to_string())];
+    };
+    let other = node_ips.iter().find(|ip| ip.is_ipv4() != first.is_ipv4());
+    std::iter::once(first)
+        .chain(other)
+        .map(|ip| ip.to_string())
+        .collect()
 }
 
 /// Allocatable for the downward API: a resource whose capacity is unknown
@@ -296,11 +304,15 @@ mod tests {
     }
 
     #[test]
-    fn the_host_ip_is_the_configured_node_ip_before_the_default_route() {
-        let ips = ["192.168.7.9".parse().unwrap(), "fd00::9".parse().unwrap()];
-        assert_eq!(host_ip(&ips, default_route), "192.168.7.9");
-        assert_eq!(host_ip(&[], default_route), "10.1.2.3");
-        assert_eq!(host_ip(&[], no_route), "127.0.0.1");
+    fn host_ips_are_the_configured_node_ips_before_the_default_route() {
+        let ips: Vec<std::net::IpAddr> = ["192.168.7.9", "192.168.7.10", "fd00::9"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(host_ips(&ips, default_route), ["192.168.7.9", "fd00::9"]);
+        assert_eq!(host_ips(&ips[2..], default_route), ["fd00::9"]);
+        assert_eq!(host_ips(&[], default_route), ["10.1.2.3"]);
+        assert_eq!(host_ips(&[], no_route), ["127.0.0.1"]);
     }
 
     #[test]

@@ -108,7 +108,7 @@ impl<R: RuntimeService> Agent<R> {
             message: m,
         };
         let sandbox = observed.sandboxes.iter().find(|s| s.id == sandbox_id);
-        let pod_ips = facts::pod_ips(pod, sandbox, &self.host.host_ip);
+        let pod_ips = facts::pod_ips(pod, sandbox, &self.host.host_ips);
         let pod_ip = pod_ips.first().cloned().unwrap_or_default();
         let files = host_files::prepare_container_files(
             &self.cfg,
@@ -135,7 +135,7 @@ impl<R: RuntimeService> Agent<R> {
             image: &image,
             pod_ip: &pod_ip,
             pod_ips: &pod_ips,
-            host_ip: &self.host.host_ip,
+            host_ips: &self.host.host_ips,
             volume_dir: &volume_dir,
             oom_score_adj: qos::container_oom_score_adj(
                 accessors::spec(pod),

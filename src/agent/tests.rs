@@ -81,7 +81,7 @@ impl Node {
             eviction: Default::default(),
         };
         let host = HostFacts {
-            host_ip: "192.0.2.10".into(),
+            host_ips: vec!["192.0.2.10".into()],
             node_memory: 1 << 30,
             allocatable: Default::default(),
             resolv_conf: None,

@@ -94,7 +94,7 @@ impl Facts {
             readiness: &self.readiness,
             started: &self.started,
             runtime_name: "containerd",
-            host_ip: "192.168.1.10",
+            host_ips: &["192.168.1.10".to_string()],
             qos_class: "BestEffort",
             start_time_unix: Some(1_700_000_000),
             terminating: self.terminating,
@@ -546,6 +546,39 @@ fn a_new_pod_without_init_containers_shows_container_creating() {
     let s = Facts::new().status(&p, &ObservedPod::default());
     assert_eq!(waiting_reason(cs(&s, "a")), "ContainerCreating");
     assert!(s.init_container_statuses.is_none());
+}
+
+#[test]
+fn a_dual_stack_node_reports_both_host_ips_and_a_host_network_pod_takes_them_as_pod_ips() {
+    let mut p = simple("Always");
+    p.spec.as_mut().unwrap().host_network = Some(true);
+    let o = observed(true, vec![container("a", 0, State::Running, 0)]);
+    let f = Facts::new();
+    let host = ["192.168.1.10".to_string(), "fd00::10".to_string()];
+    let s = pod_status(&StatusInput {
+        pod: &p,
+        observed: &o,
+        waiting: &f.waiting,
+        readiness: &f.readiness,
+        started: &f.started,
+        runtime_name: "containerd",
+        host_ips: &host,
+        qos_class: "BestEffort",
+        start_time_unix: None,
+        terminating: false,
+        now_unix: 1_700_000_100,
+    });
+    let ips = |v: Option<Vec<String>>| v.unwrap_or_default();
+    assert_eq!(s.host_ip.as_deref(), Some("192.168.1.10"));
+    assert_eq!(
+        ips(s.host_ips.map(|v| v.into_iter().map(|h| h.ip).collect())),
+        host
+    );
+    assert_eq!(s.pod_ip.as_deref(), Some("192.168.1.10"));
+    assert_eq!(
+        ips(s.pod_ips.map(|v| v.into_iter().map(|h| h.ip).collect())),
+        host
+    );
 }
 
 #[test]

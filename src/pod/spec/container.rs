@@ -58,8 +58,9 @@ pub struct ContainerParams<'a> {
     pub pod_ip: &'a str,
     /// All pod IPs.
     pub pod_ips: &'a [String],
-    /// The node's IP (downward API `status.hostIP` / `status.hostIPs`).
-    pub host_ip: &'a str,
+    /// The node's IPs (downward API `status.hostIP`: the first;
+    /// `status.hostIPs`: all, comma-separated).
+    pub host_ips: &'a [String],
     /// emptyDir volume name -> the host directory the caller created for it.
     pub volume_dir: &'a dyn Fn(&str) -> Option<PathBuf>,
     /// oom_score_adj for this container ([`qos::container_oom_score_adj`]).
@@ -95,7 +96,7 @@ impl Default for ContainerParams<'_> {
             image: "",
             pod_ip: "",
             pod_ips: &[],
-            host_ip: "",
+            host_ips: &[],
             volume_dir: &no_volume_dir,
             oom_score_adj: 0,
             hugepage_sizes: &[],
@@ -118,7 +119,7 @@ impl std::fmt::Debug for ContainerParams<'_> {
             .field("image", &self.image)
             .field("pod_ip", &self.pod_ip)
             .field("pod_ips", &self.pod_ips)
-            .field("host_ip", &self.host_ip)
+            .field("host_ips", &self.host_ips)
             .field("oom_score_adj", &self.oom_score_adj)
             .field("hugepage_sizes", &self.hugepage_sizes)
             .field("swap", &self.swap)

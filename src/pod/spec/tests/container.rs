@@ -147,6 +147,7 @@ spec:
     - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
     - {name: SA, valueFrom: {fieldRef: {fieldPath: spec.serviceAccountName}}}
     - {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
+    - {name: HOST_IPS, valueFrom: {fieldRef: {fieldPath: status.hostIPs}}}
     - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
     - {name: POD_IPS, valueFrom: {fieldRef: {fieldPath: status.podIPs}}}
     - {name: URL, value: "http://$(POD_IP):80/$(NAME)"}
@@ -170,6 +171,7 @@ spec:
     assert_eq!(e("NODE"), "node-1");
     assert_eq!(e("SA"), "sa");
     assert_eq!(e("HOST_IP"), "192.168.1.10");
+    assert_eq!(e("HOST_IPS"), "192.168.1.10,fd00::10");
     assert_eq!(e("POD_IP"), "10.0.0.7");
     assert_eq!(e("POD_IPS"), "10.0.0.7,fd00::7");
     assert_eq!(e("URL"), "http://10.0.0.7:80/p");

@@ -58,12 +58,16 @@ pub(super) fn first(pod: &Pod) -> &Container {
     &pod.spec.as_ref().unwrap().containers[0]
 }
 
+/// The node's IPs in [`params`]: dual-stack.
+pub(super) static HOST_IPS: std::sync::LazyLock<Vec<String>> =
+    std::sync::LazyLock::new(|| vec!["192.168.1.10".into(), "fd00::10".into()]);
+
 pub(super) fn params() -> ContainerParams<'static> {
     ContainerParams {
         image: "sha256:deadbeef",
         pod_ip: "10.0.0.5",
         pod_ips: &[],
-        host_ip: "192.168.1.10",
+        host_ips: &HOST_IPS,
         ..Default::default()
     }
 }
