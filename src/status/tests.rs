@@ -65,6 +65,7 @@ struct Facts {
     readiness: HashMap<String, bool>,
     started: HashMap<String, bool>,
     terminating: bool,
+    host_ips: Vec<String>,
 }
 
 impl Facts {
@@ -74,6 +75,7 @@ impl Facts {
             readiness: HashMap::new(),
             started: HashMap::new(),
             terminating: false,
+            host_ips: vec!["192.168.1.10".into()],
         }
     }
     fn wait(mut self, name: &str, reason: &str, message: &str) -> Self {
@@ -94,7 +96,7 @@ impl Facts {
             readiness: &self.readiness,
             started: &self.started,
             runtime_name: "containerd",
-            host_ips: &["192.168.1.10".to_string()],
+            host_ips: &self.host_ips,
             qos_class: "BestEffort",
             start_time_unix: Some(1_700_000_000),
             terminating: self.terminating,
@@ -553,32 +555,14 @@ fn a_dual_stack_node_reports_both_host_ips_and_a_host_network_pod_takes_them_as_
     let mut p = simple("Always");
     p.spec.as_mut().unwrap().host_network = Some(true);
     let o = observed(true, vec![container("a", 0, State::Running, 0)]);
-    let f = Facts::new();
-    let host = ["192.168.1.10".to_string(), "fd00::10".to_string()];
-    let s = pod_status(&StatusInput {
-        pod: &p,
-        observed: &o,
-        waiting: &f.waiting,
-        readiness: &f.readiness,
-        started: &f.started,
-        runtime_name: "containerd",
-        host_ips: &host,
-        qos_class: "BestEffort",
-        start_time_unix: None,
-        terminating: false,
-        now_unix: 1_700_000_100,
-    });
-    let ips = |v: Option<Vec<String>>| v.unwrap_or_default();
+    let mut f = Facts::new();
+    f.host_ips = vec!["192.168.1.10".into(), "fd00::10".into()];
+    let s = f.status(&p, &o);
     assert_eq!(s.host_ip.as_deref(), Some("192.168.1.10"));
-    assert_eq!(
-        ips(s.host_ips.map(|v| v.into_iter().map(|h| h.ip).collect())),
-        host
-    );
-    assert_eq!(s.pod_ip.as_deref(), Some("192.168.1.10"));
-    assert_eq!(
-        ips(s.pod_ips.map(|v| v.into_iter().map(|h| h.ip).collect())),
-        host
-    );
+    let host: Vec<String> = s.host_ips.unwrap().into_iter().map(|h| h.ip).collect();
+    assert_eq!(host, f.host_ips);
+    let pod: Vec<String> = s.pod_ips.unwrap().into_iter().map(|h| h.ip).collect();
+    assert_eq!(pod, f.host_ips);
 }
 
 #[test]
