@@ -548,9 +548,12 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
         .filter(|ip| !ip.is_empty())
         .cloned()
         .collect();
-    // No IPs before the sandbox is ready; then the one rule of pod::facts.
+    // No IPs before the sandbox is ready, except a hostNetwork pod's, which
+    // are the node's whatever the sandbox (kubelet's generateAPIPodStatus);
+    // then the one rule of pod::facts.
     let pod_ips: Vec<String> = match sandbox {
-        Some(s) => facts::pod_ips(pod, Some(s), input.host_ips),
+        Some(s) => facts::pod_ips(pod, Some(s), &host_ips),
+        None if crate::pod::accessors::host_network(pod) => facts::pod_ips(pod, None, &host_ips),
         None => Vec::new(),
     };
 

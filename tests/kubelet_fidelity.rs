@@ -631,3 +631,36 @@ spec:
     assert_eq!(fs, "tmpfs", "{pod}");
     assert!(options.split(',').any(|o| o == "size=16384k"), "{pod}");
 }
+
+#[test]
+fn host_ip_is_the_configured_node_ip_for_the_status_the_downward_api_and_host_network_pods() {
+    let c = Containerd::start();
+    // A documentation address: not the default route's, so only --node-ip
+    // can put it there.
+    let p = Picolet::start_with_args(&c, "", |_| vec!["--node-ip=192.0.2.77".into()]);
+    p.write_manifest(
+        "host-ip",
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: host-ip}
+spec:
+  restartPolicy: Never
+  hostNetwork: true
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: probe
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    env:
+    - {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
+    - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+    command: ["sh", "-c", "printf '%s %s' \"$HOST_IP\" \"$POD_IP\" > /dev/termination-log"]
+"#,
+    );
+    let pod = wait_phase(&p, "host-ip", "Succeeded");
+    assert_eq!(pod["status"]["hostIP"], "192.0.2.77", "{pod}");
+    assert_eq!(pod["status"]["hostIPs"][0]["ip"], "192.0.2.77", "{pod}");
+    assert_eq!(pod["status"]["podIP"], "192.0.2.77", "{pod}");
+    let probe = &status_of(&pod, "containerStatuses", "probe").unwrap()["state"]["terminated"];
+    assert_eq!(probe["message"], "192.0.2.77 192.0.2.77", "{pod}");
+}

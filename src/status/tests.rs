@@ -563,6 +563,9 @@ fn a_dual_stack_node_reports_both_host_ips_and_a_host_network_pod_takes_them_as_
     assert_eq!(host, f.host_ips);
     let pod: Vec<String> = s.pod_ips.unwrap().into_iter().map(|h| h.ip).collect();
     assert_eq!(pod, f.host_ips);
+    // Completed, its sandbox gone: still the node's.
+    let s = f.status(&p, &ObservedPod::default());
+    assert_eq!(s.pod_ip.as_deref(), Some("192.168.1.10"));
 }
 
 #[test]
