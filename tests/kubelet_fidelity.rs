@@ -664,3 +664,45 @@ spec:
     let probe = &status_of(&pod, "containerStatuses", "probe").unwrap()["state"]["terminated"];
     assert_eq!(probe["message"], "192.0.2.77 192.0.2.77", "{pod}");
 }
+
+#[test]
+fn an_init_containers_events_name_spec_init_containers_in_their_field_path() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    p.write_manifest(
+        "init-events",
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: init-events}
+spec:
+  terminationGracePeriodSeconds: 2
+  initContainers:
+  - name: setup
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["true"]
+  containers:
+  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "100000"]
+"#,
+    );
+    wait_container_running(&p, "init-events", "containerStatuses", "main");
+    let started = |path: &str| {
+        let (code, body) = p.get("/events");
+        let list: Value = serde_json::from_str(&body).ok()?;
+        (code == 200).then_some(())?;
+        list["items"]
+            .as_array()?
+            .iter()
+            .any(|e| e["reason"] == "Started" && e["involvedObject"]["fieldPath"] == path)
+            .then_some(())
+    };
+    wait_until("the init container's Started event", LONG, || {
+        started("spec.initContainers{setup}")
+    });
+    wait_until("the app container's Started event", LONG, || {
+        started("spec.containers{main}")
+    });
+}
