@@ -1,6 +1,8 @@
 //! What kubelet does, on a real containerd (issue #15): native sidecars,
 //! pod-level resources, admission refusals, the security defaults in the
-//! OCI spec, and the pruning of dead init containers.
+//! OCI spec, the pruning of dead init containers, node allocatable behind
+//! unset limits in the downward API, memory-backed volumes as tmpfs,
+//! `--node-ip` as the pods' hostIP, and init containers' event fieldPaths.
 //!
 //! Each test starts a private containerd and the picolet binary
 //! (tests/harness), writes static pod manifests, and checks what picolet
@@ -615,10 +617,11 @@ spec:
     imagePullPolicy: IfNotPresent
     env:
     - {name: CPU_M, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: 1m}}}
-    command: ["sh", "-c", "printf '%s %s' \"$CPU_M\" \"$(grep ' /mem ' /proc/mounts | cut -d' ' -f3,4)\" > /dev/termination-log"]
-    volumeMounts: [{name: mem, mountPath: /mem}]
+    command: ["sh", "-c", "printf '%s %s %s' \"$CPU_M\" \"$(grep ' /mem ' /proc/mounts | cut -d' ' -f3,4)\" \"$(grep ' /dw ' /proc/mounts | cut -d' ' -f3)\" > /dev/termination-log"]
+    volumeMounts: [{name: mem, mountPath: /mem}, {name: dw, mountPath: /dw}]
   volumes:
   - {name: mem, emptyDir: {medium: Memory, sizeLimit: 16Mi}}
+  - {name: dw, downwardAPI: {items: [{path: cpu, resourceFieldRef: {containerName: probe, resource: limits.cpu, divisor: 1m}}]}}
 "#,
     );
     let pod = wait_phase(&p, "allocatable", "Succeeded");
@@ -627,9 +630,12 @@ spec:
     let (cpu, mount) = message.split_once(' ').unwrap_or_default();
     let cpu: u64 = cpu.parse().unwrap_or_else(|_| panic!("{pod}"));
     assert!(cpu > 0, "{pod}");
-    let (fs, options) = mount.split_once(' ').unwrap_or_default();
-    assert_eq!(fs, "tmpfs", "{pod}");
+    let mut mount = mount.split(' ');
+    assert_eq!(mount.next(), Some("tmpfs"), "{pod}");
+    let options = mount.next().unwrap_or_default();
     assert!(options.split(',').any(|o| o == "size=16384k"), "{pod}");
+    // The downwardAPI volume is memory-backed too, as kubelet's.
+    assert_eq!(mount.next(), Some("tmpfs"), "{pod}");
 }
 
 #[test]
