@@ -67,6 +67,9 @@ pub struct EvictionConfig {
     /// cgroup when `enforceNodeAllocatable` has `pods`.
     pub system_reserved: crate::qos::allocatable::Reserved,
     pub kube_reserved: crate::qos::allocatable::Reserved,
+    /// `systemReserved` plus `kubeReserved` ephemeral-storage: taken from
+    /// allocatable, as the Node reports it.
+    pub reserved_ephemeral_storage_bytes: u64,
     /// `enforceNodeAllocatable`.
     pub enforce_node_allocatable: crate::config::EnforceNodeAllocatable,
     /// `systemReservedCgroup` and `kubeReservedCgroup` (named in the log
@@ -129,6 +132,10 @@ impl AgentConfig {
                 image_minimum_gc_age: cfg.image_minimum_gc_age,
                 system_reserved: reserved(&cfg.system_reserved),
                 kube_reserved: reserved(&cfg.kube_reserved),
+                reserved_ephemeral_storage_bytes: [&cfg.system_reserved, &cfg.kube_reserved]
+                    .iter()
+                    .map(|r| r.ephemeral_storage_bytes.unwrap_or(0))
+                    .fold(0u64, u64::saturating_add),
                 enforce_node_allocatable: cfg.enforce_node_allocatable,
                 reserved_cgroups: [
                     cfg.system_reserved_cgroup.clone(),

@@ -49,12 +49,7 @@ impl HostFacts {
             ephemeral_storage_bytes: m.root_fs_bytes,
             pods: cfg.max_pods as u64,
         };
-        let e = &cfg.eviction;
-        let alloc = super::node_view::allocatable(
-            capacity,
-            &[e.kube_reserved, e.system_reserved],
-            &e.thresholds,
-        );
+        let alloc = super::node_view::node_allocatable(capacity, &cfg.eviction);
         HostFacts {
             host_ips: host_ips(&cfg.node_ips, crate::node::info::primary_ipv4),
             node_memory: Some(m.memory_bytes).filter(|b| *b > 0).unwrap_or(1 << 30),
