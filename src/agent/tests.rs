@@ -30,17 +30,6 @@ pub(super) struct Node {
     pub(super) runtime: MemoryRuntime,
 }
 
-/// Run as root, the agent mounts real tmpfs volumes in the temp dir:
-/// they go before it does.
-impl Drop for Node {
-    fn drop(&mut self) {
-        let pods = self._dir.path().join("lib/pods");
-        for e in std::fs::read_dir(pods).into_iter().flatten().flatten() {
-            super::config_volumes::unmount_volumes(&e.path());
-        }
-    }
-}
-
 impl Node {
     pub(super) fn new() -> Node {
         let runtime = MemoryRuntime::new();
