@@ -79,7 +79,9 @@ pub struct StatusInput<'a> {
     pub started: &'a HashMap<String, bool>,
     /// The runtime's name for container IDs: `containerd` or `cri-o`.
     pub runtime_name: &'a str,
-    pub host_ip: &'a str,
+    /// The node's IPs as `status.hostIPs` reports them (the first is
+    /// `status.hostIP`).
+    pub host_ips: &'a [String],
     /// `Guaranteed`, `Burstable` or `BestEffort`.
     pub qos_class: &'a str,
     /// When picolet first saw the pod, Unix seconds.
@@ -540,21 +542,27 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
         c.observed_generation = generation;
     }
 
-    // No IPs before the sandbox is ready; then the one rule of pod::facts.
+    let host_ips: Vec<String> = input
+        .host_ips
+        .iter()
+        .filter(|ip| !ip.is_empty())
+        .cloned()
+        .collect();
+    // No IPs before the sandbox is ready, except a hostNetwork pod's, which
+    // are the node's whatever the sandbox (kubelet's generateAPIPodStatus);
+    // then the one rule of pod::facts.
     let pod_ips: Vec<String> = match sandbox {
-        Some(s) => facts::pod_ips(pod, Some(s), input.host_ip),
+        Some(s) => facts::pod_ips(pod, Some(s), &host_ips),
+        None if crate::pod::accessors::host_network(pod) => facts::pod_ips(pod, None, &host_ips),
         None => Vec::new(),
     };
 
     PodStatus {
         phase: Some(phase.to_string()),
         conditions: Some(conditions),
-        host_ip: (!input.host_ip.is_empty()).then(|| input.host_ip.to_string()),
-        host_ips: (!input.host_ip.is_empty()).then(|| {
-            vec![HostIP {
-                ip: input.host_ip.to_string(),
-            }]
-        }),
+        host_ip: host_ips.first().cloned(),
+        host_ips: (!host_ips.is_empty())
+            .then(|| host_ips.into_iter().map(|ip| HostIP { ip }).collect()),
         pod_ip: pod_ips.first().cloned(),
         pod_ips: (!pod_ips.is_empty())
             .then(|| pod_ips.into_iter().map(|ip| PodIP { ip }).collect()),

@@ -1,6 +1,8 @@
 //! What kubelet does, on a real containerd (issue #15): native sidecars,
 //! pod-level resources, admission refusals, the security defaults in the
-//! OCI spec, and the pruning of dead init containers.
+//! OCI spec, the pruning of dead init containers, node allocatable behind
+//! unset limits in the downward API, memory-backed volumes as tmpfs,
+//! `--node-ip` as the pods' hostIP, and init containers' event fieldPaths.
 //!
 //! Each test starts a private containerd and the picolet binary
 //! (tests/harness), writes static pod manifests, and checks what picolet
@@ -592,4 +594,121 @@ spec:
     let logs = &status_of(&pod, "containerStatuses", "logs").unwrap()["state"]["terminated"];
     assert_eq!(logs["exitCode"], 1, "{pod}");
     assert_eq!(logs["message"], "starting\npanic: boom\n", "{pod}");
+}
+
+#[test]
+fn an_unset_cpu_limit_reads_node_allocatable_and_a_memory_empty_dir_is_a_sized_tmpfs() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    // No limits: limits.cpu in the downward API is the node's allocatable
+    // (not a CreateContainerConfigError); medium Memory is a tmpfs of
+    // sizeLimit bytes.
+    p.write_manifest(
+        "allocatable",
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: allocatable}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: probe
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    env:
+    - {name: CPU_M, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: 1m}}}
+    command: ["sh", "-c", "printf '%s %s %s' \"$CPU_M\" \"$(grep ' /mem ' /proc/mounts | cut -d' ' -f3,4)\" \"$(grep ' /dw ' /proc/mounts | cut -d' ' -f3)\" > /dev/termination-log"]
+    volumeMounts: [{name: mem, mountPath: /mem}, {name: dw, mountPath: /dw}]
+  volumes:
+  - {name: mem, emptyDir: {medium: Memory, sizeLimit: 16Mi}}
+  - {name: dw, downwardAPI: {items: [{path: cpu, resourceFieldRef: {containerName: probe, resource: limits.cpu, divisor: 1m}}]}}
+"#,
+    );
+    let pod = wait_phase(&p, "allocatable", "Succeeded");
+    let probe = &status_of(&pod, "containerStatuses", "probe").unwrap()["state"]["terminated"];
+    let message = probe["message"].as_str().unwrap_or_default().to_string();
+    let (cpu, mount) = message.split_once(' ').unwrap_or_default();
+    let cpu: u64 = cpu.parse().unwrap_or_else(|_| panic!("{pod}"));
+    assert!(cpu > 0, "{pod}");
+    let mut mount = mount.split(' ');
+    assert_eq!(mount.next(), Some("tmpfs"), "{pod}");
+    let options = mount.next().unwrap_or_default();
+    assert!(options.split(',').any(|o| o == "size=16384k"), "{pod}");
+    // The downwardAPI volume is memory-backed too, as kubelet's.
+    assert_eq!(mount.next(), Some("tmpfs"), "{pod}");
+}
+
+#[test]
+fn host_ip_is_the_configured_node_ip_for_the_status_the_downward_api_and_host_network_pods() {
+    let c = Containerd::start();
+    // A documentation address: not the default route's, so only --node-ip
+    // can put it there.
+    let p = Picolet::start_with_args(&c, "", |_| vec!["--node-ip=192.0.2.77".into()]);
+    p.write_manifest(
+        "host-ip",
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: host-ip}
+spec:
+  restartPolicy: Never
+  hostNetwork: true
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: probe
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    env:
+    - {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
+    - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+    command: ["sh", "-c", "printf '%s %s' \"$HOST_IP\" \"$POD_IP\" > /dev/termination-log"]
+"#,
+    );
+    let pod = wait_phase(&p, "host-ip", "Succeeded");
+    assert_eq!(pod["status"]["hostIP"], "192.0.2.77", "{pod}");
+    assert_eq!(pod["status"]["hostIPs"][0]["ip"], "192.0.2.77", "{pod}");
+    assert_eq!(pod["status"]["podIP"], "192.0.2.77", "{pod}");
+    let probe = &status_of(&pod, "containerStatuses", "probe").unwrap()["state"]["terminated"];
+    assert_eq!(probe["message"], "192.0.2.77 192.0.2.77", "{pod}");
+}
+
+#[test]
+fn an_init_containers_events_name_spec_init_containers_in_their_field_path() {
+    let c = Containerd::start();
+    let p = Picolet::start(&c);
+    p.write_manifest(
+        "init-events",
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: init-events}
+spec:
+  terminationGracePeriodSeconds: 2
+  initContainers:
+  - name: setup
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["true"]
+  containers:
+  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "100000"]
+"#,
+    );
+    wait_container_running(&p, "init-events", "containerStatuses", "main");
+    let started = |path: &str| {
+        let (code, body) = p.get("/events");
+        let list: Value = serde_json::from_str(&body).ok()?;
+        (code == 200).then_some(())?;
+        list["items"]
+            .as_array()?
+            .iter()
+            .any(|e| e["reason"] == "Started" && e["involvedObject"]["fieldPath"] == path)
+            .then_some(())
+    };
+    wait_until("the init container's Started event", LONG, || {
+        started("spec.initContainers{setup}")
+    });
+    wait_until("the app container's Started event", LONG, || {
+        started("spec.containers{main}")
+    });
 }

@@ -38,6 +38,9 @@ pub struct AgentConfig {
     pub pod_pids_limit: Option<i64>,
     pub admin_socket: PathBuf,
     pub node_labels: BTreeMap<String, String>,
+    /// `nodeIP` (`--node-ip`): the node's InternalIPs, the pods' hostIP
+    /// (empty: the default route's address).
+    pub node_ips: Vec<std::net::IpAddr>,
     pub memory_swap_behavior: SwapBehavior,
     /// `--offline-image-fallback`: run a present image when its pull fails
     /// for a network reason.
@@ -64,6 +67,9 @@ pub struct EvictionConfig {
     /// cgroup when `enforceNodeAllocatable` has `pods`.
     pub system_reserved: crate::qos::allocatable::Reserved,
     pub kube_reserved: crate::qos::allocatable::Reserved,
+    /// `systemReserved` plus `kubeReserved` ephemeral-storage: taken from
+    /// allocatable, as the Node reports it.
+    pub reserved_ephemeral_storage_bytes: u64,
     /// `enforceNodeAllocatable`.
     pub enforce_node_allocatable: crate::config::EnforceNodeAllocatable,
     /// `systemReservedCgroup` and `kubeReservedCgroup` (named in the log
@@ -108,6 +114,7 @@ impl AgentConfig {
             pod_pids_limit: (cfg.pod_pids_limit > 0).then_some(cfg.pod_pids_limit),
             admin_socket: cfg.admin_socket.clone(),
             node_labels: cfg.node_labels.clone(),
+            node_ips: cfg.node_ip.clone(),
             memory_swap_behavior: cfg.memory_swap_behavior,
             offline_image_fallback: cfg.offline_image_fallback,
             eviction: EvictionConfig {
@@ -125,6 +132,10 @@ impl AgentConfig {
                 image_minimum_gc_age: cfg.image_minimum_gc_age,
                 system_reserved: reserved(&cfg.system_reserved),
                 kube_reserved: reserved(&cfg.kube_reserved),
+                reserved_ephemeral_storage_bytes: [&cfg.system_reserved, &cfg.kube_reserved]
+                    .iter()
+                    .map(|r| r.ephemeral_storage_bytes.unwrap_or(0))
+                    .fold(0u64, u64::saturating_add),
                 enforce_node_allocatable: cfg.enforce_node_allocatable,
                 reserved_cgroups: [
                     cfg.system_reserved_cgroup.clone(),

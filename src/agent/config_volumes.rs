@@ -15,13 +15,13 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 
-use super::{atomic_writer, Agent};
+use super::{atomic_writer, tmpfs, Agent};
 use crate::cri::RuntimeService;
 use crate::pod::config_objects::{self, ConfigObjects, Lookup};
 use crate::pod::spec::{self, ConfigVolume, PayloadError};
@@ -48,33 +48,21 @@ pub(super) fn volume_dir(root_dir: &Path, uid: &str, kind: ConfigVolume, name: &
         .join(name)
 }
 
-fn is_mount_point(dir: &Path) -> bool {
-    match (fs::metadata(dir), dir.parent().map(fs::metadata)) {
-        (Ok(d), Some(Ok(p))) => d.dev() != p.dev(),
-        _ => false,
-    }
-}
-
-/// Creates the volume's directory; a Secret or projected one gets a tmpfs
-/// (kubelet's memory-backed emptyDir), so Secrets never reach the disk.
+/// Creates the volume's directory; a Secret, projected or downwardAPI one
+/// gets a tmpfs of `size` bytes (kubelet's memory-backed emptyDir), so
+/// Secrets never reach the disk (nor swap, with `noswap`).
 /// Returns whether tmpfs could not be mounted.
-fn prepare_dir(dir: &Path, kind: ConfigVolume) -> Result<bool, String> {
+fn prepare_dir(dir: &Path, kind: ConfigVolume, size: Option<u64>) -> Result<bool, String> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o755)
         .create(dir)
         .map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    if !kind.in_memory() || is_mount_point(dir) {
+    if !kind.in_memory() || tmpfs::is_mount_point(dir) {
         return Ok(false);
     }
-    let r = rustix::mount::mount(
-        "tmpfs",
-        dir,
-        "tmpfs",
-        rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV,
-        c"mode=0755",
-    );
-    match r {
+    let options = tmpfs::options("mode=0755", size, tmpfs::noswap_supported());
+    match tmpfs::mount(dir, &options) {
         Ok(()) => Ok(false),
         Err(e) => {
             // Without tmpfs (no CAP_SYS_ADMIN): a plain directory inside the
@@ -86,23 +74,22 @@ fn prepare_dir(dir: &Path, kind: ConfigVolume) -> Result<bool, String> {
     }
 }
 
-/// Unmounts the tmpfs volumes under a pod's directory before it is
-/// removed.
+/// Unmounts the tmpfs volumes under a pod's directory (secret, projected,
+/// downwardAPI and memory-medium emptyDir) before it is removed.
 pub(super) fn unmount_volumes(pod_dir: &Path) {
-    for kind in [ConfigVolume::Secret, ConfigVolume::Projected] {
-        let Ok(entries) = fs::read_dir(pod_dir.join("volumes").join(kind.plugin_dir())) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if is_mount_point(&p) {
-                if let Err(err) = rustix::mount::unmount(&p, rustix::mount::UnmountFlags::DETACH) {
-                    log::warn!("unmounting {}: {err}", p.display());
-                }
-            }
-        }
+    let volumes = pod_dir.join("volumes");
+    for kind in [
+        ConfigVolume::Secret,
+        ConfigVolume::Projected,
+        ConfigVolume::DownwardApi,
+    ] {
+        tmpfs::unmount_under(&volumes.join(kind.plugin_dir()));
     }
+    tmpfs::unmount_under(&volumes.join(EMPTY_DIR_PLUGIN));
 }
+
+/// kubelet's emptyDir plugin directory under `<pod dir>/volumes/`.
+pub(super) const EMPTY_DIR_PLUGIN: &str = "kubernetes.io~empty-dir";
 
 /// The message of a volume that cannot be set up, in kubelet's words.
 fn mount_failed(name: &str, e: &PayloadError) -> String {
@@ -160,9 +147,9 @@ impl<R: RuntimeService> Agent<R> {
         let uid = accessors::uid(pod);
         let gid = accessors::fs_group(pod);
         let downward = spec::Downward {
-            node_allocatable_cpu_millis: None,
-            node_allocatable_memory_bytes: Some(self.host.node_memory),
+            node_allocatable: self.host.allocatable,
         };
+        let size = spec::memory_volume_size(pod, None, self.host.allocatable.memory_bytes);
         for (v, kind) in volumes {
             let dir = volume_dir(&self.cfg.root_dir, uid, kind, &v.name);
             let payload = spec::volume_payload(pod, v, objects, &downward)
@@ -174,7 +161,7 @@ impl<R: RuntimeService> Agent<R> {
                 .get(uid)
                 .and_then(|e| e.volume_digests.get(&v.name).copied());
             if known != Some(digest) || fs::symlink_metadata(dir.join("..data")).is_err() {
-                let no_tmpfs = prepare_dir(&dir, kind).map_err(waiting)?;
+                let no_tmpfs = prepare_dir(&dir, kind, size).map_err(waiting)?;
                 if no_tmpfs && !self.tmpfs_warned.replace(true) {
                     log::warn!(
                         "cannot mount tmpfs for secret volumes here; they are plain directories under {}",

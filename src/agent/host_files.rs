@@ -2,7 +2,8 @@
 //!
 //! - the kubelet's directories (`rootDir`, `podLogsDir`), a pod's own
 //!   directory and log directory, created before its sandbox;
-//! - per container: emptyDir volumes, hostPath volumes of the creating
+//! - per container: emptyDir volumes (a tmpfs for `medium: Memory`,
+//!   [`super::tmpfs`]), hostPath volumes of the creating
 //!   kinds, the termination-log file, the managed `/etc/hosts` and the
 //!   container's log directory, prepared before CreateContainer;
 //! - [`HostFacts`]: the host IP, its memory and its resolv.conf, read once.
@@ -24,26 +25,72 @@ use crate::pod::{accessors, facts, spec};
 /// Facts about the host, read once at start.
 #[derive(Clone, Debug)]
 pub(super) struct HostFacts {
-    /// The host's primary IP (a hostNetwork pod's IP).
-    pub host_ip: String,
-    /// Total memory in bytes (OOM score and resource env defaults).
+    /// The node's IPs as kubelet takes them from the Node's InternalIPs
+    /// ([`host_ips`]): pods' `status.hostIPs`, a hostNetwork pod's IPs.
+    pub host_ips: Vec<String>,
+    /// Total memory in bytes (OOM score, swap shares).
     pub node_memory: u64,
+    /// The node's allocatable as the Node reports it (capacity minus
+    /// reservations and hard eviction thresholds): the downward API's
+    /// default for unset limits.
+    pub allocatable: spec::NodeAllocatable,
     /// `/etc/resolv.conf`, for dnsPolicy Default.
     pub resolv_conf: Option<String>,
 }
 
 impl HostFacts {
-    /// The host's primary IPv4 address (127.0.0.1 without a default
-    /// route) and memory (1 GiB if unreadable), from [`crate::node::info`].
-    pub fn detect() -> HostFacts {
+    /// The node's IPs ([`host_ips`]), memory (1 GiB if unreadable) and
+    /// allocatable, from [`crate::node::info`] and `cfg`.
+    pub fn detect(cfg: &AgentConfig) -> HostFacts {
+        let m = crate::node::info::read(&cfg.root_dir);
+        let capacity = super::node_view::Amounts {
+            cpu_millis: m.cpus * 1000,
+            memory_bytes: m.memory_bytes,
+            ephemeral_storage_bytes: m.root_fs_bytes,
+            pods: cfg.max_pods as u64,
+        };
+        let alloc = super::node_view::node_allocatable(capacity, &cfg.eviction);
         HostFacts {
-            host_ip: crate::node::info::primary_ipv4().unwrap_or_else(|| "127.0.0.1".to_string()),
-            node_memory: fs::read_to_string("/proc/meminfo")
-                .ok()
-                .and_then(|m| crate::node::info::parse_mem_total(&m))
-                .unwrap_or(1 << 30),
+            host_ips: host_ips(&cfg.node_ips, crate::node::info::primary_ipv4),
+            node_memory: Some(m.memory_bytes).filter(|b| *b > 0).unwrap_or(1 << 30),
+            allocatable: node_allocatable(capacity, alloc),
             resolv_conf: fs::read_to_string("/etc/resolv.conf").ok(),
         }
+    }
+}
+
+/// The pods' host IPs as kubelet's `GetNodeHostIPs` reads the Node's
+/// InternalIPs: the first `nodeIP` and, dual-stack, the first of the other
+/// family; without `nodeIP` the default route's address (`detected`, the
+/// Node's InternalIP then), else 127.0.0.1.
+pub(super) fn host_ips(
+    node_ips: &[std::net::IpAddr],
+    detected: fn() -> Option<String>,
+) -> Vec<String> {
+    let Some(first) = node_ips.first() else {
+        return vec![detected().unwrap_or_else(|| "127.0.0.1".to_string())];
+    };
+    let other = node_ips.iter().find(|ip| ip.is_ipv4() != first.is_ipv4());
+    std::iter::once(first)
+        .chain(other)
+        .map(|ip| ip.to_string())
+        .collect()
+}
+
+/// Allocatable for the downward API: a resource whose capacity is unknown
+/// (zero) is one the Node does not report.
+pub(super) fn node_allocatable(
+    capacity: super::node_view::Amounts,
+    alloc: super::node_view::Amounts,
+) -> spec::NodeAllocatable {
+    let known = |cap: u64, v: u64| (cap > 0).then_some(v);
+    spec::NodeAllocatable {
+        cpu_millis: known(capacity.cpu_millis, alloc.cpu_millis),
+        memory_bytes: known(capacity.memory_bytes, alloc.memory_bytes),
+        ephemeral_storage_bytes: known(
+            capacity.ephemeral_storage_bytes,
+            alloc.ephemeral_storage_bytes,
+        ),
     }
 }
 
@@ -92,8 +139,11 @@ pub(super) fn remove_empty_dirs(cfg: &AgentConfig, pod: &Pod) {
     if uid.is_empty() {
         return;
     }
-    let dir = facts::pod_dir(&cfg.root_dir, uid).join("volumes/kubernetes.io~empty-dir");
+    let dir = facts::pod_dir(&cfg.root_dir, uid)
+        .join("volumes")
+        .join(super::config_volumes::EMPTY_DIR_PLUGIN);
     if dir.exists() {
+        super::tmpfs::unmount_under(&dir);
         remove_dir_logged(&dir);
     }
 }
@@ -107,21 +157,31 @@ pub(super) struct ContainerFiles {
     pub etc_hosts: Option<PathBuf>,
 }
 
-/// Volumes and files on the host for one container start.
+/// Volumes and files on the host for one container start;
+/// `allocatable_memory` sizes memory-medium emptyDirs.
 pub(super) fn prepare_container_files(
     cfg: &AgentConfig,
     pod: &Pod,
     c: &Container,
     attempt: u32,
     pod_ips: &[String],
+    allocatable_memory: Option<u64>,
 ) -> Result<ContainerFiles, String> {
     let pod_dir = facts::pod_dir(&cfg.root_dir, accessors::uid(pod));
     let mut empty_dirs = HashMap::new();
+    let in_memory: HashMap<String, Option<u64>> =
+        spec::memory_empty_dirs(pod).into_iter().collect();
     for name in spec::empty_dir_volumes(pod) {
-        let dir = pod_dir.join("volumes/kubernetes.io~empty-dir").join(&name);
+        let dir = pod_dir
+            .join("volumes")
+            .join(super::config_volumes::EMPTY_DIR_PLUGIN)
+            .join(&name);
         fs::create_dir_all(&dir)
             .map_err(|e| format!("emptyDir {name}: creating {}: {e}", dir.display()))?;
         let _ = fs::set_permissions(&dir, fs::Permissions::from_mode(0o777));
+        if let Some(size_limit) = in_memory.get(&name) {
+            mount_memory_empty_dir(pod, &name, &dir, *size_limit, allocatable_memory);
+        }
         // kubelet's volume ownership for a read-write volume: group
         // fsGroup, setgid so what the containers create inherits it.
         if let Some(gid) = accessors::fs_group(pod) {
@@ -165,6 +225,29 @@ pub(super) fn prepare_container_files(
     })
 }
 
+/// A `medium: Memory` emptyDir: a tmpfs sized as kubelet sizes it, with
+/// `noswap` where supported; already mounted, it is left as it is. Where
+/// tmpfs cannot be mounted (no CAP_SYS_ADMIN) it stays a directory.
+fn mount_memory_empty_dir(
+    pod: &Pod,
+    name: &str,
+    dir: &Path,
+    size_limit: Option<u64>,
+    allocatable_memory: Option<u64>,
+) {
+    if super::tmpfs::is_mount_point(dir) {
+        return;
+    }
+    let size = spec::memory_volume_size(pod, size_limit, allocatable_memory);
+    let options = super::tmpfs::options("", size, super::tmpfs::noswap_supported());
+    if let Err(e) = super::tmpfs::mount(dir, &options) {
+        log::warn!(
+            "emptyDir {name} (medium Memory): mounting tmpfs on {}: {e}; a plain directory",
+            dir.display()
+        );
+    }
+}
+
 /// `DirectoryOrCreate`/`FileOrCreate` create; `Directory`/`File`/`Socket`
 /// etc. must exist; "" checks nothing (kubelet semantics).
 fn prepare_host_path(path: &Path, kind: Option<&str>) -> Result<(), String> {
@@ -199,5 +282,51 @@ pub(super) fn remove_dir_logged(dir: &Path) {
         Ok(()) => log::debug!("removed {}", dir.display()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => log::warn!("removing {}: {e}", dir.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::node_view::Amounts;
+    use super::*;
+
+    fn default_route() -> Option<String> {
+        Some("10.1.2.3".into())
+    }
+
+    fn no_route() -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn host_ips_are_the_configured_node_ips_before_the_default_route() {
+        let ips: Vec<std::net::IpAddr> = ["192.168.7.9", "192.168.7.10", "fd00::9"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(host_ips(&ips, default_route), ["192.168.7.9", "fd00::9"]);
+        assert_eq!(host_ips(&ips[2..], default_route), ["fd00::9"]);
+        assert_eq!(host_ips(&[], default_route), ["10.1.2.3"]);
+        assert_eq!(host_ips(&[], no_route), ["127.0.0.1"]);
+    }
+
+    #[test]
+    fn downward_allocatable_is_the_nodes_and_leaves_out_what_has_no_capacity() {
+        let capacity = Amounts {
+            cpu_millis: 4000,
+            memory_bytes: 4 << 30,
+            ephemeral_storage_bytes: 0,
+            pods: 110,
+        };
+        let alloc = Amounts {
+            cpu_millis: 3500,
+            memory_bytes: 3 << 30,
+            ephemeral_storage_bytes: 0,
+            pods: 110,
+        };
+        let got = node_allocatable(capacity, alloc);
+        assert_eq!(got.cpu_millis, Some(3500));
+        assert_eq!(got.memory_bytes, Some(3 << 30));
+        assert_eq!(got.ephemeral_storage_bytes, None);
     }
 }

@@ -86,6 +86,7 @@ mod sync;
 mod termination_message;
 #[cfg(test)]
 mod tests;
+mod tmpfs;
 
 pub use config::{AgentConfig, AgentConfigError, EvictionConfig};
 pub use probes::ProbeMetrics;
@@ -332,7 +333,8 @@ impl Agent<Runtime> {
                     None
                 }
             };
-        let agent = Agent::with_runtime(cfg, runtime, cgroups, host_files::HostFacts::detect());
+        let host = host_files::HostFacts::detect(&cfg);
+        let agent = Agent::with_runtime(cfg, runtime, cgroups, host);
         agent.node.replace(node::NodeFacts::detect());
         agent
     }
@@ -500,11 +502,12 @@ impl<R: RuntimeService> Agent<R> {
         reason: &str,
         message: &str,
     ) {
+        let field_path = container.map(|c| crate::pod::facts::container_field_path(pod, c));
         let about = recent_events::About {
             namespace: pod.metadata.namespace.as_deref().unwrap_or("default"),
             name: pod.metadata.name.as_deref().unwrap_or(""),
             uid: crate::pod::uid(pod),
-            container,
+            field_path: field_path.as_deref(),
         };
         let now = now_unix_nanos() / 1_000_000_000;
         self.recent_events

@@ -58,6 +58,20 @@ pub(super) fn allocatable(
     }
 }
 
+/// The node's allocatable under `e`'s reservations and hard thresholds,
+/// ephemeral-storage reservations included: what the Node reports.
+pub(super) fn node_allocatable(capacity: Amounts, e: &super::config::EvictionConfig) -> Amounts {
+    let mut a = allocatable(
+        capacity,
+        &[e.kube_reserved, e.system_reserved],
+        &e.thresholds,
+    );
+    a.ephemeral_storage_bytes = a
+        .ephemeral_storage_bytes
+        .saturating_sub(e.reserved_ephemeral_storage_bytes);
+    a
+}
+
 /// A resource list as the API writes it: `cpu` in cores or millicores,
 /// bytes in `Ki` when they divide (as kubelet's cAdvisor-based capacity).
 pub(super) fn resources(a: Amounts) -> Value {
@@ -91,12 +105,7 @@ impl<R: RuntimeService> Agent<R> {
             ephemeral_storage_bytes: m.root_fs_bytes,
             pods: self.cfg.max_pods as u64,
         };
-        let e = &self.cfg.eviction;
-        let alloc = allocatable(
-            capacity,
-            &[e.kube_reserved, e.system_reserved],
-            &e.thresholds,
-        );
+        let alloc = node_allocatable(capacity, &self.cfg.eviction);
         let mut v = self.eviction_json();
         v["name"] = Value::String(self.cfg.node_name.clone());
         v["capacity"] = resources(capacity);
@@ -167,6 +176,23 @@ mod tests {
             ..capacity
         };
         assert_eq!(allocatable(tiny, &[reserved], &thresholds).memory_bytes, 0);
+    }
+
+    #[test]
+    fn reserved_ephemeral_storage_comes_off_allocatable_as_on_the_node() {
+        let capacity = Amounts {
+            cpu_millis: 4000,
+            memory_bytes: GI,
+            ephemeral_storage_bytes: 100 * GI,
+            pods: 110,
+        };
+        let e = crate::agent::EvictionConfig {
+            reserved_ephemeral_storage_bytes: 5 * GI,
+            ..Default::default()
+        };
+        let a = node_allocatable(capacity, &e);
+        assert_eq!(a.ephemeral_storage_bytes, 95 * GI);
+        assert_eq!(a.cpu_millis, 4000);
     }
 
     #[test]

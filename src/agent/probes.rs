@@ -203,7 +203,7 @@ impl<R: RuntimeService> Agent<R> {
             .and_then(|c| c.started)
             .unwrap_or(true);
         let sandbox = e.observed.latest_sandbox().filter(|s| s.ready);
-        let pod_ip = facts::pod_ip(&e.pod, sandbox, &self.host.host_ip);
+        let pod_ip = facts::pod_ip(&e.pod, sandbox, &self.host.host_ips);
         Some((
             c.id.clone(),
             c.state == State::Running,
@@ -460,7 +460,7 @@ impl<R: RuntimeService> Agent<R> {
                     let sandbox = pods
                         .get(crate::pod::uid(pod))
                         .and_then(|e| e.observed.latest_sandbox());
-                    facts::pod_ip(pod, sandbox, &self.host.host_ip)
+                    facts::pod_ip(pod, sandbox, &self.host.host_ips)
                 };
                 let started = Instant::now();
                 match prober::lifecycle_handler(h, &pod_ip, &c) {

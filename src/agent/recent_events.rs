@@ -26,7 +26,8 @@ pub const PODS: usize = 256;
 /// One kept event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Kept {
-    container: Option<String>,
+    /// The container's `fieldPath` (`spec.initContainers{name}`, ...).
+    field_path: Option<String>,
     warning: bool,
     reason: String,
     message: String,
@@ -51,12 +52,13 @@ pub struct RecentEvents {
 }
 
 /// What one event is about: the pod (namespace, name, UID) and maybe one
-/// of its containers.
+/// of its containers (its `fieldPath`,
+/// [`crate::pod::facts::container_field_path`]).
 pub struct About<'a> {
     pub namespace: &'a str,
     pub name: &'a str,
     pub uid: &'a str,
-    pub container: Option<&'a str>,
+    pub field_path: Option<&'a str>,
 }
 
 impl RecentEvents {
@@ -77,7 +79,7 @@ impl RecentEvents {
         pod.name = about.name.to_string();
         pod.last = now;
         let same = |k: &Kept| {
-            k.container.as_deref() == about.container
+            k.field_path.as_deref() == about.field_path
                 && k.warning == warning
                 && k.reason == reason
                 && k.message == message
@@ -93,7 +95,7 @@ impl RecentEvents {
             pod.events.pop_front();
         }
         pod.events.push_back(Kept {
-            container: about.container.map(str::to_string),
+            field_path: about.field_path.map(str::to_string),
             warning,
             reason: reason.to_string(),
             message: message.to_string(),
@@ -120,8 +122,8 @@ impl RecentEvents {
                     "name": pod.name,
                     "uid": uid,
                 });
-                if let Some(c) = &k.container {
-                    involved["fieldPath"] = Value::String(format!("spec.containers{{{c}}}"));
+                if let Some(f) = &k.field_path {
+                    involved["fieldPath"] = Value::String(f.clone());
                 }
                 items.push(json!({
                     "metadata": {"namespace": pod.namespace},
@@ -149,21 +151,39 @@ pub fn rfc3339(unix: i64) -> String {
 mod tests {
     use super::*;
 
-    fn about<'a>(uid: &'a str, container: Option<&'a str>) -> About<'a> {
+    fn about<'a>(uid: &'a str, field_path: Option<&'a str>) -> About<'a> {
         About {
             namespace: "default",
             name: uid,
             uid,
-            container,
+            field_path,
         }
     }
 
     #[test]
     fn a_repeated_event_folds_into_one_with_a_count_and_moves_last() {
         let mut r = RecentEvents::default();
-        r.record(about("u", Some("app")), false, "Pulled", "pulled", 100);
-        r.record(about("u", Some("app")), true, "BackOff", "back-off", 101);
-        r.record(about("u", Some("app")), true, "BackOff", "back-off", 160);
+        r.record(
+            about("u", Some("spec.containers{app}")),
+            false,
+            "Pulled",
+            "pulled",
+            100,
+        );
+        r.record(
+            about("u", Some("spec.containers{app}")),
+            true,
+            "BackOff",
+            "back-off",
+            101,
+        );
+        r.record(
+            about("u", Some("spec.containers{app}")),
+            true,
+            "BackOff",
+            "back-off",
+            160,
+        );
         let list = r.event_list();
         let items = list["items"].as_array().unwrap();
         assert_eq!(items.len(), 2);

@@ -108,10 +108,17 @@ impl<R: RuntimeService> Agent<R> {
             message: m,
         };
         let sandbox = observed.sandboxes.iter().find(|s| s.id == sandbox_id);
-        let pod_ips = facts::pod_ips(pod, sandbox, &self.host.host_ip);
+        let pod_ips = facts::pod_ips(pod, sandbox, &self.host.host_ips);
         let pod_ip = pod_ips.first().cloned().unwrap_or_default();
-        let files = host_files::prepare_container_files(&self.cfg, pod, c, attempt, &pod_ips)
-            .map_err(config_err)?;
+        let files = host_files::prepare_container_files(
+            &self.cfg,
+            pod,
+            c,
+            attempt,
+            &pod_ips,
+            self.host.allocatable.memory_bytes,
+        )
+        .map_err(config_err)?;
         let volume_dir = |name: &str| {
             files
                 .empty_dirs
@@ -128,7 +135,7 @@ impl<R: RuntimeService> Agent<R> {
             image: &image,
             pod_ip: &pod_ip,
             pod_ips: &pod_ips,
-            host_ip: &self.host.host_ip,
+            host_ips: &self.host.host_ips,
             volume_dir: &volume_dir,
             oom_score_adj: qos::container_oom_score_adj(
                 accessors::spec(pod),
@@ -139,10 +146,9 @@ impl<R: RuntimeService> Agent<R> {
             swap: self.swap(),
             user_ns: self.user_ns(pod),
             pod_cgroup_parent: &parent,
-            node_allocatable_cpu_millis: None,
+            node_allocatable: self.host.allocatable,
             termination_log_host_path: Some(&files.termination_log),
             etc_hosts: files.etc_hosts.as_deref(),
-            node_allocatable_memory_bytes: Some(self.host.node_memory),
             seccomp_profile_root: Some(&seccomp_root),
             objects: objects.as_deref(),
         };

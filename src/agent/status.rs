@@ -115,7 +115,7 @@ impl<R: RuntimeService> Agent<R> {
             waiting: &waiting,
             readiness: &readiness,
             started: &started,
-            host_ip: &self.host.host_ip,
+            host_ips: &self.host.host_ips,
             qos_class: facts::qos(&e.pod).as_str(),
             start_time_unix: Some(e.first_seen_unix),
             terminating: e.deleted,

@@ -85,13 +85,15 @@ impl Node {
             pod_pids_limit: None,
             admin_socket: root.join("admin.sock"),
             node_labels: Default::default(),
+            node_ips: Vec::new(),
             memory_swap_behavior: Default::default(),
             offline_image_fallback: true,
             eviction: Default::default(),
         };
         let host = HostFacts {
-            host_ip: "192.0.2.10".into(),
+            host_ips: vec!["192.0.2.10".into()],
             node_memory: 1 << 30,
+            allocatable: Default::default(),
             resolv_conf: None,
         };
         Agent::with_runtime(cfg, self.runtime.clone(), None, host)

@@ -209,7 +209,7 @@ impl EventSink for EventSync {
             pod.metadata.namespace.as_deref().unwrap_or("default"),
             pod.metadata.name.as_deref().unwrap_or_default(),
             crate::pod::uid(pod),
-            container,
+            container.map(|c| crate::pod::facts::container_field_path(pod, c)),
         );
         let type_ = if warning {
             EventType::Warning

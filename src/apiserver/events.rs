@@ -73,19 +73,21 @@ pub struct Involved {
     pub namespace: Option<String>,
     pub name: String,
     pub uid: String,
-    /// `spec.containers{name}` for a container's event, as kubelet writes it.
+    /// `spec.containers{name}` (`spec.initContainers{name}`, ...) for a
+    /// container's event, as kubelet writes it.
     pub field_path: Option<String>,
 }
 
 impl Involved {
-    /// A pod, or one of its containers (`container`: its name).
-    pub fn pod(namespace: &str, name: &str, uid: &str, container: Option<&str>) -> Self {
+    /// A pod, or one of its containers (`field_path`: the container's,
+    /// [`crate::pod::facts::container_field_path`]).
+    pub fn pod(namespace: &str, name: &str, uid: &str, field_path: Option<String>) -> Self {
         Involved {
             kind: "Pod".into(),
             namespace: Some(namespace.into()),
             name: name.into(),
             uid: uid.into(),
-            field_path: container.map(|c| format!("spec.containers{{{c}}}")),
+            field_path,
         }
     }
 
@@ -496,7 +498,7 @@ mod tests {
     }
 
     fn pod(c: &str) -> Involved {
-        Involved::pod("ns", "p", "u1", Some(c))
+        Involved::pod("ns", "p", "u1", Some(format!("spec.containers{{{c}}}")))
     }
 
     fn recorder() -> Recorder {

@@ -50,15 +50,16 @@ pub fn qos(pod: &Pod) -> QosClass {
 }
 
 /// The pod's IPs, primary first, as its containers see them and as
-/// `status.podIPs` reports them: the host's for a `hostNetwork` pod (the
-/// runtime's answer does not count there), else the sandbox's primary and
-/// additional IPs. Empty strings are never IPs.
-pub fn pod_ips(pod: &Pod, sandbox: Option<&ObservedSandbox>, host_ip: &str) -> Vec<String> {
+/// `status.podIPs` reports them: the node's (`host_ips`, the pod's
+/// `status.hostIPs`) for a `hostNetwork` pod (the runtime's answer does not
+/// count there), else the sandbox's primary and additional IPs. Empty
+/// strings are never IPs.
+pub fn pod_ips(pod: &Pod, sandbox: Option<&ObservedSandbox>, host_ips: &[String]) -> Vec<String> {
     if host_network(pod) {
-        return [host_ip]
-            .into_iter()
+        return host_ips
+            .iter()
             .filter(|ip| !ip.is_empty())
-            .map(str::to_string)
+            .cloned()
             .collect();
     }
     let Some(s) = sandbox.filter(|s| !s.ip.is_empty()) else {
@@ -71,9 +72,31 @@ pub fn pod_ips(pod: &Pod, sandbox: Option<&ObservedSandbox>, host_ip: &str) -> V
         .collect()
 }
 
+/// An event's `involvedObject.fieldPath` for container `name` of `pod`, as
+/// kubelet's `GenerateContainerRef` writes it: `spec.initContainers{name}`,
+/// `spec.ephemeralContainers{name}` or `spec.containers{name}`.
+pub fn container_field_path(pod: &Pod, name: &str) -> String {
+    let s = crate::pod::accessors::spec(pod);
+    let has = |cs: Option<&Vec<k8s_openapi::api::core::v1::Container>>| {
+        cs.is_some_and(|cs| cs.iter().any(|c| c.name == name))
+    };
+    let list = if has(s.init_containers.as_ref()) {
+        "initContainers"
+    } else if !s.containers.iter().any(|c| c.name == name)
+        && s.ephemeral_containers
+            .as_ref()
+            .is_some_and(|cs| cs.iter().any(|c| c.name == name))
+    {
+        "ephemeralContainers"
+    } else {
+        "containers"
+    };
+    format!("spec.{list}{{{name}}}")
+}
+
 /// The primary pod IP ("" when there is none yet).
-pub fn pod_ip(pod: &Pod, sandbox: Option<&ObservedSandbox>, host_ip: &str) -> String {
-    pod_ips(pod, sandbox, host_ip)
+pub fn pod_ip(pod: &Pod, sandbox: Option<&ObservedSandbox>, host_ips: &[String]) -> String {
+    pod_ips(pod, sandbox, host_ips)
         .into_iter()
         .next()
         .unwrap_or_default()
@@ -135,12 +158,31 @@ mod tests {
     }
 
     #[test]
+    fn an_init_containers_event_names_spec_init_containers_in_its_field_path() {
+        let p = pod(concat!(
+            "spec:\n  initContainers: [{name: setup}]\n  containers: [{name: app}]\n",
+            "  ephemeralContainers: [{name: debug}]\n",
+        ));
+        assert_eq!(
+            container_field_path(&p, "setup"),
+            "spec.initContainers{setup}"
+        );
+        assert_eq!(container_field_path(&p, "app"), "spec.containers{app}");
+        assert_eq!(
+            container_field_path(&p, "debug"),
+            "spec.ephemeralContainers{debug}"
+        );
+        assert_eq!(container_field_path(&p, "gone"), "spec.containers{gone}");
+    }
+
+    #[test]
     fn a_host_network_pod_has_the_host_ip_whatever_the_sandbox_says() {
         let p = pod("spec: {hostNetwork: true, containers: []}");
         let s = sandbox("10.0.0.5", &[]);
-        assert_eq!(pod_ips(&p, Some(&s), "192.168.1.2"), ["192.168.1.2"]);
-        assert_eq!(pod_ips(&p, None, "192.168.1.2"), ["192.168.1.2"]);
-        assert!(pod_ips(&p, None, "").is_empty());
+        let host = ["192.168.1.2".to_string(), "fd00::2".to_string()];
+        assert_eq!(pod_ips(&p, Some(&s), &host), host);
+        assert_eq!(pod_ips(&p, None, &host[..1]), ["192.168.1.2"]);
+        assert!(pod_ips(&p, None, &[String::new()]).is_empty());
     }
 
     #[test]
@@ -148,12 +190,15 @@ mod tests {
         let p = pod("spec: {containers: []}");
         let s = sandbox("10.0.0.5", &["", "fd00::5"]);
         assert_eq!(
-            pod_ips(&p, Some(&s), "192.168.1.2"),
+            pod_ips(&p, Some(&s), &["192.168.1.2".to_string()]),
             ["10.0.0.5", "fd00::5"]
         );
-        assert_eq!(pod_ip(&p, Some(&s), "h"), "10.0.0.5");
-        assert!(pod_ips(&p, None, "192.168.1.2").is_empty());
-        assert_eq!(pod_ip(&p, Some(&sandbox("", &["x"])), "h"), "");
+        assert_eq!(pod_ip(&p, Some(&s), &["h".to_string()]), "10.0.0.5");
+        assert!(pod_ips(&p, None, &["192.168.1.2".to_string()]).is_empty());
+        assert_eq!(
+            pod_ip(&p, Some(&sandbox("", &["x"])), &["h".to_string()]),
+            ""
+        );
     }
 
     #[test]

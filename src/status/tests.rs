@@ -65,6 +65,7 @@ struct Facts {
     readiness: HashMap<String, bool>,
     started: HashMap<String, bool>,
     terminating: bool,
+    host_ips: Vec<String>,
 }
 
 impl Facts {
@@ -74,6 +75,7 @@ impl Facts {
             readiness: HashMap::new(),
             started: HashMap::new(),
             terminating: false,
+            host_ips: vec!["192.168.1.10".into()],
         }
     }
     fn wait(mut self, name: &str, reason: &str, message: &str) -> Self {
@@ -94,7 +96,7 @@ impl Facts {
             readiness: &self.readiness,
             started: &self.started,
             runtime_name: "containerd",
-            host_ip: "192.168.1.10",
+            host_ips: &self.host_ips,
             qos_class: "BestEffort",
             start_time_unix: Some(1_700_000_000),
             terminating: self.terminating,
@@ -546,6 +548,24 @@ fn a_new_pod_without_init_containers_shows_container_creating() {
     let s = Facts::new().status(&p, &ObservedPod::default());
     assert_eq!(waiting_reason(cs(&s, "a")), "ContainerCreating");
     assert!(s.init_container_statuses.is_none());
+}
+
+#[test]
+fn a_dual_stack_node_reports_both_host_ips_and_a_host_network_pod_takes_them_as_pod_ips() {
+    let mut p = simple("Always");
+    p.spec.as_mut().unwrap().host_network = Some(true);
+    let o = observed(true, vec![container("a", 0, State::Running, 0)]);
+    let mut f = Facts::new();
+    f.host_ips = vec!["192.168.1.10".into(), "fd00::10".into()];
+    let s = f.status(&p, &o);
+    assert_eq!(s.host_ip.as_deref(), Some("192.168.1.10"));
+    let host: Vec<String> = s.host_ips.unwrap().into_iter().map(|h| h.ip).collect();
+    assert_eq!(host, f.host_ips);
+    let pod: Vec<String> = s.pod_ips.unwrap().into_iter().map(|h| h.ip).collect();
+    assert_eq!(pod, f.host_ips);
+    // Completed, its sandbox gone: still the node's.
+    let s = f.status(&p, &ObservedPod::default());
+    assert_eq!(s.pod_ip.as_deref(), Some("192.168.1.10"));
 }
 
 #[test]

@@ -203,6 +203,7 @@ pub fn pod_to_cri(input: &[u8]) -> String {
     let class = qos::pod_qos(pod_spec);
     let _ = qos::pod_resources(pod_spec);
     let ips = ["10.88.0.5".to_string()];
+    let host_ips = ["192.168.1.2".to_string()];
     let mut refused = 0;
     for c in pod_spec
         .init_containers
@@ -215,10 +216,13 @@ pub fn pod_to_cri(input: &[u8]) -> String {
             image: "sha256:0000",
             pod_ip: "10.88.0.5",
             pod_ips: &ips,
-            host_ip: "192.168.1.2",
+            host_ips: &host_ips,
             oom_score_adj: qos::container_oom_score_adj(pod_spec, c, 1 << 30),
-            node_allocatable_cpu_millis: Some(4000),
-            node_allocatable_memory_bytes: Some(1 << 30),
+            node_allocatable: spec::NodeAllocatable {
+                cpu_millis: Some(4000),
+                memory_bytes: Some(1 << 30),
+                ephemeral_storage_bytes: Some(8 << 30),
+            },
             ..ContainerParams::default()
         };
         if spec::container_config(&pod, c, &params).is_err() {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod};
 
-use super::env::{container_env, expand, quantity_of};
+use super::env::{container_env, expand, quantity_of, NodeAllocatable};
 use super::sandbox::{linux_resources, UserNsMapping};
 use super::security::container_security_context;
 use super::volumes::container_mounts;
@@ -58,8 +58,9 @@ pub struct ContainerParams<'a> {
     pub pod_ip: &'a str,
     /// All pod IPs.
     pub pod_ips: &'a [String],
-    /// The node's IP (downward API `status.hostIP` / `status.hostIPs`).
-    pub host_ip: &'a str,
+    /// The node's IPs (downward API `status.hostIP`: the first;
+    /// `status.hostIPs`: all, comma-separated).
+    pub host_ips: &'a [String],
     /// emptyDir volume name -> the host directory the caller created for it.
     pub volume_dir: &'a dyn Fn(&str) -> Option<PathBuf>,
     /// oom_score_adj for this container ([`qos::container_oom_score_adj`]).
@@ -73,10 +74,8 @@ pub struct ContainerParams<'a> {
     pub user_ns: Option<UserNsMapping>,
     /// The pod cgroup (informational; the runtime takes it from the sandbox).
     pub pod_cgroup_parent: &'a str,
-    /// Node allocatable CPU, the default for `limits.cpu` in resourceFieldRef.
-    pub node_allocatable_cpu_millis: Option<u64>,
-    /// Node allocatable memory, the default for `limits.memory` in resourceFieldRef.
-    pub node_allocatable_memory_bytes: Option<u64>,
+    /// The node's allocatable, the default of unset limits in resourceFieldRef.
+    pub node_allocatable: NodeAllocatable,
     /// Host file (`<root-dir>/pods/<uid>/containers/<name>/<random>`) to mount
     /// at the container's terminationMessagePath.
     pub termination_log_host_path: Option<&'a Path>,
@@ -97,15 +96,14 @@ impl Default for ContainerParams<'_> {
             image: "",
             pod_ip: "",
             pod_ips: &[],
-            host_ip: "",
+            host_ips: &[],
             volume_dir: &no_volume_dir,
             oom_score_adj: 0,
             hugepage_sizes: &[],
             swap: Swap::Unavailable,
             user_ns: None,
             pod_cgroup_parent: "",
-            node_allocatable_cpu_millis: None,
-            node_allocatable_memory_bytes: None,
+            node_allocatable: NodeAllocatable::default(),
             termination_log_host_path: None,
             etc_hosts: None,
             seccomp_profile_root: None,
@@ -121,7 +119,7 @@ impl std::fmt::Debug for ContainerParams<'_> {
             .field("image", &self.image)
             .field("pod_ip", &self.pod_ip)
             .field("pod_ips", &self.pod_ips)
-            .field("host_ip", &self.host_ip)
+            .field("host_ips", &self.host_ips)
             .field("oom_score_adj", &self.oom_score_adj)
             .field("hugepage_sizes", &self.hugepage_sizes)
             .field("swap", &self.swap)

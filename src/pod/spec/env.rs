@@ -396,7 +396,8 @@ pub(super) fn field_ref_value(
         "metadata.annotations" => format_map(pod.metadata.annotations.as_ref()),
         "spec.nodeName" | "spec.host" => s.node_name.clone().unwrap_or_default(),
         "spec.serviceAccountName" => s.service_account_name.clone().unwrap_or_default(),
-        "status.hostIP" | "status.hostIPs" => p.host_ip.into(),
+        "status.hostIP" => p.host_ips.first().cloned().unwrap_or_default(),
+        "status.hostIPs" => p.host_ips.join(","),
         "status.podIP" => pod_ip.into(),
         "status.podIPs" => pod_ips,
         other => return Err(format!("fieldRef: unsupported fieldPath {other:?}")),
@@ -422,9 +423,48 @@ fn request_of<'c>(c: &'c Container, resource: &str) -> Option<&'c Quantity> {
     quantity_of(c, "requests", resource).or_else(|| quantity_of(c, "limits", resource))
 }
 
+/// The node's allocatable as the downward API reads it: the default of a
+/// container's unset (or zero) `limits.cpu`, `limits.memory` and
+/// `limits.ephemeral-storage` (kubelet's `defaultPodLimitsForDownwardAPI`).
+/// CPU in millicores, the others in bytes; `None` is a resource the node
+/// does not report (kubelet then leaves the limit unset, which reads as 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeAllocatable {
+    pub cpu_millis: Option<u64>,
+    pub memory_bytes: Option<u64>,
+    pub ephemeral_storage_bytes: Option<u64>,
+}
+
+/// The limit a container's unset `limits.<resource>` defaults to: the
+/// pod-level limit when the pod sets one (cpu and memory only, as pod-level
+/// resources go), else the node's allocatable, else zero.
+fn default_limit(pod: &Pod, resource: &str, alloc: &NodeAllocatable) -> Result<Qty, String> {
+    let node = match resource {
+        "cpu" => alloc.cpu_millis.map(Qty::from_millis),
+        "memory" => alloc.memory_bytes.map(Qty::from_value),
+        _ => alloc.ephemeral_storage_bytes.map(Qty::from_value),
+    };
+    if matches!(resource, "cpu" | "memory") && node.is_some() {
+        let pod_limit = spec(pod)
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.as_ref())
+            .and_then(|l| l.get(resource));
+        if let Some(q) = pod_limit {
+            let q = parse_resource(&q.0)
+                .ok_or_else(|| format!("resourceFieldRef: invalid quantity {:?}", q.0))?;
+            if !q.is_zero() {
+                return Ok(q);
+            }
+        }
+    }
+    Ok(node.unwrap_or_else(|| Qty::from_value(0)))
+}
+
 /// kubelet's `containerResourceRuntimeValue` with `defaultPodLimitsForDownwardAPI`:
-/// unset (or zero) limits default to node allocatable; values are rounded up
-/// to whole divisors.
+/// unset (or zero) limits default to the pod-level limit or node
+/// allocatable; values are rounded up to whole divisors (`1m` for CPU
+/// millicores, `1Mi` for mebibytes).
 pub(super) fn resource_field_value(
     pod: &Pod,
     c: &Container,
@@ -458,31 +498,28 @@ pub(super) fn resource_field_value(
         .split_once('.')
         .ok_or_else(|| format!("resourceFieldRef: unsupported resource {:?}", rf.resource))?;
     let value = match (kind, resource) {
-        ("limits", "cpu") | ("limits", "memory") => {
+        ("limits", "cpu" | "memory" | "ephemeral-storage") => {
             let set = match quantity_of(target, "limits", resource) {
                 Some(q) => Some(parse(q)?).filter(|q| !q.is_zero()),
                 None => None,
             };
             match set {
                 Some(q) => q,
-                None => {
-                    let alloc = if resource == "cpu" {
-                        p.node_allocatable_cpu_millis.map(Qty::from_millis)
-                    } else {
-                        p.node_allocatable_memory_bytes.map(Qty::from_value)
-                    };
-                    alloc.ok_or_else(|| {
-                        format!(
-                            "resourceFieldRef: limits.{resource} is not set and node allocatable {resource} is unknown"
-                        )
-                    })?
-                }
+                None => default_limit(pod, resource, &p.node_allocatable)?,
             }
         }
-        ("requests", "cpu") | ("requests", "memory") => match request_of(target, resource) {
-            Some(q) => parse(q)?,
-            None => Qty::from_value(0),
-        },
+        ("requests", "cpu" | "memory" | "ephemeral-storage") => {
+            match request_of(target, resource) {
+                Some(q) => parse(q)?,
+                None => Qty::from_value(0),
+            }
+        }
+        ("limits" | "requests", r) if r.starts_with("hugepages-") => {
+            match quantity_of(target, kind, resource) {
+                Some(q) => parse(q)?,
+                None => Qty::from_value(0),
+            }
+        }
         _ => {
             return Err(format!(
                 "resourceFieldRef: unsupported resource {:?}",

@@ -52,7 +52,7 @@ pub use dns::{
     dns_config, host_network_hosts_file, hosts_file, MAX_DNS_NAMESERVERS,
     MAX_DNS_SEARCH_LIST_CHARS, MAX_DNS_SEARCH_PATHS,
 };
-pub use env::{env_from_skipped, expand};
+pub use env::{env_from_skipped, expand, NodeAllocatable};
 pub use payload::{
     config_volumes, volume_payload, ConfigVolume, Downward, File, Payload, PayloadError,
     DEFAULT_MODE,
@@ -65,7 +65,7 @@ pub use security::{
     apparmor_profile, AppArmorProfile, APPARMOR_ANNOTATION_PREFIX, DEFAULT_MASKED_PATHS,
     DEFAULT_READONLY_PATHS,
 };
-pub use volumes::{empty_dir_volumes, host_path_volumes};
+pub use volumes::{empty_dir_volumes, host_path_volumes, memory_empty_dirs, memory_volume_size};
 
 /// Where kubelet mounts the managed hosts file.
 pub const ETC_HOSTS_PATH: &str = "/etc/hosts";

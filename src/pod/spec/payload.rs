@@ -30,7 +30,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::container::ContainerParams;
-use super::env::{field_ref_value, resource_field_value};
+use super::env::{field_ref_value, resource_field_value, NodeAllocatable};
 use crate::pod::accessors::{self, namespace as pod_namespace, spec};
 use crate::pod::config_objects::{ConfigObjects, Kind, Lookup};
 
@@ -57,10 +57,14 @@ impl ConfigVolume {
         }
     }
 
-    /// Whether kubelet backs it with memory (tmpfs): secrets, and projected
-    /// volumes, which may hold them.
+    /// Whether kubelet backs it with memory (tmpfs, its memory-medium
+    /// emptyDir wrapper): secrets, projected volumes (which may hold them
+    /// and service-account tokens) and downwardAPI volumes.
     pub fn in_memory(self) -> bool {
-        matches!(self, ConfigVolume::Secret | ConfigVolume::Projected)
+        matches!(
+            self,
+            ConfigVolume::Secret | ConfigVolume::Projected | ConfigVolume::DownwardApi
+        )
     }
 
     /// The kind of `v`, if it is one of these.
@@ -139,8 +143,7 @@ pub enum PayloadError {
 /// allocatable, the default of unset limits.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Downward {
-    pub node_allocatable_cpu_millis: Option<u64>,
-    pub node_allocatable_memory_bytes: Option<u64>,
+    pub node_allocatable: NodeAllocatable,
 }
 
 fn mode_bits(m: Option<i32>, default: u32) -> u32 {
@@ -266,8 +269,7 @@ fn downward_files(
     d: &Downward,
 ) -> Result<(), PayloadError> {
     let params = ContainerParams {
-        node_allocatable_cpu_millis: d.node_allocatable_cpu_millis,
-        node_allocatable_memory_bytes: d.node_allocatable_memory_bytes,
+        node_allocatable: d.node_allocatable,
         ..Default::default()
     };
     for item in items {

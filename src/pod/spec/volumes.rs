@@ -49,6 +49,50 @@ pub fn empty_dir_volumes(pod: &Pod) -> Vec<String> {
         .collect()
 }
 
+/// The emptyDir volumes with `medium: Memory` (tmpfs), each with its
+/// `sizeLimit` in bytes (`None`: none, or not a valid quantity).
+pub fn memory_empty_dirs(pod: &Pod) -> Vec<(String, Option<u64>)> {
+    spec(pod)
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| Some((&v.name, v.empty_dir.as_ref()?)))
+        .filter(|(_, e)| e.medium.as_deref() == Some("Memory"))
+        .map(|(name, e)| {
+            let limit = e
+                .size_limit
+                .as_ref()
+                .and_then(|q| super::parse_resource(&q.0))
+                .map(super::units);
+            (name.clone(), limit)
+        })
+        .collect()
+}
+
+/// The `size=` of a memory-backed volume (kubelet's
+/// `calculateEmptyDirMemorySize`): the node's allocatable memory, lowered
+/// to the pod's memory limit (its cgroup's: pod-level, or the sum when
+/// every container has one) and then to the volume's `sizeLimit`, each
+/// only when above zero and not above what it lowers. `None` (no size
+/// option, the kernel's half of RAM) only when nothing is known.
+pub fn memory_volume_size(
+    pod: &Pod,
+    size_limit: Option<u64>,
+    node_allocatable_memory: Option<u64>,
+) -> Option<u64> {
+    let mut size = node_allocatable_memory;
+    let lower = |size: Option<u64>, v: Option<u64>| match (size, v.filter(|v| *v > 0)) {
+        (Some(s), Some(v)) if v <= s => Some(v),
+        (None, Some(v)) => Some(v),
+        (s, _) => s,
+    };
+    size = lower(
+        size,
+        crate::qos::pod_resources(spec(pod)).memory_limit_bytes,
+    );
+    lower(size, size_limit)
+}
+
 /// `(path, type)` of every hostPath volume; creating `DirectoryOrCreate` /
 /// `FileOrCreate` paths and checking the other types is the caller's job.
 pub fn host_path_volumes(pod: &Pod) -> Vec<(String, Option<String>)> {

@@ -147,6 +147,7 @@ spec:
     - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
     - {name: SA, valueFrom: {fieldRef: {fieldPath: spec.serviceAccountName}}}
     - {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
+    - {name: HOST_IPS, valueFrom: {fieldRef: {fieldPath: status.hostIPs}}}
     - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
     - {name: POD_IPS, valueFrom: {fieldRef: {fieldPath: status.podIPs}}}
     - {name: URL, value: "http://$(POD_IP):80/$(NAME)"}
@@ -170,6 +171,7 @@ spec:
     assert_eq!(e("NODE"), "node-1");
     assert_eq!(e("SA"), "sa");
     assert_eq!(e("HOST_IP"), "192.168.1.10");
+    assert_eq!(e("HOST_IPS"), "192.168.1.10,fd00::10");
     assert_eq!(e("POD_IP"), "10.0.0.7");
     assert_eq!(e("POD_IPS"), "10.0.0.7,fd00::7");
     assert_eq!(e("URL"), "http://10.0.0.7:80/p");
@@ -213,8 +215,11 @@ spec:
     image: y
 "#);
     let cp = ContainerParams {
-        node_allocatable_cpu_millis: Some(4000),
-        node_allocatable_memory_bytes: Some(2 << 30),
+        node_allocatable: NodeAllocatable {
+            cpu_millis: Some(4000),
+            memory_bytes: Some(2 << 30),
+            ephemeral_storage_bytes: None,
+        },
         ..params()
     };
     let cfg = container_config(&p, first(&p), &cp).unwrap();
@@ -226,9 +231,9 @@ spec:
     assert_eq!(e("MEM_REQ_MI"), "64");
     assert_eq!(e("SIDE_MEM"), "2048");
 
-    // Without a limit and without allocatable the value is unknowable.
-    let err = container_config(&p, &p.spec.as_ref().unwrap().containers[0], &params()).unwrap_err();
-    assert_eq!(err.field, "env \"SIDE_MEM\"");
+    // Without a limit and without allocatable the limit stays unset: 0.
+    let cfg = container_config(&p, first(&p), &params()).unwrap();
+    assert_eq!(env_of(&cfg, "SIDE_MEM").unwrap(), "0");
 }
 
 #[test]

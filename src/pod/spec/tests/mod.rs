@@ -1,7 +1,8 @@
 //! Unit tests of `pod::spec`: the sandbox (and DNS, hosts) in `sandbox.rs`,
 //! containers (env, mounts, resources, security) in `container.rs`, env from
-//! ConfigMaps and Secrets in `config_env.rs`; shared
-//! pods and parameters here.
+//! ConfigMaps and Secrets in `config_env.rs`, resourceFieldRef against the
+//! node's allocatable in `downward.rs`, tmpfs sizes in `memory_volumes.rs`;
+//! shared pods and parameters here.
 
 pub(super) use std::path::{Path, PathBuf};
 
@@ -13,6 +14,8 @@ pub(super) use crate::pod::labels::*;
 
 mod config_env;
 mod container;
+mod downward;
+mod memory_volumes;
 mod sandbox;
 
 pub(super) fn pod(yaml: &str) -> Pod {
@@ -55,12 +58,16 @@ pub(super) fn first(pod: &Pod) -> &Container {
     &pod.spec.as_ref().unwrap().containers[0]
 }
 
+/// The node's IPs in [`params`]: dual-stack.
+pub(super) static HOST_IPS: std::sync::LazyLock<Vec<String>> =
+    std::sync::LazyLock::new(|| vec!["192.168.1.10".into(), "fd00::10".into()]);
+
 pub(super) fn params() -> ContainerParams<'static> {
     ContainerParams {
         image: "sha256:deadbeef",
         pod_ip: "10.0.0.5",
         pod_ips: &[],
-        host_ip: "192.168.1.10",
+        host_ips: &HOST_IPS,
         ..Default::default()
     }
 }
