@@ -16,7 +16,7 @@ leaks=()
 procs="$(ps -eo pid=,stat=,comm=,args= | awk '$2 !~ /^Z/ && $3 ~ /^(picolet|containerd|containerd-shim|crio|conmon|etcd|kube-apiserver|kube-controller|kube-scheduler|qemu-system-x86|qemu-system-aar|qemu-system-arm)$/')"
 [[ -n "$procs" ]] && while read -r l; do leaks+=("process: $l"); done <<<"$procs"
 
-mounts="$(awk -v t="$tmp/" '{ if (index($5, t) == 1 || $5 ~ /\/netns\/cni-/) print $5 }' /proc/self/mountinfo)"
+mounts="$(awk -v t="$tmp/" '{ m = $5; if ((index(m, t) == 1 && (m ~ /\/picolet-/ || index(m, t ".tmp") == 1)) || m ~ /\/netns\/cni-/) print m }' /proc/self/mountinfo)"
 [[ -n "$mounts" ]] && while read -r l; do leaks+=("mount: $l"); done <<<"$mounts"
 
 bridges="$(ls /sys/class/net 2>/dev/null | grep -E '^pcl[0-9]+$' || true)"
