@@ -65,6 +65,9 @@ mod config_tests;
 mod config_volumes;
 mod container_logs;
 mod eviction;
+#[cfg(test)]
+mod eviction_tests;
+mod eviction_usage;
 mod gc;
 mod host_files;
 mod image_gc;
