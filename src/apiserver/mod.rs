@@ -88,6 +88,7 @@ pub mod informer;
 pub mod join;
 pub mod kubeconfig;
 pub mod lease;
+pub mod link;
 pub mod mirror;
 pub mod node;
 pub mod node_watch;
@@ -101,6 +102,7 @@ pub mod tls;
 pub mod token_sync;
 pub mod tokens;
 pub mod transport;
+pub mod transport_error;
 pub mod watch;
 
 pub use informer::Informer;
