@@ -94,6 +94,7 @@ pub mod node;
 pub mod node_watch;
 pub mod pods;
 pub mod reflector;
+mod reflector_backoff;
 pub mod request;
 pub mod rotation;
 pub mod status_manager;
