@@ -93,6 +93,9 @@ mod tests;
 pub use config::{AgentConfig, AgentConfigError, EvictionConfig};
 pub use probes::ProbeMetrics;
 
+/// Appends metric families (with their HELP and TYPE lines) to `/metrics`.
+pub type MoreMetrics = Rc<dyn Fn(&mut String)>;
+
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(2);
 
 /// What the agent keeps per container name of a pod, besides what the
@@ -289,6 +292,9 @@ pub struct Agent<R: RuntimeService = Runtime> {
     /// `pleg::nothing_yet`.
     last_forgotten: std::cell::Cell<Option<std::time::Instant>>,
     probe_metrics: RefCell<ProbeMetrics>,
+    /// More of `/metrics` from elsewhere (the API server link's), appended
+    /// to what the agent renders.
+    more_metrics: RefCell<Option<MoreMetrics>>,
     /// Where pod statuses go (`None`: standalone, nobody listens).
     status_sink: RefCell<Option<Rc<dyn StatusSink>>>,
     /// Where events go (`None`: standalone, nobody listens).
@@ -367,6 +373,7 @@ impl<R: RuntimeService> Agent<R> {
             relist: RefCell::new(observe::Relist::default()),
             last_forgotten: std::cell::Cell::new(None),
             probe_metrics: RefCell::new(ProbeMetrics::default()),
+            more_metrics: RefCell::new(None),
             status_sink: RefCell::new(None),
             event_sink: RefCell::new(None),
             sandbox_starts: smol::lock::Semaphore::new(sync::SANDBOX_STARTS_IN_FLIGHT),
