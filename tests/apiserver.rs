@@ -226,6 +226,16 @@ fn a_node_rebooted_with_the_api_server_down_runs_its_cached_pods_and_adopts_thei
         (probes(&p).unwrap_or(0.0) >= start + 5.0).then_some(())
     });
     assert_eq!(runc_state(&c, &before).as_deref(), Some("running"));
+    // The link's metrics: no contact since the restart, a dial back-off
+    // within its documented 30 s.
+    assert_eq!(
+        p.metric("picolet_apiserver_seconds_since_last_contact"),
+        None
+    );
+    let backoff = p
+        .metric("picolet_apiserver_backoff_seconds")
+        .expect("the back-off gauge");
+    assert!((0.0..=30.0).contains(&backoff), "{backoff}");
     let local = p.pods();
     let cached = local["items"]
         .as_array()
@@ -250,4 +260,12 @@ fn a_node_rebooted_with_the_api_server_down_runs_its_cached_pods_and_adopts_thei
         Some(before.as_str())
     );
     assert_eq!(runc_state(&c, &before).as_deref(), Some("running"));
+    // The link answered: a recent contact, and the watches resumed.
+    let since = p
+        .metric("picolet_apiserver_seconds_since_last_contact")
+        .expect("a contact since the API server came back");
+    assert!(since < LONG.as_secs_f64(), "{since}");
+    wait_until("a watch reconnected", LONG, || {
+        (p.metric("picolet_apiserver_watch_reconnects_total")? >= 1.0).then_some(())
+    });
 }

@@ -185,6 +185,74 @@ fn under_memory_pressure_the_best_effort_pod_is_evicted_first_and_comes_back_aft
     );
 }
 
+#[test]
+fn started_under_memory_pressure_the_best_effort_hog_is_evicted_and_the_guaranteed_pod_stays() {
+    let runtime = ContainerRuntime::start();
+    let mark = tempfile::tempdir().expect("marker dir");
+    const CALM: &str = "\"100Mi\"";
+    let mut p = Picolet::start_with(
+        &runtime,
+        &format!(
+            "evictionHard:\n  memory.available: {CALM}\nevictionPressureTransitionPeriod: 10s\n"
+        ),
+    );
+    p.write_manifest(
+        "guaranteed",
+        &pod_manifest("guaranteed", GUARANTEED, SLEEP, ""),
+    );
+    let guaranteed = wait_running(&p, "guaranteed");
+    // The hog allocates 1.5 GiB once and holds it.
+    let before = memory_available();
+    assert!(
+        before > 3 * 1024 * MI,
+        "this test needs ~3 GiB of free memory"
+    );
+    let hog = "if [ -e /mark/done ]; then exec sleep 100000; fi; touch /mark/done; \
+               dd if=/dev/zero bs=1610612736 count=1 | sleep 100000";
+    let volumes = format!(
+        "    volumeMounts: [{{name: mark, mountPath: /mark}}]\n  volumes:\n  - name: mark\n    hostPath: {{path: {}, type: Directory}}\n",
+        mark.path().display()
+    );
+    p.write_manifest("hog", &pod_manifest("hog", "", hog, &volumes));
+    wait_running(&p, "hog");
+    wait_until("the hog holds its memory", LONG, || {
+        (memory_available() < before - 1024 * MI).then_some(())
+    });
+
+    // picolet goes down and comes back on a node already under pressure:
+    // the threshold is 512 MiB above what is available now, and freeing
+    // the hog's 1.5 GiB relieves it.
+    p.kill();
+    let threshold = memory_available() + 512 * MI;
+    let config = std::fs::read_to_string(p.config_path()).expect("config");
+    assert!(config.contains(CALM), "{config}");
+    std::fs::write(
+        p.config_path(),
+        config.replace(CALM, &format!("\"{threshold}\"")),
+    )
+    .expect("config");
+    p.restart();
+
+    let evicted = wait_until("pod hog evicted", LONG, || {
+        let pod = p.find_pod("hog")?;
+        (pod["status"]["reason"] == "Evicted").then_some(pod)
+    });
+    assert_eq!(evicted["status"]["qosClass"], "BestEffort");
+    wait_until("MemoryPressure cleared", LONG, || {
+        (!pressure(&p, "MemoryPressure")).then_some(())
+    });
+    assert_untouched(&p, "guaranteed", &guaranteed);
+    let log = p.log();
+    for line in log.lines().filter(|l| l.contains("eviction:")) {
+        eprintln!("{line}");
+    }
+    assert!(log.contains("eviction: evicting pod default/hog-"), "{log}");
+    assert!(
+        !log.contains("eviction: evicting pod default/guaranteed-"),
+        "{log}"
+    );
+}
+
 /// tmpfs mounts made for one test, unmounted when it ends (after picolet,
 /// which is declared later and so dropped first).
 #[derive(Default)]

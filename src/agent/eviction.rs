@@ -13,19 +13,16 @@
 //! nothing itself: it reads, asks the pure manager and executes.
 
 use std::cell::RefCell;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-
-use k8s_openapi::api::core::v1::PodSpec;
 
 use super::memory_notify::{keeps, usage_threshold, EventsWatch, MemoryNotifier, PsiTrigger};
 use super::Agent;
 use crate::cri::RuntimeService;
 use crate::node::eviction::{
-    self, threshold, Condition, Conditions, Manager, Observation, Observations, PodUsage,
-    PressureCell, Threshold,
+    self, threshold, Condition, Conditions, Manager, Observation, Observations, PressureCell,
+    Threshold,
 };
 use crate::node::stats::{self, node::NodePaths, Buf};
 use crate::pod::{accessors, facts};
@@ -73,8 +70,8 @@ pub(super) struct EvictionView {
 /// The eviction task's state.
 pub(super) struct EvictionState {
     manager: RefCell<Manager>,
-    paths: RefCell<NodePaths>,
-    buf: RefCell<Buf>,
+    pub(super) paths: RefCell<NodePaths>,
+    pub(super) buf: RefCell<Buf>,
     pressure: PressureCell,
     view: RefCell<EvictionView>,
     /// A stats file that failed, logged once until it works again.
@@ -85,7 +82,7 @@ pub(super) struct EvictionState {
     /// Passes a memory notification brought forward (`picolet get node`).
     notified_passes: std::cell::Cell<u64>,
     /// The last pass found imagefs on its own filesystem (disk ranking).
-    separate_imagefs: std::cell::Cell<bool>,
+    pub(super) separate_imagefs: std::cell::Cell<bool>,
 }
 
 impl EvictionState {
@@ -589,76 +586,6 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 
-    /// The pods eviction may choose from (running, not already evicted or
-    /// being deleted), with the usage `signal`'s ranking needs.
-    fn pod_usages(&self, signal: eviction::Signal) -> Vec<PodUsage> {
-        let condition = signal.condition();
-        let parts = eviction::disk_parts(signal, self.eviction.separate_imagefs.get());
-        let pods = self.pods.borrow();
-        let paths = self.eviction.paths.borrow();
-        let mut buf = self.eviction.buf.borrow_mut();
-        pods.iter()
-            // Every pod that runs or is starting (its sandbox not observed
-            // yet): a pod whose first containers are filling memory may not
-            // have been observed by the time a notified pass ranks.
-            .filter(|(_, e)| {
-                !e.deleted
-                    && e.evicted.is_none()
-                    && (e.observed.is_active() || e.observed.sandboxes.is_empty())
-            })
-            .map(|(uid, e)| {
-                let pod = &e.pod;
-                let spec = accessors::spec(pod);
-                let cgroup = facts::cgroup_parent(pod, self.cgroups.as_ref());
-                let cg = |controller| {
-                    (!cgroup.is_empty()).then(|| {
-                        stats::cgroup_dir(&paths.cgroup_mount, paths.version, controller, &cgroup)
-                    })
-                };
-                let mut u = PodUsage {
-                    uid: uid.clone(),
-                    priority: spec.priority.unwrap_or(0),
-                    critical: facts::is_critical(pod),
-                    memory_request: qos::pod_resources(spec).memory_request_bytes,
-                    memory_working_set: None,
-                    ephemeral_request: ephemeral_request(spec),
-                    ephemeral_usage: None,
-                    processes: None,
-                };
-                match condition {
-                    Condition::MemoryPressure => {
-                        u.memory_working_set = cg("memory").and_then(|d| {
-                            stats::memory::read(&d, paths.version, &mut buf)
-                                .ok()
-                                .map(|m| m.working_set)
-                        });
-                    }
-                    Condition::PIDPressure => {
-                        u.processes =
-                            cg("pids").and_then(|d| stats::pids::read_current(&d, &mut buf).ok());
-                    }
-                    Condition::DiskPressure => {
-                        let dirs = if parts.volumes_and_logs {
-                            vec![
-                                facts::pod_dir(&self.cfg.root_dir, uid),
-                                facts::log_dir(&self.cfg.pod_logs_dir, pod),
-                            ]
-                        } else {
-                            Vec::new()
-                        };
-                        let layers = cg("memory")
-                            .filter(|_| parts.writable_layer)
-                            .map(|d| writable_layers(&d, &paths.proc, &mut buf))
-                            .unwrap_or_default();
-                        u.ephemeral_usage =
-                            Some(dirs.iter().chain(&layers).map(|d| disk_usage(d)).sum());
-                    }
-                }
-                u
-            })
-            .collect()
-    }
-
     /// The last pass's signals, thresholds and conditions as JSON (`picolet
     /// get node`).
     pub fn eviction_json(&self) -> serde_json::Value {
@@ -722,102 +649,5 @@ fn arm_psi_trigger() -> Option<PsiTrigger> {
             log::info!("eviction: no PSI trigger on {PSI_MEMORY} ({e})");
             None
         }
-    }
-}
-
-/// The pod's `ephemeral-storage` requests, summed over its app containers
-/// (init containers run before and leave nothing behind).
-fn ephemeral_request(spec: &PodSpec) -> u64 {
-    spec.containers
-        .iter()
-        .filter_map(|c| {
-            c.resources
-                .as_ref()?
-                .requests
-                .as_ref()?
-                .get("ephemeral-storage")
-        })
-        .filter_map(|q| crate::quantity::Quantity::parse(&q.0).ok()?.value().ok())
-        .sum()
-}
-
-/// The writable layers of a pod's containers: for each child cgroup of the
-/// pod's (a container, or the sandbox), the overlay upper dir of its first
-/// process's root. Containers without a process (exited) have none to
-/// find; the sandbox's is nearly empty.
-fn writable_layers(pod_cgroup: &Path, proc: &Path, buf: &mut Buf) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(pod_cgroup) else {
-        return Vec::new();
-    };
-    let mut layers = Vec::new();
-    for entry in entries.flatten() {
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        let Ok(Some(pid)) = stats::layer::first_pid(&entry.path(), buf) else {
-            continue;
-        };
-        if let Ok(Some(upper)) = stats::layer::upper_dir_of(proc, pid, buf) {
-            if !layers.contains(&upper) {
-                layers.push(upper);
-            }
-        }
-    }
-    layers
-}
-
-/// Bytes allocated under `dir` (blocks, as `du`), not following symlinks
-/// or crossing into other filesystems' mounts. Only walked under disk
-/// pressure.
-fn disk_usage(dir: &Path) -> u64 {
-    let Ok(top) = std::fs::symlink_metadata(dir) else {
-        return 0;
-    };
-    let dev = top.dev();
-    let mut total = top.blocks() * 512;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let Ok(m) = entry.metadata() else { continue };
-            if m.dev() != dev {
-                continue;
-            }
-            total += m.blocks() * 512;
-            if m.is_dir() {
-                stack.push(entry.path());
-            }
-        }
-    }
-    total
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn disk_usage_counts_the_files_under_a_directory() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
-        std::fs::write(dir.path().join("a/b/f"), vec![1u8; 64 * 1024]).unwrap();
-        let used = disk_usage(dir.path());
-        assert!(used >= 64 * 1024, "{used}");
-        assert_eq!(disk_usage(&dir.path().join("missing")), 0);
-    }
-
-    #[test]
-    fn the_ephemeral_request_sums_the_app_containers() {
-        let spec: PodSpec = serde_json::from_value(serde_json::json!({
-            "containers": [
-                {"name": "a", "resources": {"requests": {"ephemeral-storage": "1Mi"}}},
-                {"name": "b", "resources": {"requests": {"ephemeral-storage": "2Mi", "memory": "1Gi"}}},
-                {"name": "c"}
-            ]
-        }))
-        .unwrap();
-        assert_eq!(ephemeral_request(&spec), 3 << 20);
     }
 }

@@ -65,6 +65,9 @@ mod config_tests;
 mod config_volumes;
 mod container_logs;
 mod eviction;
+#[cfg(test)]
+mod eviction_tests;
+mod eviction_usage;
 mod gc;
 mod host_files;
 mod image_gc;
@@ -90,6 +93,9 @@ mod tmpfs;
 
 pub use config::{AgentConfig, AgentConfigError, EvictionConfig};
 pub use probes::ProbeMetrics;
+
+/// Appends metric families (with their HELP and TYPE lines) to `/metrics`.
+pub type MoreMetrics = Rc<dyn Fn(&mut String)>;
 
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(2);
 
@@ -287,6 +293,9 @@ pub struct Agent<R: RuntimeService = Runtime> {
     /// `pleg::nothing_yet`.
     last_forgotten: std::cell::Cell<Option<std::time::Instant>>,
     probe_metrics: RefCell<ProbeMetrics>,
+    /// More of `/metrics` from elsewhere (the API server link's), appended
+    /// to what the agent renders.
+    more_metrics: RefCell<Option<MoreMetrics>>,
     /// Where pod statuses go (`None`: standalone, nobody listens).
     status_sink: RefCell<Option<Rc<dyn StatusSink>>>,
     /// Where events go (`None`: standalone, nobody listens).
@@ -366,6 +375,7 @@ impl<R: RuntimeService> Agent<R> {
             relist: RefCell::new(observe::Relist::default()),
             last_forgotten: std::cell::Cell::new(None),
             probe_metrics: RefCell::new(ProbeMetrics::default()),
+            more_metrics: RefCell::new(None),
             status_sink: RefCell::new(None),
             event_sink: RefCell::new(None),
             sandbox_starts: smol::lock::Semaphore::new(sync::SANDBOX_STARTS_IN_FLIGHT),

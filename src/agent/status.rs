@@ -194,6 +194,12 @@ impl<R: RuntimeService> Agent<R> {
         serde_json::json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
     }
 
+    /// Appends `more` to every `/metrics` answer from now on (the API
+    /// server link's metrics). Set once, before [`Agent::run`].
+    pub fn set_more_metrics(&self, more: super::MoreMetrics) {
+        *self.more_metrics.borrow_mut() = Some(more);
+    }
+
     /// `/metrics/probes`: the prober's counters.
     pub fn probe_metrics_text(&self) -> String {
         let mut out = String::new();
@@ -214,6 +220,9 @@ impl<R: RuntimeService> Agent<R> {
             "picolet_executor_longest_poll_seconds {:.6}\n",
             longest.as_secs_f64()
         ));
+        if let Some(more) = self.more_metrics.borrow().as_ref() {
+            more(&mut out);
+        }
         out
     }
 }

@@ -63,6 +63,24 @@ impl Node {
 
     /// A (re)started agent on this node's runtime, with a file source.
     pub(super) fn agent(&self) -> Rc<Agent<MemoryRuntime>> {
+        self.agent_with(None)
+    }
+
+    /// As [`Node::agent`], with pod cgroups in a cgroup v2 tree of plain
+    /// directories under the node's temp dir ([`Node::cgroup_mount`]).
+    pub(super) fn agent_with_pod_cgroups(&self) -> Rc<Agent<MemoryRuntime>> {
+        let mount = self.cgroup_mount();
+        std::fs::create_dir_all(&mount).expect("cgroup mount");
+        std::fs::write(mount.join("cgroup.controllers"), "cpu memory pids\n").expect("v2");
+        let cgroups = crate::cgroups::PodCgroups::new(&mount, "/", true).expect("pod cgroups");
+        self.agent_with(Some(cgroups))
+    }
+
+    pub(super) fn cgroup_mount(&self) -> std::path::PathBuf {
+        self._dir.path().join("cgroup")
+    }
+
+    fn agent_with(&self, cgroups: Option<crate::cgroups::PodCgroups>) -> Rc<Agent<MemoryRuntime>> {
         let root = self._dir.path();
         let cfg = AgentConfig {
             node_name: "node1".into(),
@@ -96,7 +114,7 @@ impl Node {
             allocatable: Default::default(),
             resolv_conf: None,
         };
-        Agent::with_runtime(cfg, self.runtime.clone(), None, host)
+        Agent::with_runtime(cfg, self.runtime.clone(), cgroups, host)
     }
 
     pub(super) fn running(&self) -> Vec<MemoryContainer> {
@@ -507,8 +525,13 @@ impl super::StatusSink for Recorder {
     }
 }
 
-fn api_pod(uid: &str) -> Pod {
-    let mut pod = static_pod(WEB);
+pub(super) fn api_pod(uid: &str) -> Pod {
+    api_pod_from(uid, WEB)
+}
+
+/// An API pod (source `api`) from a manifest, with `uid`.
+pub(super) fn api_pod_from(uid: &str, yaml: &str) -> Pod {
+    let mut pod = static_pod(yaml);
     pod.metadata.uid = Some(uid.into());
     pod.metadata
         .annotations
@@ -611,7 +634,7 @@ fn an_api_pod_the_node_refuses_is_reported_failed_once_stays_refused_and_finishe
     assert!(node.running().is_empty());
 }
 
-fn memory_threshold() -> crate::node::eviction::Threshold {
+pub(super) fn memory_threshold() -> crate::node::eviction::Threshold {
     crate::node::eviction::Threshold {
         signal: crate::node::eviction::Signal::MemoryAvailable,
         value: crate::config::EvictionThreshold::Quantity(100 << 20),
@@ -621,7 +644,7 @@ fn memory_threshold() -> crate::node::eviction::Threshold {
     }
 }
 
-fn low_memory() -> crate::node::eviction::Observation {
+pub(super) fn low_memory() -> crate::node::eviction::Observation {
     crate::node::eviction::Observation {
         available: 10 << 20,
         capacity: 1 << 30,

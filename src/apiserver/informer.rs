@@ -131,15 +131,42 @@ where
                 },
                 Next::Wait(until) => {
                     self.flight = None;
-                    smol::Timer::at(until).await;
+                    // The back-off ends at `until`, or sooner when another
+                    // request on the connection gets an answer.
+                    let recovered = smol::future::or(
+                        async {
+                            smol::Timer::at(until).await;
+                            false
+                        },
+                        async {
+                            self.client.link().recovered().await;
+                            true
+                        },
+                    )
+                    .await;
+                    if recovered {
+                        let now = Instant::now();
+                        self.next = self.reflector.link_recovered(now, fastrand::u64(..));
+                        continue;
+                    }
                     Input::Tick
                 }
             };
             let now = Instant::now();
             let step = self.reflector.step(now, fastrand::u64(..), input);
             self.next = step.next;
-            if matches!(self.next, Next::Send(_)) {
+            if let Next::Send(req) = &self.next {
                 self.flight = None;
+                let link = self.client.link();
+                match req {
+                    Request::Watch { .. } => link.count_watch_reconnect(),
+                    Request::StreamingList { .. }
+                    | Request::List {
+                        continue_token: None,
+                        ..
+                    } => link.count_relist(),
+                    Request::List { .. } => {}
+                }
             }
             if step.events.is_empty() {
                 continue;

@@ -114,6 +114,10 @@ pub fn join(
         capacity,
     );
     agent.set_status_sink(status.clone());
+    agent.set_more_metrics({
+        let client = client.clone();
+        Rc::new(move |out| client.link().metrics(std::time::Instant::now()).render(out))
+    });
     let events = EventSync::new(
         client.clone(),
         node_name,

@@ -13,14 +13,18 @@
 //! - [`transport`]: the hyper client on our smol executor: one HTTP/2
 //!   connection with keep-alive PINGs carries every request and watch, an
 //!   HTTP/1.1 pool when ALPN does not give `h2`, a deadline on every request,
-//!   bounded bodies.
+//!   bounded bodies; [`transport_error`]: its errors.
+//! - [`link`]: what every loop on one connection shares: the last answer
+//!   (which ends the back-offs of the loops that failed on the link), the
+//!   dial back-off's bounds, the link's `/metrics`.
 //! - [`request`]: pure: URL paths and query strings of list/watch requests,
 //!   and the meaning of an error reply (`metav1.Status`, an HTML page from a
 //!   proxy).
 //! - [`watch`]: pure: newline-delimited JSON watch events from a byte stream.
 //! - [`reflector`]: pure: the sans-I/O list/watch state machine shared by
 //!   every resource (LIST pages or the streaming list, WATCH with bookmarks,
-//!   resume, 410 Gone relist with deletions, jittered back-off).
+//!   resume, 410 Gone relist with deletions, jittered back-off ended early
+//!   when the link answers again).
 //! - [`cache`]: the on-disk copy of each resource's objects and sync point,
 //!   written atomically and only on change, checksummed per entry.
 //! - [`informer`]: the I/O loop of one resource: runs the reflector over
@@ -88,11 +92,13 @@ pub mod informer;
 pub mod join;
 pub mod kubeconfig;
 pub mod lease;
+pub mod link;
 pub mod mirror;
 pub mod node;
 pub mod node_watch;
 pub mod pods;
 pub mod reflector;
+mod reflector_backoff;
 pub mod request;
 pub mod rotation;
 pub mod status_manager;
@@ -101,6 +107,7 @@ pub mod tls;
 pub mod token_sync;
 pub mod tokens;
 pub mod transport;
+pub mod transport_error;
 pub mod watch;
 
 pub use informer::Informer;

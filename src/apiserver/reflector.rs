@@ -23,11 +23,19 @@
 //!   advances the resourceVersion. After any disconnect the watch resumes
 //!   from the last resourceVersion seen: nothing is relisted.
 //! - `410 Gone` / "too old resource version" (as an HTTP status or as an
-//!   ERROR event) forgets the resourceVersion: the next request relists,
-//!   once, and the diff against the store says what was deleted meanwhile.
+//!   ERROR event) on a watch that resumed from a resourceVersion is the
+//!   normal resume signal, not a failure: the resourceVersion is forgotten
+//!   and the relist follows within [`GONE_JITTER`] (random, so a fleet
+//!   does not relist in lock-step), without touching the back-off; the
+//!   diff against the store says what was deleted meanwhile. A `410` to a
+//!   request that already relists is a failure like any other.
 //! - Every failure waits first: 800 ms doubling to 30 s, plus up to as much
 //!   again of random jitter (client-go's 1.0 jitter factor), reset after
 //!   2 min without failure, so a fleet does not reconnect in lock-step.
+//!   After a failure of the link (no answer), the wait ends early when
+//!   another request on the same connection gets an answer: the driver
+//!   calls [`Reflector::link_recovered`], and the retry follows within
+//!   [`super::link::RECOVERY_JITTER`] with the back-off reset.
 //! - A server that clearly does not do the streaming list is remembered:
 //!   LIST from then on. The clear signals are a plain bookmark before the
 //!   initial events end (what a server that ignores `sendInitialEvents`
@@ -78,6 +86,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, Resource};
 
+use super::reflector_backoff::{unit, Backoff};
 use super::request::ApiError;
 use super::watch::{Bookmark, ListPage, WatchEvent};
 
@@ -91,6 +100,8 @@ pub const WATCH_TIMEOUT_MAX: u32 = 600;
 pub const BACKOFF_INITIAL: Duration = Duration::from_millis(800);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
 pub const BACKOFF_RESET: Duration = Duration::from_secs(120);
+/// The most a relist waits after a watch answered `410 Gone`.
+pub const GONE_JITTER: Duration = Duration::from_secs(1);
 /// A watch that ends cleanly sooner than this, without a single event, is
 /// treated as a failure (a proxy closing streams at once must not make us
 /// reconnect in a tight loop).
@@ -230,41 +241,6 @@ pub enum Streaming {
     Untried,
     Supported,
     Unsupported,
-}
-
-/// Exponential back-off with jitter (client-go's reflector values).
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Backoff {
-    next: Duration,
-    last_failure: Option<Instant>,
-}
-
-impl Backoff {
-    fn new() -> Self {
-        Backoff {
-            next: BACKOFF_INITIAL,
-            last_failure: None,
-        }
-    }
-
-    /// The wait after a failure at `now`: the current step (reset after
-    /// [`BACKOFF_RESET`] without failure) plus up to as much again.
-    fn fail(&mut self, now: Instant, rand: u64) -> Duration {
-        if let Some(t) = self.last_failure {
-            if now.saturating_duration_since(t) >= BACKOFF_RESET {
-                self.next = BACKOFF_INITIAL;
-            }
-        }
-        let base = self.next;
-        self.next = (base * 2).min(BACKOFF_MAX);
-        self.last_failure = Some(now);
-        base + base.mul_f64(unit(rand))
-    }
-}
-
-/// A number in [0, 1) from the high 53 bits of `rand`.
-fn unit(rand: u64) -> f64 {
-    (rand >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// A watch's `timeoutSeconds` from `rand`: 300..=600.
@@ -507,6 +483,23 @@ impl<K: Object> Reflector<K> {
             State::Idle => Next::Wait(now),
             _ => Next::Continue,
         }
+    }
+
+    /// Another request on the same connection got an answer at `now`
+    /// while this reflector waits out a back-off: after a failure of the
+    /// link (not an error status, which the link's return does not
+    /// change), the back-off is reset and the retry comes within
+    /// [`super::link::RECOVERY_JITTER`]. Returns what to do next.
+    pub fn link_recovered(&mut self, now: Instant, rand: u64) -> Next {
+        if let State::Waiting { until } = self.state {
+            if self.backoff.after_link_failure() {
+                self.backoff = Backoff::new();
+                let soon = now + super::link::RECOVERY_JITTER.mul_f64(unit(rand));
+                let until = until.min(soon);
+                self.state = State::Waiting { until };
+            }
+        }
+        self.current(now)
     }
 
     fn tick(&mut self, now: Instant, rand: u64) -> Next {
@@ -785,6 +778,15 @@ impl<K: Object> Reflector<K> {
             State::Listing { .. } | State::StreamingList { .. } | State::Watching { .. } => {}
             _ => return self.current(now),
         }
+        let resumed =
+            matches!(self.state, State::Watching { .. }) && self.resource_version.is_some();
+        if matches!(&f, Failure::Status(e) if e.is_gone()) && resumed {
+            // The normal resume signal: relist now (jittered), no back-off.
+            self.resource_version = None;
+            let until = now + GONE_JITTER.mul_f64(unit(rand));
+            self.state = State::Waiting { until };
+            return Next::Wait(until);
+        }
         if matches!(self.state, State::StreamingList { .. }) {
             match &f {
                 Failure::Status(e) if e.refuses_request_form() => {
@@ -805,7 +807,7 @@ impl<K: Object> Reflector<K> {
                 self.resource_version = None;
             }
         }
-        let until = now + self.backoff.fail(now, rand);
+        let until = now + self.backoff.fail(now, rand, f == Failure::Transport);
         self.state = State::Waiting { until };
         Next::Wait(until)
     }

@@ -51,7 +51,7 @@ fn the_streaming_list_is_used_where_the_server_honours_it() {
         0,
         ev(WatchEvent::Error(gone())),
         &[],
-        Next::Wait(t.at(10.8)),
+        Next::Wait(t.at(10.0)),
     );
     t.row(
         11.0,
@@ -104,7 +104,7 @@ fn a_server_ignoring_send_initial_events_is_remembered_and_listed() {
         0,
         ev(WatchEvent::Error(gone())),
         &[],
-        Next::Wait(t.at(61.8)),
+        Next::Wait(t.at(61.0)),
     );
     t.row(62.0, 0, Input::Tick, &[], list(PAGE_SIZE, None));
 }
@@ -172,7 +172,7 @@ fn a_broken_streaming_list_retries_once_as_a_list_and_tries_streaming_again_late
         0,
         ev(WatchEvent::Error(gone())),
         &[],
-        Next::Wait(t.at(3.6)),
+        Next::Wait(t.at(2.0)),
     );
     t.row(
         3.6,

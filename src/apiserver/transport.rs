@@ -7,8 +7,12 @@
 //! forgot us, a blackholed route) is noticed within about 30 s instead of
 //! the kernel's TCP timeouts; every stream on it then fails at once, and the
 //! next request makes ONE new TLS handshake that all waiting requests share
-//! (a lock serialises dials). Failed dials back off (1 s doubling to 30 s,
-//! jittered); a request made during the window fails fast.
+//! (a lock serialises dials). Failed dials (a refused connect, a cut TLS
+//! handshake alike) back off 1 s doubling to 30 s, each wait jittered
+//! within the upper half of its step and never above 30 s
+//! ([`link::dial_wait`]); a request made during the window fails fast.
+//! Every answer is recorded on the shared [`Link`], which wakes the loops
+//! waiting out a back-off.
 //!
 //! When ALPN does not give `h2` (a proxy in between), HTTP/1.1 is used: one
 //! connection per concurrent request or watch, and up to a few idle
@@ -40,6 +44,7 @@ use hyper::client::conn::{http1, http2};
 use smol::Async;
 
 use super::kubeconfig::{Kubeconfig, Material, Server};
+use super::link::{self, Link, DIAL_BACKOFF_INITIAL};
 use super::tls::{self, TlsError, TlsSetup};
 use crate::rt::{self, Io, LocalExec, SmolTimer};
 
@@ -51,8 +56,6 @@ pub const BODY_LIMIT: usize = 16 << 20;
 pub const ERROR_BODY_LIMIT: usize = 64 << 10;
 /// A token file is re-read after this long.
 const TOKEN_REREAD: Duration = Duration::from_secs(60);
-const DIAL_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
-const DIAL_BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 /// Tunables; [`Options::default`] is what picolet uses.
 #[derive(Clone, Debug)]
@@ -86,53 +89,7 @@ impl Default for Options {
     }
 }
 
-/// Errors of the transport (not the API server's error answers, which are
-/// responses with a status).
-#[derive(Debug, thiserror::Error)]
-pub enum TransportError {
-    #[error("resolving {server}: {source}")]
-    Resolve { server: String, source: io::Error },
-    #[error("connecting to {server}: {source}")]
-    Connect { server: String, source: io::Error },
-    #[error("TLS handshake with {server}: {source}")]
-    Tls { server: String, source: io::Error },
-    #[error("HTTP handshake with {server}: {}", Causes(.source))]
-    Handshake {
-        server: String,
-        source: hyper::Error,
-    },
-    #[error("API server {server} unreachable; next attempt in {wait:?}")]
-    BackingOff { server: String, wait: Duration },
-    #[error("{what}: {}", Causes(.source))]
-    Http { what: String, source: hyper::Error },
-    #[error("{what}: reading the body: {}", Causes(.source))]
-    Body { what: String, source: hyper::Error },
-    #[error("{what}: no complete answer within {after:?}")]
-    Timeout { what: String, after: Duration },
-    #[error("{what}: body larger than {limit} bytes")]
-    TooLarge { what: String, limit: usize },
-    #[error("{what}: invalid request: {message}")]
-    Invalid { what: String, message: String },
-    #[error("{0}")]
-    Credentials(String),
-}
-
-/// An error with its causes, e.g. `http2 error: keep-alive timed out`:
-/// hyper's own message names only the kind of error, and a log line must
-/// name the problem.
-pub struct Causes<'a>(pub &'a (dyn std::error::Error + 'static));
-
-impl fmt::Display for Causes<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut cause = self.0.source();
-        while let Some(c) = cause {
-            write!(f, ": {c}")?;
-            cause = c.source();
-        }
-        Ok(())
-    }
-}
+pub use super::transport_error::{Causes, TransportError};
 
 /// The protocol ALPN chose.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,6 +161,7 @@ struct Inner {
     dial_lock: smol::lock::Mutex<()>,
     stats: Cell<Stats>,
     resolving: Rc<Cell<bool>>,
+    link: Link,
 }
 
 /// A client for one API server; cheap to clone (shared state).
@@ -255,6 +213,7 @@ impl Client {
                 dial_lock: smol::lock::Mutex::new(()),
                 stats: Cell::new(Stats::default()),
                 resolving: Rc::new(Cell::new(false)),
+                link: Link::default(),
             }),
         }
     }
@@ -266,6 +225,11 @@ impl Client {
 
     pub fn stats(&self) -> Stats {
         self.inner.stats.get()
+    }
+
+    /// The link's shared state: last answer, back-off, counters.
+    pub fn link(&self) -> &Link {
+        &self.inner.link
     }
 
     /// Makes new connections use `tls` (a renewed client certificate) and
@@ -375,12 +339,14 @@ impl Client {
                     }
                 }
                 let resp = r.map_err(http)?;
+                self.inner.link.succeeded(Instant::now());
                 let (parts, body) = resp.into_parts();
                 Ok((parts.status, body, None))
             }
             Sender::H1(mut s) => {
                 s.ready().await.map_err(http)?;
                 let resp = s.send_request(req).await.map_err(http)?;
+                self.inner.link.succeeded(Instant::now());
                 let (parts, body) = resp.into_parts();
                 Ok((parts.status, body, Some(s)))
             }
@@ -527,6 +493,7 @@ impl Client {
             Ok(s) => {
                 c.next_attempt = None;
                 c.backoff = DIAL_BACKOFF_INITIAL;
+                self.inner.link.succeeded(Instant::now());
                 let (protocol, sender) = match s {
                     Dialed::H2(h2, socket) => {
                         c.h2 = Some(h2.clone());
@@ -541,9 +508,13 @@ impl Client {
                 Ok(sender)
             }
             Err(e) => {
-                let wait = c.backoff + c.backoff.mul_f64(fastrand::f64());
-                c.next_attempt = Some(Instant::now() + wait);
-                c.backoff = (c.backoff * 2).min(DIAL_BACKOFF_MAX);
+                // Within the documented bounds: the step's upper half, at
+                // most 30 s (a step plus as much again of jitter once
+                // made a cut handshake wait 46 s).
+                let until = Instant::now() + link::dial_wait(c.backoff, fastrand::f64());
+                c.next_attempt = Some(until);
+                c.backoff = link::next_step(c.backoff);
+                self.inner.link.backing_off(until);
                 Err(e)
             }
         }

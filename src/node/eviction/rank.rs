@@ -8,6 +8,13 @@
 //!   ephemeral-storage request;
 //! - PIDs: by priority, then by process count (most first).
 //!
+//! Usage is what each pod's cgroup says when the ranking is asked for: the
+//! agent reads it right before calling [`rank`]. A pod whose cgroup does
+//! not exist yet uses nothing and ranks by its request and priority like
+//! any other: a pod is never evicted because it was not yet measured (on a
+//! node already under pressure at start-up, kubelet's "unmeasured first"
+//! evicted a Guaranteed pod within its request before a BestEffort hog).
+//!
 //! picolet evicts static and critical pods too (kubelet refuses), but only
 //! after every other pod: a board may have nothing else to give back, and
 //! an evicted static pod comes back when the pressure ends.
@@ -16,8 +23,8 @@ use std::cmp::Reverse;
 
 use super::signal::{Condition, Signal};
 
-/// One pod as ranking sees it. A usage that could not be read is `None`
-/// and counts as zero.
+/// One pod as ranking sees it, with the usage its cgroup reported at
+/// ranking time (0 for a cgroup that does not exist yet).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodUsage {
     pub uid: String,
@@ -26,37 +33,35 @@ pub struct PodUsage {
     /// Static, or at a system-critical priority.
     pub critical: bool,
     pub memory_request: u64,
-    pub memory_working_set: Option<u64>,
+    pub memory_working_set: u64,
     pub ephemeral_request: u64,
-    pub ephemeral_usage: Option<u64>,
-    pub processes: Option<u64>,
+    pub ephemeral_usage: u64,
+    pub processes: u64,
 }
 
 /// Usage above the request: negative when below it.
-fn above(usage: Option<u64>, request: u64) -> i128 {
-    i128::from(usage.unwrap_or(0)) - i128::from(request)
+fn above(usage: u64, request: u64) -> i128 {
+    i128::from(usage) - i128::from(request)
 }
 
 /// Sorts `pods` so that the first is the one to evict for `signal`. The
 /// sort is stable: pods that rank equal keep their order.
 pub fn rank(signal: Signal, pods: &mut [PodUsage]) {
     match signal.condition() {
-        // A pod whose usage could not be read goes first, as kubelet ranks
-        // it (`exceedMemoryRequests`/`exceedDiskRequests` order pods without
-        // stats before those with): a pod just started, whose memory may be
-        // what the pressure is, is never shielded by being unmeasured.
+        // Unlike kubelet's `exceedMemoryRequests` (pods without stats
+        // first), every pod ranks by what it uses: the agent measures
+        // right before ranking, so a pod just started whose memory is the
+        // pressure is measured too, and one with no cgroup yet uses nothing.
         Condition::MemoryPressure => pods.sort_by_key(|p| {
             let over = above(p.memory_working_set, p.memory_request);
-            let measured = p.memory_working_set.is_some();
-            (p.critical, measured, over <= 0, p.priority, Reverse(over))
+            (p.critical, over <= 0, p.priority, Reverse(over))
         }),
         Condition::DiskPressure => pods.sort_by_key(|p| {
             let over = above(p.ephemeral_usage, p.ephemeral_request);
-            let measured = p.ephemeral_usage.is_some();
-            (p.critical, measured, over <= 0, p.priority, Reverse(over))
+            (p.critical, over <= 0, p.priority, Reverse(over))
         }),
         Condition::PIDPressure => {
-            pods.sort_by_key(|p| (p.critical, p.priority, Reverse(p.processes.unwrap_or(0))))
+            pods.sort_by_key(|p| (p.critical, p.priority, Reverse(p.processes)))
         }
     }
 }
@@ -93,7 +98,7 @@ mod tests {
 
     const MI: u64 = 1 << 20;
 
-    fn pod(uid: &str, priority: i32, request: u64, usage: Option<u64>) -> PodUsage {
+    fn pod(uid: &str, priority: i32, request: u64, usage: u64) -> PodUsage {
         PodUsage {
             uid: uid.into(),
             priority,
@@ -102,7 +107,7 @@ mod tests {
             memory_working_set: usage,
             ephemeral_request: request,
             ephemeral_usage: usage,
-            processes: usage.map(|u| u / MI),
+            processes: usage / MI,
         }
     }
 
@@ -117,43 +122,43 @@ mod tests {
             (
                 "a BestEffort pod using memory goes before a Guaranteed pod within its request",
                 vec![
-                    pod("guaranteed", 0, 100 * MI, Some(90 * MI)),
-                    pod("besteffort", 0, 0, Some(10 * MI)),
+                    pod("guaranteed", 0, 100 * MI, 90 * MI),
+                    pod("besteffort", 0, 0, 10 * MI),
                 ],
                 &["besteffort", "guaranteed"],
             ),
             (
-                "a pod whose usage could not be read goes first, as with kubelet",
+                "a pod whose cgroup does not exist yet ranks as using nothing, after pods above their requests",
                 vec![
-                    pod("burstable", 0, 16 * MI, Some(MI)),
-                    pod("starting", 0, 0, None),
-                    pod("guaranteed", 0, 100 * MI, Some(90 * MI)),
+                    pod("starting", 0, 0, 0),
+                    pod("guaranteed", 0, 100 * MI, 90 * MI),
+                    pod("hog", 0, 0, 600 * MI),
                 ],
-                &["starting", "guaranteed", "burstable"],
+                &["hog", "starting", "guaranteed"],
             ),
             (
                 "among pods above their requests, the lower priority goes first",
                 vec![
-                    pod("high", 1000, 0, Some(500 * MI)),
-                    pod("low", 0, 0, Some(10 * MI)),
+                    pod("high", 1000, 0, 500 * MI),
+                    pod("low", 0, 0, 10 * MI),
                 ],
                 &["low", "high"],
             ),
             (
                 "at one priority, the pod furthest above its request goes first",
                 vec![
-                    pod("a", 0, 50 * MI, Some(60 * MI)),
-                    pod("b", 0, 0, Some(40 * MI)),
-                    pod("c", 0, 10 * MI, Some(100 * MI)),
+                    pod("a", 0, 50 * MI, 60 * MI),
+                    pod("b", 0, 0, 40 * MI),
+                    pod("c", 0, 10 * MI, 100 * MI),
                 ],
                 &["c", "b", "a"],
             ),
             (
                 "pods within their requests rank by priority, then by usage minus request",
                 vec![
-                    pod("x", 10, 100 * MI, Some(10 * MI)),
-                    pod("y", 0, 100 * MI, Some(10 * MI)),
-                    pod("z", 0, 100 * MI, Some(90 * MI)),
+                    pod("x", 10, 100 * MI, 10 * MI),
+                    pod("y", 0, 100 * MI, 10 * MI),
+                    pod("z", 0, 100 * MI, 90 * MI),
                 ],
                 &["z", "y", "x"],
             ),
@@ -164,10 +169,28 @@ mod tests {
     }
 
     #[test]
+    fn a_besteffort_hog_goes_before_a_guaranteed_pod_within_its_request_even_when_the_guaranteed_pod_just_started(
+    ) {
+        // Start-up under pressure: the Guaranteed pod's cgroup reads a little
+        // (or nothing yet), the hog's a lot; the hog goes.
+        for guaranteed_usage in [0, MI, 99 * MI] {
+            let pods = vec![
+                pod("guaranteed", 0, 100 * MI, guaranteed_usage),
+                pod("hog", 0, 0, 400 * MI),
+            ];
+            assert_eq!(
+                order(Signal::MemoryAvailable, pods)[0],
+                "hog",
+                "guaranteed at {guaranteed_usage}"
+            );
+        }
+    }
+
+    #[test]
     fn critical_and_static_pods_are_evicted_last() {
-        let mut critical = pod("static", -10, 0, Some(900 * MI));
+        let mut critical = pod("static", -10, 0, 900 * MI);
         critical.critical = true;
-        let pods = vec![critical, pod("guaranteed", 100, 100 * MI, Some(MI))];
+        let pods = vec![critical, pod("guaranteed", 100, 100 * MI, MI)];
         for signal in [
             Signal::MemoryAvailable,
             Signal::NodeFsAvailable,
@@ -184,9 +207,9 @@ mod tests {
     #[test]
     fn disk_ranks_by_local_ephemeral_usage_against_its_request() {
         let pods = vec![
-            pod("small", 0, 0, Some(MI)),
-            pod("requested", 0, 500 * MI, Some(400 * MI)),
-            pod("writer", 0, 0, Some(300 * MI)),
+            pod("small", 0, 0, MI),
+            pod("requested", 0, 500 * MI, 400 * MI),
+            pod("writer", 0, 0, 300 * MI),
         ];
         assert_eq!(
             order(Signal::NodeFsAvailable, pods),
@@ -226,9 +249,9 @@ mod tests {
     #[test]
     fn pid_pressure_ranks_by_priority_then_process_count() {
         let pods = vec![
-            pod("many-high", 100, 0, Some(900 * MI)),
-            pod("few", 0, 0, Some(2 * MI)),
-            pod("many", 0, 0, Some(50 * MI)),
+            pod("many-high", 100, 0, 900 * MI),
+            pod("few", 0, 0, 2 * MI),
+            pod("many", 0, 0, 50 * MI),
         ];
         assert_eq!(
             order(Signal::PidAvailable, pods),
