@@ -443,9 +443,13 @@ fn a_blackholed_link_is_noticed_by_pings_and_one_new_connection_follows() {
     rt::block_on(async {
         let srv = start_server(&pki, H2_AND_H1);
         let proxy = start_proxy(srv.addr);
+        // A PING every 200 ms, unanswered after 2 s: short enough for a
+        // test, long enough that a slow answer (qemu-user emulating the TLS
+        // of a board beside CI's builds took over 200 ms) is not taken for
+        // a dead link before the blackhole.
         let options = Options {
-            keep_alive_interval: Duration::from_millis(100),
-            keep_alive_timeout: Duration::from_millis(200),
+            keep_alive_interval: Duration::from_millis(200),
+            keep_alive_timeout: Duration::from_secs(2),
             ..Options::default()
         };
         let c = Client::new(&kubeconfig(&pki, proxy.addr), options).unwrap();
