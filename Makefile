@@ -124,9 +124,12 @@ test-integration:
 
 # `make test`, the fuzz targets for FUZZ_SECONDS each (`make test`
 # replays the corpus and every saved crasher, tests/fuzz_regressions.rs,
-# but does not fuzz), and the aarch64 image booted under emulation.
+# but does not fuzz), the unit tests of every cross target (`make test`
+# runs aarch64's and armv7's), and the aarch64 image booted under
+# emulation.
 test-full: test
 	$(MAKE) fuzz
+	$(MAKE) test-cross
 	$(MAKE) image-test BOARD=qemu-aarch64
 
 # --- demo and bench ----------------------------------------------------------------
