@@ -31,6 +31,13 @@ fn status_of<'a>(pod: &'a Value, list: &str, name: &str) -> Option<&'a Value> {
         .find(|c| c["name"] == name)
 }
 
+/// `state.terminated` of the app container `name`.
+fn terminated<'a>(pod: &'a Value, name: &str) -> &'a Value {
+    let status = status_of(pod, "containerStatuses", name)
+        .unwrap_or_else(|| panic!("no status of container {name}: {pod}"));
+    &status["state"]["terminated"]
+}
+
 fn id_of(status: &Value) -> String {
     status["containerID"]
         .as_str()
@@ -588,10 +595,10 @@ spec:
 "#,
     );
     let pod = wait_phase(&p, "farewell", "Failed");
-    let file = &status_of(&pod, "containerStatuses", "file").unwrap()["state"]["terminated"];
+    let file = terminated(&pod, "file");
     assert_eq!(file["exitCode"], 3, "{pod}");
     assert_eq!(file["message"], "written by uid 1000", "{pod}");
-    let logs = &status_of(&pod, "containerStatuses", "logs").unwrap()["state"]["terminated"];
+    let logs = terminated(&pod, "logs");
     assert_eq!(logs["exitCode"], 1, "{pod}");
     assert_eq!(logs["message"], "starting\npanic: boom\n", "{pod}");
 }
@@ -625,7 +632,7 @@ spec:
 "#,
     );
     let pod = wait_phase(&p, "allocatable", "Succeeded");
-    let probe = &status_of(&pod, "containerStatuses", "probe").unwrap()["state"]["terminated"];
+    let probe = terminated(&pod, "probe");
     let message = probe["message"].as_str().unwrap_or_default().to_string();
     let (cpu, mount) = message.split_once(' ').unwrap_or_default();
     let cpu: u64 = cpu.parse().unwrap_or_else(|_| panic!("{pod}"));
@@ -667,7 +674,7 @@ spec:
     assert_eq!(pod["status"]["hostIP"], "192.0.2.77", "{pod}");
     assert_eq!(pod["status"]["hostIPs"][0]["ip"], "192.0.2.77", "{pod}");
     assert_eq!(pod["status"]["podIP"], "192.0.2.77", "{pod}");
-    let probe = &status_of(&pod, "containerStatuses", "probe").unwrap()["state"]["terminated"];
+    let probe = terminated(&pod, "probe");
     assert_eq!(probe["message"], "192.0.2.77 192.0.2.77", "{pod}");
 }
 
