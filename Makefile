@@ -11,11 +11,10 @@ SHELL := /bin/bash
 
 CARGO ?= cargo
 TEST_IMAGES ?= target/test-images
-# The container runtimes `test-host` runs the integration suite on, in
-# order (tests/harness: PICOLET_TEST_RUNTIME). CRI-O's crio and pinns come
+# The container runtimes `test-suite` runs the integration suite on
+# (tests/harness: PICOLET_TEST_RUNTIME). CRI-O's crio and pinns come
 # from $CRIO_ASSETS or ../shared/cri-o (see tests/harness/crio.rs).
 TEST_RUNTIMES ?= containerd crio
-ALL_RUNTIMES := containerd crio
 
 # Debian packages, by who needs them: the build; a container runtime
 # (containerd, and busybox for the test images); CRI-O's (conmon, skopeo,
@@ -32,7 +31,7 @@ CRIO_PACKAGES := conmon skopeo libseccomp2 libgpgme11 libsqlite3-0 libassuan0 li
 CLUSTER_PACKAGES := xz-utils openssl curl ca-certificates
 DEB_PACKAGES := $(BUILD_PACKAGES) $(RUNTIME_PACKAGES) $(CRIO_PACKAGES) $(CLUSTER_PACKAGES)
 
-.PHONY: all build check test test-full test-host test-suite test-integration deps promtool images clean clean-images demo demo-cluster bench fuzz
+.PHONY: all build check test test-full test-suite deps promtool images clean clean-images demo demo-cluster bench fuzz
 
 all: build
 
@@ -82,10 +81,11 @@ test: deps cross-deps
 	bash tests/test.sh
 
 # Each integration test runs its own runtime. SUITE_JOBS test binaries run
-# at once (tests/suite.sh), each with SUITE_THREADS test threads.
+# at once (tests/suite.sh), each with SUITE_THREADS test threads
+# (SUITE_JOBS=1: one binary after another, for a quiet machine).
 SUITE_JOBS ?= 3
 SUITE_THREADS ?= 2
-# Kept for `test-host`/`test-integration`: one binary after another.
+# The unit tests' threads in `make check`.
 TEST_THREADS ?= 2
 
 # Test files that start no container runtime (the control plane harness's
@@ -102,25 +102,6 @@ RUNTIME_TESTS := $(filter-out $(RUNTIME_FREE_TESTS) fuzz bench,$(basename $(notd
 test-suite: deps promtool images
 	bash tests/suite.sh -j $(SUITE_JOBS) -t $(SUITE_THREADS) -r "$(TEST_RUNTIMES)" \
 	  -o "$(RUNTIME_FREE_TESTS)" $(RUNTIME_TESTS)
-
-# Unit tests, then the integration suite on each of TEST_RUNTIMES, one
-# binary after another (the old serial way; slower, for a quiet machine).
-test-host: deps images
-	$(CARGO) test --lib --bins -- --test-threads=$(TEST_THREADS)
-	$(CARGO) test $(foreach t,$(RUNTIME_FREE_TESTS),--test $(t)) -- --test-threads=$(TEST_THREADS)
-	@for rt in $(TEST_RUNTIMES); do \
-	  $(MAKE) --no-print-directory test-integration TEST_RUNTIME=$$rt || exit 1; \
-	done
-
-# Every integration test file (tests/*.rs) on one runtime, serially.
-TEST_RUNTIME ?= containerd
-test-integration:
-	@echo "== integration tests on $(TEST_RUNTIME)"
-	@start=$$(date +%s); \
-	PICOLET_TEST_RUNTIME=$(TEST_RUNTIME) $(CARGO) test $(foreach t,$(RUNTIME_TESTS),--test $(t)) -- \
-	  --test-threads=$(TEST_THREADS) \
-	  $(foreach r,$(filter-out $(TEST_RUNTIME),$(ALL_RUNTIMES)),--skip only_on_$(r)); \
-	echo "== integration tests on $(TEST_RUNTIME): passed in $$(( $$(date +%s) - start ))s"
 
 # `make test`, the fuzz targets for FUZZ_SECONDS each (`make test`
 # replays the corpus and every saved crasher, tests/fuzz_regressions.rs,
