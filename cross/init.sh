@@ -19,10 +19,12 @@
 #   picolet.scenario=eviction       test mode runs the eviction scenario instead:
 #                                   the static pods of /usr/share/picolet/
 #                                   scenarios/eviction/ are added (a Guaranteed
-#                                   pod and a BestEffort memory hog), and it
-#                                   prints PICOLET-EVICTION-PASS once the hog is
-#                                   Evicted while the other pods and picolet
-#                                   survived (else PICOLET-EVICTION-FAIL)
+#                                   pod, a Burstable one and a BestEffort memory
+#                                   hog), and it prints PICOLET-EVICTION-PASS
+#                                   once the hog was Evicted while the other
+#                                   pods and picolet survived, the pressure
+#                                   ended and the hog ran again (else
+#                                   PICOLET-EVICTION-FAIL)
 #   picolet.timeout=SECONDS         test mode gives up after this (default 270)
 #   picolet.shell=1                 also start a root shell on the console
 #   picolet.verbose=N               picolet -v level
@@ -185,64 +187,96 @@ fi
 pod_line() { picolet get pods 2>/dev/null | awk -v p="$1-$NODE" '$1 == p'; }
 # picolet's eviction passes since it started (GET /node).
 passes() { picolet get node -o json 2>/dev/null | tr ',' '\n' | sed -n 's/.*"passes": *\([0-9]*\).*/\1/p'; }
-# Both survivors Running without a restart.
+# The pods that must survive the pressure: Running, never restarted.
+SURVIVORS="guaranteed burstable hello"
 survivors_running() {
-    for p in guaranteed hello; do
+    for p in $SURVIVORS; do
         pod_line $p | awk '$3 == "Running" && $4 == 0 { ok = 1 } END { exit !ok }' || return 1
     done
 }
-# The check, polled every second until the hog is Evicted; then, once two
-# more eviction passes ran (time enough to evict another pod if the
-# pressure stayed) and the survivors run, the Guaranteed and hello pods
-# must be Running with no restart, and picolet never restarted (its restart
-# loop counts in /run/picolet.restarts) nor named by the OOM killer.
+# Each survivor that is not Running without a restart, as " name:phase/restarts=N".
+survivors_failing() {
+    for p in $SURVIVORS; do
+        pod_line $p | awk '$3 == "Running" && $4 == 0 { ok = 1 } END { exit !ok }' ||
+            printf ' %s:%s' $p "$(pod_line $p | awk '{ print $3 "/restarts=" $4 }')"
+    done
+}
+# picolet reports the node condition MemoryPressure true (GET /node).
+memory_pressure() { picolet get node -o json 2>/dev/null | tr -d ' \n' | grep -q '"MemoryPressure":true'; }
+now_s() { cut -d. -f1 /proc/uptime; }
+# The check, polled every second. 1. The hog is Evicted. 2. Two more
+# eviction passes ran (time enough to evict another pod if the pressure
+# stayed) and the survivors run: the Guaranteed, Burstable and hello pods
+# must be Running with no restart, the hog Failed with reason Evicted and a
+# message naming memory.available, and picolet never restarted (its restart
+# loop counts in /run/picolet.restarts) nor named by the OOM killer. 3. The
+# pressure ends after evictionPressureTransitionPeriod and the static hog
+# runs again (it does not grow twice), the survivors still untouched.
 eviction_check() {
-    end=$(($(cut -d. -f1 /proc/uptime) + TIMEOUT))
-    while [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ]; do
-        if pod_line hog | grep -q ' Evicted '; then
-            at="$(uptime_s)"
-            p0="$(passes)"
-            echo "eviction scenario: the hog was evicted at ${at}s (pass ${p0:-?}); waiting for two more passes"
-            while [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ]; do
-                [ "$(passes)" -ge $((${p0:-0} + 2)) ] && survivors_running && break
-                sleep 1
-            done
-            fail=""
-            for p in guaranteed hello; do
-                pod_line $p | awk '$3 == "Running" && $4 == 0 { ok = 1 } END { exit !ok }' ||
-                    fail="$fail $p:$(pod_line $p | awk '{ print $3 "/restarts=" $4 }')"
-            done
-            # The hog's own status: phase Failed, reason Evicted (one JSON
-            # chunk per pod, cut at each pod's metadata).
-            hog="$(picolet get pods -o json | tr -d '\n' | sed 's/"metadata": *{/\n/g' | grep "\"name\": *\"hog-$NODE\"")"
-            echo "$hog" | grep -q '"phase": *"Failed"' || fail="$fail hog-phase:$(echo "$hog" | grep -o '"phase": *"[A-Za-z]*"')"
-            echo "$hog" | grep -q '"reason": *"Evicted"' || fail="$fail hog-not-reason-Evicted"
-            [ "$(cat /run/picolet.restarts 2>/dev/null)" = 0 ] || fail="$fail picolet-restarted"
-            dmesg | grep -q 'Killed process [0-9]* (picolet)' && fail="$fail picolet-oom-killed"
-            echo "eviction scenario: at $(uptime_s)s, pass $(passes):"
-            picolet get node
-            picolet get pods
-            picolet get node -o json | tr ',' '\n' | grep -E '"(passes|notifiedPasses|lastPassMicros|maxPassMicros)"' | tr '\n' ' '
-            echo
-            echo "picolet: $(grep -E '^(Vm(RSS|HWM)|Rss(Anon|File|Shmem))' /proc/"$(pidof picolet | cut -d' ' -f1)"/status | tr -s ' \t\n' ' ')"
-            echo "hog: $(echo "$hog" | grep -o '"message": *"[^"]*"\|"phase": *"[A-Za-z]*"\|"reason": *"Evicted"' | tr '\n' ' ')"
-            echo "kernel OOM kills during the test: $(dmesg | grep -c 'Killed process')"
-            dmesg | grep 'Killed process' | sed 's/^/  /'
-            if [ -z "$fail" ]; then
-                echo "PICOLET-EVICTION-PASS $at boot=$BOOT board=$BOARD mem=$(awk '/MemTotal/ { print $2 }' /proc/meminfo)kB"
-            else
-                echo "PICOLET-EVICTION-FAIL $at:$fail"
-            fi
+    end=$(($(now_s) + TIMEOUT))
+    until pod_line hog | grep -q ' Evicted '; do
+        if [ "$(now_s)" -ge "$end" ]; then
+            echo "PICOLET-EVICTION-FAIL $(uptime_s): the hog was not evicted within ${TIMEOUT}s"
+            picolet get node || true
+            picolet get pods || true
             return 0
         fi
         sleep 1
     done
-    echo "PICOLET-EVICTION-FAIL $(uptime_s): the hog was not evicted within ${TIMEOUT}s"
-    picolet get node || true
-    picolet get pods || true
+    at="$(uptime_s)"
+    p0="$(passes)"
+    echo "eviction scenario: the hog was evicted at ${at}s (pass ${p0:-?}); waiting for two more passes"
+    # The hog's own status, before it runs again: phase Failed, reason
+    # Evicted (one JSON chunk per pod, cut at each pod's metadata).
+    hog="$(picolet get pods -o json | tr -d '\n' | sed 's/"metadata": *{/\n/g' | grep "\"name\": *\"hog-$NODE\"")"
+    while [ "$(now_s)" -lt "$end" ]; do
+        [ "$(passes)" -ge $((${p0:-0} + 2)) ] && survivors_running && break
+        sleep 1
+    done
+    fail="$(survivors_failing)"
+    echo "$hog" | grep -q '"phase": *"Failed"' || fail="$fail hog-phase:$(echo "$hog" | grep -o '"phase": *"[A-Za-z]*"')"
+    echo "$hog" | grep -q '"reason": *"Evicted"' || fail="$fail hog-not-reason-Evicted"
+    echo "$hog" | grep -q '"message": *"The node was low on resource: memory[^"]*memory.available' ||
+        fail="$fail hog-message-not-memory.available"
+    echo "eviction scenario: at $(uptime_s)s, pass $(passes):"
+    picolet get node
+    picolet get pods
+    picolet get node -o json | tr ',' '\n' | grep -E '"(passes|notifiedPasses|lastPassMicros|maxPassMicros)"' | tr '\n' ' '
+    echo
+    echo "hog: $(echo "$hog" | grep -o '"message": *"[^"]*"\|"phase": *"[A-Za-z]*"\|"reason": *"Evicted"' | tr '\n' ' ')"
+    # The pressure ends and the static hog runs again.
+    cleared=""
+    while [ "$(now_s)" -lt "$end" ]; do
+        if [ -z "$cleared" ] && ! memory_pressure; then
+            cleared="$(uptime_s)"
+            echo "eviction scenario: MemoryPressure cleared at ${cleared}s"
+        fi
+        [ -n "$cleared" ] && pod_line hog | awk '$3 == "Running" { ok = 1 } END { exit !ok }' && break
+        sleep 1
+    done
+    [ -n "$cleared" ] || fail="$fail memory-pressure-not-cleared"
+    pod_line hog | awk '$3 == "Running" { ok = 1 } END { exit !ok }' ||
+        fail="$fail hog-not-running-again:$(pod_line hog | awk '{ print $3 }')"
+    fail="$fail$(survivors_failing)"
+    [ "$(cat /run/picolet.restarts 2>/dev/null)" = 0 ] || fail="$fail picolet-restarted"
+    dmesg | grep -q 'Killed process [0-9]* (picolet)' && fail="$fail picolet-oom-killed"
+    echo "eviction scenario: at $(uptime_s)s:"
+    picolet get pods
+    echo "picolet: $(grep -E '^(Vm(RSS|HWM)|Rss(Anon|File|Shmem))' /proc/"$(pidof picolet | cut -d' ' -f1)"/status | tr -s ' \t\n' ' ')"
+    echo "kernel OOM kills during the test: $(dmesg | grep -c 'Killed process')"
+    dmesg | grep 'Killed process' | sed 's/^/  /'
+    if [ -z "$fail" ]; then
+        echo "PICOLET-EVICTION-PASS $at boot=$BOOT board=$BOARD mem=$(awk '/MemTotal/ { print $2 }' /proc/meminfo)kB"
+    else
+        echo "PICOLET-EVICTION-FAIL $at:$fail"
+    fi
 }
 if [ "$SCENARIO" = eviction ]; then
     cp /usr/share/picolet/scenarios/eviction/*.yaml /etc/kubernetes/manifests/
+    # The pressure must be seen to end within the test's time (kubelet's
+    # default transition period is 5 minutes).
+    grep -q '^evictionPressureTransitionPeriod:' /etc/picolet/config.yaml ||
+        echo 'evictionPressureTransitionPeriod: 10s' >>/etc/picolet/config.yaml
     log "eviction scenario: static pods $(ls /usr/share/picolet/scenarios/eviction | tr '\n' ' ')"
 fi
 

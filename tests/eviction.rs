@@ -3,11 +3,13 @@
 //! signals come from the real cgroup files, `/proc` and statfs, and the pods
 //! really run and really allocate.
 //!
-//! Thresholds are set relative to what the node has when the test starts,
-//! so that the test's own pod tips the node over; other work on the machine
-//! may move the numbers, which the ranking must then cope with too. Waits
-//! are polls on what picolet reports (`GET /pods`, `GET /node`); nothing
-//! asserts on timing.
+//! Disk pressure comes from a tmpfs of the test's own, so its margin is
+//! the test's and no other work on the machine moves it. Memory pressure is
+//! not tested here: its signal is the host's memory.available, which CI's
+//! builds beside the suite move by gigabytes. It is tested where the memory
+//! is the test's own, in a 256 MiB qemu guest (`make image-test-eviction`,
+//! cross/scenarios/eviction/). Waits are polls on what picolet reports
+//! (`GET /pods`, `GET /node`); nothing asserts on timing.
 
 mod harness;
 
@@ -22,27 +24,6 @@ use serde_json::Value;
 const LONG: Duration = Duration::from_secs(180);
 const MI: i64 = 1 << 20;
 
-/// memory.available as picolet computes it, now.
-fn memory_available() -> i64 {
-    let mount = Path::new("/sys/fs/cgroup");
-    let version = picolet::cgroups::detect(mount).expect("cgroup mount");
-    let paths = picolet::node::stats::node::NodePaths {
-        cgroup_mount: mount.into(),
-        version,
-        pods_cgroup: "/".into(),
-        proc: "/proc".into(),
-        root_dir: "/".into(),
-        log_dir: "/".into(),
-        image_dir: None,
-    };
-    let stats =
-        picolet::node::stats::node::read(&paths, &mut picolet::node::stats::Buf::new(), |_| {});
-    picolet::node::eviction::observe(&stats, None)
-        .get(picolet::node::eviction::Signal::MemoryAvailable)
-        .expect("memory.available observed")
-        .available
-}
-
 fn pod_manifest(name: &str, resources: &str, command: &str, volumes: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: main\n    image: busybox\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", {command:?}]\n{resources}{volumes}"
@@ -50,7 +31,6 @@ fn pod_manifest(name: &str, resources: &str, command: &str, volumes: &str) -> St
 }
 
 const SLEEP: &str = "exec sleep 100000";
-const BURSTABLE: &str = "    resources: {requests: {memory: 16Mi}}\n";
 const GUARANTEED: &str =
     "    resources: {requests: {memory: 32Mi, cpu: 50m}, limits: {memory: 32Mi, cpu: 50m}}\n";
 
@@ -103,86 +83,6 @@ fn assert_untouched(p: &Picolet, name: &str, id: &str) {
         );
     }
     assert_ne!(pod["status"]["reason"], "Evicted", "{pod}");
-}
-
-#[test]
-fn under_memory_pressure_the_best_effort_pod_is_evicted_first_and_comes_back_after() {
-    let runtime = ContainerRuntime::start();
-    let mark = tempfile::tempdir().expect("marker dir");
-    // The hog allocates 1.5 GiB once (a marker on the host says it did) and
-    // holds it; the threshold is 1 GiB below what is available now.
-    let threshold = memory_available() - 1024 * MI;
-    assert!(
-        threshold > 512 * MI,
-        "this test needs ~2 GiB of free memory"
-    );
-    let p = Picolet::start_with(
-        &runtime,
-        &format!(
-            "evictionHard:\n  memory.available: \"{threshold}\"\nevictionPressureTransitionPeriod: 10s\n"
-        ),
-    );
-    p.write_manifest(
-        "guaranteed",
-        &pod_manifest("guaranteed", GUARANTEED, SLEEP, ""),
-    );
-    p.write_manifest(
-        "burstable",
-        &pod_manifest("burstable", BURSTABLE, SLEEP, ""),
-    );
-    let guaranteed = wait_running(&p, "guaranteed");
-    let burstable = wait_running(&p, "burstable");
-    assert!(!pressure(&p, "MemoryPressure"), "{}", node(&p));
-
-    let hog = "if [ -e /mark/done ]; then exec sleep 100000; fi; touch /mark/done; \
-               dd if=/dev/zero bs=1610612736 count=1 | sleep 100000";
-    let volumes = format!(
-        "    volumeMounts: [{{name: mark, mountPath: /mark}}]\n  volumes:\n  - name: mark\n    hostPath: {{path: {}, type: Directory}}\n",
-        mark.path().display()
-    );
-    p.write_manifest("hog", &pod_manifest("hog", "", hog, &volumes));
-
-    // Pressure comes, and the BestEffort pod is the one evicted.
-    let seen_pressure = RefCell::new(false);
-    let evicted = wait_until("pod hog evicted", LONG, || {
-        if pressure(&p, "MemoryPressure") {
-            *seen_pressure.borrow_mut() = true;
-        }
-        let pod = p.find_pod("hog")?;
-        (pod["status"]["reason"] == "Evicted").then_some(pod)
-    });
-    assert_eq!(phase(&evicted), "Failed", "{evicted}");
-    let message = evicted["status"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("low on resource: memory"), "{message}");
-    assert!(message.contains("memory.available"), "{message}");
-    assert_eq!(evicted["status"]["qosClass"], "BestEffort");
-    wait_until("MemoryPressure reported", LONG, || {
-        (*seen_pressure.borrow() || pressure(&p, "MemoryPressure")).then_some(())
-    });
-    assert_untouched(&p, "guaranteed", &guaranteed);
-    assert_untouched(&p, "burstable", &burstable);
-
-    // The memory is given back: the pressure ends after the transition
-    // period, and the static pod runs again (without allocating this time).
-    wait_until("MemoryPressure cleared", LONG, || {
-        (!pressure(&p, "MemoryPressure")).then_some(())
-    });
-    wait_running(&p, "hog");
-    assert_untouched(&p, "guaranteed", &guaranteed);
-    assert_untouched(&p, "burstable", &burstable);
-    let log = p.log();
-    for line in log.lines().filter(|l| l.contains("eviction:")) {
-        eprintln!("{line}");
-    }
-    assert!(log.contains("eviction: evicting pod default/hog-"), "{log}");
-    assert!(
-        !log.contains("eviction: evicting pod default/guaranteed-"),
-        "{log}"
-    );
-    assert!(
-        !log.contains("eviction: evicting pod default/burstable-"),
-        "{log}"
-    );
 }
 
 /// tmpfs mounts made for one test, unmounted when it ends (after picolet,
