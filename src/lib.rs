@@ -17,6 +17,8 @@ pub mod config;
 pub mod cri;
 pub mod decode;
 pub mod gc;
+#[cfg(test)]
+mod import_rules;
 pub mod logger;
 pub mod logs;
 pub mod names;

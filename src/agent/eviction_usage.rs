@@ -38,7 +38,7 @@ impl<R: RuntimeService> Agent<R> {
             .map(|(uid, e)| {
                 let pod = &e.pod;
                 let spec = accessors::spec(pod);
-                let cgroup = facts::cgroup_parent(pod, self.cgroups.as_ref());
+                let cgroup = super::start::cgroup_parent(pod, self.cgroups.as_ref());
                 let cg = |controller| {
                     (!cgroup.is_empty()).then(|| {
                         stats::cgroup_dir(&paths.cgroup_mount, paths.version, controller, &cgroup)

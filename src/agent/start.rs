@@ -17,16 +17,26 @@
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::{host_files, Agent};
+use crate::cgroups::PodCgroups;
 use crate::cri::{api, RuntimeService};
 use crate::pod::accessors::{self, full_name};
 use crate::pod::{facts, spec, ObservedPod};
 use crate::qos;
 use crate::status::Waiting;
 
+/// The pod cgroup the runtime puts the sandbox in; "" (the runtime
+/// decides) when pod-level cgroups are disabled.
+pub(super) fn cgroup_parent(pod: &Pod, cgroups: Option<&PodCgroups>) -> String {
+    match cgroups {
+        Some(cg) => cg.pod_cgroup_parent(accessors::uid(pod), facts::qos(pod)),
+        None => String::new(),
+    }
+}
+
 impl<R: RuntimeService> Agent<R> {
     /// The pod's sandbox config; its warnings are logged once per pod.
     pub(super) fn sandbox_config(&self, pod: &Pod, attempt: u32) -> api::PodSandboxConfig {
-        let parent = facts::cgroup_parent(pod, self.cgroups.as_ref());
+        let parent = cgroup_parent(pod, self.cgroups.as_ref());
         let (config, warnings) = spec::sandbox_config(
             pod,
             &spec::SandboxParams {
@@ -127,7 +137,7 @@ impl<R: RuntimeService> Agent<R> {
                 .cloned()
         };
         let objects = self.objects_for(pod);
-        let parent = facts::cgroup_parent(pod, self.cgroups.as_ref());
+        let parent = cgroup_parent(pod, self.cgroups.as_ref());
         let seccomp_root = self.cfg.root_dir.join("seccomp");
         let hugepage_sizes = self.node.borrow().hugepage_sizes.clone();
         let params = spec::ContainerParams {

@@ -259,7 +259,7 @@ impl<R: RuntimeService> Agent<R> {
                 continue;
             }
             let pod = &e.pod;
-            let cgroup = facts::cgroup_parent(pod, self.cgroups.as_ref());
+            let cgroup = super::start::cgroup_parent(pod, self.cgroups.as_ref());
             let start = e
                 .observed
                 .latest_sandbox()

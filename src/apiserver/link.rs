@@ -25,10 +25,7 @@ use std::time::{Duration, Instant};
 pub const DIAL_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 /// The longest wait between dials.
 pub const DIAL_BACKOFF_MAX: Duration = Duration::from_secs(30);
-/// How long, at most, a loop waits (randomly) after the link answered
-/// again before it retries: enough to spread a fleet's retries, short
-/// enough that recovery takes seconds.
-pub const RECOVERY_JITTER: Duration = Duration::from_secs(1);
+pub use super::reflector_backoff::RECOVERY_JITTER;
 
 /// The wait after a failed dial at back-off step `step`, with `unit` a
 /// random number in [0, 1): within [step/2, step], never above

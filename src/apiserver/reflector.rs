@@ -494,7 +494,7 @@ impl<K: Object> Reflector<K> {
         if let State::Waiting { until } = self.state {
             if self.backoff.after_link_failure() {
                 self.backoff = Backoff::new();
-                let soon = now + super::link::RECOVERY_JITTER.mul_f64(unit(rand));
+                let soon = now + super::reflector_backoff::RECOVERY_JITTER.mul_f64(unit(rand));
                 let until = until.min(soon);
                 self.state = State::Waiting { until };
             }

@@ -7,6 +7,11 @@ use std::time::{Duration, Instant};
 
 use super::reflector::{BACKOFF_INITIAL, BACKOFF_MAX, BACKOFF_RESET};
 
+/// How long, at most, a loop waits (randomly) after the link answered
+/// again before it retries: enough to spread a fleet's retries, short
+/// enough that recovery takes seconds.
+pub const RECOVERY_JITTER: Duration = Duration::from_secs(1);
+
 /// Exponential back-off with jitter (client-go's reflector values).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Backoff {

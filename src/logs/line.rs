@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::{LogOptions, LogsError};
+use super::options::{LogOptions, LogsError};
 
 /// Which stream a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,19 +23,4 @@ pub mod line;
 pub mod options;
 
 pub use line::{parse_line, CriLine, Output, Stream};
-pub use options::LogOptions;
-
-/// Why a log request or a log line was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LogsError {
-    /// A query parameter with a bad value (the API server's wording).
-    #[error("{field}: Invalid value: {value:?}: {reason}")]
-    Invalid {
-        field: &'static str,
-        value: String,
-        reason: &'static str,
-    },
-    /// A line that is not `<time> <stream> <tag> <text>`.
-    #[error("malformed CRI log line: {0}")]
-    Malformed(&'static str),
-}
+pub use options::{LogOptions, LogsError};

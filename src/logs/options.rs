@@ -3,7 +3,21 @@
 //! query string and validated as the API server validates them.
 
 use super::line::unix_nanos;
-use super::LogsError;
+
+/// Why a log request or a log line was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogsError {
+    /// A query parameter with a bad value (the API server's wording).
+    #[error("{field}: Invalid value: {value:?}: {reason}")]
+    Invalid {
+        field: &'static str,
+        value: String,
+        reason: &'static str,
+    },
+    /// A line that is not `<time> <stream> <tag> <text>`.
+    #[error("malformed CRI log line: {0}")]
+    Malformed(&'static str),
+}
 
 /// What a log request asks for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -6,8 +6,7 @@
 //! - [`is_critical`]: kubelet's critical pods (static or system-critical);
 //! - [`pod_ips`]: the IPs a pod's containers see and the status reports;
 //! - [`grace_period`]: how long a stop may take;
-//! - [`log_dir`], [`pod_dir`]: where the pod's logs and files live;
-//! - [`cgroup_parent`]: the pod cgroup the runtime is told about.
+//! - [`log_dir`], [`pod_dir`]: where the pod's logs and files live.
 //!
 //! Pure: no I/O, no clock, no logging.
 
@@ -17,7 +16,6 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::accessors::{host_network, name, spec, uid};
 use super::observed::ObservedSandbox;
-use crate::cgroups::PodCgroups;
 use crate::qos::{self, QosClass};
 
 /// kubelet's `SystemCriticalPriority`: pods at or above it are critical.
@@ -130,15 +128,6 @@ pub fn pod_dir(root_dir: &Path, pod_uid: &str) -> PathBuf {
     root_dir.join("pods").join(pod_uid)
 }
 
-/// The pod cgroup the runtime puts the sandbox in; "" (the runtime decides)
-/// when pod-level cgroups are disabled.
-pub fn cgroup_parent(pod: &Pod, cgroups: Option<&PodCgroups>) -> String {
-    match cgroups {
-        Some(cg) => cg.pod_cgroup_parent(uid(pod), qos(pod)),
-        None => String::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,7 +212,6 @@ mod tests {
             pod_dir(Path::new("/var/lib/picolet"), "u1"),
             Path::new("/var/lib/picolet/pods/u1")
         );
-        assert_eq!(cgroup_parent(&p, None), "");
         assert_eq!(qos(&p), QosClass::BestEffort);
     }
 }
