@@ -1,8 +1,12 @@
-//! picolet on a bad uplink to a real API server (issue #8, tests 3 and 5):
-//! a minute and more of link chaos through the TCP [`FaultProxy`] while
-//! pods are added, changed and deleted, and a watch stream cut or corrupted
-//! inside TLS by the [`TlsFaultProxy`]. Afterwards the node must match the
-//! API exactly: nothing lost, nothing healthy restarted, no relist storm.
+//! picolet on a bad uplink to a real API server (issue #8, tests 3 and 5;
+//! issue #23): a minute and more of link chaos through the TCP
+//! [`FaultProxy`] while pods are added, changed and deleted; a watch stream
+//! cut or corrupted inside TLS by the [`TlsFaultProxy`]; and every fallback
+//! path forced (a cut TLS handshake; 403, 429, 500 and 503 answers to
+//! LISTs, watches and streaming lists; a 410 on a resumed watch; the API
+//! server restarted with streaming lists off) for pods, ConfigMaps,
+//! Secrets and the Node. Afterwards the node must match the API exactly:
+//! nothing lost, nothing healthy restarted, no relist storm.
 //!
 //! Real parts only: a private etcd and kube-apiserver (Node,RBAC,
 //! NodeRestriction), real containerd or CRI-O, the picolet binary. The API
@@ -21,9 +25,10 @@ use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use harness::faultproxy::tls::{TlsFaultProxy, WatchFault};
+use harness::faultproxy::tls::{Answer, Kind, TlsFaultProxy, WatchFault};
 use harness::faultproxy::FaultProxy;
 use harness::kube::{ControlPlane, Credentials};
+use harness::workload::wait_line;
 use harness::{wait_until, Containerd, Picolet};
 use serde_json::Value;
 
@@ -773,4 +778,257 @@ fn a_truncated_or_malformed_watch_stream_is_logged_retried_and_loses_nothing() {
         names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>(),
         "picolet's pod cache"
     );
+}
+
+// ---------------------------------------------------------------------------
+// Every fallback path, forced
+// ---------------------------------------------------------------------------
+
+/// A pod that reads ConfigMap `fallback` and Secret `fallback` (key `v`
+/// of each) through volumes and prints both every second.
+fn config_pod_yaml(name: &str, node: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  nodeName: {node}
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: cfg
+    configMap: {{name: fallback}}
+  - name: sec
+    secret: {{secretName: fallback}}
+  containers:
+  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    volumeMounts:
+    - {{name: cfg, mountPath: /cfg}}
+    - {{name: sec, mountPath: /sec}}
+    command: ["sh", "-c", "while true; do echo \"cm=$(cat /cfg/v) sec=$(cat /sec/v)\"; sleep 1; done"]
+"#
+    )
+}
+
+fn config_objects_yaml(cm: &str, secret: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fallback\n  namespace: default\ndata:\n  v: {cm}\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: fallback\n  namespace: default\nstringData:\n  v: {secret}\n"
+    )
+}
+
+#[test]
+fn every_fallback_path_forced_against_the_real_api_server_ends_with_the_node_in_sync() {
+    let cp = ControlPlane::start();
+    let c = Containerd::start();
+    // picolet -> TCP fault proxy (handshake cuts) -> TLS fault proxy
+    // (answers of its own) -> kube-apiserver.
+    let mut proxies = None;
+    let p = Picolet::start_with_args(&c, "", |p| {
+        let tls = TlsFaultProxy::start(
+            cp.apiserver_addr(),
+            &cp.pki().apiserver(),
+            &cp.ca_cert(),
+            &cp.pki().node(p.hostname()),
+        );
+        let tcp = FaultProxy::start(tls.addr());
+        let kubeconfig =
+            cp.node_kubeconfig_with(p.hostname(), Credentials::Files, &tcp.https_url());
+        proxies = Some((tcp, tls));
+        vec!["--kubeconfig".to_string(), kubeconfig.display().to_string()]
+    });
+    let (tcp, proxy) = proxies.expect("the fault proxies");
+    let node = p.hostname().to_string();
+    wait_until("the node is Ready in the API", LONG, || {
+        let n = get(&cp, &["node", &node])?;
+        (condition(&n, "Ready").as_deref() == Some("True")).then_some(())
+    });
+    cp.apply(&config_objects_yaml("one", "s-one"));
+    cp.apply(&pod_yaml("steady", &node));
+    let steady = wait_until("steady is Running and Ready", LONG, || {
+        main_container(
+            api_pods(&cp, &node)
+                .get("steady")
+                .filter(|p| running_and_ready(p))?,
+        )
+    });
+    let running = |name: &str| {
+        wait_until(
+            &format!("{name} Running and Ready in the API"),
+            LONG,
+            || {
+                main_container(
+                    api_pods(&cp, &node)
+                        .get(name)
+                        .filter(|p| running_and_ready(p))?,
+                )
+            },
+        )
+    };
+    let logged = |from: usize, says: &str| {
+        wait_until(&format!("picolet to log {says:?}"), LONG, || {
+            p.log()
+                .get(from..)
+                .unwrap_or_default()
+                .contains(says)
+                .then_some(())
+        });
+    };
+    let mut fired = 0;
+    let mut step = |name: &str, n: u64| {
+        fired += n;
+        eprintln!("fallbacks: {name}");
+        fired
+    };
+
+    // 1. A cut TLS handshake: the next connection ends 100 bytes into the
+    // server's answer. picolet backs off as from a failed connect and
+    // dials again.
+    let from = p.log().len();
+    step("a TLS handshake cut after 100 bytes", 0);
+    tcp.truncate_after(100);
+    tcp.reset_all();
+    logged(from, "TLS handshake");
+    cp.apply(&pod_yaml("after-handshake", &node));
+    running("after-handshake");
+
+    // 2. Pods: a watch cut mid-event resumes and is told its
+    // resourceVersion expired (410); the relist is refused (403),
+    // throttled (429, Retry-After: 1), fails (500, 503), then lands.
+    let n = step(
+        "pods: 410 on the resumed watch, then 403, 429, 500, 503 on the relist",
+        6,
+    );
+    proxy.arm("/api/v1/pods?", WatchFault::TruncateMidLine);
+    proxy.arm_answer("/api/v1/pods?", Kind::Watch, Answer::Expired);
+    for a in [
+        Answer::Status(403),
+        Answer::TooManyRequests {
+            retry_after_seconds: 1,
+        },
+        Answer::Status(500),
+        Answer::Status(503),
+    ] {
+        proxy.arm_answer("/api/v1/pods?", Kind::Relist, a);
+    }
+    cp.apply(&pod_yaml("after-410", &node));
+    proxy.wait_fired(n, LONG);
+    running("after-410");
+
+    // 3. ConfigMap and Secret: a new pod's first requests for them are
+    // refused (403, as the Node authorizer answers before it has seen the
+    // binding), throttled (429) and failed (500); the pod starts with both.
+    let n = step("configmap: 403 twice; secret: 429, 500", 4);
+    let cms = "/api/v1/namespaces/default/configmaps?";
+    let secrets = "/api/v1/namespaces/default/secrets?";
+    proxy.arm_answer(cms, Kind::Relist, Answer::Status(403));
+    proxy.arm_answer(cms, Kind::Relist, Answer::Status(403));
+    proxy.arm_answer(
+        secrets,
+        Kind::Relist,
+        Answer::TooManyRequests {
+            retry_after_seconds: 1,
+        },
+    );
+    proxy.arm_answer(secrets, Kind::Relist, Answer::Status(500));
+    cp.apply(&config_pod_yaml("with-config", &node));
+    proxy.wait_fired(n, LONG);
+    wait_line(&p, "with-config", None, "cm=one sec=s-one");
+    let with_config = running("with-config");
+
+    // 4. A ConfigMap change whose watch event is cut, and whose resumed
+    // watch fails (503): the new value reaches the volume all the same.
+    let n = step(
+        "configmap: a watch cut mid-event, 503 on the resumed watch",
+        2,
+    );
+    proxy.arm(cms, WatchFault::CutMidLine);
+    proxy.arm_answer(cms, Kind::Watch, Answer::Status(503));
+    cp.apply(&config_objects_yaml("two", "s-one"));
+    proxy.wait_fired(n, LONG);
+    wait_line(&p, "with-config", None, "cm=two sec=s-one");
+
+    // 5. The Node: its watch is cut at a label change, the resumed watch
+    // expired (410), the relist fails (503); the label reaches picolet.
+    let n = step("node: a watch cut, 410, 503 on the relist", 3);
+    let nodes = "/api/v1/nodes?";
+    proxy.arm(nodes, WatchFault::TruncateMidLine);
+    proxy.arm_answer(nodes, Kind::Watch, Answer::Expired);
+    proxy.arm_answer(nodes, Kind::Relist, Answer::Status(503));
+    let from = p.log().len();
+    cp.kubectl_ok(&["label", "node", &node, "fallback=node"]);
+    proxy.wait_fired(n, LONG);
+    logged(from, "fallback=node");
+
+    // 6. The API server restarted with streaming lists off
+    // (WatchList=false): the relists after a 410 (pods, the ConfigMap, the
+    // Secret) fall back to plain LISTs, and every change still lands.
+    step("the API server restarted with WatchList=false", 0);
+    cp.restart_apiserver_with(&["--feature-gates=WatchList=false"]);
+    let seen_before = proxy.requests().len();
+    let n = step(
+        "410 on the resumed watches of pods, the configmap, the secret",
+        3,
+    );
+    proxy.arm_answer("/api/v1/pods?", Kind::Watch, Answer::Expired);
+    proxy.arm_answer(cms, Kind::Watch, Answer::Expired);
+    proxy.arm_answer(secrets, Kind::Watch, Answer::Expired);
+    // Every watch picolet holds ends at the restart; it resumes them (and
+    // meets the 410s) within its back-off.
+    proxy.wait_fired(n, LONG);
+    cp.apply(&pod_yaml("after-restart", &node));
+    cp.apply(&config_objects_yaml("three", "s-three"));
+    running("after-restart");
+    wait_line(&p, "with-config", None, "cm=three sec=s-three");
+    let plain_lists: Vec<String> = proxy.requests()[seen_before..]
+        .iter()
+        .filter(|r| r.method == "GET" && !r.is_watch() && r.target.contains('?'))
+        .filter(|r| {
+            r.target.starts_with("/api/v1/pods?")
+                || r.target.starts_with(cms)
+                || r.target.starts_with(secrets)
+        })
+        .map(|r| r.target.clone())
+        .collect();
+    for prefix in ["/api/v1/pods?", cms, secrets] {
+        assert!(
+            plain_lists.iter().any(|t| t.starts_with(prefix)),
+            "no plain LIST of {prefix} after streaming lists were turned off: {plain_lists:#?}"
+        );
+    }
+
+    // In sync: exactly these pods, nothing healthy restarted, the cache
+    // matches the API.
+    let pods = api_pods(&cp, &node);
+    let names: BTreeSet<&str> = pods.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        BTreeSet::from([
+            "after-410",
+            "after-handshake",
+            "after-restart",
+            "steady",
+            "with-config"
+        ]),
+        "the pods in the API"
+    );
+    assert_eq!(
+        main_container(&pods["steady"]),
+        Some(steady.clone()),
+        "steady was restarted"
+    );
+    assert_eq!(
+        main_container(&pods["with-config"]),
+        Some(with_config),
+        "with-config was restarted"
+    );
+    assert_eq!(runc_state(&c, &steady.0).as_deref(), Some("running"));
+    wait_until("picolet's pod cache matches the API", LONG, || {
+        let cached: BTreeSet<String> = cached_pods(&p.root_dir()).into_keys().collect();
+        (cached == names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>()).then_some(())
+    });
+    eprintln!("fallbacks: {fired} faults fired, the node is in sync");
 }

@@ -141,6 +141,9 @@ pub struct ControlPlane {
     reaper: Mutex<Option<(Child, ChildStdin)>>,
     files: AtomicUsize,
     startup_time: Duration,
+    /// Flags added by [`ControlPlane::restart_apiserver_with`], after the
+    /// builder's.
+    restart_args: Mutex<Vec<String>>,
 }
 
 #[derive(Default)]
@@ -207,6 +210,7 @@ impl ControlPlane {
             reaper: Mutex::new(Some(reaper)),
             files: AtomicUsize::new(0),
             startup_time: Duration::ZERO,
+            restart_args: Mutex::new(Vec::new()),
         };
         cp.write_token_file();
         fs::write(cp.audit_policy_file(), audit::AUDIT_POLICY).expect("writing the audit policy");
@@ -456,6 +460,18 @@ impl ControlPlane {
         let p = self.spawn_apiserver();
         self.procs().apiserver = Some(p);
         self.wait_apiserver_ready();
+    }
+
+    /// Stops kube-apiserver gracefully and starts it again on the same
+    /// port with `args` added to its flags (they win over the others, and
+    /// stay for later restarts), e.g. `--feature-gates=WatchList=false`.
+    pub fn restart_apiserver_with(&self, args: &[&str]) {
+        self.stop_apiserver();
+        self.restart_args
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(args.iter().map(|a| a.to_string()));
+        self.start_apiserver();
     }
 
     /// True while kube-apiserver's process runs.

@@ -18,7 +18,11 @@
 //! or the connection just closes), or be preceded by a garbage line, a
 //! JSON object of the wrong shape, or an HTML error page; the next matching
 //! watch request can be answered `502 Bad Gateway` with an HTML body, as a
-//! broken reverse proxy would. A fault fires once.
+//! broken reverse proxy would. And any request of a kind ([`Kind`]: a plain
+//! LIST, a resumed watch, a streaming list) whose path matches can be
+//! answered by the proxy itself ([`Answer`]): an error status with the API
+//! server's `Status` body (403, 429 with `Retry-After`, 500, 503), or a
+//! watch that says its resourceVersion expired (410). A fault fires once.
 //!
 //! Plain blocking std threads, one per connection: HTTP/1.1 carries one
 //! exchange at a time, so a connection is a simple request/response loop.
@@ -80,6 +84,102 @@ impl WatchFault {
     }
 }
 
+/// Which requests an [`Answer`] applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A plain LIST (a GET of a collection without `watch`).
+    List,
+    /// A watch that resumes from a resourceVersion (no
+    /// `sendInitialEvents=true`).
+    Watch,
+    /// A streaming list: a watch with `sendInitialEvents=true`.
+    StreamingList,
+    /// A relist of either form: a plain LIST or a streaming list.
+    Relist,
+}
+
+impl Kind {
+    fn matches(self, req: &SeenRequest) -> bool {
+        let streaming = req.target.contains("sendInitialEvents=true");
+        match self {
+            Kind::List => req.method == "GET" && !req.is_watch(),
+            Kind::Watch => req.is_watch() && !streaming,
+            Kind::StreamingList => req.is_watch() && streaming,
+            Kind::Relist => req.method == "GET" && (!req.is_watch() || streaming),
+        }
+    }
+}
+
+/// What the proxy answers, itself, to a request an armed answer matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// This HTTP status with the API server's `Status` body for it (403
+    /// Forbidden, 500 InternalError, 503 ServiceUnavailable, ...).
+    Status(u16),
+    /// 429 Too Many Requests with `Retry-After: <seconds>`, as the API
+    /// server's priority and fairness answers.
+    TooManyRequests { retry_after_seconds: u32 },
+    /// 200 and a watch whose only event is an ERROR with the 410 Expired
+    /// `Status` ("too old resource version"), then the end of the body:
+    /// what a watch from a compacted resourceVersion gets.
+    Expired,
+}
+
+impl Answer {
+    /// The whole HTTP/1.1 response (Content-Length framed, keep-alive).
+    fn response(self) -> String {
+        let status = |code: u16, reason: &str, message: &str| {
+            format!(
+                r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","message":"{message}","reason":"{reason}","code":{code}}}"#
+            )
+        };
+        let (line, extra, body) = match self {
+            Answer::Status(code) => {
+                let (text, reason) = match code {
+                    401 => ("Unauthorized", "Unauthorized"),
+                    403 => ("Forbidden", "Forbidden"),
+                    404 => ("Not Found", "NotFound"),
+                    500 => ("Internal Server Error", "InternalError"),
+                    503 => ("Service Unavailable", "ServiceUnavailable"),
+                    _ => ("Error", "Unknown"),
+                };
+                (
+                    format!("{code} {text}"),
+                    String::new(),
+                    status(code, reason, &format!("injected by the fault proxy: {text}")),
+                )
+            }
+            Answer::TooManyRequests {
+                retry_after_seconds,
+            } => (
+                "429 Too Many Requests".to_string(),
+                format!("Retry-After: {retry_after_seconds}\r\n"),
+                status(
+                    429,
+                    "TooManyRequests",
+                    "injected by the fault proxy: the server has received too many requests and has asked us to try again later",
+                ),
+            ),
+            Answer::Expired => (
+                "200 OK".to_string(),
+                String::new(),
+                format!(
+                    "{{\"type\":\"ERROR\",\"object\":{}}}\n",
+                    status(
+                        410,
+                        "Expired",
+                        "too old resource version: 1 (2) (injected by the fault proxy)"
+                    )
+                ),
+            ),
+        };
+        format!(
+            "HTTP/1.1 {line}\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    }
+}
+
 const HTML_502: &str = "<html>\n<head><title>502 Bad Gateway</title></head>\n<body><h1>502 Bad Gateway</h1><hr>proxy</body>\n</html>\n";
 
 /// One request the proxy saw: method and target (path and query).
@@ -112,6 +212,9 @@ struct Shared {
     /// The armed faults, each with the path prefix of the watches it
     /// applies to, in the order armed.
     armed: Mutex<Vec<(String, WatchFault)>>,
+    /// The armed answers, each with its path prefix and request kind, in
+    /// the order armed.
+    answers: Mutex<Vec<(String, Kind, Answer)>>,
     fired: AtomicU64,
     seen: Mutex<Vec<SeenRequest>>,
     /// Clones of every live connection's sockets, so a connection's end
@@ -154,6 +257,7 @@ impl TlsFaultProxy {
             server: Arc::new(server),
             client: Arc::new(upstream_tls),
             armed: Mutex::new(Vec::new()),
+            answers: Mutex::new(Vec::new()),
             fired: AtomicU64::new(0),
             seen: Mutex::new(Vec::new()),
             sockets: Mutex::new(HashMap::new()),
@@ -194,6 +298,11 @@ impl TlsFaultProxy {
         }
     }
 
+    /// Where it listens (for a TCP fault proxy in front of it).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// `https://127.0.0.1:<port>`.
     pub fn https_url(&self) -> String {
         format!("https://{}", self.addr)
@@ -208,6 +317,14 @@ impl TlsFaultProxy {
         lock(&self.shared.armed).push((path_prefix.to_string(), fault));
     }
 
+    /// Arms `answer` for the next request of `kind` whose target starts
+    /// with `path_prefix`: the proxy answers it without asking the API
+    /// server. Answers armed for the same requests fire in the order armed,
+    /// one per request; each counts as a fired fault.
+    pub fn arm_answer(&self, path_prefix: &str, kind: Kind, answer: Answer) {
+        lock(&self.shared.answers).push((path_prefix.to_string(), kind, answer));
+    }
+
     /// How many armed faults have fired.
     pub fn fired(&self) -> u64 {
         self.shared.fired.load(Ordering::SeqCst)
@@ -219,9 +336,10 @@ impl TlsFaultProxy {
         while self.fired() < n {
             assert!(
                 start.elapsed() < timeout,
-                "timed out after {timeout:?} waiting for {n} faults to fire ({} fired, armed {:?})",
+                "timed out after {timeout:?} waiting for {n} faults to fire ({} fired, armed {:?} {:?})",
                 self.fired(),
-                *lock(&self.shared.armed)
+                *lock(&self.shared.armed),
+                *lock(&self.shared.answers)
             );
             thread::sleep(Duration::from_millis(50));
         }
@@ -288,7 +406,16 @@ fn serve(shared: &Shared, id: u64, tcp: TcpStream) -> io::Result<()> {
             target: target.clone(),
         };
         let watch = req.is_watch();
+        let answer = take_answer(shared, &req);
         lock(&shared.seen).push(req);
+        if let Some(answer) = answer {
+            // GETs carry no body: nothing to drain. The connection stays
+            // usable, as after any framed answer.
+            let w = client.get_mut();
+            w.write_all(answer.response().as_bytes())?;
+            w.flush()?;
+            continue;
+        }
         if watch && take_fault(shared, &target, |f| f == WatchFault::BadGateway).is_some() {
             // Drain the (bodiless) request and answer as a broken proxy.
             let reply = format!(
@@ -373,6 +500,21 @@ fn take_fault(
     shared.fired.fetch_add(1, Ordering::SeqCst);
     eprintln!("tls fault proxy: {f:?} on {target}");
     Some(f)
+}
+
+/// The first armed answer for `req`; it is disarmed and counted as fired.
+fn take_answer(shared: &Shared, req: &SeenRequest) -> Option<Answer> {
+    let mut answers = lock(&shared.answers);
+    let i = answers.iter().position(|(prefix, kind, _)| {
+        req.target.starts_with(prefix.as_str()) && kind.matches(req)
+    })?;
+    let (_, _, answer) = answers.remove(i);
+    shared.fired.fetch_add(1, Ordering::SeqCst);
+    eprintln!(
+        "tls fault proxy: answered {answer:?} to {} {}",
+        req.method, req.target
+    );
+    Some(answer)
 }
 
 /// Reads a message head (up to and including the empty line); None if the

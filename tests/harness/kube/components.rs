@@ -114,6 +114,13 @@ impl ControlPlane {
             "--audit-log-format=json".to_string(),
         ];
         args.extend(self.opts.apiserver_args.iter().cloned());
+        args.extend(
+            self.restart_args
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .cloned(),
+        );
         args
     }
 
