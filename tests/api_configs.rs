@@ -1,4 +1,5 @@
-//! ConfigMaps and Secrets for API pods (issue #9), on real parts: a private
+//! ConfigMaps and Secrets for API pods (issue #9), and the Service
+//! environment variables (issue #27), on real parts: a private
 //! etcd + kube-apiserver (Node,RBAC authorization, NodeRestriction: the
 //! node may only read, by name, the objects its pods reference), real
 //! containerd (or CRI-O with `PICOLET_TEST_RUNTIME=crio`), picolet joined
@@ -90,8 +91,18 @@ spec:
     - {{name: sec, mountPath: /sec}}
     - {{name: proj, mountPath: /proj}}
     - {{name: cfg, mountPath: /sub/greeting, subPath: greeting}}
-    command: ["sh", "-c", "while true; do echo \"file=$(cat /cfg/greeting) env=$CM_greeting secret=$(cat /sec/password) envsecret=$PW proj=$(cat /proj/g)/$(cat /proj/name) sub=$(cat /sub/greeting)\"; sleep 1; done"]
+    command: ["sh", "-c", "while true; do echo \"file=$(cat /cfg/greeting) env=$CM_greeting secret=$(cat /sec/password) envsecret=$PW proj=$(cat /proj/g)/$(cat /proj/name) sub=$(cat /sub/greeting) k8s=$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT\"; sleep 1; done"]
 "#
+    )
+}
+
+/// The master Service's `<clusterIP>:<port>`, as its variables give it.
+fn master_service(cp: &ControlPlane) -> String {
+    let svc = get(cp, &["service", "kubernetes", "-n", "default"]).expect("the kubernetes Service");
+    format!(
+        "{}:{}",
+        svc["spec"]["clusterIP"].as_str().unwrap(),
+        svc["spec"]["ports"][0]["port"]
     )
 }
 
@@ -117,7 +128,8 @@ fn a_pod_sees_its_configmap_and_secret_and_a_changed_configmap_reaches_it_withou
     cp.apply(&objects_yaml("hello", &password));
     cp.apply(&app_pod_yaml("app", &node));
     let want = format!(
-        "file=hello env=hello secret={password} envsecret={password} proj=hello/app sub=hello"
+        "file=hello env=hello secret={password} envsecret={password} proj=hello/app sub=hello k8s={}",
+        master_service(&cp)
     );
     wait_line(&p, "app", Some(0), &want);
 
@@ -153,7 +165,8 @@ fn a_pod_sees_its_configmap_and_secret_and_a_changed_configmap_reaches_it_withou
         r#"{"data":{"greeting":"bonjour"}}"#,
     ]);
     let want = format!(
-        "file=bonjour env=hello secret={password} envsecret={password} proj=bonjour/app sub=hello"
+        "file=bonjour env=hello secret={password} envsecret={password} proj=bonjour/app sub=hello k8s={}",
+        master_service(&cp)
     );
     wait_line(&p, "app", Some(0), &want);
     let pod = api_pod(&cp, "app").unwrap();
@@ -216,7 +229,8 @@ fn after_a_reboot_with_the_api_server_down_volumes_and_env_come_back_from_the_ca
     cp.apply(&objects_yaml("hello", &password));
     cp.apply(&app_pod_yaml("app", &node));
     let want = format!(
-        "file=hello env=hello secret={password} envsecret={password} proj=hello/app sub=hello"
+        "file=hello env=hello secret={password} envsecret={password} proj=hello/app sub=hello k8s={}",
+        master_service(&cp)
     );
     wait_line(&p, "app", Some(0), &want);
     let uid = pod_uid(&cp, "app");
@@ -248,4 +262,178 @@ fn after_a_reboot_with_the_api_server_down_volumes_and_env_come_back_from_the_ca
     assert!(!cp.apiserver_running());
     assert!(!p.log().contains(&password));
     cp.start_apiserver();
+}
+
+/// The lines of `namespace/pod`'s container `main` (every attempt), the
+/// CRI prefix dropped.
+fn lines_of(p: &harness::Picolet, namespace: &str, pod: &str) -> Vec<String> {
+    let prefix = format!("{namespace}_{pod}_");
+    let mut out = Vec::new();
+    for e in fs::read_dir(p.logs_dir()).into_iter().flatten().flatten() {
+        if !e.file_name().to_string_lossy().starts_with(&prefix) {
+            continue;
+        }
+        for f in fs::read_dir(e.path().join("main"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let text = fs::read_to_string(f.path()).unwrap_or_default();
+            out.extend(
+                text.lines()
+                    .map(|l| l.splitn(4, ' ').nth(3).unwrap_or("").to_string()),
+            );
+        }
+    }
+    out
+}
+
+/// A pod that prints its Service variables (sorted), then `end`.
+fn env_pod_yaml(name: &str, namespace: &str, node: &str, links: bool) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  nodeName: {node}
+  enableServiceLinks: {links}
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    env: [{{name: API, value: "https://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)"}}]
+    command: ["sh", "-c", "env | grep -E '^(KUBERNETES|WEB_FRONT|FAR_|API=)' | sort; echo end; sleep 100000"]
+"#
+    )
+}
+
+/// The variables `namespace/pod` printed, once it printed them all.
+fn printed_env(
+    p: &harness::Picolet,
+    namespace: &str,
+    pod: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let lines = wait_until(&format!("{pod} to print its env"), LONG, || {
+        let l = lines_of(p, namespace, pod);
+        l.iter().any(|x| x == "end").then_some(l)
+    });
+    lines
+        .iter()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Objects and bytes of a LIST of Services with kubelet's selector.
+fn service_list_size(cp: &ControlPlane, collection: &str) -> (usize, usize) {
+    let out = cp.kubectl_ok(&[
+        "get",
+        "--raw",
+        &format!("{collection}?fieldSelector=spec.clusterIP%21%3DNone"),
+    ]);
+    let v: Value = serde_json::from_str(&out).expect("a ServiceList");
+    (v["items"].as_array().map_or(0, Vec::len), out.len())
+}
+
+#[test]
+fn containers_get_the_service_variables_of_their_namespace_and_the_master_service_only() {
+    const FAR: usize = 30;
+    let cp = ControlPlane::start();
+    let c = Containerd::start();
+    let p = join(&cp, &c);
+    let node = p.hostname().to_string();
+    cp.ensure_namespace("svc-env");
+    cp.ensure_namespace("elsewhere");
+    let mut yaml = String::from(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web-front, namespace: svc-env}\nspec:\n  selector: {app: web}\n  ports: [{name: http, port: 80, targetPort: 8080}, {name: dns, port: 53, protocol: UDP}]\n---\napiVersion: v1\nkind: Service\nmetadata: {name: web-front-headless, namespace: svc-env}\nspec: {clusterIP: None, selector: {app: web}, ports: [{port: 80}]}\n",
+    );
+    // Services elsewhere: a cluster-wide watch would carry them all.
+    for i in 0..FAR {
+        yaml.push_str(&format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata: {{name: far-{i}, namespace: elsewhere}}\nspec: {{selector: {{app: far}}, ports: [{{port: 80}}]}}\n"
+        ));
+    }
+    cp.apply(&yaml);
+    cp.apply(&env_pod_yaml("linked", "svc-env", &node, true));
+    cp.apply(&env_pod_yaml("unlinked", "svc-env", &node, false));
+
+    let master = get(&cp, &["service", "kubernetes", "-n", "default"]).unwrap();
+    let master_ip = master["spec"]["clusterIP"].as_str().unwrap().to_string();
+    let web = get(&cp, &["service", "web-front", "-n", "svc-env"]).unwrap();
+    let web_ip = web["spec"]["clusterIP"].as_str().unwrap().to_string();
+
+    let linked = printed_env(&p, "svc-env", "linked");
+    let want_master = [
+        ("KUBERNETES_SERVICE_HOST", master_ip.clone()),
+        ("KUBERNETES_SERVICE_PORT", "443".into()),
+        ("KUBERNETES_SERVICE_PORT_HTTPS", "443".into()),
+        ("KUBERNETES_PORT", format!("tcp://{master_ip}:443")),
+        ("KUBERNETES_PORT_443_TCP", format!("tcp://{master_ip}:443")),
+        ("KUBERNETES_PORT_443_TCP_PROTO", "tcp".into()),
+        ("KUBERNETES_PORT_443_TCP_PORT", "443".into()),
+        ("KUBERNETES_PORT_443_TCP_ADDR", master_ip.clone()),
+        ("API", format!("https://{master_ip}:443")),
+    ];
+    for (k, v) in &want_master {
+        assert_eq!(linked.get(*k), Some(v), "{k} in {linked:?}");
+    }
+    assert_eq!(linked["WEB_FRONT_SERVICE_HOST"], web_ip);
+    assert_eq!(linked["WEB_FRONT_SERVICE_PORT"], "80");
+    assert_eq!(linked["WEB_FRONT_SERVICE_PORT_DNS"], "53");
+    assert_eq!(
+        linked["WEB_FRONT_PORT_53_UDP"],
+        format!("udp://{web_ip}:53")
+    );
+    assert!(
+        !linked.contains_key("WEB_FRONT_HEADLESS_SERVICE_HOST"),
+        "{linked:?}"
+    );
+    assert!(!linked.keys().any(|k| k.starts_with("FAR_")), "{linked:?}");
+
+    // enableServiceLinks: false keeps the master Service's variables only.
+    let unlinked = printed_env(&p, "svc-env", "unlinked");
+    let mut want: std::collections::BTreeMap<String, String> = want_master
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    assert_eq!(
+        unlinked,
+        std::mem::take(&mut want).into_iter().collect(),
+        "{unlinked:?}"
+    );
+
+    // The node watched Services per namespace, as the Node authorizer
+    // allows it, and never cluster-wide.
+    let user = format!("system:node:{node}");
+    let reqs: Vec<_> = cp
+        .requests_by(&user)
+        .into_iter()
+        .filter(|r| r.uri.contains("/services"))
+        .collect();
+    let scoped = |ns: &str| {
+        reqs.iter().any(|r| {
+            r.uri
+                .starts_with(&format!("/api/v1/namespaces/{ns}/services?"))
+                && r.code == Some(200)
+        })
+    };
+    assert!(scoped("default") && scoped("svc-env"), "{reqs:?}");
+    assert!(
+        reqs.iter().all(|r| r.uri.contains("/namespaces/")),
+        "{reqs:?}"
+    );
+
+    // The cost: what the node's scope lists against a cluster-wide watch.
+    let (all_n, all_bytes) = service_list_size(&cp, "/api/v1/services");
+    let (d_n, d_bytes) = service_list_size(&cp, "/api/v1/namespaces/default/services");
+    let (s_n, s_bytes) = service_list_size(&cp, "/api/v1/namespaces/svc-env/services");
+    eprintln!(
+        "services with {FAR} elsewhere: cluster-wide {all_n} objects {all_bytes} bytes; \
+         the node's namespaces {} objects {} bytes",
+        d_n + s_n,
+        d_bytes + s_bytes
+    );
+    assert_eq!(all_n, d_n + s_n + FAR);
 }

@@ -311,6 +311,9 @@ pub struct Agent<R: RuntimeService = Runtime> {
     /// Where API pods' ConfigMaps and Secrets are looked up (`None`:
     /// standalone).
     config_objects: RefCell<Option<Rc<dyn ConfigObjects>>>,
+    /// Where Services are looked up for the environment, told the pods
+    /// the node runs (`None`: standalone, no Service variables).
+    services: RefCell<Option<Rc<dyn crate::pod::spec::Services>>>,
     /// The "no tmpfs for secret volumes" warning was logged.
     tmpfs_warned: std::cell::Cell<bool>,
     /// CPU readings between `/stats/summary` scrapes.
@@ -383,6 +386,7 @@ impl<R: RuntimeService> Agent<R> {
             eviction: eviction::EvictionState::new(&cfg),
             image_gc: RefCell::new(image_gc::ImageGcState::default()),
             config_objects: RefCell::new(None),
+            services: RefCell::new(None),
             tmpfs_warned: std::cell::Cell::new(false),
             summary: summary::SummaryState::default(),
             recent_events: RefCell::default(),
@@ -483,6 +487,24 @@ impl<R: RuntimeService> Agent<R> {
     /// Looks API pods' ConfigMaps and Secrets up in `objects` from now on.
     pub fn set_config_objects(&self, objects: Rc<dyn ConfigObjects>) {
         *self.config_objects.borrow_mut() = Some(objects);
+    }
+
+    /// Looks Services up in `services` for every pod's environment from
+    /// now on, and tells it the pods the node runs.
+    pub fn set_services(&self, services: Rc<dyn crate::pod::spec::Services>) {
+        *self.services.borrow_mut() = Some(services);
+    }
+
+    /// The Services of `namespace` were read for the first time: the pods
+    /// that may wait for them (all of them for `default`, the master
+    /// Service's) sync.
+    pub fn services_synced(&self, namespace: &str) {
+        for e in self.pods.borrow().values() {
+            let all = namespace == crate::pod::spec::MASTER_NAMESPACE;
+            if !e.deleted && (all || crate::pod::accessors::namespace(&e.pod) == namespace) {
+                let _ = e.wake.try_send(());
+            }
+        }
     }
 
     /// A watched ConfigMap or Secret changed (or became known): the pods

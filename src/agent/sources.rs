@@ -109,6 +109,18 @@ impl<R: RuntimeService> Agent<R> {
     /// Applies a full set of pods from one source.
     pub fn apply_update(self: &Rc<Self>, update: SourceUpdate) {
         let changed = self.apply_update_inner(update);
+        // The Services' watches follow the pods before any worker runs.
+        let services = self.services.borrow().clone();
+        if let Some(services) = services {
+            let pods: Vec<Rc<Pod>> = self
+                .pods
+                .borrow()
+                .values()
+                .filter(|e| !e.deleted)
+                .map(|e| e.pod.clone())
+                .collect();
+            services.track(&mut pods.iter().map(|p| &**p));
+        }
         for uid in changed {
             let pod = match self.pods.borrow().get(&uid) {
                 Some(e) => e.pod.clone(),

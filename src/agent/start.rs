@@ -137,6 +137,12 @@ impl<R: RuntimeService> Agent<R> {
                 .cloned()
         };
         let objects = self.objects_for(pod);
+        let services = self.services.borrow().clone();
+        let wait_for_services = self
+            .pods
+            .borrow()
+            .get(accessors::uid(pod))
+            .is_some_and(|e| e.source == Some(crate::source::PodSource::Api));
         let parent = cgroup_parent(pod, self.cgroups.as_ref());
         let seccomp_root = self.cfg.root_dir.join("seccomp");
         let hugepage_sizes = self.node.borrow().hugepage_sizes.clone();
@@ -161,6 +167,10 @@ impl<R: RuntimeService> Agent<R> {
             etc_hosts: files.etc_hosts.as_deref(),
             seccomp_profile_root: Some(&seccomp_root),
             objects: objects.as_deref(),
+            services: services.as_deref().map(|s| spec::ServiceSource {
+                services: s,
+                wait_for_sync: wait_for_services,
+            }),
         };
         let config = spec::container_config(pod, c, &params).map_err(|e| match e.kind {
             // Not synced yet, nothing cached: wait for the watch.

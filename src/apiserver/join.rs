@@ -7,6 +7,8 @@
 //!   ConfigMaps and Secrets its pods reference ([`ConfigWatches`]), which
 //!   the agent reads and which wake the pods that reference a changed one,
 //!   and the service-account tokens of its pods ([`TokenSync`]);
+//! - the watches of the Services in `default` and in the namespaces of
+//!   the node's pods ([`ServiceWatches`]), for their environment;
 //! - the status sync ([`StatusSync`]) as the agent's status sink;
 //! - the event recorder ([`EventSync`]) as the agent's event sink, and the
 //!   heartbeat's for the Node's events;
@@ -37,6 +39,7 @@ use super::kubeconfig::{self, KubeconfigError};
 use super::node::{validate_node_labels, NodeLabelError};
 use super::node_watch::NodeWatch;
 use super::pods::{ApiPodSource, MirrorPods};
+use super::services::ServiceWatches;
 use super::status_sync::StatusSync;
 use super::tls::TlsError;
 use super::token_sync::{ApiObjects, TokenSync, WithTokens};
@@ -149,6 +152,18 @@ pub fn join(
             }
         })
     });
+    // The Services of default and of the namespaces the node's pods are
+    // in, for their environment; the agent tells it its pods.
+    let services = ServiceWatches::new(client.clone(), &cfg.root_dir);
+    services.set_on_synced({
+        let agent = Rc::downgrade(agent);
+        Rc::new(move |ns| {
+            if let Some(agent) = agent.upgrade() {
+                agent.services_synced(ns);
+            }
+        })
+    });
+    agent.set_services(services);
     let source =
         ApiPodSource::new(client.clone(), node_name, &cfg.root_dir, mirrors).with_configs(configs);
     // The Node's cached labels and taints reach admission before the pod

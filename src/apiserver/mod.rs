@@ -38,6 +38,9 @@
 //! - [`configs`]: the ConfigMaps and Secrets the node's pods reference,
 //!   each watched by name with its own cache (Secrets' 0700/0600), looked
 //!   up by the agent through [`crate::pod::config_objects::ConfigObjects`].
+//! - [`services`]: the Services of `default` and of the namespaces of the
+//!   node's pods, one watch and cache per namespace, for the Service
+//!   environment variables (`crate::pod::spec::Services`).
 //! - [`events`]: pure: the event recorder (kubelet's deduplication with
 //!   counts, token-bucket rate limit, bounded offline buffer);
 //!   [`event_sync`]: its sending task, the agent's event sink.
@@ -101,6 +104,7 @@ pub mod reflector;
 mod reflector_backoff;
 pub mod request;
 pub mod rotation;
+pub mod services;
 pub mod status_manager;
 pub mod status_sync;
 pub mod tls;

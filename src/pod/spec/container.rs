@@ -87,6 +87,9 @@ pub struct ContainerParams<'a> {
     /// Where ConfigMaps and Secrets are looked up (`None`: a static pod,
     /// which may not reference them).
     pub objects: Option<&'a dyn crate::pod::config_objects::ConfigObjects>,
+    /// Where Services are looked up for the environment (`None`: no API
+    /// server, so no Service variables).
+    pub services: Option<super::service_env::ServiceSource<'a>>,
 }
 
 impl Default for ContainerParams<'_> {
@@ -108,6 +111,7 @@ impl Default for ContainerParams<'_> {
             etc_hosts: None,
             seccomp_profile_root: None,
             objects: None,
+            services: None,
         }
     }
 }

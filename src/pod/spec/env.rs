@@ -1,6 +1,8 @@
 //! The environment (kubelet's `makeEnvironmentVariables`): `env` and
-//! `envFrom` in order with `$(VAR)` expansion (`expansion.Expand`), and the
-//! downward API (`fieldRef`, `resourceFieldRef`).
+//! `envFrom` in order with `$(VAR)` expansion (`expansion.Expand`), the
+//! downward API (`fieldRef`, `resourceFieldRef`), then the Service
+//! variables (`service_env`) the pod's own do not set; `$(VAR)` sees those
+//! too.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -10,6 +12,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::container::ContainerParams;
+use super::service_env::pod_service_env;
 use super::{millis, parse_resource, units, SpecError, SpecErrorKind};
 use crate::pod::accessors::{
     self, name as pod_name, namespace as pod_namespace, spec, uid as pod_uid,
@@ -64,11 +67,13 @@ pub fn expand(input: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-/// Ordered env with later assignments replacing earlier ones in place.
+/// Ordered env with later assignments replacing earlier ones in place;
+/// `$(VAR)` falls back on the Service variables.
 #[derive(Default)]
 struct Env {
     vars: Vec<(String, String)>,
     index: HashMap<String, usize>,
+    services: HashMap<String, String>,
 }
 
 impl Env {
@@ -82,7 +87,10 @@ impl Env {
         }
     }
     fn get(&self, k: &str) -> Option<String> {
-        self.index.get(k).map(|&i| self.vars[i].1.clone())
+        match self.index.get(k) {
+            Some(&i) => Some(self.vars[i].1.clone()),
+            None => self.services.get(k).cloned(),
+        }
     }
 }
 
@@ -91,7 +99,13 @@ pub(super) fn container_env(
     c: &Container,
     p: &ContainerParams,
 ) -> Result<Vec<(String, String)>, SpecError> {
-    let mut env = Env::default();
+    let service_vars = pod_service_env(pod, p.services).map_err(|e| {
+        SpecError::new(&c.name, "env", e.to_string()).with_kind(SpecErrorKind::NotYetKnown)
+    })?;
+    let mut env = Env {
+        services: service_vars.iter().cloned().collect(),
+        ..Env::default()
+    };
     for (i, from) in c.env_from.iter().flatten().enumerate() {
         let field = format!("envFrom[{i}]");
         let prefix = from.prefix.as_deref().unwrap_or_default();
@@ -162,6 +176,11 @@ pub(super) fn container_env(
         let value = env_value(pod, c, p, e, &env)?;
         if let Some(v) = value {
             env.set(&e.name, v);
+        }
+    }
+    for (k, v) in service_vars {
+        if !env.index.contains_key(&k) {
+            env.vars.push((k, v));
         }
     }
     Ok(env.vars)

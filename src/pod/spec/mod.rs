@@ -20,6 +20,7 @@
 //! - `container`: `CreateContainer` (labels, annotations, hash, resources
 //!   with pod-level fallbacks, hugepages, swap);
 //! - `env`: environment, `$(VAR)` expansion, the downward API;
+//! - `service_env`: the Service variables (`KUBERNETES_SERVICE_HOST`…);
 //! - `volumes`: volume types and mounts;
 //! - `security`: security contexts (users, groups, capabilities, seccomp,
 //!   AppArmor, masked and read-only paths).
@@ -40,6 +41,7 @@ mod env;
 mod payload;
 mod sandbox;
 mod security;
+mod service_env;
 #[cfg(test)]
 mod tests;
 mod volumes;
@@ -64,6 +66,10 @@ pub use sandbox::{
 pub use security::{
     apparmor_profile, AppArmorProfile, APPARMOR_ANNOTATION_PREFIX, DEFAULT_MASKED_PATHS,
     DEFAULT_READONLY_PATHS,
+};
+pub use service_env::{
+    from_services, links_enabled, namespaces_needed, pod_service_env, service_env, ServiceInfo,
+    ServicePortInfo, ServiceSource, Services, ServicesNotSynced, MASTER_NAMESPACE, MASTER_SERVICE,
 };
 pub use volumes::{empty_dir_volumes, host_path_volumes, memory_empty_dirs, memory_volume_size};
 

@@ -1,7 +1,8 @@
 //! Unit tests of `pod::spec`: the sandbox (and DNS, hosts) in `sandbox.rs`,
 //! containers (env, mounts, resources, security) in `container.rs`, env from
 //! ConfigMaps and Secrets in `config_env.rs`, resourceFieldRef against the
-//! node's allocatable in `downward.rs`, tmpfs sizes in `memory_volumes.rs`;
+//! node's allocatable in `downward.rs`, tmpfs sizes in `memory_volumes.rs`,
+//! the Service variables in `service_env.rs`;
 //! shared pods and parameters here.
 
 pub(super) use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ mod container;
 mod downward;
 mod memory_volumes;
 mod sandbox;
+mod service_env;
 
 pub(super) fn pod(yaml: &str) -> Pod {
     serde_yaml_ng::from_str(yaml).expect("test pod parses")
