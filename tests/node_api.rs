@@ -61,6 +61,99 @@ fn placeholder_ca(dir: &Path) -> std::path::PathBuf {
     cert
 }
 
+/// The Node and its events as kubelet writes them (issue #27): the node
+/// events with kubelet's reasons, messages, source and involvedObject,
+/// `status.images` from the runtime (largest first), the attach/detach
+/// annotation, a `hugepages-<size>` resource per page size of the host,
+/// `systemUUID`, and `containerRuntimeVersion` from CRI `Version`.
+fn node_object_and_events_as_kubelet_writes_them(cp: &ControlPlane, c: &Containerd, node: &str) {
+    let n = wait_until("the Node's status.images", LONG, || {
+        let n = cp.get_json(&["node", node])?;
+        n["status"]["images"].as_array().filter(|i| !i.is_empty())?;
+        Some(n)
+    });
+    assert_eq!(
+        n["metadata"]["annotations"]["volumes.kubernetes.io/controller-managed-attach-detach"],
+        "true",
+        "{n}"
+    );
+    let images = n["status"]["images"].as_array().unwrap();
+    let sizes: Vec<i64> = images
+        .iter()
+        .map(|i| i["sizeBytes"].as_i64().unwrap())
+        .collect();
+    assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{sizes:?}");
+    assert!(
+        images.iter().any(|i| i["names"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|n| n.as_str().unwrap().contains("busybox")))),
+        "{images:?}"
+    );
+    let status = &n["status"];
+    for dir in fs::read_dir("/sys/kernel/mm/hugepages")
+        .into_iter()
+        .flatten()
+    {
+        let name = dir.unwrap().file_name().into_string().unwrap();
+        let kb: u64 = name
+            .trim_start_matches("hugepages-")
+            .trim_end_matches("kB")
+            .parse()
+            .unwrap();
+        let key = if kb >= 1 << 20 {
+            format!("hugepages-{}Gi", kb >> 20)
+        } else {
+            format!("hugepages-{}Mi", kb >> 10)
+        };
+        assert!(status["capacity"][&key].is_string(), "{key}: {status}");
+        assert!(status["allocatable"][&key].is_string(), "{key}: {status}");
+    }
+    let info = &status["nodeInfo"];
+    assert!(!info["systemUUID"].as_str().unwrap().is_empty(), "{info}");
+    let version = info["containerRuntimeVersion"].as_str().unwrap();
+    let prefix = format!("{}://", c.kind().runtime_name());
+    assert!(
+        version.starts_with(&prefix) && version.len() > prefix.len(),
+        "{version}"
+    );
+
+    let wanted = [
+        "Starting",
+        "NodeHasSufficientMemory",
+        "NodeHasNoDiskPressure",
+        "NodeHasSufficientPID",
+        "NodeAllocatableEnforced",
+        "NodeReady",
+    ];
+    let selector = format!("involvedObject.kind=Node,involvedObject.name={node}");
+    let mut last = serde_json::Value::Null;
+    let events = harness::poll_until(LONG, || {
+        let list = cp.get_json(&["events", "-n", "default", "--field-selector", &selector])?;
+        let items = list["items"].as_array()?.clone();
+        last = list;
+        wanted
+            .iter()
+            .all(|w| items.iter().any(|e| e["reason"] == *w))
+            .then_some(items)
+    })
+    .unwrap_or_else(|| panic!("node events missing; the last list:\n{last:#}"));
+    for e in &events {
+        let reason = e["reason"].as_str().unwrap();
+        assert_eq!(e["type"], "Normal", "{e}");
+        assert_eq!(e["involvedObject"]["uid"], node, "{e}");
+        assert_eq!(e["source"]["component"], "kubelet", "{e}");
+        assert_eq!(e["source"]["host"], node, "{e}");
+        let message = e["message"].as_str().unwrap();
+        match reason {
+            "Starting" => assert_eq!(message, "Starting kubelet."),
+            "NodeAllocatableEnforced" => {
+                assert_eq!(message, "Updated Node Allocatable limit across pods")
+            }
+            r => assert_eq!(message, format!("Node {node} status is now: {r}")),
+        }
+    }
+}
+
 #[test]
 fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_users() {
     let dir = tempfile::tempdir().unwrap();
@@ -98,6 +191,7 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     });
     let serving = p.root_dir().join("pki/kubelet.crt");
     assert!(serving.is_file(), "{}", p.log());
+    node_object_and_events_as_kubelet_writes_them(&cp, &c, &node);
     let base = format!("https://{ip}:{port}");
     let cacert = serving.display().to_string();
 

@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
-    NodeSystemInfo, Taint,
+    ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
+    NodeSpec, NodeStatus, NodeSystemInfo, Taint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -36,6 +36,12 @@ pub const LABEL_OS: &str = "kubernetes.io/os";
 pub const LABEL_ARCH: &str = "kubernetes.io/arch";
 pub const LABEL_OS_BETA: &str = "beta.kubernetes.io/os";
 pub const LABEL_ARCH_BETA: &str = "beta.kubernetes.io/arch";
+/// The annotation by which a node tells the attach/detach controller to
+/// attach and detach its volumes (kubelet sets it to `"true"` by default).
+pub const ANNOTATION_CONTROLLER_MANAGED_ATTACH_DETACH: &str =
+    "volumes.kubernetes.io/controller-managed-attach-detach";
+/// kubelet's `MaxNamesPerImageInNodeStatus`.
+pub const MAX_NAMES_PER_IMAGE: usize = 5;
 
 /// Amounts of the resources a node reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -44,6 +50,55 @@ pub struct Resources {
     pub memory_bytes: u64,
     pub ephemeral_storage_bytes: u64,
     pub pods: u64,
+}
+
+/// One huge page size the host has, and how many bytes of it are
+/// preallocated (`nr_hugepages` times the size).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HugePages {
+    pub page_size_bytes: u64,
+    pub total_bytes: u64,
+}
+
+/// An image in the runtime, as the Node's `status.images` is made from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeImage {
+    pub id: String,
+    pub repo_tags: Vec<String>,
+    pub repo_digests: Vec<String>,
+    pub size_bytes: u64,
+}
+
+/// kubelet's `status.images`: the largest images first (equal sizes by
+/// ID, descending), at most `max` of them (`nodeStatusMaxImages`; -1: all),
+/// each named by its repo digests then its repo tags, at most
+/// [`MAX_NAMES_PER_IMAGE`] names.
+pub fn node_images(images: &[RuntimeImage], max: i32) -> Vec<ContainerImage> {
+    let mut sorted: Vec<&RuntimeImage> = images.iter().collect();
+    sorted.sort_by(|a, b| {
+        b.size_bytes
+            .cmp(&a.size_bytes)
+            .then_with(|| b.id.cmp(&a.id))
+    });
+    if let Ok(max) = usize::try_from(max) {
+        sorted.truncate(max);
+    }
+    sorted
+        .into_iter()
+        .map(|i| {
+            let names: Vec<String> = i
+                .repo_digests
+                .iter()
+                .chain(&i.repo_tags)
+                .take(MAX_NAMES_PER_IMAGE)
+                .cloned()
+                .collect();
+            ContainerImage {
+                names: Some(names).filter(|n| !n.is_empty()),
+                size_bytes: Some(i.size_bytes.min(i64::MAX as u64) as i64),
+            }
+        })
+        .collect()
 }
 
 /// The Ready condition's input.
@@ -201,6 +256,12 @@ pub struct NodeFacts {
     /// thresholds (memory.available, nodefs.available), already summed and
     /// resolved against capacity by the caller.
     pub reserved: Resources,
+    /// The huge page sizes of `/sys/kernel/mm/hugepages`, each a
+    /// `hugepages-<size>` capacity (0 where none is preallocated), taken
+    /// from allocatable memory as kubelet does.
+    pub hugepages: Vec<HugePages>,
+    /// `status.images`, made by [`node_images`].
+    pub images: Vec<ContainerImage>,
     /// Go's names: `linux`, `arm64`.
     pub operating_system: String,
     pub architecture: String,
@@ -232,6 +293,7 @@ pub fn node(facts: &NodeFacts, now: Timestamp) -> Node {
         metadata: ObjectMeta {
             name: Some(facts.name.clone()),
             labels: Some(labels(facts)),
+            annotations: Some(annotations()),
             ..Default::default()
         },
         spec: Some(NodeSpec {
@@ -252,6 +314,16 @@ pub fn labels(facts: &NodeFacts) -> BTreeMap<String, String> {
     l.insert(LABEL_OS_BETA.into(), facts.operating_system.clone());
     l.insert(LABEL_ARCH_BETA.into(), facts.architecture.clone());
     l
+}
+
+/// The annotations the node sets on itself (kubelet's
+/// `enableControllerAttachDetach`, on by default).
+pub fn annotations() -> BTreeMap<String, String> {
+    [(
+        ANNOTATION_CONTROLLER_MANAGED_ATTACH_DETACH.to_string(),
+        "true".to_string(),
+    )]
+    .into()
 }
 
 /// The node's status at `now`; `previous` (the last status posted) keeps
@@ -283,9 +355,20 @@ pub fn status(facts: &NodeFacts, previous: Option<&NodeStatus>, now: Timestamp) 
     let prev = previous
         .and_then(|s| s.conditions.as_deref())
         .unwrap_or(&[]);
+    let mut capacity = resource_list(cap);
+    let mut allocatable = resource_list(alloc);
+    let mut alloc_memory = alloc.memory_bytes;
+    for h in &facts.hugepages {
+        let key = format!("hugepages-{}", binary(h.page_size_bytes));
+        capacity.insert(key.clone(), Quantity(binary(h.total_bytes)));
+        allocatable.insert(key, Quantity(binary(h.total_bytes)));
+        alloc_memory = alloc_memory.saturating_sub(h.total_bytes);
+    }
+    allocatable.insert("memory".into(), Quantity(binary(alloc_memory)));
     NodeStatus {
-        capacity: Some(resource_list(cap)),
-        allocatable: Some(resource_list(alloc)),
+        capacity: Some(capacity),
+        allocatable: Some(allocatable),
+        images: Some(facts.images.clone()).filter(|i| !i.is_empty()),
         addresses: Some(addresses),
         conditions: Some(conditions(facts, prev, now)),
         daemon_endpoints: Some(NodeDaemonEndpoints {
@@ -336,23 +419,7 @@ pub fn cpu(millis: u64) -> String {
 /// Bytes as a binary-SI quantity with the largest exact suffix: `4Gi`,
 /// `3884376Ki`, `1000`.
 pub fn binary(bytes: u64) -> String {
-    const SUFFIXES: [(&str, u32); 6] = [
-        ("Ei", 60),
-        ("Pi", 50),
-        ("Ti", 40),
-        ("Gi", 30),
-        ("Mi", 20),
-        ("Ki", 10),
-    ];
-    if bytes == 0 {
-        return "0".into();
-    }
-    for (s, shift) in SUFFIXES {
-        if bytes.is_multiple_of(1u64 << shift) {
-            return format!("{}{s}", bytes >> shift);
-        }
-    }
-    bytes.to_string()
+    crate::quantity::format_binary(bytes)
 }
 
 /// One condition as kubelet words it.
@@ -440,6 +507,38 @@ pub fn conditions(
         c.last_transition_time = Some(kept.unwrap_or(Time(now)));
     }
     out
+}
+
+/// kubelet's events for the pressure conditions of `after` that are new
+/// or changed since `before`: `NodeHasSufficientMemory` or
+/// `NodeHasInsufficientMemory`, `NodeHasNoDiskPressure` or
+/// `NodeHasDiskPressure`, `NodeHasSufficientPID` or `NodeHasInsufficientPID`
+/// (all `Normal`, worded by [`status_event_message`]). With `before`
+/// empty, as at kubelet's start, every one is new.
+pub fn condition_events(before: &[NodeCondition], after: &[NodeCondition]) -> Vec<&'static str> {
+    after
+        .iter()
+        .filter(|c| {
+            !before
+                .iter()
+                .any(|b| b.type_ == c.type_ && b.status == c.status)
+        })
+        .filter_map(|c| match (c.type_.as_str(), c.status == "True") {
+            ("MemoryPressure", false) => Some("NodeHasSufficientMemory"),
+            ("MemoryPressure", true) => Some("NodeHasInsufficientMemory"),
+            ("DiskPressure", false) => Some("NodeHasNoDiskPressure"),
+            ("DiskPressure", true) => Some("NodeHasDiskPressure"),
+            ("PIDPressure", false) => Some("NodeHasSufficientPID"),
+            ("PIDPressure", true) => Some("NodeHasInsufficientPID"),
+            _ => None,
+        })
+        .collect()
+}
+
+/// kubelet's message of a node status event: `Node <name> status is now:
+/// <reason>`.
+pub fn status_event_message(node: &str, reason: &str) -> String {
+    format!("Node {node} status is now: {reason}")
 }
 
 /// Whether to post `new`: it differs from the last posted status (ignoring
@@ -542,6 +641,8 @@ mod tests {
                 ephemeral_storage_bytes: 0,
                 pods: 0,
             },
+            hugepages: vec![],
+            images: vec![],
             operating_system: "linux".into(),
             architecture: "arm64".into(),
             kernel_version: "6.6.31+rpt-rpi-v8".into(),
@@ -587,6 +688,115 @@ mod tests {
     }
 
     #[test]
+    fn each_huge_page_size_is_a_resource_taken_from_allocatable_memory() {
+        let mut f = facts();
+        f.hugepages = vec![
+            HugePages {
+                page_size_bytes: 2 << 20,
+                total_bytes: 64 << 20,
+            },
+            HugePages {
+                page_size_bytes: 1 << 30,
+                total_bytes: 0,
+            },
+        ];
+        let s = status(&f, None, t(0));
+        let (cap, alloc) = (s.capacity.unwrap(), s.allocatable.unwrap());
+        assert_eq!(q(&cap, "hugepages-2Mi"), "64Mi");
+        assert_eq!(q(&cap, "hugepages-1Gi"), "0");
+        assert_eq!(q(&alloc, "hugepages-2Mi"), "64Mi");
+        assert_eq!(q(&alloc, "hugepages-1Gi"), "0");
+        assert_eq!(q(&cap, "memory"), "3884376Ki");
+        assert_eq!(q(&alloc, "memory"), "3716440Ki");
+    }
+
+    #[test]
+    fn status_images_are_the_largest_first_named_by_digests_then_tags() {
+        let img = |id: &str, size, tags: &[&str], digests: &[&str]| RuntimeImage {
+            id: id.into(),
+            repo_tags: tags.iter().map(|s| s.to_string()).collect(),
+            repo_digests: digests.iter().map(|s| s.to_string()).collect(),
+            size_bytes: size,
+        };
+        let images = [
+            img("sha256:a", 10, &["busybox:1"], &["busybox@sha256:1"]),
+            img(
+                "sha256:b",
+                30,
+                &["big:1", "big:2", "big:3", "big:4"],
+                &["big@sha256:9", "big@sha256:8"],
+            ),
+            img("sha256:c", 10, &[], &["c@sha256:c"]),
+            img("sha256:d", 5, &[], &[]),
+        ];
+        let got = node_images(&images, 50);
+        let names: Vec<_> = got
+            .iter()
+            .map(|i| {
+                (
+                    i.names.clone().unwrap_or_default().join(","),
+                    i.size_bytes.unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                (
+                    "big@sha256:9,big@sha256:8,big:1,big:2,big:3".to_string(),
+                    30
+                ),
+                ("c@sha256:c".to_string(), 10),
+                ("busybox@sha256:1,busybox:1".to_string(), 10),
+                (String::new(), 5),
+            ]
+        );
+        assert_eq!(node_images(&images, 2).len(), 2);
+        assert_eq!(node_images(&images, 0).len(), 0);
+        assert_eq!(node_images(&images, -1).len(), 4);
+        let mut f = facts();
+        assert!(
+            status(&f, None, t(0)).images.is_none(),
+            "no images: omitted"
+        );
+        f.images = node_images(&images, 1);
+        assert_eq!(status(&f, None, t(0)).images.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn pressure_events_name_each_new_or_changed_condition() {
+        let mut f = facts();
+        let first = conditions(&f, &[], t(0));
+        assert_eq!(
+            condition_events(&[], &first),
+            [
+                "NodeHasSufficientMemory",
+                "NodeHasNoDiskPressure",
+                "NodeHasSufficientPID"
+            ]
+        );
+        let again = conditions(&f, &first, t(10));
+        assert!(condition_events(&first, &again).is_empty());
+        f.memory_pressure = true;
+        f.disk_pressure = true;
+        f.pid_pressure = true;
+        f.ready = Readiness::NotReady(vec!["x".into()]);
+        let pressed = conditions(&f, &again, t(20));
+        assert_eq!(
+            condition_events(&again, &pressed),
+            [
+                "NodeHasInsufficientMemory",
+                "NodeHasDiskPressure",
+                "NodeHasInsufficientPID"
+            ]
+        );
+        assert_eq!(
+            status_event_message("pi", "NodeHasDiskPressure"),
+            "Node pi status is now: NodeHasDiskPressure"
+        );
+    }
+
+    #[test]
     fn quantities_use_the_largest_exact_suffix() {
         let table = [
             (0, "0"),
@@ -626,6 +836,10 @@ mod tests {
             10250
         );
         assert!(n.spec.unwrap().taints.is_none());
+        assert_eq!(
+            n.metadata.annotations.unwrap()[ANNOTATION_CONTROLLER_MANAGED_ATTACH_DETACH],
+            "true"
+        );
     }
 
     #[test]

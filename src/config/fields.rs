@@ -27,10 +27,10 @@ use super::values::{
     absolute_path, anonymous_authentication, authorization_mode, board_name, boolean,
     cgroup_driver, cgroup_root, dns_domain, enforce_node_allocatable, eviction_grace_map,
     eviction_map, grace_seconds, hostname_override, ip_address, ip_list, log_files, log_size,
-    node_ips, node_labels, non_negative_duration, non_negative_u32, normalize_node_name,
-    optional_path, parse_runtime_endpoint, percent, pids_limit, port_or_zero, positive_duration,
-    positive_u32, read_only_port, reserved, reserved_cgroup, runtime_endpoint, static_pod_path,
-    taints, verbosity,
+    max_images, node_ips, node_labels, non_negative_duration, non_negative_u32,
+    normalize_node_name, optional_path, parse_runtime_endpoint, percent, pids_limit, port_or_zero,
+    positive_duration, positive_u32, read_only_port, reserved, reserved_cgroup, runtime_endpoint,
+    static_pod_path, taints, verbosity,
 };
 
 /// picolet's default `staticPodPath`. Kubelet's default is empty (no static
@@ -261,6 +261,10 @@ kubelet_config! {
         /// often. Default 5m.
         node_status_report_frequency: Duration = Duration::from_secs(300),
             file("nodeStatusReportFrequency") => positive_duration;
+        /// `nodeStatusMaxImages`: how many images `status.images` lists,
+        /// the largest first; -1: every image. Default 50.
+        node_status_max_images: i32 = 50,
+            file("nodeStatusMaxImages") => max_images;
         /// `rotateCertificates` / `--rotate-certificates`: renew the client
         /// certificate at a jittered 70-90 % of its lifetime through a
         /// CertificateSigningRequest. Default false (kubelet's).
