@@ -239,6 +239,21 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     let (code, _) = curl(&format!("{base}/no-such-path"), &args);
     assert_eq!(code, 404);
 
+    // kubelet's /configz, behind nodes/proxy.
+    let (code, body) = curl(&format!("{base}/configz"), &args);
+    assert_eq!(code, 200, "{body}");
+    let configz: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let kc = &configz["kubeletconfig"];
+    assert_eq!(kc["port"], port, "{body}");
+    assert_eq!(kc["authorization"]["mode"], "Webhook", "{body}");
+    assert_eq!(kc["nodeStatusMaxImages"], 50, "{body}");
+    assert_eq!(kc["healthzPort"], healthz_port, "{body}");
+    let nobody_args = cert_args(&nobody);
+    let nobody_args: Vec<&str> = nobody_args.iter().map(String::as_str).collect();
+    let (code, body) = curl(&format!("{base}/configz"), &nobody_args);
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("subresource=proxy"), "{body}");
+
     // Service-account tokens, by TokenReview: one without RBAC is named in
     // the 403; one granted nodes/metrics reads /metrics, not /pods.
     cp.apply(

@@ -74,6 +74,8 @@ pub(super) struct Field {
     /// field" warning like any other unknown key.
     pub in_file: bool,
     set: fn(&mut KubeletConfig, &Value) -> Result<(), String>,
+    /// The value in effect, as `/configz` shows it (`Null`: left out).
+    pub get: fn(&KubeletConfig) -> Value,
 }
 
 impl Field {
@@ -126,6 +128,7 @@ macro_rules! kubelet_config {
                         cfg.$field = parse(v)?;
                         Ok(())
                     },
+                    get: |cfg| super::configz::ConfigValue::config_value(&cfg.$field),
                 },
             )*
         ];

@@ -392,7 +392,7 @@ pub fn tls_files(cfg: &KubeletConfig, node_name: &str) -> TlsFiles {
 }
 
 /// Starts the node API (unless `port` is 0) and the healthz listener
-/// (unless `healthzPort` is 0) with `router`'s routes; reviews go through
+/// (unless `healthzPort` is 0) with `router`'s routes and `/configz`; reviews go through
 /// `client`. The tasks run while the returned handles live. A listener
 /// that cannot start is logged and left out: the node's pods do not
 /// depend on it.
@@ -450,6 +450,13 @@ pub fn start(
                 _ => {}
             }
             let gate = Rc::new(Gate::new(cfg, node_name, client));
+            // `/configz` is the node API's alone (as kubelet's): the
+            // configuration does not change while the process runs.
+            let configz = Rc::new(cfg.configz());
+            let router = router.get(
+                "/configz",
+                Handler::Json(Rc::new(move || (*configz).clone())),
+            );
             tasks.push(rt::spawn(serve(listener, tls, Rc::new(router), gate)));
         }
         Err(e) => log::error!("node API: {e}"),
