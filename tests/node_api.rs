@@ -239,7 +239,7 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     let (code, _) = curl(&format!("{base}/no-such-path"), &args);
     assert_eq!(code, 404);
 
-    // kubelet's /configz, behind nodes/proxy.
+    // kubelet's /configz (behind nodes/proxy) and its own metric families.
     let (code, body) = curl(&format!("{base}/configz"), &args);
     assert_eq!(code, 200, "{body}");
     let configz: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -253,6 +253,29 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     let (code, body) = curl(&format!("{base}/configz"), &nobody_args);
     assert_eq!(code, 403, "{body}");
     assert!(body.contains("subresource=proxy"), "{body}");
+    let (code, body) = curl(&format!("{base}/metrics"), &args);
+    assert_eq!(code, 200, "{body}");
+    for family in [
+        "kubelet_running_pods",
+        "kubelet_running_containers",
+        "kubelet_pod_start_duration_seconds",
+        "kubelet_pleg_relist_duration_seconds",
+        "kubelet_runtime_operations_total",
+        "kubelet_node_name",
+    ] {
+        assert!(
+            body.contains(&format!("# TYPE {family} ")),
+            "{family} missing:\n{body}"
+        );
+    }
+    assert!(
+        body.contains(&format!("kubelet_node_name{{node=\"{node}\"}} 1\n")),
+        "{body}"
+    );
+    assert!(
+        body.contains("kubelet_runtime_operations_total{operation_type=\"list_containers\"}"),
+        "{body}"
+    );
 
     // Service-account tokens, by TokenReview: one without RBAC is named in
     // the 403; one granted nodes/metrics reads /metrics, not /pods.

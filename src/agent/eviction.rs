@@ -484,6 +484,9 @@ impl<R: RuntimeService> Agent<R> {
                 accessors::full_name(&e.pod)
             );
             self.event(&e.pod, None, true, "Evicted", &message);
+            self.kubelet_metrics
+                .borrow_mut()
+                .evicted(threshold.signal.as_str());
             e.evicted = Some(Evicted {
                 message,
                 grace,
