@@ -222,11 +222,11 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     assert_eq!(code, 403, "{body}");
     assert_eq!(
         body,
-        "Forbidden (user=nobody, verb=get, resource=nodes, subresource=proxy)\n"
+        "Forbidden (user=nobody, verb=get, resource=nodes, subresource(s)=[pods proxy])\n"
     );
     let (code, body) = curl(&format!("{base}/stats/summary"), &args);
     assert_eq!(code, 403, "{body}");
-    assert!(body.contains("subresource=stats"), "{body}");
+    assert!(body.contains("subresource(s)=[stats]"), "{body}");
 
     // The cluster admin's certificate (system:masters): allowed.
     let admin = cp.pki().admin();
@@ -239,7 +239,8 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     let (code, _) = curl(&format!("{base}/no-such-path"), &args);
     assert_eq!(code, 404);
 
-    // kubelet's /configz (behind nodes/proxy) and its own metric families.
+    // kubelet's /configz (nodes/configz or nodes/proxy) and its own metric
+    // families.
     let (code, body) = curl(&format!("{base}/configz"), &args);
     assert_eq!(code, 200, "{body}");
     let configz: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -252,7 +253,7 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     let nobody_args: Vec<&str> = nobody_args.iter().map(String::as_str).collect();
     let (code, body) = curl(&format!("{base}/configz"), &nobody_args);
     assert_eq!(code, 403, "{body}");
-    assert!(body.contains("subresource=proxy"), "{body}");
+    assert!(body.contains("subresource(s)=[configz proxy]"), "{body}");
     let (code, body) = curl(&format!("{base}/metrics"), &args);
     assert_eq!(code, 200, "{body}");
     for family in [
@@ -278,12 +279,13 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     );
 
     // Service-account tokens, by TokenReview: one without RBAC is named in
-    // the 403; one granted nodes/metrics reads /metrics, not /pods.
+    // the 403; one granted nodes/metrics and nodes/configz reads /metrics and
+    // /configz (fine-grained authorization), not /pods.
     cp.apply(
         "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: scraper, namespace: default}\n\
          ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n\
          metadata: {name: node-metrics-reader}\n\
-         rules:\n- apiGroups: [\"\"]\n  resources: [nodes/metrics]\n  verbs: [get]\n\
+         rules:\n- apiGroups: [\"\"]\n  resources: [nodes/metrics, nodes/configz]\n  verbs: [get]\n\
          ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n\
          metadata: {name: scraper-node-metrics}\n\
          roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: node-metrics-reader}\n\
@@ -296,10 +298,12 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     assert_eq!(code, 403, "{body}");
     assert_eq!(
         body,
-        "Forbidden (user=system:serviceaccount:default:default, verb=get, resource=nodes, subresource=proxy)\n"
+        "Forbidden (user=system:serviceaccount:default:default, verb=get, resource=nodes, subresource(s)=[pods proxy])\n"
     );
     let h = bearer(&token("scraper"));
     let (code, body) = curl(&format!("{base}/metrics"), &["--cacert", &cacert, "-H", &h]);
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = curl(&format!("{base}/configz"), &["--cacert", &cacert, "-H", &h]);
     assert_eq!(code, 200, "{body}");
     let (code, body) = curl(&format!("{base}/pods"), &["--cacert", &cacert, "-H", &h]);
     assert_eq!(code, 403, "{body}");

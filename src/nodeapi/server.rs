@@ -11,7 +11,8 @@
 //!    token's (TokenReview, cached `authentication.webhook.cacheTTL`),
 //!    else 401 `Unauthorized`;
 //! 2. may they: `AlwaysAllow`, or a SubjectAccessReview for
-//!    `nodes/<subresource>` (cached: allowed `cacheAuthorizedTTL`, denied
+//!    `nodes/<subresource>`, the fine-grained one first where there is
+//!    one (`pods`, `healthz`, `configz`), then the coarse one (cached: allowed `cacheAuthorizedTTL`, denied
 //!    `cacheUnauthorizedTTL`), else 403 with kubelet's text.
 //!
 //! With the API server unreachable, reviews fail (never cached): a token
@@ -194,15 +195,22 @@ impl Gate {
             }
         };
         let upgrade = head.headers.contains_key(header::UPGRADE);
-        let attrs = authz::attributes(&head.method, head.uri.path(), upgrade);
-        if !self.allowed(user, &attrs).await {
+        let tried = authz::attributes_to_try(&head.method, head.uri.path(), upgrade);
+        let mut allowed = false;
+        for attrs in &tried {
+            if self.allowed(user, attrs).await {
+                allowed = true;
+                break;
+            }
+        }
+        if !allowed {
             log::debug!(
                 "node API: {} {} refused to {}",
                 head.method,
                 head.uri.path(),
                 user.name
             );
-            let mut r = Response::new(Reply::Whole(authz::forbidden_text(user, &attrs).into()));
+            let mut r = Response::new(Reply::Whole(authz::forbidden_text(user, &tried).into()));
             *r.status_mut() = StatusCode::FORBIDDEN;
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
