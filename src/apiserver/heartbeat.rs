@@ -35,7 +35,9 @@ use k8s_openapi::jiff::Timestamp;
 use super::event_sync::EventSync;
 use super::events::{reason, EventType};
 use super::lease;
-use super::node::{self, HugePages, NodeFacts, NodeView, Readiness, Resources, RuntimeImage};
+use super::node::{self, HugePages, NodeFacts, NodeView, Readiness, Resources};
+use super::node_events;
+use super::node_images::{node_images, RuntimeImage};
 use super::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
 use super::transport::{Body, Client};
 use crate::config::{EvictionThreshold, KubeletConfig};
@@ -199,7 +201,7 @@ impl Heartbeat {
         } else {
             reason::NODE_NOT_READY
         };
-        let message = node::status_event_message(&self.cfg.node_name, reason);
+        let message = node_events::status_event_message(&self.cfg.node_name, reason);
         self.node_event(EventType::Normal, reason, &message);
     }
 
@@ -230,7 +232,7 @@ impl Heartbeat {
                         .collect();
                     *self.images.borrow_mut() = (
                         Some(Instant::now()),
-                        node::node_images(&listed, self.cfg.max_images),
+                        node_images(&listed, self.cfg.max_images),
                     );
                 }
                 Err(e) => log::debug!("node status: listing images: {e}"),
@@ -464,8 +466,8 @@ impl Heartbeat {
             let facts = self.facts().await;
             let status = node::status(&facts, last_posted.as_ref(), wall_clock());
             let conditions = status.conditions.clone().unwrap_or_default();
-            for reason in node::condition_events(&event_conditions, &conditions) {
-                let message = node::status_event_message(&self.cfg.node_name, reason);
+            for reason in node_events::condition_events(&event_conditions, &conditions) {
+                let message = node_events::status_event_message(&self.cfg.node_name, reason);
                 self.node_event(EventType::Normal, reason, &message);
             }
             event_conditions = conditions;

@@ -40,8 +40,6 @@ pub const LABEL_ARCH_BETA: &str = "beta.kubernetes.io/arch";
 /// attach and detach its volumes (kubelet sets it to `"true"` by default).
 pub const ANNOTATION_CONTROLLER_MANAGED_ATTACH_DETACH: &str =
     "volumes.kubernetes.io/controller-managed-attach-detach";
-/// kubelet's `MaxNamesPerImageInNodeStatus`.
-pub const MAX_NAMES_PER_IMAGE: usize = 5;
 
 /// Amounts of the resources a node reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,47 +56,6 @@ pub struct Resources {
 pub struct HugePages {
     pub page_size_bytes: u64,
     pub total_bytes: u64,
-}
-
-/// An image in the runtime, as the Node's `status.images` is made from.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RuntimeImage {
-    pub id: String,
-    pub repo_tags: Vec<String>,
-    pub repo_digests: Vec<String>,
-    pub size_bytes: u64,
-}
-
-/// kubelet's `status.images`: the largest images first (equal sizes by
-/// ID, descending), at most `max` of them (`nodeStatusMaxImages`; -1: all),
-/// each named by its repo digests then its repo tags, at most
-/// [`MAX_NAMES_PER_IMAGE`] names.
-pub fn node_images(images: &[RuntimeImage], max: i32) -> Vec<ContainerImage> {
-    let mut sorted: Vec<&RuntimeImage> = images.iter().collect();
-    sorted.sort_by(|a, b| {
-        b.size_bytes
-            .cmp(&a.size_bytes)
-            .then_with(|| b.id.cmp(&a.id))
-    });
-    if let Ok(max) = usize::try_from(max) {
-        sorted.truncate(max);
-    }
-    sorted
-        .into_iter()
-        .map(|i| {
-            let names: Vec<String> = i
-                .repo_digests
-                .iter()
-                .chain(&i.repo_tags)
-                .take(MAX_NAMES_PER_IMAGE)
-                .cloned()
-                .collect();
-            ContainerImage {
-                names: Some(names).filter(|n| !n.is_empty()),
-                size_bytes: Some(i.size_bytes.min(i64::MAX as u64) as i64),
-            }
-        })
-        .collect()
 }
 
 /// The Ready condition's input.
@@ -260,7 +217,7 @@ pub struct NodeFacts {
     /// `hugepages-<size>` capacity (0 where none is preallocated), taken
     /// from allocatable memory as kubelet does.
     pub hugepages: Vec<HugePages>,
-    /// `status.images`, made by [`node_images`].
+    /// `status.images`, made by [`super::node_images::node_images`].
     pub images: Vec<ContainerImage>,
     /// Go's names: `linux`, `arm64`.
     pub operating_system: String,
@@ -509,38 +466,6 @@ pub fn conditions(
     out
 }
 
-/// kubelet's events for the pressure conditions of `after` that are new
-/// or changed since `before`: `NodeHasSufficientMemory` or
-/// `NodeHasInsufficientMemory`, `NodeHasNoDiskPressure` or
-/// `NodeHasDiskPressure`, `NodeHasSufficientPID` or `NodeHasInsufficientPID`
-/// (all `Normal`, worded by [`status_event_message`]). With `before`
-/// empty, as at kubelet's start, every one is new.
-pub fn condition_events(before: &[NodeCondition], after: &[NodeCondition]) -> Vec<&'static str> {
-    after
-        .iter()
-        .filter(|c| {
-            !before
-                .iter()
-                .any(|b| b.type_ == c.type_ && b.status == c.status)
-        })
-        .filter_map(|c| match (c.type_.as_str(), c.status == "True") {
-            ("MemoryPressure", false) => Some("NodeHasSufficientMemory"),
-            ("MemoryPressure", true) => Some("NodeHasInsufficientMemory"),
-            ("DiskPressure", false) => Some("NodeHasNoDiskPressure"),
-            ("DiskPressure", true) => Some("NodeHasDiskPressure"),
-            ("PIDPressure", false) => Some("NodeHasSufficientPID"),
-            ("PIDPressure", true) => Some("NodeHasInsufficientPID"),
-            _ => None,
-        })
-        .collect()
-}
-
-/// kubelet's message of a node status event: `Node <name> status is now:
-/// <reason>`.
-pub fn status_event_message(node: &str, reason: &str) -> String {
-    format!("Node {node} status is now: {reason}")
-}
-
 /// Whether to post `new`: it differs from the last posted status (ignoring
 /// heartbeat times), or `nodeStatusReportFrequency` passed since then.
 pub fn should_post(
@@ -621,10 +546,10 @@ pub fn validate_node_labels(labels: &BTreeMap<String, String>) -> Result<(), Nod
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn facts() -> NodeFacts {
+    pub(crate) fn facts() -> NodeFacts {
         NodeFacts {
             name: "pi".into(),
             hostname: "Pi".into(),
@@ -662,7 +587,7 @@ mod tests {
         }
     }
 
-    fn t(secs: i64) -> Timestamp {
+    pub(crate) fn t(secs: i64) -> Timestamp {
         Timestamp::from_second(1_700_000_000 + secs).unwrap()
     }
 
@@ -711,89 +636,14 @@ mod tests {
     }
 
     #[test]
-    fn status_images_are_the_largest_first_named_by_digests_then_tags() {
-        let img = |id: &str, size, tags: &[&str], digests: &[&str]| RuntimeImage {
-            id: id.into(),
-            repo_tags: tags.iter().map(|s| s.to_string()).collect(),
-            repo_digests: digests.iter().map(|s| s.to_string()).collect(),
-            size_bytes: size,
-        };
-        let images = [
-            img("sha256:a", 10, &["busybox:1"], &["busybox@sha256:1"]),
-            img(
-                "sha256:b",
-                30,
-                &["big:1", "big:2", "big:3", "big:4"],
-                &["big@sha256:9", "big@sha256:8"],
-            ),
-            img("sha256:c", 10, &[], &["c@sha256:c"]),
-            img("sha256:d", 5, &[], &[]),
-        ];
-        let got = node_images(&images, 50);
-        let names: Vec<_> = got
-            .iter()
-            .map(|i| {
-                (
-                    i.names.clone().unwrap_or_default().join(","),
-                    i.size_bytes.unwrap(),
-                )
-            })
-            .collect();
-        assert_eq!(
-            names,
-            [
-                (
-                    "big@sha256:9,big@sha256:8,big:1,big:2,big:3".to_string(),
-                    30
-                ),
-                ("c@sha256:c".to_string(), 10),
-                ("busybox@sha256:1,busybox:1".to_string(), 10),
-                (String::new(), 5),
-            ]
-        );
-        assert_eq!(node_images(&images, 2).len(), 2);
-        assert_eq!(node_images(&images, 0).len(), 0);
-        assert_eq!(node_images(&images, -1).len(), 4);
+    fn status_images_are_omitted_when_there_are_none() {
         let mut f = facts();
-        assert!(
-            status(&f, None, t(0)).images.is_none(),
-            "no images: omitted"
-        );
-        f.images = node_images(&images, 1);
+        assert!(status(&f, None, t(0)).images.is_none());
+        f.images = vec![ContainerImage {
+            names: Some(vec!["busybox:1".into()]),
+            size_bytes: Some(1),
+        }];
         assert_eq!(status(&f, None, t(0)).images.unwrap().len(), 1);
-    }
-
-    #[test]
-    fn pressure_events_name_each_new_or_changed_condition() {
-        let mut f = facts();
-        let first = conditions(&f, &[], t(0));
-        assert_eq!(
-            condition_events(&[], &first),
-            [
-                "NodeHasSufficientMemory",
-                "NodeHasNoDiskPressure",
-                "NodeHasSufficientPID"
-            ]
-        );
-        let again = conditions(&f, &first, t(10));
-        assert!(condition_events(&first, &again).is_empty());
-        f.memory_pressure = true;
-        f.disk_pressure = true;
-        f.pid_pressure = true;
-        f.ready = Readiness::NotReady(vec!["x".into()]);
-        let pressed = conditions(&f, &again, t(20));
-        assert_eq!(
-            condition_events(&again, &pressed),
-            [
-                "NodeHasInsufficientMemory",
-                "NodeHasDiskPressure",
-                "NodeHasInsufficientPID"
-            ]
-        );
-        assert_eq!(
-            status_event_message("pi", "NodeHasDiskPressure"),
-            "Node pi status is now: NodeHasDiskPressure"
-        );
     }
 
     #[test]
