@@ -65,7 +65,8 @@ fn placeholder_ca(dir: &Path) -> std::path::PathBuf {
 /// events with kubelet's reasons, messages, source and involvedObject,
 /// `status.images` from the runtime (largest first), the attach/detach
 /// annotation, a `hugepages-<size>` resource per page size of the host,
-/// `systemUUID`, and `containerRuntimeVersion` from CRI `Version`.
+/// `systemUUID`, `containerRuntimeVersion` from CRI `Version`, and the
+/// node's CSINode.
 fn node_object_and_events_as_kubelet_writes_them(cp: &ControlPlane, c: &Containerd, node: &str) {
     let n = wait_until("the Node's status.images", LONG, || {
         let n = cp.get_json(&["node", node])?;
@@ -115,6 +116,26 @@ fn node_object_and_events_as_kubelet_writes_them(cp: &ControlPlane, c: &Containe
     assert!(
         version.starts_with(&prefix) && version.len() > prefix.len(),
         "{version}"
+    );
+
+    // The node's CSINode, owned by its Node, as kubelet creates it.
+    let uid = n["metadata"]["uid"].as_str().unwrap().to_string();
+    let csinode = wait_until("the node's CSINode", LONG, || {
+        cp.get_json(&["csinode", node])
+    });
+    assert_eq!(
+        csinode["metadata"]["ownerReferences"][0]["uid"], uid,
+        "{csinode}"
+    );
+    assert_eq!(
+        csinode["metadata"]["ownerReferences"][0]["kind"], "Node",
+        "{csinode}"
+    );
+    assert!(
+        csinode["metadata"]["annotations"]["storage.alpha.kubernetes.io/migrated-plugins"]
+            .as_str()
+            .is_some_and(|p| p.contains("kubernetes.io/gce-pd")),
+        "{csinode}"
     );
 
     let wanted = [

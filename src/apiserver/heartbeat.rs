@@ -14,6 +14,9 @@
 //!   (`NodeHasSufficientMemory`, ...) at start and when one flips,
 //!   `NodeAllocatableEnforced` once the agent limited `kubepods`, and
 //!   `NodeReady`/`NodeNotReady` when Ready flips.
+//! - CSINode: created once the Node exists (owned by it, no drivers, the
+//!   migrated-plugins annotation), or its annotation reconciled; retried
+//!   with the status until it works.
 //! - Lease: `kube-node-lease/<node>` renewed every quarter of
 //!   `nodeLeaseDurationSeconds`, retried sooner after a failure.
 //!
@@ -36,6 +39,7 @@ use super::event_sync::EventSync;
 use super::events::{reason, EventType};
 use super::lease;
 use super::node::{self, HugePages, NodeFacts, NodeView, Readiness, Resources};
+use super::node_csi;
 use super::node_events;
 use super::node_images::{node_images, RuntimeImage};
 use super::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
@@ -462,7 +466,23 @@ impl Heartbeat {
         // as kubelet's.
         let mut event_conditions = Vec::new();
         let mut allocatable_recorded = false;
+        let mut csinode_done = false;
+        let mut csinode_logged: Option<String> = None;
         loop {
+            if !csinode_done {
+                let uid = self.node_uid.borrow().clone();
+                match self
+                    .ensure_csinode(uid.as_deref().unwrap_or_default())
+                    .await
+                {
+                    Ok(()) => csinode_done = true,
+                    Err(e) if csinode_logged.as_deref() != Some(e.as_str()) => {
+                        log::warn!("the node's CSINode: {e}; will retry");
+                        csinode_logged = Some(e);
+                    }
+                    Err(_) => {}
+                }
+            }
             let facts = self.facts().await;
             let status = node::status(&facts, last_posted.as_ref(), wall_clock());
             let conditions = status.conditions.clone().unwrap_or_default();
@@ -522,6 +542,43 @@ impl Heartbeat {
                 }
             }
             rt::sleep(self.cfg.update_frequency).await;
+        }
+    }
+
+    /// Creates this node's CSINode, or brings its annotation to
+    /// kubelet's.
+    async fn ensure_csinode(&self, node_uid: &str) -> Result<(), String> {
+        let name = &self.cfg.node_name;
+        let path = node_csi::path(name);
+        let (code, body) = self.send(Method::GET, &path, None).await?;
+        let reply = |code: StatusCode, body: &[u8]| match code {
+            c if c.is_success() || c == StatusCode::CONFLICT => Ok(()),
+            c => Err(ApiError::from_reply(c.as_u16(), body).to_string()),
+        };
+        match code {
+            StatusCode::NOT_FOUND => {
+                let bytes = serde_json::to_vec(&node_csi::csinode(name, node_uid))
+                    .map_err(|e| e.to_string())?;
+                let (code, body) = self
+                    .send(Method::POST, node_csi::COLLECTION, Some((bytes, JSON)))
+                    .await?;
+                reply(code, &body)
+            }
+            StatusCode::OK => {
+                let existing: serde_json::Value = decode_json(&body, "the CSINode")?;
+                let Some(patch) = node_csi::annotation_patch(&existing) else {
+                    return Ok(());
+                };
+                let (code, body) = self
+                    .send(
+                        Method::PATCH,
+                        &path,
+                        Some((patch.to_string().into_bytes(), MERGE_PATCH)),
+                    )
+                    .await?;
+                reply(code, &body)
+            }
+            c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
         }
     }
 
