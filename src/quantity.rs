@@ -231,6 +231,28 @@ fn parse_exponent(suffix: &str) -> Option<i64> {
     e.parse().ok()
 }
 
+/// Bytes as a binary-SI quantity with the largest exact suffix, as
+/// apimachinery prints a `BinarySI` amount: `4Gi`, `3884376Ki`, `1000`, `0`.
+pub fn format_binary(bytes: u64) -> String {
+    const SUFFIXES: [(&str, u32); 6] = [
+        ("Ei", 60),
+        ("Pi", 50),
+        ("Ti", 40),
+        ("Gi", 30),
+        ("Mi", 20),
+        ("Ki", 10),
+    ];
+    if bytes == 0 {
+        return "0".into();
+    }
+    for (s, shift) in SUFFIXES {
+        if bytes.is_multiple_of(1u64 << shift) {
+            return format!("{}{s}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -61,6 +61,120 @@ fn placeholder_ca(dir: &Path) -> std::path::PathBuf {
     cert
 }
 
+/// The Node and its events as kubelet writes them (issue #27): the node
+/// events with kubelet's reasons, messages, source and involvedObject,
+/// `status.images` from the runtime (largest first), the attach/detach
+/// annotation, a `hugepages-<size>` resource per page size of the host,
+/// `systemUUID`, `containerRuntimeVersion` from CRI `Version`, and the
+/// node's CSINode.
+fn node_object_and_events_as_kubelet_writes_them(cp: &ControlPlane, c: &Containerd, node: &str) {
+    let n = wait_until("the Node's status.images", LONG, || {
+        let n = cp.get_json(&["node", node])?;
+        n["status"]["images"].as_array().filter(|i| !i.is_empty())?;
+        Some(n)
+    });
+    assert_eq!(
+        n["metadata"]["annotations"]["volumes.kubernetes.io/controller-managed-attach-detach"],
+        "true",
+        "{n}"
+    );
+    let images = n["status"]["images"].as_array().unwrap();
+    let sizes: Vec<i64> = images
+        .iter()
+        .map(|i| i["sizeBytes"].as_i64().unwrap())
+        .collect();
+    assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{sizes:?}");
+    assert!(
+        images.iter().any(|i| i["names"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|n| n.as_str().unwrap().contains("busybox")))),
+        "{images:?}"
+    );
+    let status = &n["status"];
+    for dir in fs::read_dir("/sys/kernel/mm/hugepages")
+        .into_iter()
+        .flatten()
+    {
+        let name = dir.unwrap().file_name().into_string().unwrap();
+        let kb: u64 = name
+            .trim_start_matches("hugepages-")
+            .trim_end_matches("kB")
+            .parse()
+            .unwrap();
+        let key = if kb >= 1 << 20 {
+            format!("hugepages-{}Gi", kb >> 20)
+        } else {
+            format!("hugepages-{}Mi", kb >> 10)
+        };
+        assert!(status["capacity"][&key].is_string(), "{key}: {status}");
+        assert!(status["allocatable"][&key].is_string(), "{key}: {status}");
+    }
+    let info = &status["nodeInfo"];
+    assert!(!info["systemUUID"].as_str().unwrap().is_empty(), "{info}");
+    let version = info["containerRuntimeVersion"].as_str().unwrap();
+    let prefix = format!("{}://", c.kind().runtime_name());
+    assert!(
+        version.starts_with(&prefix) && version.len() > prefix.len(),
+        "{version}"
+    );
+
+    // The node's CSINode, owned by its Node, as kubelet creates it.
+    let uid = n["metadata"]["uid"].as_str().unwrap().to_string();
+    let csinode = wait_until("the node's CSINode", LONG, || {
+        cp.get_json(&["csinode", node])
+    });
+    assert_eq!(
+        csinode["metadata"]["ownerReferences"][0]["uid"], uid,
+        "{csinode}"
+    );
+    assert_eq!(
+        csinode["metadata"]["ownerReferences"][0]["kind"], "Node",
+        "{csinode}"
+    );
+    assert!(
+        csinode["metadata"]["annotations"]["storage.alpha.kubernetes.io/migrated-plugins"]
+            .as_str()
+            .is_some_and(|p| p.contains("kubernetes.io/gce-pd")),
+        "{csinode}"
+    );
+
+    let wanted = [
+        "Starting",
+        "NodeHasSufficientMemory",
+        "NodeHasNoDiskPressure",
+        "NodeHasSufficientPID",
+        "NodeAllocatableEnforced",
+        "NodeReady",
+    ];
+    let selector = format!("involvedObject.kind=Node,involvedObject.name={node}");
+    let mut last = serde_json::Value::Null;
+    let events = harness::poll_until(LONG, || {
+        let list = cp.get_json(&["events", "-n", "default", "--field-selector", &selector])?;
+        let items = list["items"].as_array()?.clone();
+        last = list;
+        wanted
+            .iter()
+            .all(|w| items.iter().any(|e| e["reason"] == *w))
+            .then_some(items)
+    })
+    .unwrap_or_else(|| panic!("node events missing; the last list:\n{last:#}"));
+    for e in &events {
+        let reason = e["reason"].as_str().unwrap();
+        assert_eq!(e["type"], "Normal", "{e}");
+        assert_eq!(e["involvedObject"]["uid"], node, "{e}");
+        assert_eq!(e["source"]["component"], "kubelet", "{e}");
+        assert_eq!(e["source"]["host"], node, "{e}");
+        let message = e["message"].as_str().unwrap();
+        match reason {
+            "Starting" => assert_eq!(message, "Starting kubelet."),
+            "NodeAllocatableEnforced" => {
+                assert_eq!(message, "Updated Node Allocatable limit across pods")
+            }
+            r => assert_eq!(message, format!("Node {node} status is now: {r}")),
+        }
+    }
+}
+
 #[test]
 fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_users() {
     let dir = tempfile::tempdir().unwrap();
@@ -98,6 +212,7 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     });
     let serving = p.root_dir().join("pki/kubelet.crt");
     assert!(serving.is_file(), "{}", p.log());
+    node_object_and_events_as_kubelet_writes_them(&cp, &c, &node);
     let base = format!("https://{ip}:{port}");
     let cacert = serving.display().to_string();
 
@@ -128,11 +243,11 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     assert_eq!(code, 403, "{body}");
     assert_eq!(
         body,
-        "Forbidden (user=nobody, verb=get, resource=nodes, subresource=proxy)\n"
+        "Forbidden (user=nobody, verb=get, resource=nodes, subresource(s)=[pods proxy])\n"
     );
     let (code, body) = curl(&format!("{base}/stats/summary"), &args);
     assert_eq!(code, 403, "{body}");
-    assert!(body.contains("subresource=stats"), "{body}");
+    assert!(body.contains("subresource(s)=[stats]"), "{body}");
 
     // The cluster admin's certificate (system:masters): allowed.
     let admin = cp.pki().admin();
@@ -145,13 +260,53 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     let (code, _) = curl(&format!("{base}/no-such-path"), &args);
     assert_eq!(code, 404);
 
+    // kubelet's /configz (nodes/configz or nodes/proxy) and its own metric
+    // families.
+    let (code, body) = curl(&format!("{base}/configz"), &args);
+    assert_eq!(code, 200, "{body}");
+    let configz: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let kc = &configz["kubeletconfig"];
+    assert_eq!(kc["port"], port, "{body}");
+    assert_eq!(kc["authorization"]["mode"], "Webhook", "{body}");
+    assert_eq!(kc["nodeStatusMaxImages"], 50, "{body}");
+    assert_eq!(kc["healthzPort"], healthz_port, "{body}");
+    let nobody_args = cert_args(&nobody);
+    let nobody_args: Vec<&str> = nobody_args.iter().map(String::as_str).collect();
+    let (code, body) = curl(&format!("{base}/configz"), &nobody_args);
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("subresource(s)=[configz proxy]"), "{body}");
+    let (code, body) = curl(&format!("{base}/metrics"), &args);
+    assert_eq!(code, 200, "{body}");
+    for family in [
+        "kubelet_running_pods",
+        "kubelet_running_containers",
+        "kubelet_pod_start_duration_seconds",
+        "kubelet_pleg_relist_duration_seconds",
+        "kubelet_runtime_operations_total",
+        "kubelet_node_name",
+    ] {
+        assert!(
+            body.contains(&format!("# TYPE {family} ")),
+            "{family} missing:\n{body}"
+        );
+    }
+    assert!(
+        body.contains(&format!("kubelet_node_name{{node=\"{node}\"}} 1\n")),
+        "{body}"
+    );
+    assert!(
+        body.contains("kubelet_runtime_operations_total{operation_type=\"list_containers\"}"),
+        "{body}"
+    );
+
     // Service-account tokens, by TokenReview: one without RBAC is named in
-    // the 403; one granted nodes/metrics reads /metrics, not /pods.
+    // the 403; one granted nodes/metrics and nodes/configz reads /metrics and
+    // /configz (fine-grained authorization), not /pods.
     cp.apply(
         "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: scraper, namespace: default}\n\
          ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n\
          metadata: {name: node-metrics-reader}\n\
-         rules:\n- apiGroups: [\"\"]\n  resources: [nodes/metrics]\n  verbs: [get]\n\
+         rules:\n- apiGroups: [\"\"]\n  resources: [nodes/metrics, nodes/configz]\n  verbs: [get]\n\
          ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n\
          metadata: {name: scraper-node-metrics}\n\
          roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: node-metrics-reader}\n\
@@ -164,10 +319,12 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     assert_eq!(code, 403, "{body}");
     assert_eq!(
         body,
-        "Forbidden (user=system:serviceaccount:default:default, verb=get, resource=nodes, subresource=proxy)\n"
+        "Forbidden (user=system:serviceaccount:default:default, verb=get, resource=nodes, subresource(s)=[pods proxy])\n"
     );
     let h = bearer(&token("scraper"));
     let (code, body) = curl(&format!("{base}/metrics"), &["--cacert", &cacert, "-H", &h]);
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = curl(&format!("{base}/configz"), &["--cacert", &cacert, "-H", &h]);
     assert_eq!(code, 200, "{body}");
     let (code, body) = curl(&format!("{base}/pods"), &["--cacert", &cacert, "-H", &h]);
     assert_eq!(code, 403, "{body}");

@@ -283,7 +283,7 @@ fn kubectl_exec_and_port_forward_reach_a_pod_through_the_node_api() {
         .expect("running curl");
     assert_eq!(
         text(&out.stdout),
-        "Forbidden (user=nobody, verb=create, resource=nodes, subresource=proxy)\n",
+        "Forbidden (user=nobody, verb=create, resource=nodes, subresource(s)=[proxy])\n",
         "{out:?}"
     );
 

@@ -83,6 +83,9 @@ pub(super) struct EvictionState {
     notified_passes: std::cell::Cell<u64>,
     /// The last pass found imagefs on its own filesystem (disk ranking).
     pub(super) separate_imagefs: std::cell::Cell<bool>,
+    /// Node allocatable was written into `kubepods` (the Node's
+    /// `NodeAllocatableEnforced` event).
+    allocatable_enforced: std::rc::Rc<std::cell::Cell<bool>>,
 }
 
 impl EvictionState {
@@ -117,6 +120,7 @@ impl EvictionState {
             qos_shares: std::cell::Cell::new(None),
             notified_passes: std::cell::Cell::new(0),
             separate_imagefs: std::cell::Cell::new(false),
+            allocatable_enforced: Default::default(),
         }
     }
 }
@@ -130,6 +134,11 @@ impl<R: RuntimeService> Agent<R> {
     /// The node's pressure conditions, kept current by the eviction task.
     pub fn pressure(&self) -> PressureCell {
         self.eviction.pressure.clone()
+    }
+
+    /// True once node allocatable is on the `kubepods` cgroup.
+    pub fn allocatable_enforced(&self) -> std::rc::Rc<std::cell::Cell<bool>> {
+        self.eviction.allocatable_enforced.clone()
     }
 
     pub(super) async fn eviction_loop(self: Rc<Self>) {
@@ -475,6 +484,9 @@ impl<R: RuntimeService> Agent<R> {
                 accessors::full_name(&e.pod)
             );
             self.event(&e.pod, None, true, "Evicted", &message);
+            self.kubelet_metrics
+                .borrow_mut()
+                .evicted(threshold.signal.as_str());
             e.evicted = Some(Evicted {
                 message,
                 grace,
@@ -526,12 +538,15 @@ impl<R: RuntimeService> Agent<R> {
             "not enforcing node allocatable (enforceNodeAllocatable has no \"pods\"); capacity"
         };
         match cg.enforce_node_allocatable(limits) {
-            Ok(()) => log::info!(
-                "{what} on kubepods: memory {} bytes, cpu shares {}, pids {:?}",
-                limits.memory_bytes,
-                limits.cpu_shares,
-                limits.pids
-            ),
+            Ok(()) => {
+                log::info!(
+                    "{what} on kubepods: memory {} bytes, cpu shares {}, pids {:?}",
+                    limits.memory_bytes,
+                    limits.cpu_shares,
+                    limits.pids
+                );
+                self.eviction.allocatable_enforced.set(true);
+            }
             Err(e) => log::warn!("node allocatable on kubepods: {e}"),
         }
     }

@@ -195,6 +195,10 @@ struct PodEntry {
     /// (`pleg::nothing_yet`).
     fresh: bool,
     first_seen_unix: i64,
+    /// When this run first saw the pod (Unix ns), and whether its start
+    /// was measured (`kubelet_pod_start_duration_seconds`).
+    seen_unix_nanos: i64,
+    start_measured: bool,
     /// Sandbox IPs by sandbox ID (a sandbox's IP never changes).
     sandbox_ips: HashMap<String, (String, Vec<String>)>,
     containers: Containers,
@@ -293,6 +297,9 @@ pub struct Agent<R: RuntimeService = Runtime> {
     /// `pleg::nothing_yet`.
     last_forgotten: std::cell::Cell<Option<std::time::Instant>>,
     probe_metrics: RefCell<ProbeMetrics>,
+    /// kubelet's own `/metrics` families recorded as things happen (pod
+    /// starts, relists, evictions).
+    kubelet_metrics: RefCell<crate::node::kubelet_metrics::KubeletMetrics>,
     /// More of `/metrics` from elsewhere (the API server link's), appended
     /// to what the agent renders.
     more_metrics: RefCell<Option<MoreMetrics>>,
@@ -378,6 +385,7 @@ impl<R: RuntimeService> Agent<R> {
             relist: RefCell::new(observe::Relist::default()),
             last_forgotten: std::cell::Cell::new(None),
             probe_metrics: RefCell::new(ProbeMetrics::default()),
+            kubelet_metrics: RefCell::new(Default::default()),
             more_metrics: RefCell::new(None),
             status_sink: RefCell::new(None),
             event_sink: RefCell::new(None),

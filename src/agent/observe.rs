@@ -388,6 +388,10 @@ impl<R: RuntimeService> Agent<R> {
             }
         };
         let (snap, mut rl) = relist_of(&sandboxes, &containers);
+        self.kubelet_metrics
+            .borrow_mut()
+            .pleg_relist
+            .observe(began.elapsed().as_secs_f64());
         rl.began = Some(began);
         *self.relist.borrow_mut() = rl;
         Ok(snap)

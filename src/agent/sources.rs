@@ -319,6 +319,8 @@ impl<R: RuntimeService> Agent<R> {
             observed_at: None,
             fresh: true,
             first_seen_unix: now_unix_nanos() / 1_000_000_000,
+            seen_unix_nanos: now_unix_nanos(),
+            start_measured: false,
             sandbox_ips: HashMap::new(),
             containers: Default::default(),
             warned: false,

@@ -220,9 +220,39 @@ impl<R: RuntimeService> Agent<R> {
             "picolet_executor_longest_poll_seconds {:.6}\n",
             longest.as_secs_f64()
         ));
+        self.render_kubelet_metrics(&mut out);
         if let Some(more) = self.more_metrics.borrow().as_ref() {
             more(&mut out);
         }
         out
+    }
+
+    /// kubelet's families: what was recorded, and the last relist's
+    /// sandboxes and containers counted now.
+    fn render_kubelet_metrics(&self, out: &mut String) {
+        use crate::node::kubelet_metrics::{render, Scrape};
+        use crate::pleg::State;
+        let relist = self.relist.borrow();
+        let mut containers = [0u64; 4];
+        for c in &relist.containers {
+            let i = match c.state {
+                State::Created => 0,
+                State::Running => 1,
+                State::Exited => 2,
+                State::Unknown => 3,
+            };
+            containers[i] += 1;
+        }
+        let scrape = Scrape {
+            node_name: &self.cfg.node_name,
+            running_pods: relist.sandboxes.iter().filter(|s| s.ready).count() as u64,
+            containers,
+            runtime_operations: self
+                .runtime
+                .cri()
+                .map(|r| r.operations())
+                .unwrap_or_default(),
+        };
+        render(out, &self.kubelet_metrics.borrow(), &scrape);
     }
 }

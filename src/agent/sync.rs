@@ -504,6 +504,25 @@ impl<R: RuntimeService> Agent<R> {
                     c.waiting = None;
                 }
             }
+            // kubelet's pod start duration: from first seeing the pod to
+            // its first running app container, for pods this run started
+            // (not ones found running).
+            if !e.start_measured {
+                let spec = crate::pod::accessors::spec(&e.pod);
+                let started = observed.containers.iter().find(|c| {
+                    c.state == State::Running && spec.containers.iter().any(|s| s.name == c.name)
+                });
+                if let Some(c) = started {
+                    e.start_measured = true;
+                    if c.created_at >= e.seen_unix_nanos {
+                        let took = now_unix_nanos().saturating_sub(e.seen_unix_nanos);
+                        self.kubelet_metrics
+                            .borrow_mut()
+                            .pod_start
+                            .observe(took as f64 / 1e9);
+                    }
+                }
+            }
             // An adopted pod started when its first sandbox did.
             if let Some(first) = observed
                 .sandboxes

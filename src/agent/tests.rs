@@ -286,6 +286,8 @@ fn a_restarted_agent_adopts_running_containers_without_restarting_them() {
     sync(&first, &pod);
     let before = node.running();
     assert_eq!(before.len(), 2, "{}", first.pod_list());
+    let started = "kubelet_pod_start_duration_seconds_count 1\n";
+    assert!(first.metrics().contains(started), "{}", first.metrics());
     drop(first);
 
     node.runtime.clear_calls();
@@ -309,6 +311,16 @@ fn a_restarted_agent_adopts_running_containers_without_restarting_them() {
         assert!(!calls.contains(&changing), "{changing} in {calls:?}");
     }
     assert_eq!(node.runtime.sandbox_ids().len(), 1);
+    let m = second.metrics();
+    assert!(
+        m.contains("kubelet_pod_start_duration_seconds_count 0\n"),
+        "an adopted pod's start is not measured: {m}"
+    );
+    assert!(m.contains("kubelet_running_pods 1\n"), "{m}");
+    assert!(
+        m.contains("kubelet_running_containers{container_state=\"running\"} 2\n"),
+        "{m}"
+    );
 }
 
 #[test]

@@ -45,6 +45,7 @@ pub mod reason {
     pub const NODE_NOT_READY: &str = "NodeNotReady";
     pub const REBOOTED: &str = "Rebooted";
     pub const STARTING: &str = "Starting";
+    pub const NODE_ALLOCATABLE_ENFORCED: &str = "NodeAllocatableEnforced";
     /// picolet's: a pull failed for a network reason and the image already
     /// on the node runs (issue #8, "Images offline").
     pub const OFFLINE_IMAGE: &str = "PullFailedUsingLocalImage";

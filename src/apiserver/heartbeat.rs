@@ -7,6 +7,16 @@
 //!   changed or every `nodeStatusReportFrequency` ([`node::should_post`]).
 //!   Ready follows the container runtime: a failed CRI `Version` call makes
 //!   the node NotReady with kubelet's "container runtime is down".
+//!   `status.images` comes from the runtime's `ListImages`, asked at most
+//!   every [`IMAGE_LIST_PERIOD`] (kubelet's image cache period); a patch
+//!   carries it only when it changed since the last status posted.
+//! - Events: `Starting` at start, the pressure conditions' events
+//!   (`NodeHasSufficientMemory`, ...) at start and when one flips,
+//!   `NodeAllocatableEnforced` once the agent limited `kubepods`, and
+//!   `NodeReady`/`NodeNotReady` when Ready flips.
+//! - CSINode: created once the Node exists (owned by it, no drivers, the
+//!   migrated-plugins annotation), or its annotation reconciled; retried
+//!   with the status until it works.
 //! - Lease: `kube-node-lease/<node>` renewed every quarter of
 //!   `nodeLeaseDurationSeconds`, retried sooner after a failure.
 //!
@@ -22,13 +32,16 @@ use std::time::{Duration, Instant};
 
 use http::{Method, StatusCode};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeStatus, Taint};
+use k8s_openapi::api::core::v1::{ContainerImage, Node, NodeStatus, Taint};
 use k8s_openapi::jiff::Timestamp;
 
 use super::event_sync::EventSync;
 use super::events::{reason, EventType};
 use super::lease;
-use super::node::{self, NodeFacts, NodeView, Readiness, Resources};
+use super::node::{self, HugePages, NodeFacts, NodeView, Readiness, Resources};
+use super::node_csi;
+use super::node_events;
+use super::node_images::{node_images, RuntimeImage};
 use super::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
 use super::transport::{Body, Client};
 use crate::config::{EvictionThreshold, KubeletConfig};
@@ -42,6 +55,9 @@ const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
 const BODY_LIMIT: usize = 1 << 20;
 /// Registration retries: 100 ms doubling to 7 s, as kubelet's.
 const REGISTER_RETRY_MAX: Duration = Duration::from_secs(7);
+/// How often the runtime's images are listed for `status.images`
+/// (kubelet's image cache is refreshed every 30 s).
+pub const IMAGE_LIST_PERIOD: Duration = Duration::from_secs(30);
 
 /// The kubelet version the node reports: the Kubernetes semantics picolet
 /// follows, with picolet's own version as build metadata.
@@ -63,12 +79,16 @@ pub struct HeartbeatConfig {
     pub report_frequency: Duration,
     pub lease_duration_seconds: i32,
     pub root_dir: std::path::PathBuf,
+    /// `nodeStatusMaxImages` (-1: every image).
+    pub max_images: i32,
     reserved: crate::config::ReservedResources,
     system_reserved: crate::config::ReservedResources,
     hard_memory: Option<EvictionThreshold>,
     hard_nodefs: Option<EvictionThreshold>,
     /// The eviction task's pressure conditions (`None`: always False).
     pressure: Option<crate::node::eviction::PressureCell>,
+    /// Set by the agent once node allocatable is on the `kubepods` cgroup.
+    allocatable_enforced: Option<Rc<std::cell::Cell<bool>>>,
 }
 
 impl HeartbeatConfig {
@@ -85,12 +105,21 @@ impl HeartbeatConfig {
             report_frequency: cfg.node_status_report_frequency,
             lease_duration_seconds: cfg.node_lease_duration_seconds.min(i32::MAX as u32) as i32,
             root_dir: cfg.root_dir.clone(),
+            max_images: cfg.node_status_max_images,
             reserved: cfg.kube_reserved,
             system_reserved: cfg.system_reserved,
             hard_memory: cfg.eviction_hard.get("memory.available").cloned(),
             hard_nodefs: cfg.eviction_hard.get("nodefs.available").cloned(),
             pressure: None,
+            allocatable_enforced: None,
         }
+    }
+
+    /// Records `NodeAllocatableEnforced` once `enforced` is true (the
+    /// agent's, set when it wrote node allocatable into `kubepods`).
+    pub fn with_allocatable_enforced(mut self, enforced: Rc<std::cell::Cell<bool>>) -> Self {
+        self.allocatable_enforced = Some(enforced);
+        self
     }
 
     /// Reports the MemoryPressure, DiskPressure and PIDPressure conditions
@@ -137,6 +166,11 @@ pub struct Heartbeat {
     events: Option<Rc<EventSync>>,
     /// This run created the Node (its first readiness is an event).
     created: std::cell::Cell<bool>,
+    /// `status.images` as last listed, and when.
+    images: RefCell<(Option<Instant>, Vec<ContainerImage>)>,
+    /// The runtime's version as last answered (kept while it is down, as
+    /// kubelet keeps the Node's).
+    runtime_version: RefCell<String>,
 }
 
 impl Heartbeat {
@@ -153,6 +187,8 @@ impl Heartbeat {
             node_uid,
             events: None,
             created: std::cell::Cell::new(false),
+            images: RefCell::new((None, Vec::new())),
+            runtime_version: RefCell::new(String::new()),
         }
     }
 
@@ -169,8 +205,44 @@ impl Heartbeat {
         } else {
             reason::NODE_NOT_READY
         };
-        let message = format!("Node {} status is now: {reason}", self.cfg.node_name);
+        let message = node_events::status_event_message(&self.cfg.node_name, reason);
         self.node_event(EventType::Normal, reason, &message);
+    }
+
+    /// `status.images`: listed again when [`IMAGE_LIST_PERIOD`] passed;
+    /// the last list while the runtime does not answer.
+    async fn images(&self) -> Vec<ContainerImage> {
+        let due = self
+            .images
+            .borrow()
+            .0
+            .is_none_or(|t| t.elapsed() >= IMAGE_LIST_PERIOD);
+        if due {
+            match self
+                .runtime
+                .list_images(api::ListImagesRequest::default())
+                .await
+            {
+                Ok(r) => {
+                    let listed: Vec<RuntimeImage> = r
+                        .images
+                        .into_iter()
+                        .map(|i| RuntimeImage {
+                            id: i.id,
+                            repo_tags: i.repo_tags,
+                            repo_digests: i.repo_digests,
+                            size_bytes: i.size,
+                        })
+                        .collect();
+                    *self.images.borrow_mut() = (
+                        Some(Instant::now()),
+                        node_images(&listed, self.cfg.max_images),
+                    );
+                }
+                Err(e) => log::debug!("node status: listing images: {e}"),
+            }
+        }
+        self.images.borrow().1.clone()
     }
 
     fn node_event(&self, type_: EventType, reason: &str, message: &str) {
@@ -188,15 +260,19 @@ impl Heartbeat {
                 version: "v1".into(),
             })
             .await;
-        let (runtime_version, ready) = match version {
-            Ok(v) => (
-                format!("{}://{}", v.runtime_name, v.runtime_version),
-                Readiness::Ready,
-            ),
-            Err(e) => (
-                String::new(),
-                Readiness::NotReady(vec![format!("container runtime is down: {e}")]),
-            ),
+        let ready = match version {
+            Ok(v) => {
+                *self.runtime_version.borrow_mut() =
+                    format!("{}://{}", v.runtime_name, v.runtime_version);
+                Readiness::Ready
+            }
+            Err(e) => Readiness::NotReady(vec![format!("container runtime is down: {e}")]),
+        };
+        let runtime_version = self.runtime_version.borrow().clone();
+        let images = if matches!(ready, Readiness::Ready) {
+            self.images().await
+        } else {
+            self.images.borrow().1.clone()
         };
         let capacity = Resources {
             cpu_millis: m.cpus * 1000,
@@ -221,6 +297,15 @@ impl Heartbeat {
             internal_ips,
             capacity,
             reserved: reserved(&self.cfg, capacity),
+            hugepages: m
+                .hugepages
+                .iter()
+                .map(|&(size, pages)| HugePages {
+                    page_size_bytes: size,
+                    total_bytes: size.saturating_mul(pages),
+                })
+                .collect(),
+            images,
             operating_system: "linux".into(),
             architecture: crate::node::info::go_arch().into(),
             kernel_version: m.kernel_version,
@@ -287,14 +372,23 @@ impl Heartbeat {
         let decode = |body: &[u8]| decode_json::<NodeView>(body, "the Node");
         match code {
             StatusCode::OK => {
-                // It exists: make its labels ours (kubelet reconciles them).
+                // It exists: make its labels and annotations ours
+                // (kubelet reconciles them).
                 let labels = node::labels(&self.facts().await);
+                let annotations = node::annotations();
                 let existing = decode(&body)?;
                 let current = existing.metadata.labels.clone().unwrap_or_default();
-                if labels.iter().all(|(k, v)| current.get(k) == Some(v)) {
+                let current_annotations = existing.metadata.annotations.clone().unwrap_or_default();
+                if labels.iter().all(|(k, v)| current.get(k) == Some(v))
+                    && annotations
+                        .iter()
+                        .all(|(k, v)| current_annotations.get(k) == Some(v))
+                {
                     return Ok(existing);
                 }
-                let patch = serde_json::json!({ "metadata": { "labels": labels } });
+                let patch = serde_json::json!({
+                    "metadata": { "labels": labels, "annotations": annotations }
+                });
                 let (code, body) = self
                     .send(
                         Method::PATCH,
@@ -367,16 +461,56 @@ impl Heartbeat {
         let mut posted_at = Instant::now();
         let path = format!("{}/status", object_path::<Node>(None, &self.cfg.node_name));
         let mut logged: Option<String> = None;
+        // The conditions the events were last computed from: none at start,
+        // so the pressure conditions' events are recorded once per start,
+        // as kubelet's.
+        let mut event_conditions = Vec::new();
+        let mut allocatable_recorded = false;
+        let mut csinode_done = false;
+        let mut csinode_logged: Option<String> = None;
         loop {
+            if !csinode_done {
+                let uid = self.node_uid.borrow().clone();
+                match self
+                    .ensure_csinode(uid.as_deref().unwrap_or_default())
+                    .await
+                {
+                    Ok(()) => csinode_done = true,
+                    Err(e) if csinode_logged.as_deref() != Some(e.as_str()) => {
+                        log::warn!("the node's CSINode: {e}; will retry");
+                        csinode_logged = Some(e);
+                    }
+                    Err(_) => {}
+                }
+            }
             let facts = self.facts().await;
             let status = node::status(&facts, last_posted.as_ref(), wall_clock());
+            let conditions = status.conditions.clone().unwrap_or_default();
+            for reason in node_events::condition_events(&event_conditions, &conditions) {
+                let message = node_events::status_event_message(&self.cfg.node_name, reason);
+                self.node_event(EventType::Normal, reason, &message);
+            }
+            event_conditions = conditions;
+            let enforced = self
+                .cfg
+                .allocatable_enforced
+                .as_ref()
+                .is_some_and(|c| c.get());
+            if enforced && !allocatable_recorded {
+                allocatable_recorded = true;
+                self.node_event(
+                    EventType::Normal,
+                    reason::NODE_ALLOCATABLE_ENFORCED,
+                    "Updated Node Allocatable limit across pods",
+                );
+            }
             if node::should_post(
                 &status,
                 last_posted.as_ref(),
                 posted_at.elapsed(),
                 self.cfg.report_frequency,
             ) {
-                let body = status_patch(&status);
+                let body = status_patch(&status, last_posted.as_ref());
                 match self
                     .send(Method::PATCH, &path, Some((body, STRATEGIC_MERGE_PATCH)))
                     .await
@@ -408,6 +542,43 @@ impl Heartbeat {
                 }
             }
             rt::sleep(self.cfg.update_frequency).await;
+        }
+    }
+
+    /// Creates this node's CSINode, or brings its annotation to
+    /// kubelet's.
+    async fn ensure_csinode(&self, node_uid: &str) -> Result<(), String> {
+        let name = &self.cfg.node_name;
+        let path = node_csi::path(name);
+        let (code, body) = self.send(Method::GET, &path, None).await?;
+        let reply = |code: StatusCode, body: &[u8]| match code {
+            c if c.is_success() || c == StatusCode::CONFLICT => Ok(()),
+            c => Err(ApiError::from_reply(c.as_u16(), body).to_string()),
+        };
+        match code {
+            StatusCode::NOT_FOUND => {
+                let bytes = serde_json::to_vec(&node_csi::csinode(name, node_uid))
+                    .map_err(|e| e.to_string())?;
+                let (code, body) = self
+                    .send(Method::POST, node_csi::COLLECTION, Some((bytes, JSON)))
+                    .await?;
+                reply(code, &body)
+            }
+            StatusCode::OK => {
+                let existing: serde_json::Value = decode_json(&body, "the CSINode")?;
+                let Some(patch) = node_csi::annotation_patch(&existing) else {
+                    return Ok(());
+                };
+                let (code, body) = self
+                    .send(
+                        Method::PATCH,
+                        &path,
+                        Some((patch.to_string().into_bytes(), MERGE_PATCH)),
+                    )
+                    .await?;
+                reply(code, &body)
+            }
+            c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
         }
     }
 
@@ -490,9 +661,17 @@ fn decode_json<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Resul
 }
 
 /// `PATCH nodes/<name>/status`: the status as a strategic merge patch
-/// (conditions and addresses merge by their keys).
-fn status_patch(status: &NodeStatus) -> Vec<u8> {
-    let status = crate::pod::to_json_value(status).unwrap_or_default();
+/// (conditions and addresses merge by their keys). `images` is left out
+/// when it is what `last_posted` had (the largest part of a Node status
+/// is written only when it changed).
+fn status_patch(status: &NodeStatus, last_posted: Option<&NodeStatus>) -> Vec<u8> {
+    let unchanged = last_posted.is_some_and(|l| l.images == status.images);
+    let mut status = crate::pod::to_json_value(status).unwrap_or_default();
+    if unchanged {
+        if let Some(s) = status.as_object_mut() {
+            s.remove("images");
+        }
+    }
     serde_json::to_vec(&serde_json::json!({ "status": status })).unwrap_or_default()
 }
 
@@ -524,6 +703,27 @@ fn wall_clock() -> Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_patch_carries_images_only_when_they_changed() {
+        let image = |n: &str| ContainerImage {
+            names: Some(vec![n.to_string()]),
+            size_bytes: Some(1),
+        };
+        let status = |images: Vec<ContainerImage>| NodeStatus {
+            images: Some(images),
+            ..Default::default()
+        };
+        let patch = |s: &NodeStatus, last: Option<&NodeStatus>| -> serde_json::Value {
+            serde_json::from_slice(&status_patch(s, last)).unwrap()
+        };
+        let a = status(vec![image("a")]);
+        let b = status(vec![image("a"), image("b")]);
+        assert_eq!(patch(&a, None)["status"]["images"][0]["names"][0], "a");
+        assert!(patch(&a, Some(&NodeStatus::default()))["status"]["images"].is_array());
+        assert!(patch(&a, Some(&a))["status"].get("images").is_none());
+        assert_eq!(patch(&b, Some(&a))["status"]["images"][1]["names"][0], "b");
+    }
 
     #[test]
     fn allocatable_holds_back_the_reservations_and_hard_eviction_thresholds() {

@@ -184,7 +184,9 @@ pub fn join(
     let heartbeat = Rc::new(
         Heartbeat::new(
             client.clone(),
-            HeartbeatConfig::new(cfg, node_name).with_pressure(agent.pressure()),
+            HeartbeatConfig::new(cfg, node_name)
+                .with_pressure(agent.pressure())
+                .with_allocatable_enforced(agent.allocatable_enforced()),
             agent.runtime().clone(),
             node_uid,
         )

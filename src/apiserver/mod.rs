@@ -76,7 +76,8 @@
 //! Nothing here knows about pods being run, the agent, the runtime or the
 //! pod sources: the agent (or a source built on this module) decides what
 //! to do with [`reflector::Event`]s. The pure modules ([`request`],
-//! [`watch`], [`reflector`], [`node`], [`lease`], [`status_manager`],
+//! [`watch`], [`reflector`], [`node`], [`node_csi`], [`node_events`], [`node_images`],
+//! [`lease`], [`status_manager`],
 //! [`mirror`], [`events`], [`csr`], [`der`],
 //! [`bootstrap`], [`tokens`], [`rotation`])
 //! never import smol, hyper, rustls or `std::fs`;
@@ -98,6 +99,9 @@ pub mod lease;
 pub mod link;
 pub mod mirror;
 pub mod node;
+pub mod node_csi;
+pub mod node_events;
+pub mod node_images;
 pub mod node_watch;
 pub mod pods;
 pub mod reflector;

@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
-    NodeSystemInfo, Taint,
+    ContainerImage, DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
+    NodeSpec, NodeStatus, NodeSystemInfo, Taint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -36,6 +36,10 @@ pub const LABEL_OS: &str = "kubernetes.io/os";
 pub const LABEL_ARCH: &str = "kubernetes.io/arch";
 pub const LABEL_OS_BETA: &str = "beta.kubernetes.io/os";
 pub const LABEL_ARCH_BETA: &str = "beta.kubernetes.io/arch";
+/// The annotation by which a node tells the attach/detach controller to
+/// attach and detach its volumes (kubelet sets it to `"true"` by default).
+pub const ANNOTATION_CONTROLLER_MANAGED_ATTACH_DETACH: &str =
+    "volumes.kubernetes.io/controller-managed-attach-detach";
 
 /// Amounts of the resources a node reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -44,6 +48,14 @@ pub struct Resources {
     pub memory_bytes: u64,
     pub ephemeral_storage_bytes: u64,
     pub pods: u64,
+}
+
+/// One huge page size the host has, and how many bytes of it are
+/// preallocated (`nr_hugepages` times the size).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HugePages {
+    pub page_size_bytes: u64,
+    pub total_bytes: u64,
 }
 
 /// The Ready condition's input.
@@ -201,6 +213,12 @@ pub struct NodeFacts {
     /// thresholds (memory.available, nodefs.available), already summed and
     /// resolved against capacity by the caller.
     pub reserved: Resources,
+    /// The huge page sizes of `/sys/kernel/mm/hugepages`, each a
+    /// `hugepages-<size>` capacity (0 where none is preallocated), taken
+    /// from allocatable memory as kubelet does.
+    pub hugepages: Vec<HugePages>,
+    /// `status.images`, made by [`super::node_images::node_images`].
+    pub images: Vec<ContainerImage>,
     /// Go's names: `linux`, `arm64`.
     pub operating_system: String,
     pub architecture: String,
@@ -232,6 +250,7 @@ pub fn node(facts: &NodeFacts, now: Timestamp) -> Node {
         metadata: ObjectMeta {
             name: Some(facts.name.clone()),
             labels: Some(labels(facts)),
+            annotations: Some(annotations()),
             ..Default::default()
         },
         spec: Some(NodeSpec {
@@ -252,6 +271,16 @@ pub fn labels(facts: &NodeFacts) -> BTreeMap<String, String> {
     l.insert(LABEL_OS_BETA.into(), facts.operating_system.clone());
     l.insert(LABEL_ARCH_BETA.into(), facts.architecture.clone());
     l
+}
+
+/// The annotations the node sets on itself (kubelet's
+/// `enableControllerAttachDetach`, on by default).
+pub fn annotations() -> BTreeMap<String, String> {
+    [(
+        ANNOTATION_CONTROLLER_MANAGED_ATTACH_DETACH.to_string(),
+        "true".to_string(),
+    )]
+    .into()
 }
 
 /// The node's status at `now`; `previous` (the last status posted) keeps
@@ -283,9 +312,20 @@ pub fn status(facts: &NodeFacts, previous: Option<&NodeStatus>, now: Timestamp) 
     let prev = previous
         .and_then(|s| s.conditions.as_deref())
         .unwrap_or(&[]);
+    let mut capacity = resource_list(cap);
+    let mut allocatable = resource_list(alloc);
+    let mut alloc_memory = alloc.memory_bytes;
+    for h in &facts.hugepages {
+        let key = format!("hugepages-{}", binary(h.page_size_bytes));
+        capacity.insert(key.clone(), Quantity(binary(h.total_bytes)));
+        allocatable.insert(key, Quantity(binary(h.total_bytes)));
+        alloc_memory = alloc_memory.saturating_sub(h.total_bytes);
+    }
+    allocatable.insert("memory".into(), Quantity(binary(alloc_memory)));
     NodeStatus {
-        capacity: Some(resource_list(cap)),
-        allocatable: Some(resource_list(alloc)),
+        capacity: Some(capacity),
+        allocatable: Some(allocatable),
+        images: Some(facts.images.clone()).filter(|i| !i.is_empty()),
         addresses: Some(addresses),
         conditions: Some(conditions(facts, prev, now)),
         daemon_endpoints: Some(NodeDaemonEndpoints {
@@ -336,23 +376,7 @@ pub fn cpu(millis: u64) -> String {
 /// Bytes as a binary-SI quantity with the largest exact suffix: `4Gi`,
 /// `3884376Ki`, `1000`.
 pub fn binary(bytes: u64) -> String {
-    const SUFFIXES: [(&str, u32); 6] = [
-        ("Ei", 60),
-        ("Pi", 50),
-        ("Ti", 40),
-        ("Gi", 30),
-        ("Mi", 20),
-        ("Ki", 10),
-    ];
-    if bytes == 0 {
-        return "0".into();
-    }
-    for (s, shift) in SUFFIXES {
-        if bytes.is_multiple_of(1u64 << shift) {
-            return format!("{}{s}", bytes >> shift);
-        }
-    }
-    bytes.to_string()
+    crate::quantity::format_binary(bytes)
 }
 
 /// One condition as kubelet words it.
@@ -522,10 +546,10 @@ pub fn validate_node_labels(labels: &BTreeMap<String, String>) -> Result<(), Nod
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn facts() -> NodeFacts {
+    pub(crate) fn facts() -> NodeFacts {
         NodeFacts {
             name: "pi".into(),
             hostname: "Pi".into(),
@@ -542,6 +566,8 @@ mod tests {
                 ephemeral_storage_bytes: 0,
                 pods: 0,
             },
+            hugepages: vec![],
+            images: vec![],
             operating_system: "linux".into(),
             architecture: "arm64".into(),
             kernel_version: "6.6.31+rpt-rpi-v8".into(),
@@ -561,7 +587,7 @@ mod tests {
         }
     }
 
-    fn t(secs: i64) -> Timestamp {
+    pub(crate) fn t(secs: i64) -> Timestamp {
         Timestamp::from_second(1_700_000_000 + secs).unwrap()
     }
 
@@ -584,6 +610,40 @@ mod tests {
         f.reserved.cpu_millis = 9000;
         let alloc = status(&f, None, t(0)).allocatable.unwrap();
         assert_eq!(q(&alloc, "cpu"), "0");
+    }
+
+    #[test]
+    fn each_huge_page_size_is_a_resource_taken_from_allocatable_memory() {
+        let mut f = facts();
+        f.hugepages = vec![
+            HugePages {
+                page_size_bytes: 2 << 20,
+                total_bytes: 64 << 20,
+            },
+            HugePages {
+                page_size_bytes: 1 << 30,
+                total_bytes: 0,
+            },
+        ];
+        let s = status(&f, None, t(0));
+        let (cap, alloc) = (s.capacity.unwrap(), s.allocatable.unwrap());
+        assert_eq!(q(&cap, "hugepages-2Mi"), "64Mi");
+        assert_eq!(q(&cap, "hugepages-1Gi"), "0");
+        assert_eq!(q(&alloc, "hugepages-2Mi"), "64Mi");
+        assert_eq!(q(&alloc, "hugepages-1Gi"), "0");
+        assert_eq!(q(&cap, "memory"), "3884376Ki");
+        assert_eq!(q(&alloc, "memory"), "3716440Ki");
+    }
+
+    #[test]
+    fn status_images_are_omitted_when_there_are_none() {
+        let mut f = facts();
+        assert!(status(&f, None, t(0)).images.is_none());
+        f.images = vec![ContainerImage {
+            names: Some(vec!["busybox:1".into()]),
+            size_bytes: Some(1),
+        }];
+        assert_eq!(status(&f, None, t(0)).images.unwrap().len(), 1);
     }
 
     #[test]
@@ -626,6 +686,10 @@ mod tests {
             10250
         );
         assert!(n.spec.unwrap().taints.is_none());
+        assert_eq!(
+            n.metadata.annotations.unwrap()[ANNOTATION_CONTROLLER_MANAGED_ATTACH_DETACH],
+            "true"
+        );
     }
 
     #[test]

@@ -27,10 +27,10 @@ use super::values::{
     absolute_path, anonymous_authentication, authorization_mode, board_name, boolean,
     cgroup_driver, cgroup_root, dns_domain, enforce_node_allocatable, eviction_grace_map,
     eviction_map, grace_seconds, hostname_override, ip_address, ip_list, log_files, log_size,
-    node_ips, node_labels, non_negative_duration, non_negative_u32, normalize_node_name,
-    optional_path, parse_runtime_endpoint, percent, pids_limit, port_or_zero, positive_duration,
-    positive_u32, read_only_port, reserved, reserved_cgroup, runtime_endpoint, static_pod_path,
-    taints, verbosity,
+    max_images, node_ips, node_labels, non_negative_duration, non_negative_u32,
+    normalize_node_name, optional_path, parse_runtime_endpoint, percent, pids_limit, port_or_zero,
+    positive_duration, positive_u32, read_only_port, reserved, reserved_cgroup, runtime_endpoint,
+    static_pod_path, taints, verbosity,
 };
 
 /// picolet's default `staticPodPath`. Kubelet's default is empty (no static
@@ -74,6 +74,8 @@ pub(super) struct Field {
     /// field" warning like any other unknown key.
     pub in_file: bool,
     set: fn(&mut KubeletConfig, &Value) -> Result<(), String>,
+    /// The value in effect, as `/configz` shows it (`Null`: left out).
+    pub get: fn(&KubeletConfig) -> Value,
 }
 
 impl Field {
@@ -126,6 +128,7 @@ macro_rules! kubelet_config {
                         cfg.$field = parse(v)?;
                         Ok(())
                     },
+                    get: |cfg| super::configz::ConfigValue::config_value(&cfg.$field),
                 },
             )*
         ];
@@ -261,6 +264,10 @@ kubelet_config! {
         /// often. Default 5m.
         node_status_report_frequency: Duration = Duration::from_secs(300),
             file("nodeStatusReportFrequency") => positive_duration;
+        /// `nodeStatusMaxImages`: how many images `status.images` lists,
+        /// the largest first; -1: every image. Default 50.
+        node_status_max_images: i32 = 50,
+            file("nodeStatusMaxImages") => max_images;
         /// `rotateCertificates` / `--rotate-certificates`: renew the client
         /// certificate at a jittered 70-90 % of its lifetime through a
         /// CertificateSigningRequest. Default false (kubelet's).

@@ -15,7 +15,9 @@
 //!   field; flags are validated by the same code as the file;
 //! * [`duration`]: Go durations, parsed and printed (the crate's only
 //!   home for them, public for that reason);
-//! * `board.rs`: the embedded board profiles `--board` starts from.
+//! * `board.rs`: the embedded board profiles `--board` starts from;
+//! * `configz.rs`: the configuration in effect as kubelet's `/configz`
+//!   serves it.
 //!
 //! Adding a setting costs one entry in the field list of `fields.rs` and, if
 //! it has a flag, one row in the table of `flags.rs`.
@@ -34,6 +36,7 @@
 //! [`KubeletConfig::node_name`], which falls back to the machine's hostname.
 
 mod board;
+mod configz;
 pub mod duration;
 mod fields;
 mod file;

@@ -582,6 +582,18 @@ fn pod_pids_limit_below_minus_one_is_rejected() {
 }
 
 #[test]
+fn node_status_max_images_is_minus_one_or_more_and_50_by_default() {
+    assert!(parse_err("nodeStatusMaxImages: -2\n").contains("-1 (every image)"));
+    assert_eq!(
+        parse_ok("nodeStatusMaxImages: -1\n")
+            .config
+            .node_status_max_images,
+        -1
+    );
+    assert_eq!(KubeletConfig::default().node_status_max_images, 50);
+}
+
+#[test]
 fn verbosity_above_ten_is_rejected() {
     assert!(parse_err("logging:\n  verbosity: 11\n").contains(r#"field "logging.verbosity""#));
 }

@@ -77,6 +77,16 @@ pub(super) fn pids_limit(v: &Value) -> Result<i64, String> {
     integer(v, -1, i64::MAX, "-1 (unlimited) or a positive integer")
 }
 
+pub(super) fn max_images(v: &Value) -> Result<i32, String> {
+    integer(
+        v,
+        -1,
+        i64::from(i32::MAX),
+        "-1 (every image) or a non-negative integer",
+    )
+    .map(|n| n as i32)
+}
+
 pub(super) fn percent(v: &Value) -> Result<u8, String> {
     integer(v, 0, 100, "a percentage between 0 and 100").map(|n| n as u8)
 }

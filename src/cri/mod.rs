@@ -106,7 +106,38 @@ fn origin() -> http::Uri {
 pub struct Runtime {
     channel: Channel,
     timeout: Duration,
+    /// Calls made, per [`OPERATIONS`] entry (shared by every clone).
+    calls: std::rc::Rc<[std::cell::Cell<u64>; OPERATIONS.len()]>,
 }
+
+/// Each CRI request picolet sends and kubelet's name for it in
+/// `kubelet_runtime_operations_total{operation_type}`.
+pub const OPERATIONS: [(&str, &str); 24] = [
+    ("VersionRequest", "version"),
+    ("StatusRequest", "status"),
+    ("RunPodSandboxRequest", "run_podsandbox"),
+    ("StopPodSandboxRequest", "stop_podsandbox"),
+    ("RemovePodSandboxRequest", "remove_podsandbox"),
+    ("PodSandboxStatusRequest", "podsandbox_status"),
+    ("ListPodSandboxRequest", "list_podsandbox"),
+    ("CreateContainerRequest", "create_container"),
+    ("StartContainerRequest", "start_container"),
+    ("StopContainerRequest", "stop_container"),
+    ("RemoveContainerRequest", "remove_container"),
+    ("ListContainersRequest", "list_containers"),
+    ("ContainerStatusRequest", "container_status"),
+    ("ReopenContainerLogRequest", "reopen_container_log"),
+    ("ListContainerStatsRequest", "list_container_stats"),
+    ("ExecSyncRequest", "exec_sync"),
+    ("ExecRequest", "exec"),
+    ("AttachRequest", "attach"),
+    ("PortForwardRequest", "port_forward"),
+    ("ListImagesRequest", "list_images"),
+    ("ImageStatusRequest", "image_status"),
+    ("PullImageRequest", "pull_image"),
+    ("RemoveImageRequest", "remove_image"),
+    ("ImageFsInfoRequest", "image_fs_info"),
+];
 
 macro_rules! rpc {
     ($(#[$doc:meta])* $name:ident, $client:ident, $req:ident, $resp:ident) => {
@@ -126,7 +157,18 @@ impl Runtime {
         Runtime {
             channel: Channel::new(socket),
             timeout,
+            calls: Default::default(),
         }
+    }
+
+    /// The calls made so far by kubelet's operation name, in
+    /// [`OPERATIONS`] order.
+    pub fn operations(&self) -> Vec<(&'static str, u64)> {
+        OPERATIONS
+            .iter()
+            .zip(self.calls.iter())
+            .map(|((_, name), n)| (*name, n.get()))
+            .collect()
     }
 
     /// The underlying channel (for reconnect statistics).
@@ -144,6 +186,9 @@ impl Runtime {
         F: FnOnce(Channel) -> Fut,
         Fut: Future<Output = Result<tonic::Response<R>, tonic::Status>>,
     {
+        if let Some(i) = OPERATIONS.iter().position(|(req, _)| *req == op) {
+            self.calls[i].set(self.calls[i].get() + 1);
+        }
         let began = std::time::Instant::now();
         let out = crate::rt::timeout(deadline, f(self.channel.clone())).await;
         // The per-call profile of issue #13 (`-v=6`): where a pod start's

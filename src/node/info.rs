@@ -21,6 +21,9 @@ pub struct MachineInfo {
     pub system_uuid: String,
     pub boot_id: String,
     pub hostname: String,
+    /// Each huge page size of `/sys/kernel/mm/hugepages`, smallest first:
+    /// (page size in bytes, pages preallocated).
+    pub hugepages: Vec<(u64, u64)>,
 }
 
 /// Reads the machine's facts; `root_dir` is picolet's `--root-dir`.
@@ -38,10 +41,60 @@ pub fn read(root_dir: &Path) -> MachineInfo {
         kernel_version: uname.release().to_string_lossy().into_owned(),
         os_image: parse_os_release(&text("/etc/os-release")),
         machine_id: text("/etc/machine-id").trim().to_string(),
-        system_uuid: text("/sys/class/dmi/id/product_uuid").trim().to_string(),
+        system_uuid: system_uuid(&[
+            text("/sys/class/dmi/id/product_uuid"),
+            text("/proc/device-tree/system-id"),
+            text("/proc/device-tree/vm,uuid"),
+            text("/etc/machine-id"),
+        ]),
         boot_id: text("/proc/sys/kernel/random/boot_id").trim().to_string(),
         hostname: uname.nodename().to_string_lossy().into_owned(),
+        hugepages: read_hugepages(Path::new("/sys/kernel/mm/hugepages")),
     }
+}
+
+/// `nodeInfo.systemUUID` as kubelet (cAdvisor) finds it: the first
+/// non-empty of DMI's `product_uuid`, the device tree's `system-id` and
+/// `vm,uuid` (POWER), and `/etc/machine-id` (where there is no DMI, such
+/// as most ARM boards), given in that order, trimmed of NULs and blanks.
+pub fn system_uuid(candidates: &[String]) -> String {
+    candidates
+        .iter()
+        .map(|c| c.trim_end_matches('\0').trim())
+        .find(|c| !c.is_empty())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The page size in bytes of a `hugepages-<n>kB` directory's name.
+pub fn parse_hugepages_dir(name: &str) -> Option<u64> {
+    let kb: u64 = name
+        .strip_prefix("hugepages-")?
+        .strip_suffix("kB")?
+        .parse()
+        .ok()?;
+    kb.checked_mul(1024)
+}
+
+/// The huge page sizes under `dir` and each one's `nr_hugepages`,
+/// smallest first; none where the kernel has no huge pages.
+fn read_hugepages(dir: &Path) -> Vec<(u64, u64)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(u64, u64)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let size = parse_hugepages_dir(e.file_name().to_str()?)?;
+            let pages = std::fs::read_to_string(e.path().join("nr_hugepages"))
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+                .unwrap_or(0);
+            Some((size, pages))
+        })
+        .collect();
+    out.sort_unstable();
+    out
 }
 
 /// The host's primary IPv4 address: the source address the kernel would
@@ -132,6 +185,24 @@ mod tests {
         let t = "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n";
         assert_eq!(parse_os_release(t), "Debian GNU/Linux 12 (bookworm)");
         assert_eq!(parse_os_release("ID=alpine\n"), "Linux");
+    }
+
+    #[test]
+    fn the_system_uuid_is_the_first_source_that_has_one() {
+        let s = |v: &[&str]| system_uuid(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(s(&["4c4c4544-0001\n", "", "", "m"]), "4c4c4544-0001");
+        assert_eq!(s(&["", "ibm,123\0", "", "m"]), "ibm,123");
+        assert_eq!(s(&["", "", "", "0123abcd\n"]), "0123abcd");
+        assert_eq!(s(&["", "", "", ""]), "");
+    }
+
+    #[test]
+    fn a_huge_page_directory_names_its_page_size() {
+        assert_eq!(parse_hugepages_dir("hugepages-2048kB"), Some(2 << 20));
+        assert_eq!(parse_hugepages_dir("hugepages-1048576kB"), Some(1 << 30));
+        assert_eq!(parse_hugepages_dir("hugepages-64kB"), Some(64 << 10));
+        assert_eq!(parse_hugepages_dir("hugepages"), None);
+        assert_eq!(parse_hugepages_dir("other-2048kB"), None);
     }
 
     #[test]

@@ -8,7 +8,11 @@
 //! `/spec/*` `spec`, and everything else (`/pods`, `/exec`,
 //! `/containerLogs`, `/run`, `/attach`, `/portForward`, `/healthz`, ...)
 //! `proxy`. A WebSocket upgrade of `/exec`, `/attach` or `/portForward` is
-//! a `create`, as its SPDY `POST` would be.
+//! a `create`, as its SPDY `POST` would be. As kubelet v1.36's fine-grained
+//! authorization (`KubeletFineGrainedAuthz`, GA and locked on), `/pods` and
+//! `/runningpods/` are first asked as `pods`, `/healthz` as `healthz` and
+//! `/configz` as `configz`, then as `proxy`: either allows
+//! ([`attributes_to_try`]), and a refusal names both.
 //!
 //! Pure: no I/O; the review is sent by `server.rs`.
 
@@ -60,6 +64,29 @@ pub fn attributes(method: &Method, path: &str, upgrade: bool) -> Attributes {
     Attributes { verb, subresource }
 }
 
+/// Every set of attributes that allows a request, in the order kubelet
+/// asks them: the fine-grained subresource first where the path has one,
+/// then [`attributes`]'s.
+pub fn attributes_to_try(method: &Method, path: &str, upgrade: bool) -> Vec<Attributes> {
+    let coarse = attributes(method, path, upgrade);
+    let fine = if is_subpath(path, "/pods") || is_subpath(path, "/runningpods/") {
+        Some("pods")
+    } else if is_subpath(path, "/healthz") {
+        Some("healthz")
+    } else if is_subpath(path, "/configz") {
+        Some("configz")
+    } else {
+        None
+    };
+    fine.map(|subresource| Attributes {
+        verb: coarse.verb,
+        subresource,
+    })
+    .into_iter()
+    .chain(std::iter::once(coarse))
+    .collect()
+}
+
 /// The body of a SubjectAccessReview asking whether `user` may do `attrs`
 /// to node `node`.
 pub fn review_body(user: &User, attrs: &Attributes, node: &str) -> serde_json::Value {
@@ -99,11 +126,15 @@ pub fn decode_review(body: &[u8]) -> Result<bool, serde_json::Error> {
     Ok(r.status.allowed && !r.status.denied)
 }
 
-/// kubelet's 403 text.
-pub fn forbidden_text(user: &User, attrs: &Attributes) -> String {
+/// kubelet's 403 text for a request `tried` with each of these
+/// attributes (they differ only by subresource).
+pub fn forbidden_text(user: &User, tried: &[Attributes]) -> String {
+    let verb = tried.first().map_or("", |a| a.verb);
+    let subresources: Vec<&str> = tried.iter().map(|a| a.subresource).collect();
     format!(
-        "Forbidden (user={}, verb={}, resource=nodes, subresource={})\n",
-        user.name, attrs.verb, attrs.subresource
+        "Forbidden (user={}, verb={verb}, resource=nodes, subresource(s)=[{}])\n",
+        user.name,
+        subresources.join(" ")
     )
 }
 
@@ -158,6 +189,30 @@ mod tests {
     }
 
     #[test]
+    fn pods_healthz_and_configz_are_asked_fine_grained_first_then_as_proxy() {
+        let table: &[(&str, &[&str])] = &[
+            ("/pods", &["pods", "proxy"]),
+            ("/pods/", &["pods", "proxy"]),
+            ("/runningpods/", &["pods", "proxy"]),
+            ("/healthz", &["healthz", "proxy"]),
+            ("/configz", &["configz", "proxy"]),
+            ("/podsx", &["proxy"]),
+            ("/stats/summary", &["stats"]),
+            ("/metrics", &["metrics"]),
+            ("/exec/ns/pod/c", &["proxy"]),
+        ];
+        for (path, want) in table {
+            let got: Vec<&str> = attributes_to_try(&Method::GET, path, false)
+                .iter()
+                .map(|a| a.subresource)
+                .collect();
+            assert_eq!(&got, want, "{path}");
+        }
+        let tried = attributes_to_try(&Method::POST, "/pods", false);
+        assert!(tried.iter().all(|a| a.verb == "create"));
+    }
+
+    #[test]
     fn a_review_names_the_user_the_node_and_the_attributes() {
         let user = User {
             name: "alice".into(),
@@ -175,8 +230,13 @@ mod tests {
         assert_eq!(ra["subresource"], "stats");
         assert_eq!(ra["name"], "edge-1");
         assert_eq!(
-            forbidden_text(&user, &attrs),
-            "Forbidden (user=alice, verb=get, resource=nodes, subresource=stats)\n"
+            forbidden_text(&user, &[attrs]),
+            "Forbidden (user=alice, verb=get, resource=nodes, subresource(s)=[stats])\n"
+        );
+        let tried = attributes_to_try(&Method::GET, "/configz", false);
+        assert_eq!(
+            forbidden_text(&user, &tried),
+            "Forbidden (user=alice, verb=get, resource=nodes, subresource(s)=[configz proxy])\n"
         );
     }
 

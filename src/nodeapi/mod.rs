@@ -22,7 +22,9 @@
 //!
 //! The routes are the admin socket's ([`crate::admin::Handlers::router`]):
 //! one table, mounted on both. A route registered there is served here
-//! too, behind authentication and authorization.
+//! too, behind authentication and authorization. `/configz` (the
+//! configuration in effect) is added here: kubelet serves it on this port
+//! only.
 //!
 //! This module must NOT know the agent: it serves a [`Router`], and asks
 //! the API server through [`crate::apiserver::transport::Client`] only.

@@ -11,7 +11,8 @@
 //!    token's (TokenReview, cached `authentication.webhook.cacheTTL`),
 //!    else 401 `Unauthorized`;
 //! 2. may they: `AlwaysAllow`, or a SubjectAccessReview for
-//!    `nodes/<subresource>` (cached: allowed `cacheAuthorizedTTL`, denied
+//!    `nodes/<subresource>`, the fine-grained one first where there is
+//!    one (`pods`, `healthz`, `configz`), then the coarse one (cached: allowed `cacheAuthorizedTTL`, denied
 //!    `cacheUnauthorizedTTL`), else 403 with kubelet's text.
 //!
 //! With the API server unreachable, reviews fail (never cached): a token
@@ -194,15 +195,22 @@ impl Gate {
             }
         };
         let upgrade = head.headers.contains_key(header::UPGRADE);
-        let attrs = authz::attributes(&head.method, head.uri.path(), upgrade);
-        if !self.allowed(user, &attrs).await {
+        let tried = authz::attributes_to_try(&head.method, head.uri.path(), upgrade);
+        let mut allowed = false;
+        for attrs in &tried {
+            if self.allowed(user, attrs).await {
+                allowed = true;
+                break;
+            }
+        }
+        if !allowed {
             log::debug!(
                 "node API: {} {} refused to {}",
                 head.method,
                 head.uri.path(),
                 user.name
             );
-            let mut r = Response::new(Reply::Whole(authz::forbidden_text(user, &attrs).into()));
+            let mut r = Response::new(Reply::Whole(authz::forbidden_text(user, &tried).into()));
             *r.status_mut() = StatusCode::FORBIDDEN;
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
@@ -392,7 +400,7 @@ pub fn tls_files(cfg: &KubeletConfig, node_name: &str) -> TlsFiles {
 }
 
 /// Starts the node API (unless `port` is 0) and the healthz listener
-/// (unless `healthzPort` is 0) with `router`'s routes; reviews go through
+/// (unless `healthzPort` is 0) with `router`'s routes and `/configz`; reviews go through
 /// `client`. The tasks run while the returned handles live. A listener
 /// that cannot start is logged and left out: the node's pods do not
 /// depend on it.
@@ -450,6 +458,13 @@ pub fn start(
                 _ => {}
             }
             let gate = Rc::new(Gate::new(cfg, node_name, client));
+            // `/configz` is the node API's alone (as kubelet's): the
+            // configuration does not change while the process runs.
+            let configz = Rc::new(cfg.configz());
+            let router = router.get(
+                "/configz",
+                Handler::Json(Rc::new(move || (*configz).clone())),
+            );
             tasks.push(rt::spawn(serve(listener, tls, Rc::new(router), gate)));
         }
         Err(e) => log::error!("node API: {e}"),
