@@ -64,6 +64,10 @@ fn real_main() -> Result<()> {
 /// error); any answer but 200 is an error with the socket and the body.
 fn admin_json(socket: &std::path::Path, path: &str, what: &str) -> Result<serde_json::Value> {
     let (status, body) = picolet::admin::get(socket, path)?;
+    if status == 503 {
+        // The agent is up and says what it waits for.
+        bail!("{}", String::from_utf8_lossy(&body).trim_end());
+    }
     if status != 200 {
         bail!(
             "admin socket {}: HTTP {status}: {}",
@@ -230,6 +234,14 @@ fn exec(args: &cli::ExecArgs) -> Result<()> {
 }
 
 fn run(args: cli::RunArgs) -> Result<()> {
+    let uid = rustix::process::geteuid();
+    if !uid.is_root() {
+        bail!(
+            "picolet run needs root (running as uid {}): it creates the pods' cgroups, \
+             mounts their volumes and connects to the container runtime's root-only socket",
+            uid.as_raw()
+        );
+    }
     // Layers: the board profile (--board), then the config file, then flags.
     let file = match &args.config {
         Some(path) => Some((path.as_path(), read_config_file(path)?)),

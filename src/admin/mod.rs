@@ -37,7 +37,7 @@ use std::path::PathBuf;
 pub use client::{get, log_container, stream};
 pub use router::{Reply, Router, StreamFn, UpgradeFn};
 pub use server::{
-    bind, finish, serve, serve_listener, serve_router, Handlers, MetricsFn, PodsFn,
+    bind, finish, serve, serve_listener, serve_router, waiting_router, Handlers, MetricsFn, PodsFn,
     CONNECTION_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS,
 };
 pub use table::{human_duration, node_table, pod_row, pods_table};
