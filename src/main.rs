@@ -31,7 +31,7 @@ static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
 
 fn main() {
     if let Err(e) = real_main() {
-        eprintln!("picolet: {e:#}");
+        eprintln!("picolet: {}", cli::error_line(e.as_ref()));
         std::process::exit(1);
     }
 }
@@ -46,8 +46,12 @@ fn real_main() -> Result<()> {
             );
             Ok(())
         }
-        Command::Help => {
+        Command::Help(None) => {
             print!("{}", cli::usage());
+            Ok(())
+        }
+        Command::Help(Some(command)) => {
+            print!("{}", cli::command_usage(command));
             Ok(())
         }
         Command::GetPods(args) => get_pods(&args),
@@ -230,7 +234,14 @@ fn exec(args: &cli::ExecArgs) -> Result<()> {
         &mut std::io::stderr().lock(),
     );
     drop(raw);
-    std::process::exit(code?)
+    match code {
+        Ok(code) => std::process::exit(code),
+        // kubectl's form and exit code for a session that failed.
+        Err(e) => {
+            eprintln!("error: {}", cli::error_line(&e));
+            std::process::exit(1)
+        }
+    }
 }
 
 fn run(args: cli::RunArgs) -> Result<()> {
