@@ -90,6 +90,12 @@ pub struct GetArgs {
     pub admin_socket: PathBuf,
     /// `-o` / `--output`.
     pub output: OutputFormat,
+    /// `-n`/`--namespace`; `default` when not given (kubectl's rule).
+    pub namespace: String,
+    /// `-A`/`--all-namespaces`: every namespace, with a NAMESPACE column.
+    pub all_namespaces: bool,
+    /// `get pod NAME` (or `pod/NAME`): that pod only.
+    pub name: Option<String>,
 }
 
 /// Arguments of `picolet logs` (kubectl's flags).
@@ -338,8 +344,15 @@ fn parse_run(mut parser: lexopt::Parser, command: &'static str) -> Result<Comman
     Ok(Command::Run(args))
 }
 
-fn parse_get(mut parser: lexopt::Parser, mut admin_socket: PathBuf) -> Result<Command, CliError> {
-    let mut output = OutputFormat::Table;
+fn parse_get(mut parser: lexopt::Parser, admin_socket: PathBuf) -> Result<Command, CliError> {
+    let mut args = GetArgs {
+        admin_socket,
+        output: OutputFormat::Table,
+        namespace: "default".into(),
+        all_namespaces: false,
+        name: None,
+    };
+    let (admin_socket, output) = (&mut args.admin_socket, &mut args.output);
     let mut resource: Option<String> = None;
     while let Some(arg) = parser.next()? {
         match arg {
@@ -353,7 +366,7 @@ fn parse_get(mut parser: lexopt::Parser, mut admin_socket: PathBuf) -> Result<Co
                         reason: "expected a socket path",
                     });
                 }
-                admin_socket = PathBuf::from(value);
+                *admin_socket = PathBuf::from(value);
             }
             Short('o') | Long("output") => {
                 let flag = if matches!(arg, Short(_)) {
@@ -362,8 +375,17 @@ fn parse_get(mut parser: lexopt::Parser, mut admin_socket: PathBuf) -> Result<Co
                     "--output"
                 };
                 let value = take_value(&mut parser, flag)?;
-                output = output_format(flag, value, true)?;
+                *output = output_format(flag, value, true)?;
             }
+            Short('n') | Long("namespace") => {
+                let flag = if matches!(arg, Short(_)) {
+                    "-n"
+                } else {
+                    "--namespace"
+                };
+                args.namespace = take_value(&mut parser, flag)?;
+            }
+            Short('A') | Long("all-namespaces") => args.all_namespaces = true,
             Long(name) => {
                 return Err(CliError::UnknownFlag {
                     command: "get",
@@ -376,20 +398,28 @@ fn parse_get(mut parser: lexopt::Parser, mut admin_socket: PathBuf) -> Result<Co
                     flag: format!("-{c}"),
                 })
             }
-            Value(v) if resource.is_none() => resource = Some(v.to_string_lossy().into_owned()),
+            Value(v) if resource.is_none() => {
+                let v = v.to_string_lossy().into_owned();
+                // kubectl's `pod/NAME` form.
+                match v.split_once('/') {
+                    Some((kind, name)) => {
+                        resource = Some(kind.to_string());
+                        args.name = Some(name.to_string());
+                    }
+                    None => resource = Some(v),
+                }
+            }
+            Value(v) if args.name.is_none() => args.name = Some(v.to_string_lossy().into_owned()),
             Value(v) => return Err(unexpected(v)),
         }
     }
     match resource.as_deref() {
         None => Err(CliError::MissingResource),
-        Some("pods" | "pod" | "po") => Ok(Command::GetPods(GetArgs {
-            admin_socket,
-            output,
-        })),
-        Some("node" | "nodes" | "no") => Ok(Command::GetNode(GetArgs {
-            admin_socket,
-            output,
-        })),
+        Some("pods" | "pod" | "po") => Ok(Command::GetPods(args)),
+        Some("node" | "nodes" | "no") if args.name.is_none() => Ok(Command::GetNode(args)),
+        Some("node" | "nodes" | "no") => {
+            Err(CliError::UnexpectedArgument(args.name.unwrap_or_default()))
+        }
         Some(other) => Err(CliError::UnknownResource(other.to_string())),
     }
 }
@@ -835,6 +865,30 @@ mod tests {
         let g = get(&["get", "pods"]);
         assert_eq!(g.admin_socket, PathBuf::from(config::DEFAULT_ADMIN_SOCKET));
         assert_eq!(g.output, OutputFormat::Table);
+        assert_eq!(g.namespace, "default");
+        assert!(!g.all_namespaces);
+        assert_eq!(g.name, None);
+    }
+
+    #[test]
+    fn get_pods_takes_kubectls_namespace_flags_and_a_pod_name() {
+        let g = get(&["get", "pods", "-A"]);
+        assert!(g.all_namespaces);
+        let g = get(&["get", "pods", "--all-namespaces"]);
+        assert!(g.all_namespaces);
+        let g = get(&["get", "pods", "-n", "kube-system"]);
+        assert_eq!(
+            (g.namespace.as_str(), g.all_namespaces),
+            ("kube-system", false)
+        );
+        let g = get(&["get", "pod", "web", "--namespace=edge"]);
+        assert_eq!(
+            (g.namespace.as_str(), g.name.as_deref()),
+            ("edge", Some("web"))
+        );
+        let g = get(&["get", "pod/web", "-o", "yaml"]);
+        assert_eq!(g.name.as_deref(), Some("web"));
+        assert_eq!(g.output, OutputFormat::Yaml);
     }
 
     #[test]
@@ -871,9 +925,10 @@ mod tests {
             assert!(matches!(p(args), Ok(Command::GetNode(_))), "{args:?}");
         }
         assert_eq!(
-            err(&["get", "pods", "extra"]),
+            err(&["get", "pods", "web", "extra"]),
             r#"unexpected argument "extra""#
         );
+        assert_eq!(err(&["get", "node", "x"]), r#"unexpected argument "x""#);
         assert_eq!(
             get(&["get", "pods", "-o", "yaml"]).output,
             OutputFormat::Yaml

@@ -100,15 +100,37 @@ fn now_unix() -> Result<i64> {
 }
 
 fn get_pods(args: &cli::GetArgs) -> Result<()> {
-    let list = admin_json(&args.admin_socket, "/pods", "the pod list")?;
+    let mut list = admin_json(&args.admin_socket, "/pods", "the pod list")?;
+    let namespace = (!args.all_namespaces).then_some(args.namespace.as_str());
+    let items = picolet::admin::select_pods(&list, namespace, args.name.as_deref());
+    if let Some(name) = &args.name {
+        // kubectl's `get pod NAME`: that pod, or its error.
+        let Some(pod) = items.first() else {
+            bail!("pods {name:?} not found in namespace {:?}", args.namespace);
+        };
+        if print_document(pod, args.output)? {
+            return Ok(());
+        }
+    }
+    if items.is_empty() && args.output == cli::OutputFormat::Table {
+        match namespace {
+            Some(ns) => println!("No resources found in {ns} namespace."),
+            None => println!("No resources found."),
+        }
+        return Ok(());
+    }
+    list["items"] = serde_json::Value::Array(items);
     if print_document(&list, args.output)? {
         return Ok(());
     }
-    let wide = args.output == cli::OutputFormat::Wide;
+    let columns = picolet::admin::PodColumns {
+        wide: args.output == cli::OutputFormat::Wide,
+        namespace: args.all_namespaces,
+    };
     let style = picolet::admin::Style::detect();
     print!(
         "{}",
-        picolet::admin::pods_table(&list, now_unix()?, wide, style)
+        picolet::admin::pods_table(&list, now_unix()?, columns, style)
     );
     Ok(())
 }

@@ -4,7 +4,8 @@
 //! - `picolet describe pod` shows a running pod's and a failing pod's
 //!   state and their events, recorded offline; `-o yaml` parses;
 //! - `picolet get node` shows capacity, allocatable and every eviction
-//!   signal with its threshold;
+//!   signal with its threshold; `get pods` takes kubectl's `-A`, `-n` and
+//!   `get pod NAME`;
 //! - `picolet check` passes the runtime line against the real runtime and
 //!   fails, exit 1, naming a socket that is not there;
 //! - a picolet whose runtime socket is missing answers "waiting for the
@@ -173,6 +174,19 @@ fn runningpods_describe_and_get_node_show_the_runtimes_real_state() {
         serde_json::from_str(&text(&cli(&p, &["get", "pods", "-o", "json"])).0).unwrap();
     assert_eq!(list["items"].as_array().map(Vec::len), Some(2), "{out}");
     assert_eq!(json["items"].as_array().map(Vec::len), Some(2));
+    // kubectl's scopes: -A adds NAMESPACE; another namespace has none of
+    // them; `get pod NAME` is that pod (-o json: the Pod itself).
+    let (out, _) = text(&cli(&p, &["get", "pods", "-A"]));
+    assert!(out.starts_with("NAMESPACE "), "{out}");
+    assert!(out.contains(&format!("default     {web} ")), "{out}");
+    let (out, _) = text(&cli(&p, &["get", "pods", "-n", "kube-system"]));
+    assert_eq!(out, "No resources found in kube-system namespace.\n");
+    let (out, _) = text(&cli(&p, &["get", "pod", &web, "-o", "json"]));
+    let pod: Value = serde_json::from_str(&out).expect("get pod NAME -o json");
+    assert_eq!(pod["metadata"]["name"], web.as_str(), "{out}");
+    let o = cli(&p, &["get", "pod", "absent"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.contains("pods \"absent\" not found"), "{o:?}");
 
     let o = cli(&p, &["describe", "pod", "absent"]);
     assert!(!o.status.success());

@@ -34,13 +34,13 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-pub use client::{get, log_container, stream};
+pub use client::{get, log_container, select_pods, stream};
 pub use router::{Reply, Router, StreamFn, UpgradeFn};
 pub use server::{
     bind, finish, serve, serve_listener, serve_router, waiting_router, Handlers, MetricsFn, PodsFn,
     CONNECTION_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS,
 };
-pub use table::{human_duration, node_table, pod_row, pods_table};
+pub use table::{human_duration, node_table, pod_row, pods_table, PodColumns};
 pub use term::Style;
 
 /// The admin socket's and its client's errors. `Debug` prints the message,

@@ -207,10 +207,25 @@ pub fn pod_row(pod: &Pod, now_unix: i64) -> (String, String, String) {
     (format!("{ready}/{total}"), reason, restarts)
 }
 
+/// Which optional columns `picolet get pods` shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PodColumns {
+    /// `-o wide`: IP and NODE.
+    pub wide: bool,
+    /// `-A`: NAMESPACE first.
+    pub namespace: bool,
+}
+
 /// Renders a v1 `PodList` (JSON, as `GET /pods` returns it) like
 /// `kubectl get pods` (`-o wide` adds IP and NODE). Items that are not pods
 /// are skipped; an empty list renders as `No resources found.`.
-pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool, style: Style) -> String {
+pub fn pods_table(
+    list: &serde_json::Value,
+    now_unix: i64,
+    columns: PodColumns,
+    style: Style,
+) -> String {
+    let PodColumns { wide, namespace } = columns;
     let mut pods: Vec<Pod> = list
         .get("items")
         .and_then(|i| i.as_array())
@@ -225,6 +240,12 @@ pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool, style: St
     if pods.is_empty() {
         return "No resources found.\n".into();
     }
+    let namespace_of = |pod: &Pod| {
+        pod.metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into())
+    };
     pods.sort_by(|a, b| {
         (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
     });
@@ -232,6 +253,9 @@ pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool, style: St
     let mut header: Vec<String> = ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
         .map(String::from)
         .to_vec();
+    if namespace {
+        header.insert(0, "NAMESPACE".into());
+    }
     if wide {
         header.extend(["IP", "NODE"].map(String::from));
     }
@@ -245,6 +269,9 @@ pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool, style: St
             restarts,
             since(pod.metadata.creation_timestamp.as_ref(), now_unix),
         ];
+        if namespace {
+            row.insert(0, namespace_of(pod));
+        }
         if wide {
             let none = || "<none>".to_string();
             let ip = pod
@@ -746,16 +773,25 @@ pods       110         110
         p.spec.as_mut().unwrap().node_name = Some("edge-1".into());
         let list = json!({"apiVersion": "v1", "kind": "PodList", "items": [p]});
         assert_eq!(
-            pods_table(&list, NOW, false, Style::PLAIN),
+            pods_table(&list, NOW, PodColumns::default(), Style::PLAIN),
             "NAME   READY   STATUS    RESTARTS   AGE\nweb    2/2     Running   0          13m\n"
         );
         assert_eq!(
-            pods_table(&list, NOW, true, Style::PLAIN),
+            pods_table(&list, NOW, PodColumns { wide: true, namespace: false }, Style::PLAIN),
             "NAME   READY   STATUS    RESTARTS   AGE   IP          NODE\nweb    2/2     Running   0          13m   10.88.0.5   edge-1\n"
         );
         assert_eq!(
-            pods_table(&json!({"items": []}), NOW, false, Style::PLAIN),
+            pods_table(
+                &json!({"items": []}),
+                NOW,
+                PodColumns::default(),
+                Style::PLAIN
+            ),
             "No resources found.\n"
+        );
+        assert_eq!(
+            pods_table(&list, NOW, PodColumns { wide: false, namespace: true }, Style::PLAIN),
+            "NAMESPACE   NAME   READY   STATUS    RESTARTS   AGE\ndefault     web    2/2     Running   0          13m\n"
         );
     }
 }

@@ -21,7 +21,8 @@ picolet: a kubelet for constrained edge hardware
 
 Usage:
   picolet run [--config FILE] [flags...]   run the node agent (as root)
-  picolet get pods [-o wide|json|yaml]     list pods of a running picolet
+  picolet get pods [NAME] [-n NS|-A] [-o wide|json|yaml]
+                                           list pods of a running picolet
   picolet get node [-o json|yaml]          its capacity, allocatable, eviction signals
   picolet describe pod NAME [-n NS] [-o json|yaml]
                                            a pod's status, containers and recent events
@@ -64,13 +65,15 @@ flags `picolet run` would (`picolet run --help` lists them).
         ),
         "get" => (
             "\
-Usage: picolet get pods [-o wide|json|yaml]
+Usage: picolet get pods [NAME] [-n NS | -A] [-o wide|json|yaml]
        picolet get node [-o json|yaml]
 
 The pods of a running picolet (kubectl's columns), or its node: capacity,
 allocatable, pressure conditions and eviction signals.
 
 Flags:
+  -n, --namespace NS               the pods' namespace [default]
+  -A, --all-namespaces             every namespace, with a NAMESPACE column
   -o, --output FORMAT              wide (pods), json or yaml [table]
 ",
             ADMIN_SOCKET,
