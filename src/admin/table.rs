@@ -368,10 +368,38 @@ fn amount(signal: &str, v: Option<i64>) -> String {
 
 /// Renders `GET /node` (the eviction task's view) for `picolet get node`:
 /// the pressure conditions, then each observed signal with its thresholds.
+/// `API server: <server> <state>`, with how long ago it last answered,
+/// and since when and after how many failed dials it has not.
+fn api_server_line(api: &serde_json::Value) -> String {
+    let ago = |key: &str| api[key].as_i64().map(human_duration);
+    let mut line = format!(
+        "API server: {} {}",
+        api["server"].as_str().unwrap_or("?"),
+        api["state"].as_str().unwrap_or("?")
+    );
+    let mut detail = Vec::new();
+    if let Some(since) = ago("secondsUnreachable") {
+        detail.push(format!(
+            "for {since}, {} failed attempts",
+            api["failedAttempts"].as_u64().unwrap_or(0)
+        ));
+    }
+    if let Some(last) = ago("secondsSinceLastContact") {
+        detail.push(format!("last contact {last} ago"));
+    }
+    if !detail.is_empty() {
+        line.push_str(&format!(" ({})", detail.join("; ")));
+    }
+    line
+}
+
 pub fn node_table(node: &serde_json::Value, style: Style) -> String {
     let mut out = String::new();
     if let Some(name) = node.get("name").and_then(|n| n.as_str()) {
         let _ = writeln!(out, "Name: {name}\n");
+    }
+    if let Some(api) = node.get("apiServer").filter(|a| a.is_object()) {
+        let _ = writeln!(out, "{}\n", api_server_line(api));
     }
     if let Some(cap) = node.get("capacity").and_then(|c| c.as_object()) {
         let mut rows = vec![["RESOURCE", "CAPACITY", "ALLOCATABLE"]
@@ -478,6 +506,34 @@ pub fn node_table(node: &serde_json::Value, style: Style) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_node_table_says_whether_the_api_server_answers_and_since_when() {
+        let line = |api: serde_json::Value| {
+            let t = node_table(&json!({"name": "edge-1", "apiServer": api}), Style::PLAIN);
+            t.lines().nth(2).unwrap_or_default().to_string()
+        };
+        assert_eq!(
+            line(
+                json!({"server": "https://k:6443", "state": "reachable", "secondsSinceLastContact": 3})
+            ),
+            "API server: https://k:6443 reachable (last contact 3s ago)"
+        );
+        assert_eq!(
+            line(json!({"server": "https://k:6443", "state": "unreachable",
+                        "secondsUnreachable": 400, "failedAttempts": 14, "secondsSinceLastContact": 410})),
+            "API server: https://k:6443 unreachable (for 6m40s, 14 failed attempts; last contact 6m50s ago)"
+        );
+        assert_eq!(
+            line(
+                json!({"server": "https://k:6443", "state": "not contacted yet",
+                        "lastContact": null, "secondsSinceLastContact": null})
+            ),
+            "API server: https://k:6443 not contacted yet"
+        );
+        let standalone = node_table(&json!({"name": "edge-1"}), Style::PLAIN);
+        assert!(!standalone.contains("API server"), "{standalone}");
+    }
 
     #[test]
     fn the_node_table_shows_conditions_signals_and_thresholds() {

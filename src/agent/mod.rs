@@ -97,6 +97,9 @@ pub use probes::ProbeMetrics;
 /// Appends metric families (with their HELP and TYPE lines) to `/metrics`.
 pub type MoreMetrics = Rc<dyn Fn(&mut String)>;
 
+/// The API server's state as `GET /node` shows it (`apiServer`).
+pub type ApiServerView = Rc<dyn Fn() -> serde_json::Value>;
+
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(2);
 
 /// What the agent keeps per container name of a pod, besides what the
@@ -296,6 +299,8 @@ pub struct Agent<R: RuntimeService = Runtime> {
     /// More of `/metrics` from elsewhere (the API server link's), appended
     /// to what the agent renders.
     more_metrics: RefCell<Option<MoreMetrics>>,
+    /// The API server's state for `GET /node` (`None`: standalone).
+    api_server_view: RefCell<Option<ApiServerView>>,
     /// Where pod statuses go (`None`: standalone, nobody listens).
     status_sink: RefCell<Option<Rc<dyn StatusSink>>>,
     /// Where events go (`None`: standalone, nobody listens).
@@ -376,6 +381,7 @@ impl<R: RuntimeService> Agent<R> {
             last_forgotten: std::cell::Cell::new(None),
             probe_metrics: RefCell::new(ProbeMetrics::default()),
             more_metrics: RefCell::new(None),
+            api_server_view: RefCell::new(None),
             status_sink: RefCell::new(None),
             event_sink: RefCell::new(None),
             sandbox_starts: smol::lock::Semaphore::new(sync::SANDBOX_STARTS_IN_FLIGHT),
