@@ -125,6 +125,26 @@ pub fn key_lines(text: &str, paths: &[String]) -> Vec<Option<usize>> {
     found
 }
 
+/// The line of the key at each of `paths` in `text`, a JSON or YAML
+/// document (the first document of a YAML stream): [`key_lines`] on the
+/// JSON, or on the YAML's JSON form mapped back to the YAML's lines.
+/// `None` where it cannot be told.
+pub fn lines_in_text(text: &str, paths: &[String]) -> Vec<Option<usize>> {
+    if text.trim_start().starts_with('{') {
+        return key_lines(text, paths);
+    }
+    let Some(doc) = super::yaml_to_json(text)
+        .ok()
+        .and_then(|docs| docs.into_iter().next())
+    else {
+        return vec![None; paths.len()];
+    };
+    key_lines(&doc.json, paths)
+        .into_iter()
+        .map(|line| doc.position(line?).map(|at| at.line))
+        .collect()
+}
+
 /// One open object (its current key, and whether a key comes next) or
 /// array (its current index) of [`key_lines`]' scan.
 enum Frame {
@@ -210,6 +230,16 @@ mod tests {
             key_lines(text, &paths),
             [Some(3), Some(6), Some(9), Some(6), Some(13), None]
         );
+    }
+
+    #[test]
+    fn a_yaml_or_json_text_gives_each_keys_own_line() {
+        let paths = ["b.c".to_string(), "d".to_string()];
+        let yaml = "a: 1\nb:\n  x: 2\n  c: 3\nd: [1]\n";
+        assert_eq!(lines_in_text(yaml, &paths), [Some(4), Some(5)]);
+        let json = "{\"a\": 1,\n \"b\": {\"c\": 3},\n \"d\": [1]}";
+        assert_eq!(lines_in_text(json, &paths), [Some(2), Some(3)]);
+        assert_eq!(lines_in_text("a: [", &paths), [None, None]);
     }
 
     #[test]
