@@ -47,6 +47,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
+pub mod unknown;
 mod yaml_json;
 pub use yaml_json::{yaml_to_json, JsonDocument, YamlToJsonError};
 

@@ -31,7 +31,7 @@ static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
 
 fn main() {
     if let Err(e) = real_main() {
-        eprintln!("picolet: {e:#}");
+        eprintln!("picolet: {}", cli::error_line(e.as_ref()));
         std::process::exit(1);
     }
 }
@@ -46,8 +46,12 @@ fn real_main() -> Result<()> {
             );
             Ok(())
         }
-        Command::Help => {
+        Command::Help(None) => {
             print!("{}", cli::usage());
+            Ok(())
+        }
+        Command::Help(Some(command)) => {
+            print!("{}", cli::command_usage(command));
             Ok(())
         }
         Command::GetPods(args) => get_pods(&args),
@@ -64,6 +68,10 @@ fn real_main() -> Result<()> {
 /// error); any answer but 200 is an error with the socket and the body.
 fn admin_json(socket: &std::path::Path, path: &str, what: &str) -> Result<serde_json::Value> {
     let (status, body) = picolet::admin::get(socket, path)?;
+    if status == 503 {
+        // The agent is up and says what it waits for.
+        bail!("{}", String::from_utf8_lossy(&body).trim_end());
+    }
     if status != 200 {
         bail!(
             "admin socket {}: HTTP {status}: {}",
@@ -92,15 +100,37 @@ fn now_unix() -> Result<i64> {
 }
 
 fn get_pods(args: &cli::GetArgs) -> Result<()> {
-    let list = admin_json(&args.admin_socket, "/pods", "the pod list")?;
+    let mut list = admin_json(&args.admin_socket, "/pods", "the pod list")?;
+    let namespace = (!args.all_namespaces).then_some(args.namespace.as_str());
+    let items = picolet::admin::select_pods(&list, namespace, args.name.as_deref());
+    if let Some(name) = &args.name {
+        // kubectl's `get pod NAME`: that pod, or its error.
+        let Some(pod) = items.first() else {
+            bail!("pods {name:?} not found in namespace {:?}", args.namespace);
+        };
+        if print_document(pod, args.output)? {
+            return Ok(());
+        }
+    }
+    if items.is_empty() && args.output == cli::OutputFormat::Table {
+        match namespace {
+            Some(ns) => println!("No resources found in {ns} namespace."),
+            None => println!("No resources found."),
+        }
+        return Ok(());
+    }
+    list["items"] = serde_json::Value::Array(items);
     if print_document(&list, args.output)? {
         return Ok(());
     }
-    let wide = args.output == cli::OutputFormat::Wide;
+    let columns = picolet::admin::PodColumns {
+        wide: args.output == cli::OutputFormat::Wide,
+        namespace: args.all_namespaces,
+    };
     let style = picolet::admin::Style::detect();
     print!(
         "{}",
-        picolet::admin::pods_table(&list, now_unix()?, wide, style)
+        picolet::admin::pods_table(&list, now_unix()?, columns, style)
     );
     Ok(())
 }
@@ -226,10 +256,25 @@ fn exec(args: &cli::ExecArgs) -> Result<()> {
         &mut std::io::stderr().lock(),
     );
     drop(raw);
-    std::process::exit(code?)
+    match code {
+        Ok(code) => std::process::exit(code),
+        // kubectl's form and exit code for a session that failed.
+        Err(e) => {
+            eprintln!("error: {}", cli::error_line(&e));
+            std::process::exit(1)
+        }
+    }
 }
 
 fn run(args: cli::RunArgs) -> Result<()> {
+    let uid = rustix::process::geteuid();
+    if !uid.is_root() {
+        bail!(
+            "picolet run needs root (running as uid {}): it creates the pods' cgroups, \
+             mounts their volumes and connects to the container runtime's root-only socket",
+            uid.as_raw()
+        );
+    }
     // Layers: the board profile (--board), then the config file, then flags.
     let file = match &args.config {
         Some(path) => Some((path.as_path(), read_config_file(path)?)),

@@ -4,9 +4,13 @@
 //! - `picolet describe pod` shows a running pod's and a failing pod's
 //!   state and their events, recorded offline; `-o yaml` parses;
 //! - `picolet get node` shows capacity, allocatable and every eviction
-//!   signal with its threshold;
+//!   signal with its threshold; `get pods` takes kubectl's `-A`, `-n` and
+//!   `get pod NAME`;
 //! - `picolet check` passes the runtime line against the real runtime and
 //!   fails, exit 1, naming a socket that is not there;
+//! - a picolet whose runtime socket is missing answers "waiting for the
+//!   runtime at ..." on its admin socket (`get pods`, `get node`: exit 1)
+//!   and ends on SIGTERM;
 //! - `/metrics`, `/metrics/probes` and `/metrics/resource` pass
 //!   `promtool check metrics` (unpacked by `make promtool` into
 //!   target/tools/bin; a `promtool` on PATH serves as well).
@@ -170,6 +174,19 @@ fn runningpods_describe_and_get_node_show_the_runtimes_real_state() {
         serde_json::from_str(&text(&cli(&p, &["get", "pods", "-o", "json"])).0).unwrap();
     assert_eq!(list["items"].as_array().map(Vec::len), Some(2), "{out}");
     assert_eq!(json["items"].as_array().map(Vec::len), Some(2));
+    // kubectl's scopes: -A adds NAMESPACE; another namespace has none of
+    // them; `get pod NAME` is that pod (-o json: the Pod itself).
+    let (out, _) = text(&cli(&p, &["get", "pods", "-A"]));
+    assert!(out.starts_with("NAMESPACE "), "{out}");
+    assert!(out.contains(&format!("default     {web} ")), "{out}");
+    let (out, _) = text(&cli(&p, &["get", "pods", "-n", "kube-system"]));
+    assert_eq!(out, "No resources found in kube-system namespace.\n");
+    let (out, _) = text(&cli(&p, &["get", "pod", &web, "-o", "json"]));
+    let pod: Value = serde_json::from_str(&out).expect("get pod NAME -o json");
+    assert_eq!(pod["metadata"]["name"], web.as_str(), "{out}");
+    let o = cli(&p, &["get", "pod", "absent"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.contains("pods \"absent\" not found"), "{o:?}");
 
     let o = cli(&p, &["describe", "pod", "absent"]);
     assert!(!o.status.success());
@@ -338,4 +355,81 @@ fn every_metrics_endpoint_passes_promtool() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+#[test]
+fn a_picolet_waiting_for_a_missing_runtime_says_so_and_ends_on_sigterm() {
+    let dir = tempfile::Builder::new()
+        .prefix("picolet-test.")
+        .tempdir()
+        .expect("temp dir");
+    let at = |name: &str| dir.path().join(name);
+    for sub in ["manifests", "logs", "root"] {
+        std::fs::create_dir(at(sub)).expect("picolet dirs");
+    }
+    let endpoint = format!("unix://{}", at("no-such.sock").display());
+    std::fs::write(
+        at("config.yaml"),
+        format!(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\n\
+             kind: KubeletConfiguration\n\
+             containerRuntimeEndpoint: {endpoint}\n\
+             staticPodPath: {}\n\
+             podLogsDir: {}\n\
+             cgroupsPerQOS: false\n\
+             port: 0\n\
+             healthzPort: 0\n",
+            at("manifests").display(),
+            at("logs").display()
+        ),
+    )
+    .expect("config");
+    let log = std::fs::File::create(at("picolet.log")).expect("log file");
+    let mut child = Command::new(harness::picolet_bin())
+        .arg("run")
+        .arg("--config")
+        .arg(at("config.yaml"))
+        .arg("--root-dir")
+        .arg(at("root"))
+        .args(["--hostname-override", "waiting-for-the-runtime"])
+        .arg("--admin-socket")
+        .arg(at("picolet.sock"))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log fd"))
+        .stderr(log)
+        .spawn()
+        .expect("spawning picolet");
+    let log = || std::fs::read_to_string(at("picolet.log")).unwrap_or_default();
+
+    for what in ["pods", "node"] {
+        let (code, err) = wait_until("the admin socket answers", LONG, || {
+            let o = Command::new(harness::picolet_bin())
+                .args(["get", what, "--admin-socket"])
+                .arg(at("picolet.sock"))
+                .output()
+                .expect("running picolet get");
+            let (_, err) = text(&o);
+            (!err.contains("cannot connect")).then_some((o.status.code(), err))
+        });
+        assert_eq!(
+            err.trim_end(),
+            format!("picolet: waiting for the runtime at {endpoint}"),
+            "get {what}\n{}",
+            log()
+        );
+        assert_eq!(code, Some(1), "get {what}: {err}");
+    }
+
+    harness::signal(child.id(), "TERM");
+    let status = harness::wait_child(&mut child, LONG);
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "SIGTERM ends a picolet that waits for the runtime ({status:?})\n{}",
+        log()
+    );
+    assert!(!at("picolet.sock").exists(), "the admin socket is removed");
 }

@@ -209,6 +209,14 @@ fn picolet_exec_runs_commands_in_a_static_pod_with_no_api_server() {
     );
     let out = picolet_exec(&p, &[&pod, "--", "/no/such/binary"], None);
     assert!(!out.status.success(), "{out:?}");
+    // kubectl's form: `error: <the runtime's message>`, exit 1 when the
+    // command could not run at all (or the command's own code).
+    let err = text(&out.stderr);
+    if out.status.code() == Some(1) {
+        assert!(err.starts_with("error: "), "{err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
+    assert!(!err.contains("malformed"), "{err}");
 }
 
 fn api_pod(name: &str, node: &str) -> String {

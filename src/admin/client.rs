@@ -92,6 +92,28 @@ pub fn stream(path: &Path, uri: &str, out: &mut dyn Write) -> Result<(u16, Vec<u
     })
 }
 
+/// The items of a `/pods` list that `picolet get pods` shows: those in
+/// `namespace` (every namespace with `None`), and only the one called
+/// `name` when it is given. A pod without a namespace is in `default`.
+pub fn select_pods(
+    list: &serde_json::Value,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> Vec<serde_json::Value> {
+    list["items"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+        .iter()
+        .filter(|p| {
+            let ns = p["metadata"]["namespace"].as_str().unwrap_or("default");
+            namespace.is_none_or(|want| ns == want)
+                && name.is_none_or(|want| p["metadata"]["name"] == want)
+        })
+        .cloned()
+        .collect()
+}
+
 /// The container `picolet logs POD` means when no `-c` names one, from the
 /// `/pods` list: the `kubectl.kubernetes.io/default-container` annotation,
 /// else the only container; else kubectl's error listing them.
@@ -316,15 +338,38 @@ mod tests {
     }
 
     #[test]
+    fn get_pods_selects_by_namespace_and_name() {
+        let list = serde_json::json!({"items": [
+            {"metadata": {"name": "web", "namespace": "default"}},
+            {"metadata": {"name": "web", "namespace": "edge"}},
+            {"metadata": {"name": "db"}},
+        ]});
+        let names = |ns: Option<&str>, name: Option<&str>| -> Vec<String> {
+            select_pods(&list, ns, name)
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}/{}",
+                        p["metadata"]["namespace"].as_str().unwrap_or("-"),
+                        p["metadata"]["name"].as_str().unwrap()
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(names(Some("default"), None), ["default/web", "-/db"]);
+        assert_eq!(names(None, None).len(), 3);
+        assert_eq!(names(Some("edge"), Some("web")), ["edge/web"]);
+        assert!(names(Some("edge"), Some("db")).is_empty());
+    }
+
+    #[test]
     fn the_client_error_names_the_socket() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("absent.sock");
         let e = get(&path, "/healthz").unwrap_err();
         let msg = e.to_string();
-        assert!(
-            msg.starts_with("is picolet running? cannot connect to "),
-            "{msg}"
-        );
+        assert!(msg.starts_with("cannot connect to "), "{msg}");
         assert!(msg.contains("absent.sock"), "{msg}");
+        assert!(msg.contains("is picolet running?"), "{msg}");
     }
 }

@@ -147,11 +147,12 @@ pub fn run(s: &Session<'_>, out: &mut dyn Write, err: &mut dyn Write) -> Result<
     if status != http::StatusCode::SWITCHING_PROTOCOLS {
         let mut body = buf.split_off(len);
         let _ = (&mut conn).take(64 * 1024).read_to_end(&mut body);
-        return Err(protocol(format!(
-            "HTTP {}: {}",
-            status.as_u16(),
-            String::from_utf8_lossy(&body).trim_end()
-        )));
+        let text = String::from_utf8_lossy(&body).trim_end().to_string();
+        return Err(AdminError::Refused(if text.is_empty() {
+            format!("the admin socket answered HTTP {}", status.as_u16())
+        } else {
+            text
+        }));
     }
     let mut pending = buf.split_off(len);
 
@@ -253,7 +254,7 @@ pub fn run(s: &Session<'_>, out: &mut dyn Write, err: &mut dyn Write) -> Result<
     match status {
         // No status: the stream ended without one (an old server): done.
         None => Ok(0),
-        Some(s) => exit_code(&s).map_err(protocol),
+        Some(s) => exit_code(&s).map_err(AdminError::Refused),
     }
 }
 

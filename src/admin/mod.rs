@@ -34,21 +34,25 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-pub use client::{get, log_container, stream};
+pub use client::{get, log_container, select_pods, stream};
 pub use router::{Reply, Router, StreamFn, UpgradeFn};
 pub use server::{
-    bind, finish, serve, serve_listener, serve_router, Handlers, MetricsFn, PodsFn,
+    bind, finish, serve, serve_listener, serve_router, waiting_router, Handlers, MetricsFn, PodsFn,
     CONNECTION_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS,
 };
-pub use table::{human_duration, node_table, pod_row, pods_table};
+pub use table::{human_duration, node_table, pod_row, pods_table, PodColumns};
 pub use term::Style;
 
 /// The admin socket's and its client's errors. `Debug` prints the message,
 /// like `Display`: a derived one costs half a KiB of binary and says less.
 #[derive(thiserror::Error)]
 pub enum AdminError {
-    #[error("is picolet running? cannot connect to {}: {source}", path.display())]
+    #[error("cannot connect to {}: {source}{}", path.display(), connect_hint(source))]
     Connect { path: PathBuf, source: io::Error },
+    /// The agent refused the request, or the command of an exec session
+    /// could not run: its message alone, as kubectl prints it.
+    #[error("{0}")]
+    Refused(String),
     #[error("admin socket {}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
     /// The request failed (printed in full, not chained as a source).
@@ -69,8 +73,50 @@ pub enum AdminError {
     Accept { path: PathBuf, source: io::Error },
 }
 
+/// What to do about a failed connect to the admin socket.
+fn connect_hint(e: &io::Error) -> &'static str {
+    match e.kind() {
+        io::ErrorKind::PermissionDenied => {
+            "; the admin socket is root-only (mode 0600): run this as root (sudo)"
+        }
+        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
+            "; is picolet running? (--admin-socket or PICOLET_ADMIN_SOCKET name another socket)"
+        }
+        _ => "",
+    }
+}
+
 impl fmt::Debug for AdminError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn connect(kind: io::ErrorKind) -> String {
+        AdminError::Connect {
+            path: PathBuf::from("/run/picolet/picolet.sock"),
+            source: io::Error::from(kind),
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn a_refused_connect_says_why_and_what_to_do() {
+        let denied = connect(io::ErrorKind::PermissionDenied);
+        assert!(
+            denied.starts_with("cannot connect to /run/picolet/picolet.sock: permission denied"),
+            "{denied}"
+        );
+        assert!(
+            denied.ends_with("root-only (mode 0600): run this as root (sudo)"),
+            "{denied}"
+        );
+        let missing = connect(io::ErrorKind::NotFound);
+        assert!(missing.contains("is picolet running?"), "{missing}");
+        assert!(missing.contains("PICOLET_ADMIN_SOCKET"), "{missing}");
     }
 }

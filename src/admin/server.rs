@@ -161,6 +161,22 @@ impl Handlers {
     }
 }
 
+/// What the admin socket answers while the agent cannot answer yet (the
+/// runtime has not answered): every `GET` and `POST`, `/healthz` included,
+/// is a 503 whose body is `message`, so `picolet get pods` says what the
+/// agent waits for.
+pub fn waiting_router(message: String) -> Router {
+    let body = bytes::Bytes::from(format!("{message}\n"));
+    let answer: super::router::HandlerFn = Rc::new(move |_| {
+        let mut r = super::router::typed(body.clone(), "text/plain; charset=utf-8");
+        *r.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+        r
+    });
+    Router::new()
+        .get("/*", Handler::Custom(answer.clone()))
+        .route(http::Method::POST, "/*", Handler::Custom(answer))
+}
+
 /// Creates the admin socket at `path`, mode 0600.
 ///
 /// The parent directory is created 0700 if missing. A stale socket left by a
@@ -347,6 +363,29 @@ mod tests {
     use crate::admin::client::get;
     use serde_json::json;
     use std::io::{Read, Write};
+
+    #[test]
+    fn a_waiting_agent_answers_every_path_with_503_and_what_it_waits_for() {
+        use http_body_util::BodyExt;
+        let router = waiting_router("waiting for the runtime at unix:///x.sock".into());
+        for (method, path) in [
+            (http::Method::GET, "/healthz"),
+            (http::Method::GET, "/pods"),
+            (http::Method::POST, "/exec/default/web/main"),
+        ] {
+            let req = Request::builder()
+                .method(method)
+                .uri(path)
+                .body(())
+                .unwrap()
+                .into_parts()
+                .0;
+            let r = router.handle(&req);
+            assert_eq!(r.status(), http::StatusCode::SERVICE_UNAVAILABLE, "{path}");
+            let body = rt::block_on(r.into_body().collect()).unwrap().to_bytes();
+            assert_eq!(&body[..], b"waiting for the runtime at unix:///x.sock\n");
+        }
+    }
 
     #[test]
     fn bind_refuses_to_replace_a_regular_file_and_replaces_a_stale_socket() {

@@ -207,10 +207,25 @@ pub fn pod_row(pod: &Pod, now_unix: i64) -> (String, String, String) {
     (format!("{ready}/{total}"), reason, restarts)
 }
 
+/// Which optional columns `picolet get pods` shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PodColumns {
+    /// `-o wide`: IP and NODE.
+    pub wide: bool,
+    /// `-A`: NAMESPACE first.
+    pub namespace: bool,
+}
+
 /// Renders a v1 `PodList` (JSON, as `GET /pods` returns it) like
 /// `kubectl get pods` (`-o wide` adds IP and NODE). Items that are not pods
 /// are skipped; an empty list renders as `No resources found.`.
-pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool, style: Style) -> String {
+pub fn pods_table(
+    list: &serde_json::Value,
+    now_unix: i64,
+    columns: PodColumns,
+    style: Style,
+) -> String {
+    let PodColumns { wide, namespace } = columns;
     let mut pods: Vec<Pod> = list
         .get("items")
         .and_then(|i| i.as_array())
@@ -225,6 +240,12 @@ pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool, style: St
     if pods.is_empty() {
         return "No resources found.\n".into();
     }
+    let namespace_of = |pod: &Pod| {
+        pod.metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into())
+    };
     pods.sort_by(|a, b| {
         (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
     });
@@ -232,6 +253,9 @@ pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool, style: St
     let mut header: Vec<String> = ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
         .map(String::from)
         .to_vec();
+    if namespace {
+        header.insert(0, "NAMESPACE".into());
+    }
     if wide {
         header.extend(["IP", "NODE"].map(String::from));
     }
@@ -245,6 +269,9 @@ pub fn pods_table(list: &serde_json::Value, now_unix: i64, wide: bool, style: St
             restarts,
             since(pod.metadata.creation_timestamp.as_ref(), now_unix),
         ];
+        if namespace {
+            row.insert(0, namespace_of(pod));
+        }
         if wide {
             let none = || "<none>".to_string();
             let ip = pod
@@ -341,10 +368,38 @@ fn amount(signal: &str, v: Option<i64>) -> String {
 
 /// Renders `GET /node` (the eviction task's view) for `picolet get node`:
 /// the pressure conditions, then each observed signal with its thresholds.
+/// `API server: <server> <state>`, with how long ago it last answered,
+/// and since when and after how many failed dials it has not.
+fn api_server_line(api: &serde_json::Value) -> String {
+    let ago = |key: &str| api[key].as_i64().map(human_duration);
+    let mut line = format!(
+        "API server: {} {}",
+        api["server"].as_str().unwrap_or("?"),
+        api["state"].as_str().unwrap_or("?")
+    );
+    let mut detail = Vec::new();
+    if let Some(since) = ago("secondsUnreachable") {
+        detail.push(format!(
+            "for {since}, {} failed attempts",
+            api["failedAttempts"].as_u64().unwrap_or(0)
+        ));
+    }
+    if let Some(last) = ago("secondsSinceLastContact") {
+        detail.push(format!("last contact {last} ago"));
+    }
+    if !detail.is_empty() {
+        line.push_str(&format!(" ({})", detail.join("; ")));
+    }
+    line
+}
+
 pub fn node_table(node: &serde_json::Value, style: Style) -> String {
     let mut out = String::new();
     if let Some(name) = node.get("name").and_then(|n| n.as_str()) {
         let _ = writeln!(out, "Name: {name}\n");
+    }
+    if let Some(api) = node.get("apiServer").filter(|a| a.is_object()) {
+        let _ = writeln!(out, "{}\n", api_server_line(api));
     }
     if let Some(cap) = node.get("capacity").and_then(|c| c.as_object()) {
         let mut rows = vec![["RESOURCE", "CAPACITY", "ALLOCATABLE"]
@@ -451,6 +506,34 @@ pub fn node_table(node: &serde_json::Value, style: Style) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_node_table_says_whether_the_api_server_answers_and_since_when() {
+        let line = |api: serde_json::Value| {
+            let t = node_table(&json!({"name": "edge-1", "apiServer": api}), Style::PLAIN);
+            t.lines().nth(2).unwrap_or_default().to_string()
+        };
+        assert_eq!(
+            line(
+                json!({"server": "https://k:6443", "state": "reachable", "secondsSinceLastContact": 3})
+            ),
+            "API server: https://k:6443 reachable (last contact 3s ago)"
+        );
+        assert_eq!(
+            line(json!({"server": "https://k:6443", "state": "unreachable",
+                        "secondsUnreachable": 400, "failedAttempts": 14, "secondsSinceLastContact": 410})),
+            "API server: https://k:6443 unreachable (for 6m40s, 14 failed attempts; last contact 6m50s ago)"
+        );
+        assert_eq!(
+            line(
+                json!({"server": "https://k:6443", "state": "not contacted yet",
+                        "lastContact": null, "secondsSinceLastContact": null})
+            ),
+            "API server: https://k:6443 not contacted yet"
+        );
+        let standalone = node_table(&json!({"name": "edge-1"}), Style::PLAIN);
+        assert!(!standalone.contains("API server"), "{standalone}");
+    }
 
     #[test]
     fn the_node_table_shows_conditions_signals_and_thresholds() {
@@ -746,16 +829,25 @@ pods       110         110
         p.spec.as_mut().unwrap().node_name = Some("edge-1".into());
         let list = json!({"apiVersion": "v1", "kind": "PodList", "items": [p]});
         assert_eq!(
-            pods_table(&list, NOW, false, Style::PLAIN),
+            pods_table(&list, NOW, PodColumns::default(), Style::PLAIN),
             "NAME   READY   STATUS    RESTARTS   AGE\nweb    2/2     Running   0          13m\n"
         );
         assert_eq!(
-            pods_table(&list, NOW, true, Style::PLAIN),
+            pods_table(&list, NOW, PodColumns { wide: true, namespace: false }, Style::PLAIN),
             "NAME   READY   STATUS    RESTARTS   AGE   IP          NODE\nweb    2/2     Running   0          13m   10.88.0.5   edge-1\n"
         );
         assert_eq!(
-            pods_table(&json!({"items": []}), NOW, false, Style::PLAIN),
+            pods_table(
+                &json!({"items": []}),
+                NOW,
+                PodColumns::default(),
+                Style::PLAIN
+            ),
             "No resources found.\n"
+        );
+        assert_eq!(
+            pods_table(&list, NOW, PodColumns { wide: false, namespace: true }, Style::PLAIN),
+            "NAMESPACE   NAME   READY   STATUS    RESTARTS   AGE\ndefault     web    2/2     Running   0          13m\n"
         );
     }
 }

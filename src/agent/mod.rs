@@ -97,6 +97,9 @@ pub use probes::ProbeMetrics;
 /// Appends metric families (with their HELP and TYPE lines) to `/metrics`.
 pub type MoreMetrics = Rc<dyn Fn(&mut String)>;
 
+/// The API server's state as `GET /node` shows it (`apiServer`).
+pub type ApiServerView = Rc<dyn Fn() -> serde_json::Value>;
+
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(2);
 
 /// What the agent keeps per container name of a pod, besides what the
@@ -303,6 +306,8 @@ pub struct Agent<R: RuntimeService = Runtime> {
     /// More of `/metrics` from elsewhere (the API server link's), appended
     /// to what the agent renders.
     more_metrics: RefCell<Option<MoreMetrics>>,
+    /// The API server's state for `GET /node` (`None`: standalone).
+    api_server_view: RefCell<Option<ApiServerView>>,
     /// Where pod statuses go (`None`: standalone, nobody listens).
     status_sink: RefCell<Option<Rc<dyn StatusSink>>>,
     /// Where events go (`None`: standalone, nobody listens).
@@ -387,6 +392,7 @@ impl<R: RuntimeService> Agent<R> {
             probe_metrics: RefCell::new(ProbeMetrics::default()),
             kubelet_metrics: RefCell::new(Default::default()),
             more_metrics: RefCell::new(None),
+            api_server_view: RefCell::new(None),
             status_sink: RefCell::new(None),
             event_sink: RefCell::new(None),
             sandbox_starts: smol::lock::Semaphore::new(sync::SANDBOX_STARTS_IN_FLIGHT),
@@ -402,37 +408,64 @@ impl<R: RuntimeService> Agent<R> {
         })
     }
 
-    /// Runs every loop until `shutdown` resolves.
+    /// Runs every loop until `shutdown` resolves. The admin socket opens
+    /// first and answers "waiting for the runtime at ..." until the
+    /// runtime does; `shutdown` ends every state, that wait included.
     pub async fn run(self: &Rc<Self>, shutdown: impl std::future::Future<Output = ()>) {
-        host_files::prepare_dirs(&self.cfg);
-        if let Some(cg) = &self.cgroups {
-            if let Err(e) = cg.ensure_qos_hierarchy() {
-                log::error!("creating the QoS cgroup hierarchy: {e}");
-            }
-        }
-        self.connect_runtime().await;
-        self.read_runtime_features().await;
-
-        let mut tasks = self.spawn_configured_sources();
-        let me = self.clone();
-        tasks.push(rt::spawn(async move { me.pleg_loop().await }));
-        let me = self.clone();
-        tasks.push(rt::spawn(async move { me.gc_loop().await }));
-        let me = self.clone();
-        tasks.push(rt::spawn(async move { me.eviction_loop().await }));
-        let me = self.clone();
-        tasks.push(rt::spawn(async move { me.log_rotation_loop().await }));
         let socket = self.cfg.admin_socket.clone();
-        let handlers = self.admin_handlers();
-        tasks.push(rt::spawn(async move {
-            if let Err(e) = crate::admin::serve(&socket, handlers).await {
-                log::error!("admin socket {}: {e}", socket.display());
+        let listener = match crate::admin::bind(&socket) {
+            Ok(l) => Some(Rc::new(l)),
+            Err(e) => {
+                log::error!("{e}");
+                None
             }
-        }));
-        shutdown.await;
+        };
+        let waiting = listener.clone().map(|l| {
+            let router = crate::admin::waiting_router(format!(
+                "waiting for the runtime at unix://{}",
+                self.cfg.runtime_socket.display()
+            ));
+            let path = socket.clone();
+            rt::spawn(async move {
+                if let Err(e) = crate::admin::serve_router(&l, &path, router).await {
+                    log::error!("{e}");
+                }
+            })
+        });
+        let work = async {
+            host_files::prepare_dirs(&self.cfg);
+            if let Some(cg) = &self.cgroups {
+                if let Err(e) = cg.ensure_qos_hierarchy() {
+                    log::error!("creating the QoS cgroup hierarchy: {e}");
+                }
+            }
+            self.connect_runtime().await;
+            self.read_runtime_features().await;
+            drop(waiting);
+
+            let mut tasks = self.spawn_configured_sources();
+            let me = self.clone();
+            tasks.push(rt::spawn(async move { me.pleg_loop().await }));
+            let me = self.clone();
+            tasks.push(rt::spawn(async move { me.gc_loop().await }));
+            let me = self.clone();
+            tasks.push(rt::spawn(async move { me.eviction_loop().await }));
+            let me = self.clone();
+            tasks.push(rt::spawn(async move { me.log_rotation_loop().await }));
+            if let Some(l) = listener {
+                let router = self.admin_handlers().router();
+                tasks.push(rt::spawn(async move {
+                    if let Err(e) = crate::admin::serve_router(&l, &socket, router).await {
+                        log::error!("{e}");
+                    }
+                }));
+            }
+            // The tasks live as long as this future: until `shutdown`.
+            std::future::pending::<()>().await
+        };
+        smol::future::or(work, shutdown).await;
         log::info!("shutting down; pods keep running and are adopted on the next start");
         let _ = std::fs::remove_file(&self.cfg.admin_socket);
-        drop(tasks);
     }
 
     /// The admin routes' handlers: served on the admin socket, and

@@ -110,6 +110,9 @@ impl<R: RuntimeService> Agent<R> {
         v["name"] = Value::String(self.cfg.node_name.clone());
         v["capacity"] = resources(capacity);
         v["allocatable"] = resources(alloc);
+        if let Some(view) = self.api_server_view.borrow().as_ref() {
+            v["apiServer"] = view();
+        }
         v
     }
 }

@@ -200,6 +200,12 @@ impl<R: RuntimeService> Agent<R> {
         *self.more_metrics.borrow_mut() = Some(more);
     }
 
+    /// Adds the API server's state to every `GET /node` answer from now
+    /// on. Set once, before [`Agent::run`].
+    pub fn set_api_server_view(&self, view: super::ApiServerView) {
+        *self.api_server_view.borrow_mut() = Some(view);
+    }
+
     /// `/metrics/probes`: the prober's counters.
     pub fn probe_metrics_text(&self) -> String {
         let mut out = String::new();

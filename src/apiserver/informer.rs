@@ -268,9 +268,11 @@ where
         }
     }
 
-    /// Logs a failure when it is new (not at every retry).
+    /// Logs a failure when it is new (not at every retry), and not when
+    /// the link is down: the transport reports that outage once.
     fn failed(&mut self, f: Failure, text: String) -> Input<K> {
-        if self.last_error.as_deref() != Some(text.as_str()) {
+        let outage = matches!(f, Failure::Transport) && self.client.link().is_down();
+        if !outage && self.last_error.as_deref() != Some(text.as_str()) {
             log::warn!("API server: {text}; retrying");
             self.last_error = Some(text);
         }

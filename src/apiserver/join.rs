@@ -121,6 +121,19 @@ pub fn join(
         let client = client.clone();
         Rc::new(move |out| client.link().metrics(std::time::Instant::now()).render(out))
     });
+    agent.set_api_server_view({
+        let client = client.clone();
+        Rc::new(move || {
+            let now_unix = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+            client.link().state_json(
+                &client.server().to_string(),
+                std::time::Instant::now(),
+                now_unix,
+            )
+        })
+    });
     let events = EventSync::new(
         client.clone(),
         node_name,

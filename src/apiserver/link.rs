@@ -11,6 +11,11 @@
 //!   records the time and wakes the loops waiting out a back-off after a
 //!   link failure ([`Link::recovered`]): they retry within
 //!   [`RECOVERY_JITTER`] instead of after their own back-off.
+//! - What the log says about an outage ([`OfflineLog`]): one warning at
+//!   the first failed dial, one every [`OFFLINE_REPORT_EVERY`] while the
+//!   API server stays unreachable (with the count of failed dials), one
+//!   line when it answers again. The loops on the link say nothing of
+//!   their own about a failure while it is down ([`Link::is_down`]).
 //!
 //! [`Client`]: super::transport::Client
 
@@ -26,6 +31,72 @@ pub const DIAL_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 /// The longest wait between dials.
 pub const DIAL_BACKOFF_MAX: Duration = Duration::from_secs(30);
 pub use super::reflector_backoff::RECOVERY_JITTER;
+
+/// How often the warning that the API server is still unreachable is
+/// repeated.
+pub const OFFLINE_REPORT_EVERY: Duration = Duration::from_secs(300);
+
+/// What to log about the link's reachability, from [`OfflineLog`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reachability {
+    /// A dial failed and the link was up (or had never been tried).
+    Unreachable,
+    /// Still unreachable: `failures` failed dials over `down_for`.
+    StillUnreachable { failures: u64, down_for: Duration },
+    /// It answers again after `down_for` and `failures` failed dials.
+    Back { failures: u64, down_for: Duration },
+}
+
+/// An outage in progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Outage {
+    since: Instant,
+    failures: u64,
+    reported: Instant,
+}
+
+/// The outage log's state: pure, fed with failed dials and answers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OfflineLog {
+    outage: Option<Outage>,
+}
+
+impl OfflineLog {
+    /// A dial failed at `now`: what to log, if anything.
+    pub fn failed(&mut self, now: Instant) -> Option<Reachability> {
+        let Some(o) = &mut self.outage else {
+            self.outage = Some(Outage {
+                since: now,
+                failures: 1,
+                reported: now,
+            });
+            return Some(Reachability::Unreachable);
+        };
+        o.failures += 1;
+        if now.saturating_duration_since(o.reported) < OFFLINE_REPORT_EVERY {
+            return None;
+        }
+        o.reported = now;
+        Some(Reachability::StillUnreachable {
+            failures: o.failures,
+            down_for: now.saturating_duration_since(o.since),
+        })
+    }
+
+    /// The API server answered at `now`: what to log, if anything.
+    pub fn answered(&mut self, now: Instant) -> Option<Reachability> {
+        let o = self.outage.take()?;
+        Some(Reachability::Back {
+            failures: o.failures,
+            down_for: now.saturating_duration_since(o.since),
+        })
+    }
+
+    /// Since when it is unreachable, and how many dials failed since.
+    pub fn outage(&self) -> Option<(Instant, u64)> {
+        self.outage.map(|o| (o.since, o.failures))
+    }
+}
 
 /// The wait after a failed dial at back-off step `step`, with `unit` a
 /// random number in [0, 1): within [step/2, step], never above
@@ -101,17 +172,67 @@ pub struct Link {
     relists: Cell<u64>,
     generation: Cell<u64>,
     waiters: RefCell<Vec<Waker>>,
+    offline: Cell<OfflineLog>,
 }
 
 impl Link {
     /// The API server answered at `now`: wakes every [`Link::recovered`].
-    pub fn succeeded(&self, now: Instant) {
+    /// Says [`Reachability::Back`] when this ends an outage.
+    pub fn succeeded(&self, now: Instant) -> Option<Reachability> {
         self.last_success.set(Some(now));
         self.backoff_until.set(None);
         self.generation.set(self.generation.get().wrapping_add(1));
         for w in self.waiters.borrow_mut().drain(..) {
             w.wake();
         }
+        let mut log = self.offline.get();
+        let said = log.answered(now);
+        self.offline.set(log);
+        said
+    }
+
+    /// A dial (connect, TLS or HTTP handshake) failed at `now`: what to
+    /// log about it, if anything ([`OfflineLog::failed`]).
+    pub fn dial_failed(&self, now: Instant) -> Option<Reachability> {
+        let mut log = self.offline.get();
+        let said = log.failed(now);
+        self.offline.set(log);
+        said
+    }
+
+    /// The last dial failed, and nothing answered since: a loop's failure
+    /// now is the outage the link reports, not one of its own to log.
+    pub fn is_down(&self) -> bool {
+        self.offline.get().outage().is_some()
+    }
+
+    /// Since when the API server is unreachable, and how many dials
+    /// failed since; `None` while it answers.
+    pub fn outage(&self) -> Option<(Instant, u64)> {
+        self.offline.get().outage()
+    }
+
+    /// The link's state as `picolet get node` shows it (`apiServer` of
+    /// `GET /node`): `state` is `reachable`, `unreachable` or `not
+    /// contacted yet`; times are Unix seconds, from `now_unix` at `now`.
+    pub fn state_json(&self, server: &str, now: Instant, now_unix: i64) -> serde_json::Value {
+        let unix = |t: Instant| now_unix - now.saturating_duration_since(t).as_secs() as i64;
+        let outage = self.outage();
+        let last = self.last_success.get();
+        let state = match (outage, last) {
+            (Some(_), _) => "unreachable",
+            (None, Some(_)) => "reachable",
+            (None, None) => "not contacted yet",
+        };
+        serde_json::json!({
+            "server": server,
+            "state": state,
+            "lastContact": last.map(unix),
+            "secondsSinceLastContact": last.map(|t| now.saturating_duration_since(t).as_secs()),
+            "unreachableSince": outage.map(|(since, _)| unix(since)),
+            "secondsUnreachable": outage.map(|(since, _)| now.saturating_duration_since(since).as_secs()),
+            "failedAttempts": outage.map_or(0, |(_, n)| n),
+        })
     }
 
     /// A dial failed: the next one is not before `until`.
@@ -180,6 +301,102 @@ impl Future for Recovered<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_outage_is_logged_once_then_every_five_minutes_with_the_count_then_once_when_over() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut log = OfflineLog::default();
+        assert_eq!(log.answered(at(0)), None, "no outage, nothing to say");
+        assert_eq!(log.failed(at(1)), Some(Reachability::Unreachable));
+        // Dials every 30 s: silent until five minutes after the first line.
+        let mut said = Vec::new();
+        for s in (31..=901).step_by(30) {
+            if let Some(r) = log.failed(at(s)) {
+                said.push((s, r));
+            }
+        }
+        assert_eq!(
+            said,
+            [
+                (
+                    301,
+                    Reachability::StillUnreachable {
+                        failures: 11,
+                        down_for: Duration::from_secs(300)
+                    }
+                ),
+                (
+                    601,
+                    Reachability::StillUnreachable {
+                        failures: 21,
+                        down_for: Duration::from_secs(600)
+                    }
+                ),
+                (
+                    901,
+                    Reachability::StillUnreachable {
+                        failures: 31,
+                        down_for: Duration::from_secs(900)
+                    }
+                ),
+            ]
+        );
+        assert_eq!(log.outage(), Some((at(1), 31)));
+        assert_eq!(
+            log.answered(at(905)),
+            Some(Reachability::Back {
+                failures: 31,
+                down_for: Duration::from_secs(904)
+            })
+        );
+        assert_eq!(log.outage(), None);
+        assert_eq!(log.answered(at(906)), None);
+        // The next outage starts afresh.
+        assert_eq!(log.failed(at(1000)), Some(Reachability::Unreachable));
+    }
+
+    #[test]
+    fn the_link_state_says_reachable_or_since_when_it_is_not() {
+        let link = Link::default();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let state = |now: u64| link.state_json("https://k:6443", at(now), 1_000 + now as i64);
+        let v = state(0);
+        assert_eq!(v["state"], "not contacted yet");
+        assert!(v["lastContact"].is_null());
+        link.succeeded(at(10));
+        let v = state(15);
+        assert_eq!(v["state"], "reachable");
+        assert_eq!(v["lastContact"], 1_010);
+        assert!(v["unreachableSince"].is_null());
+        link.dial_failed(at(20));
+        link.dial_failed(at(50));
+        let v = state(60);
+        assert_eq!(v["state"], "unreachable");
+        assert_eq!(v["server"], "https://k:6443");
+        assert_eq!(v["lastContact"], 1_010);
+        assert_eq!(v["unreachableSince"], 1_020);
+        assert_eq!(v["secondsUnreachable"], 40);
+        assert_eq!(v["secondsSinceLastContact"], 50);
+        assert_eq!(v["failedAttempts"], 2);
+    }
+
+    #[test]
+    fn the_link_is_down_from_a_failed_dial_until_an_answer() {
+        let link = Link::default();
+        let now = Instant::now();
+        assert!(!link.is_down());
+        assert_eq!(link.dial_failed(now), Some(Reachability::Unreachable));
+        assert!(link.is_down());
+        assert_eq!(link.dial_failed(now), None);
+        assert!(matches!(
+            link.succeeded(now),
+            Some(Reachability::Back { failures: 2, .. })
+        ));
+        assert!(!link.is_down());
+        assert_eq!(link.succeeded(now), None);
+    }
 
     #[test]
     fn a_dial_wait_stays_within_half_the_step_and_the_step_and_never_above_thirty_seconds() {

@@ -153,7 +153,12 @@ impl StatusSync {
         ok
     }
 
+    /// Logs a failure when it is new, and not while the link is down (the
+    /// transport reports that outage once).
     fn failed(&self, what: &str, e: impl std::fmt::Display) {
+        if self.client.link().is_down() {
+            return;
+        }
         let text = format!("{what}: {e}");
         let mut last = self.last_error.borrow_mut();
         if last.as_deref() != Some(text.as_str()) {

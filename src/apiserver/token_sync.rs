@@ -290,7 +290,12 @@ impl TokenSync {
         }
     }
 
+    /// Logs a failure when it is new, and not while the link is down (the
+    /// transport reports that outage once).
     fn failed(&self, key: &TokenKey, e: &TokenRequestError) {
+        if self.client.link().is_down() {
+            return;
+        }
         let text = e.to_string();
         let mut errors = self.errors.borrow_mut();
         if errors.get(key) != Some(&text) {

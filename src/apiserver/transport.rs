@@ -339,14 +339,14 @@ impl Client {
                     }
                 }
                 let resp = r.map_err(http)?;
-                self.inner.link.succeeded(Instant::now());
+                self.answered();
                 let (parts, body) = resp.into_parts();
                 Ok((parts.status, body, None))
             }
             Sender::H1(mut s) => {
                 s.ready().await.map_err(http)?;
                 let resp = s.send_request(req).await.map_err(http)?;
-                self.inner.link.succeeded(Instant::now());
+                self.answered();
                 let (parts, body) = resp.into_parts();
                 Ok((parts.status, body, Some(s)))
             }
@@ -493,7 +493,7 @@ impl Client {
             Ok(s) => {
                 c.next_attempt = None;
                 c.backoff = DIAL_BACKOFF_INITIAL;
-                self.inner.link.succeeded(Instant::now());
+                self.answered();
                 let (protocol, sender) = match s {
                     Dialed::H2(h2, socket) => {
                         c.h2 = Some(h2.clone());
@@ -515,8 +515,27 @@ impl Client {
                 c.next_attempt = Some(until);
                 c.backoff = link::next_step(c.backoff);
                 self.inner.link.backing_off(until);
+                let said = self.inner.link.dial_failed(Instant::now());
+                if let Some(said) = said {
+                    log_reachability(&self.inner.server.to_string(), said, Some(&e));
+                }
+                // After an outage's first failed dial, one steady error:
+                // the cause is in the transport's own lines.
+                if said != Some(link::Reachability::Unreachable) {
+                    return Err(TransportError::Unreachable {
+                        server: self.inner.server.to_string(),
+                    });
+                }
                 Err(e)
             }
+        }
+    }
+
+    /// The API server answered: the link's record, and the line that
+    /// ends an outage.
+    fn answered(&self) {
+        if let Some(said) = self.inner.link.succeeded(Instant::now()) {
+            log_reachability(&self.inner.server.to_string(), said, None);
         }
     }
 
@@ -756,6 +775,27 @@ impl BodyStream {
             buf.extend_from_slice(&data);
         }
         Ok(buf)
+    }
+}
+
+/// The log line of an outage's start, its five-minute reminders and its
+/// end (see [`link::OfflineLog`]); `error` is the failed dial's.
+fn log_reachability(server: &str, said: link::Reachability, error: Option<&TransportError>) {
+    let error = error.map(|e| format!(": {e}")).unwrap_or_default();
+    match said {
+        link::Reachability::Unreachable => log::warn!(
+            "API server {server} unreachable{error}; pods keep running, picolet retries \
+             (a reminder every {}m while it lasts)",
+            link::OFFLINE_REPORT_EVERY.as_secs() / 60
+        ),
+        link::Reachability::StillUnreachable { failures, down_for } => log::warn!(
+            "API server {server} still unreachable after {}s, {failures} failed attempts{error}",
+            down_for.as_secs()
+        ),
+        link::Reachability::Back { failures, down_for } => log::info!(
+            "API server {server} answers again after {}s unreachable ({failures} failed attempts)",
+            down_for.as_secs()
+        ),
     }
 }
 

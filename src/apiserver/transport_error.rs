@@ -21,8 +21,15 @@ pub enum TransportError {
         server: String,
         source: hyper::Error,
     },
-    #[error("API server {server} unreachable; next attempt in {wait:?}")]
+    /// A dial failed a moment ago and the next is not due yet. Its text
+    /// is [`TransportError::Unreachable`]'s and stays the same for the
+    /// whole outage, so a loop that logs a new error once logs it once.
+    #[error("API server {server} unreachable")]
     BackingOff { server: String, wait: Duration },
+    /// A dial failed again in an outage the transport has logged with its
+    /// cause (see `link::OfflineLog`).
+    #[error("API server {server} unreachable")]
+    Unreachable { server: String },
     #[error("{what}: {}", Causes(.source))]
     Http { what: String, source: hyper::Error },
     #[error("{what}: reading the body: {}", Causes(.source))]

@@ -8,12 +8,12 @@ use std::path::PathBuf;
 use lexopt::prelude::*;
 
 use super::{take_value, unexpected, CliError, Command, OutputFormat};
-use crate::config;
 
 /// Arguments of `picolet describe pod`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DescribeArgs {
-    /// `--admin-socket PATH`; default [`config::DEFAULT_ADMIN_SOCKET`].
+    /// `--admin-socket PATH`; default `$PICOLET_ADMIN_SOCKET`, else
+    /// [`crate::config::DEFAULT_ADMIN_SOCKET`].
     pub admin_socket: PathBuf,
     /// `-n`/`--namespace`; `default` when not given.
     pub namespace: String,
@@ -23,9 +23,12 @@ pub struct DescribeArgs {
     pub output: OutputFormat,
 }
 
-pub(super) fn parse(mut parser: lexopt::Parser) -> Result<Command, CliError> {
+pub(super) fn parse(
+    mut parser: lexopt::Parser,
+    admin_socket: PathBuf,
+) -> Result<Command, CliError> {
     let mut args = DescribeArgs {
-        admin_socket: PathBuf::from(config::DEFAULT_ADMIN_SOCKET),
+        admin_socket,
         namespace: "default".into(),
         pod: String::new(),
         output: OutputFormat::Table,
@@ -38,7 +41,7 @@ pub(super) fn parse(mut parser: lexopt::Parser) -> Result<Command, CliError> {
             Value(_) => String::new(),
         };
         match arg {
-            Short('h') | Long("help") => return Ok(Command::Help),
+            Short('h') | Long("help") => return Ok(Command::Help(Some("describe"))),
             Long("admin-socket") => {
                 args.admin_socket = PathBuf::from(take_value(&mut parser, &spelled)?)
             }

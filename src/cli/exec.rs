@@ -9,12 +9,12 @@ use std::path::PathBuf;
 use lexopt::prelude::*;
 
 use super::{take_value, CliError, Command};
-use crate::config;
 
 /// Arguments of `picolet exec`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecArgs {
-    /// `--admin-socket PATH`; default [`config::DEFAULT_ADMIN_SOCKET`].
+    /// `--admin-socket PATH`; default `$PICOLET_ADMIN_SOCKET`, else
+    /// [`crate::config::DEFAULT_ADMIN_SOCKET`].
     pub admin_socket: PathBuf,
     /// `-n`/`--namespace`; `default` when not given.
     pub namespace: String,
@@ -67,9 +67,12 @@ impl ExecArgs {
 }
 
 /// Parses `exec`'s arguments (after the word `exec`).
-pub(super) fn parse(mut parser: lexopt::Parser) -> Result<Command, CliError> {
+pub(super) fn parse(
+    mut parser: lexopt::Parser,
+    admin_socket: PathBuf,
+) -> Result<Command, CliError> {
     let mut args = ExecArgs {
-        admin_socket: PathBuf::from(config::DEFAULT_ADMIN_SOCKET),
+        admin_socket,
         namespace: "default".into(),
         pod: String::new(),
         container: None,
@@ -84,7 +87,7 @@ pub(super) fn parse(mut parser: lexopt::Parser) -> Result<Command, CliError> {
             Value(_) => String::new(),
         };
         match arg {
-            Short('h') | Long("help") => return Ok(Command::Help),
+            Short('h') | Long("help") => return Ok(Command::Help(Some("exec"))),
             Long("admin-socket") => {
                 args.admin_socket = PathBuf::from(take_value(&mut parser, &spelled)?)
             }

@@ -67,6 +67,9 @@ pub struct UnknownField {
     pub origin: PathBuf,
     /// Dotted for nested keys: `authentication.foo`.
     pub field: String,
+    /// 1-based line of the key in the file, when found (none for a
+    /// board profile).
+    pub line: Option<usize>,
 }
 
 impl UnknownField {
@@ -81,6 +84,10 @@ impl UnknownField {
 impl fmt::Display for UnknownField {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (origin, field) = (self.origin.display(), &self.field);
+        let origin = match self.line {
+            Some(line) => format!("{origin} line {line}"),
+            None => origin.to_string(),
+        };
         if self.is_upstream() {
             write!(
                 f,
@@ -176,7 +183,16 @@ fn read_layer(
     map.remove("kind");
     map.remove("apiVersion");
 
+    let first = unknown.len();
     walk(&map, "", origin, unknown)?;
+    // Each unknown key's line, found as a static manifest's are.
+    let fields: Vec<String> = unknown[first..].iter().map(|u| u.field.clone()).collect();
+    if !fields.is_empty() && !origin.to_string_lossy().starts_with("board:") {
+        let lines = decode::unknown::lines_in_text(text, &fields);
+        for (u, line) in unknown[first..].iter_mut().zip(lines) {
+            u.line = line;
+        }
+    }
     resolve_relative_paths(&mut map, origin);
     set_fields(&mut KubeletConfig::default(), &map, origin)?;
     Ok(map)
@@ -263,6 +279,7 @@ fn walk(
             unknown.push(UnknownField {
                 origin: origin.to_path_buf(),
                 field: path,
+                line: None,
             });
             continue;
         }

@@ -774,7 +774,7 @@ fn unknown_fields_name_the_layer_that_set_them_and_read_as_warnings() {
         warnings,
         [
             r#"board:x: kubelet field "featureGates" is not implemented by picolet; ignoring it"#,
-            r#"/etc/picolet/config.yaml: unknown field "maxPodz" (typo?); ignoring it"#,
+            r#"/etc/picolet/config.yaml line 3: unknown field "maxPodz" (typo?); ignoring it"#,
         ]
     );
 }

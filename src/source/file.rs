@@ -48,8 +48,11 @@ use super::{PodSource, SourceUpdate, CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOT
 use crate::decode::{self, LimitError, Limits};
 use crate::pod::validation::{self, FieldError};
 use head::Head;
+use unknown::unknown_fields;
+pub use unknown::UnknownField;
 
 mod head;
+mod unknown;
 
 /// What a manifest may be: [`Limits::MANIFEST`].
 const LIMITS: Limits = Limits::MANIFEST;
@@ -184,6 +187,16 @@ impl ManifestError {
 /// rules. `path` is used in errors and in the UID; `node_name` is this
 /// node's (normalised, lower-case) name.
 pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, ManifestError> {
+    parse_manifest_with_unknown_fields(text, path, node_name).map(|(pod, _)| pod)
+}
+
+/// [`parse_manifest`], with the keys of the manifest the Pod type does not
+/// have, in line order.
+pub fn parse_manifest_with_unknown_fields(
+    text: &str,
+    path: &Path,
+    node_name: &str,
+) -> Result<(Pod, Vec<UnknownField>), ManifestError> {
     if text.len() as u64 > MAX_MANIFEST_BYTES {
         return Err(ManifestError::TooLarge {
             path: path.to_owned(),
@@ -191,7 +204,7 @@ pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, M
             limit: MAX_MANIFEST_BYTES,
         });
     }
-    let mut pod = decode(text, path)?;
+    let (mut pod, unknown) = decode(text, path)?;
     let name = pod.metadata.name.clone().unwrap_or_default();
     if name.is_empty() {
         // Renaming would hide it: `-<node>` is a name of sorts.
@@ -253,7 +266,7 @@ pub fn parse_manifest(text: &str, path: &Path, node_name: &str) -> Result<Pod, M
         path: path.to_owned(),
         errors,
     })?;
-    Ok(pod)
+    Ok((pod, unknown))
 }
 
 /// Kubelet's `Toleration.MatchToleration`: same key, operator, value, effect.
@@ -268,7 +281,7 @@ fn same_toleration(a: &Toleration, b: &Toleration) -> bool {
 /// Text → `Pod`, within [`LIMITS`], checking one document and
 /// `kind`/`apiVersion` first so those mistakes get a clear message rather
 /// than a serde one.
-fn decode(text: &str, path: &Path) -> Result<Pod, ManifestError> {
+fn decode(text: &str, path: &Path) -> Result<(Pod, Vec<UnknownField>), ManifestError> {
     let limit = |source| ManifestError::Limit {
         path: path.to_owned(),
         source,
@@ -292,7 +305,7 @@ fn decode(text: &str, path: &Path) -> Result<Pod, ManifestError> {
     }
 }
 
-fn decode_json(text: &str, path: &Path) -> Result<Pod, ManifestError> {
+fn decode_json(text: &str, path: &Path) -> Result<(Pod, Vec<UnknownField>), ManifestError> {
     let err = |e: serde_json::Error| ManifestError::Decode {
         path: path.to_owned(),
         format: "JSON",
@@ -304,13 +317,15 @@ fn decode_json(text: &str, path: &Path) -> Result<Pod, ManifestError> {
         Head::Object { kind, api_version } => check_kind(path, kind, api_version)?,
         _ => return Err(not_a_mapping(path)),
     }
-    serde_json::from_str(text).map_err(err)
+    let pod = serde_json::from_str(text).map_err(err)?;
+    let unknown = unknown_fields(text, &pod, path, Some);
+    Ok((pod, unknown))
 }
 
 /// YAML is read as kubelet reads it: converted to JSON, then decoded by the
 /// same JSON decoder as everything else (see [`decode::yaml_to_json`]), with
 /// errors located in the YAML.
-fn decode_yaml(text: &str, path: &Path) -> Result<Pod, ManifestError> {
+fn decode_yaml(text: &str, path: &Path) -> Result<(Pod, Vec<UnknownField>), ManifestError> {
     let decode_error = |message: String, at: Option<decode::Position>| ManifestError::Decode {
         path: path.to_owned(),
         format: "YAML",
@@ -352,7 +367,11 @@ fn decode_yaml(text: &str, path: &Path) -> Result<Pod, ManifestError> {
         return Err(not_a_mapping(path));
     };
     check_kind(path, kind, api_version)?;
-    serde_json::from_str(&doc.json).map_err(err)
+    let pod = serde_json::from_str(&doc.json).map_err(err)?;
+    let unknown = unknown_fields(&doc.json, &pod, path, |line| {
+        doc.position(line).map(|at| at.line)
+    });
+    Ok((pod, unknown))
 }
 
 /// libyaml's own message for a syntax error, with its location, through
@@ -727,16 +746,21 @@ impl ManifestDir {
         budget.parsed_any = true;
         budget.left = budget.left.saturating_sub(bytes.len());
         let parsed = match std::str::from_utf8(&bytes) {
-            Ok(text) => parse_manifest(text, path, &self.node_name),
+            Ok(text) => parse_manifest_with_unknown_fields(text, path, &self.node_name),
             Err(_) => Err(ManifestError::NotText {
                 path: path.to_owned(),
             }),
         };
         match parsed {
-            Ok(pod) => Cached {
-                key,
-                pod: Some(Rc::new(pod)),
-            },
+            Ok((pod, unknown)) => {
+                for field in unknown {
+                    self.report(log::Level::Warn, field.to_string());
+                }
+                Cached {
+                    key,
+                    pod: Some(Rc::new(pod)),
+                }
+            }
             Err(e) => {
                 self.report(log::Level::Error, format!("{e}; skipping it"));
                 Cached { key, pod: None }

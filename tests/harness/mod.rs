@@ -71,7 +71,8 @@ pub const BUSYBOX_IMAGE: &str = "docker.io/library/busybox:latest";
 /// The containerd namespace the CRI plugin works in.
 pub const K8S_NAMESPACE: &str = "k8s.io";
 
-/// How long picolet gets to open its admin socket after being spawned.
+/// How long picolet gets, once spawned, until its admin socket's /healthz
+/// answers 200 (the runtime answered).
 const PICOLET_READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a process gets between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_secs(10);
@@ -158,7 +159,7 @@ fn run_quiet(cmd: &mut Command, timeout: Duration) -> bool {
 }
 
 /// Waits up to `timeout` for the child to exit.
-fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+pub fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     let start = Instant::now();
     loop {
         match child.try_wait() {
@@ -175,7 +176,7 @@ fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
 
 /// Sends a signal (name without SIG, e.g. "TERM") with the shell's builtin
 /// kill: the harness uses std only, and procps' kill(1) may be missing.
-fn signal(pid: u32, sig: &str) {
+pub fn signal(pid: u32, sig: &str) {
     let _ = Command::new("sh")
         .args(["-c", "kill -s \"$0\" \"$1\"", sig, &pid.to_string()])
         .stdout(Stdio::null())
@@ -594,12 +595,14 @@ impl Picolet {
                     tail(&self.log_path(), 40)
                 );
             }
-            if UnixStream::connect(self.admin_socket()).is_ok() {
+            // The socket opens first; /healthz answers 200 once the
+            // runtime has answered (503 "waiting for the runtime" before).
+            if matches!(http_get(&self.admin_socket(), "/healthz"), Ok((200, _))) {
                 return;
             }
             if start.elapsed() > PICOLET_READY_TIMEOUT {
                 panic!(
-                    "picolet did not open {} within {PICOLET_READY_TIMEOUT:?}\n--- {} ---\n{}",
+                    "picolet's {} did not answer /healthz with 200 within {PICOLET_READY_TIMEOUT:?}\n--- {} ---\n{}",
                     self.admin_socket().display(),
                     self.log_path().display(),
                     tail(&self.log_path(), 40)

@@ -677,3 +677,51 @@ fn a_new_manifest_with_a_running_pods_name_never_displaces_it() {
     let update = fresh.scan();
     assert_ne!(uid(&update.pods[0]), established);
 }
+
+#[test]
+fn each_unknown_field_of_a_manifest_is_warned_once_with_its_line_and_the_pod_still_runs() {
+    let dir = TempDir::new("unknown");
+    dir.write(
+        "web.yaml",
+        "apiVersion: v1\n\
+         kind: Pod\n\
+         metadata:\n  \
+           name: web\n  \
+           creationTimestamp: null\n\
+         spec:\n  \
+           containers:\n  \
+           - name: nginx\n    \
+             image: nginx:1.27\n    \
+             comand: [sh]\n    \
+             securityContext: {runAsUsr: 1}\n  \
+           restartPolcy: Never\n",
+    );
+    let mut md = ManifestDir::new(&dir.0, NODE);
+    assert_eq!(names(&md.scan()), ["web-edge-1"]);
+    md.scan();
+    let file = dir.0.join("web.yaml");
+    let file = file.display();
+    assert_eq!(
+        md.messages,
+        [
+            format!("manifest {file} line 10: unknown field \"spec.containers[0].comand\" (typo?); ignoring it"),
+            format!("manifest {file} line 11: unknown field \"spec.containers[0].securityContext.runAsUsr\" (typo?); ignoring it"),
+            format!("manifest {file} line 12: unknown field \"spec.restartPolcy\" (typo?); ignoring it"),
+        ]
+    );
+
+    // JSON: the same fields, on the JSON file's lines.
+    let json = "{\"apiVersion\": \"v1\", \"kind\": \"Pod\",\n\
+                \"metadata\": {\"name\": \"web\"},\n\
+                \"spec\": {\"containers\": [{\"name\": \"a\", \"image\": \"i\",\n\
+                \"comand\": [\"sh\"]}]}}";
+    let (pod, unknown) =
+        parse_manifest_with_unknown_fields(json, Path::new("/m/web.json"), NODE).unwrap();
+    assert_eq!(pod.metadata.name.as_deref(), Some("web-edge-1"));
+    let found: Vec<_> = unknown.iter().map(|u| (u.line, u.field.as_str())).collect();
+    assert_eq!(found, [(Some(4), "spec.containers[0].comand")]);
+    // A manifest without unknown fields has none.
+    let (_, unknown) =
+        parse_manifest_with_unknown_fields(NGINX, Path::new("/m/a.yaml"), NODE).unwrap();
+    assert!(unknown.is_empty(), "{unknown:?}");
+}
