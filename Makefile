@@ -31,7 +31,7 @@ CRIO_PACKAGES := conmon skopeo libseccomp2 libgpgme11 libsqlite3-0 libassuan0 li
 CLUSTER_PACKAGES := xz-utils openssl curl ca-certificates
 DEB_PACKAGES := $(BUILD_PACKAGES) $(RUNTIME_PACKAGES) $(CRIO_PACKAGES) $(CLUSTER_PACKAGES)
 
-.PHONY: all build check test test-full test-suite deps promtool images clean clean-images demo demo-cluster bench fuzz
+.PHONY: all build check test test-full test-suite deps promtool images clean clean-images demo demo-cluster bench fuzz soak
 
 all: build
 
@@ -110,8 +110,22 @@ test-suite: deps promtool images
 # emulation.
 test-full: test
 	$(MAKE) fuzz
+	$(MAKE) soak
 	$(MAKE) test-cross
 	$(MAKE) image-test BOARD=qemu-aarch64
+
+# The chaos soak of tests/api_chaos.rs at full length, on each of
+# TEST_RUNTIMES: SOAK_SECONDS of link faults with an API server outage, a
+# picolet SIGKILL and a killed container; it prints its seed, the
+# convergence time after the link returns and picolet's RSS, threads and
+# fds (SOAK_SEED=0x… replays a run). The suite runs it for 180 s.
+SOAK_SECONDS ?= 600
+soak: deps images
+	for rt in $(TEST_RUNTIMES); do \
+	  PICOLET_TEST_RUNTIME=$$rt PICOLET_CHAOS_SECONDS=$(SOAK_SECONDS) \
+	  $(if $(SOAK_SEED),PICOLET_CHAOS_SEED=$(SOAK_SEED)) \
+	  $(CARGO) test --test api_chaos a_chaos_soak -- --nocapture || exit 1; \
+	done
 
 # --- demo and bench ----------------------------------------------------------------
 

@@ -227,7 +227,7 @@ fn a_node_rebooted_with_the_api_server_down_runs_its_cached_pods_and_adopts_thei
     });
     assert_eq!(runc_state(&c, &before).as_deref(), Some("running"));
     // The link's metrics: no contact since the restart, a dial back-off
-    // within its documented 30 s.
+    // within its documented 4 s.
     assert_eq!(
         p.metric("picolet_apiserver_seconds_since_last_contact"),
         None
@@ -235,7 +235,7 @@ fn a_node_rebooted_with_the_api_server_down_runs_its_cached_pods_and_adopts_thei
     let backoff = p
         .metric("picolet_apiserver_backoff_seconds")
         .expect("the back-off gauge");
-    assert!((0.0..=30.0).contains(&backoff), "{backoff}");
+    assert!((0.0..=4.0).contains(&backoff), "{backoff}");
     let local = p.pods();
     let cached = local["items"]
         .as_array()

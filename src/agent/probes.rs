@@ -597,6 +597,61 @@ spec:
     }
 
     #[test]
+    fn a_label_change_keeps_a_ready_container_ready_and_a_probe_change_starts_over() {
+        use crate::agent::tests::{apply, file_set, static_pod, sync, Node};
+        let node = Node::new();
+        let agent = node.agent();
+        let pod = static_pod(PROBED);
+        let uid = crate::pod::uid(&pod).to_string();
+        apply(&agent, file_set(vec![pod.clone()]));
+        sync(&agent, &pod);
+        let spec = pod.spec.as_ref().unwrap().containers[0].clone();
+        let success = Change {
+            result: Outcome::Success,
+            kill: false,
+        };
+        let startup = spec.startup_probe.as_ref().unwrap();
+        let readiness = spec.readiness_probe.as_ref().unwrap();
+        agent.apply_probe_change(&uid, "app", ProbeType::Startup, startup, success, "");
+        agent.apply_probe_change(&uid, "app", ProbeType::Readiness, readiness, success, "");
+        let probed = |agent: &Rc<Agent<_>>| {
+            let mut pods = agent.pods.borrow_mut();
+            let c = pods.get_mut(&uid).unwrap().container("app");
+            (c.started, c.ready)
+        };
+        assert_eq!(probed(&agent), (Some(true), Some(true)));
+
+        // A label and an annotation: the same probes, still started and ready.
+        let mut labelled = pod.clone();
+        labelled
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("tier".into(), "web".into());
+        labelled
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert("note".into(), "x".into());
+        apply(&agent, file_set(vec![labelled.clone()]));
+        assert_eq!(
+            probed(&agent),
+            (Some(true), Some(true)),
+            "a label reset the probes"
+        );
+
+        // A changed readiness probe: its results start over.
+        let mut reprobed = labelled;
+        reprobed.spec.as_mut().unwrap().containers[0]
+            .readiness_probe
+            .as_mut()
+            .unwrap()
+            .period_seconds = Some(7);
+        apply(&agent, file_set(vec![reprobed]));
+        assert_eq!(probed(&agent), (Some(false), Some(false)));
+    }
+
+    #[test]
     fn lag_quantiles_come_from_the_recorded_sample() {
         let mut m = ProbeMetrics::default();
         for ms in 1..=100 {

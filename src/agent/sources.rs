@@ -24,7 +24,7 @@ use crate::cri::RuntimeService;
 use crate::pleg;
 use crate::pod::accessors::{self, full_name};
 use crate::pod::admission;
-use crate::pod::facts::DEFAULT_GRACE_PERIOD_SECONDS;
+use crate::pod::facts::{self, DEFAULT_GRACE_PERIOD_SECONDS};
 use crate::pod::ObservedPod;
 use crate::rt;
 use crate::source::merge::{self, Merged, SourceState};
@@ -133,7 +133,8 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 
-    /// Applies the set; returns the pods that are new or changed.
+    /// Applies the set; returns the pods whose probes start (over): new
+    /// pods, and changed ones whose probes changed.
     fn apply_update_inner(self: &Rc<Self>, update: SourceUpdate) -> Vec<String> {
         let mut guard = self.sources.borrow_mut();
         let sources = &mut *guard;
@@ -277,12 +278,18 @@ impl<R: RuntimeService> Agent<R> {
                 e.source = Some(source);
                 e.deleted = false;
                 if e.pod != pod || revived {
+                    // Probe results outlive an update that leaves the
+                    // probes as they were (a label, an annotation): the
+                    // container stays Ready, as under kubelet.
+                    let probes_differ = revived || facts::probes_differ(&e.pod, &pod);
                     e.pod = pod;
-                    e.probe_tasks.clear();
-                    e.clear_probe_results();
                     e.warned = false;
                     let _ = e.wake.try_send(());
-                    changed.push(uid);
+                    if probes_differ {
+                        e.probe_tasks.clear();
+                        e.clear_probe_results();
+                        changed.push(uid);
+                    }
                 }
                 continue;
             }

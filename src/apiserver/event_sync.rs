@@ -186,7 +186,12 @@ impl EventSync {
         outcome
     }
 
+    /// Logs a failure when it is new, and not while the link is down (the
+    /// transport reports that outage once).
     fn failed(&self, e: impl std::fmt::Display) {
+        if self.client.link().is_down() {
+            return;
+        }
         let text = e.to_string();
         let mut last = self.last_error.borrow_mut();
         if last.as_deref() != Some(text.as_str()) {

@@ -354,7 +354,9 @@ impl Heartbeat {
                     return node;
                 }
                 Err(e) => {
-                    if logged.as_deref() != Some(e.as_str()) {
+                    // Not while the link is down: the transport reports
+                    // that outage once.
+                    if !self.client.link().is_down() && logged.as_deref() != Some(e.as_str()) {
                         log::warn!("registering node {}: {e}; will retry", self.cfg.node_name);
                         logged = Some(e);
                     }
@@ -476,7 +478,10 @@ impl Heartbeat {
                     .await
                 {
                     Ok(()) => csinode_done = true,
-                    Err(e) if csinode_logged.as_deref() != Some(e.as_str()) => {
+                    Err(e)
+                        if !self.client.link().is_down()
+                            && csinode_logged.as_deref() != Some(e.as_str()) =>
+                    {
                         log::warn!("the node's CSINode: {e}; will retry");
                         csinode_logged = Some(e);
                     }
@@ -534,7 +539,7 @@ impl Heartbeat {
                         }
                     }
                     Err(e) => {
-                        if logged.as_deref() != Some(e.as_str()) {
+                        if !self.client.link().is_down() && logged.as_deref() != Some(e.as_str()) {
                             log::warn!("posting node status: {e}; will retry");
                             logged = Some(e);
                         }
@@ -601,7 +606,7 @@ impl Heartbeat {
                 }
                 Err(e) => {
                     failures += 1;
-                    if logged.as_deref() != Some(e.as_str()) {
+                    if !self.client.link().is_down() && logged.as_deref() != Some(e.as_str()) {
                         log::warn!("renewing the node lease: {e}; will retry");
                         logged = Some(e);
                     }

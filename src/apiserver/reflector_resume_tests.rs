@@ -1,6 +1,7 @@
 //! Tests of [`super::super`] (reflector.rs): a `410 Gone` on a resumed
 //! watch is a resume signal, not a failure, and the link's return cuts a
-//! back-off after a link failure short.
+//! back-off after a link failure short, with a fleet's retries spread
+//! over a second rather than at one instant.
 
 use super::*;
 
@@ -84,4 +85,78 @@ fn the_link_answering_again_does_not_shorten_a_back_off_after_an_error_status() 
     // Not waiting: nothing changes.
     t.row(0.9, 0, Input::Tick, &[], watch("5", 300));
     assert_eq!(t.r.link_recovered(t.at(1.0), 0), Next::Continue);
+}
+
+/// The fullest 100 ms of the first second, of retry moments.
+fn fullest_bucket(retries: &[Duration]) -> usize {
+    let mut buckets = [0usize; 10];
+    for r in retries {
+        buckets[((r.as_millis() / 100) as usize).min(9)] += 1;
+    }
+    buckets.into_iter().max().unwrap_or(0)
+}
+
+/// A seeded xorshift64* sequence: a fleet's random numbers, reproducible.
+fn fleet_rands(n: usize) -> Vec<u64> {
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    (0..n)
+        .map(|_| {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        })
+        .collect()
+}
+
+#[test]
+fn a_thousand_nodes_whose_shared_uplink_returns_spread_their_retries_over_a_second() {
+    // Every node's watch failed on the link three times (its back-off at
+    // 3.2 s); the uplink returns for all of them at the same instant, 3 s.
+    let rands = fleet_rands(1000);
+    let retries: Vec<Duration> = rands
+        .iter()
+        .map(|&rand| {
+            let mut t = watching();
+            t.row(0.1, 0, transport_failure(), &[], Next::Wait(t.at(0.9)));
+            t.row(0.9, 0, Input::Tick, &[], watch("5", 300));
+            t.row(1.0, 0, transport_failure(), &[], Next::Wait(t.at(2.6)));
+            t.row(2.6, 0, Input::Tick, &[], watch("5", 300));
+            t.row(2.7, 0, transport_failure(), &[], Next::Wait(t.at(5.9)));
+            let Next::Wait(until) = t.r.link_recovered(t.at(3.0), rand) else {
+                panic!("waiting")
+            };
+            until - t.at(3.0)
+        })
+        .collect();
+    // All within the second, and no 100 ms of it with more than 15 % of
+    // the fleet (an even spread is 10 %).
+    assert!(
+        retries
+            .iter()
+            .all(|r| *r <= crate::apiserver::link::RECOVERY_JITTER),
+        "{retries:?}"
+    );
+    let fullest = fullest_bucket(&retries);
+    assert!(
+        fullest <= 150,
+        "{fullest} of 1000 nodes retry in the same 100 ms"
+    );
+    // And their first dials after a failed one: within 0.5-1 s, never two
+    // thirds of them in the same 100 ms.
+    let dials: Vec<Duration> = rands
+        .iter()
+        .map(|&rand| {
+            let unit = (rand >> 11) as f64 / (1u64 << 53) as f64;
+            crate::apiserver::link::dial_wait(crate::apiserver::link::DIAL_BACKOFF_INITIAL, unit)
+        })
+        .collect();
+    assert!(dials
+        .iter()
+        .all(|d| *d >= Duration::from_millis(500) && *d <= Duration::from_secs(1)));
+    let fullest = fullest_bucket(&dials);
+    assert!(
+        fullest <= 300,
+        "{fullest} of 1000 nodes dial in the same 100 ms"
+    );
 }

@@ -8,9 +8,9 @@
 //! the kernel's TCP timeouts; every stream on it then fails at once, and the
 //! next request makes ONE new TLS handshake that all waiting requests share
 //! (a lock serialises dials). Failed dials (a refused connect, a cut TLS
-//! handshake alike) back off 1 s doubling to 30 s, each wait jittered
-//! within the upper half of its step and never above 30 s
-//! ([`link::dial_wait`]); a request made during the window fails fast.
+//! handshake alike) back off 1 s doubling to 4 s, each wait jittered
+//! within the upper half of its step and never above 4 s
+//! ([`link::dial_wait`], which says why 4 s); a request made during the window fails fast.
 //! Every answer is recorded on the shared [`Link`], which wakes the loops
 //! waiting out a back-off.
 //!
@@ -509,8 +509,7 @@ impl Client {
             }
             Err(e) => {
                 // Within the documented bounds: the step's upper half, at
-                // most 30 s (a step plus as much again of jitter once
-                // made a cut handshake wait 46 s).
+                // most DIAL_BACKOFF_MAX.
                 let until = Instant::now() + link::dial_wait(c.backoff, fastrand::f64());
                 c.next_attempt = Some(until);
                 c.backoff = link::next_step(c.backoff);

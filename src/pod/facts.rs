@@ -6,7 +6,8 @@
 //! - [`is_critical`]: kubelet's critical pods (static or system-critical);
 //! - [`pod_ips`]: the IPs a pod's containers see and the status reports;
 //! - [`grace_period`]: how long a stop may take;
-//! - [`log_dir`], [`pod_dir`]: where the pod's logs and files live.
+//! - [`log_dir`], [`pod_dir`]: where the pod's logs and files live;
+//! - [`probes_differ`]: whether an update of the pod changes its probes.
 //!
 //! Pure: no I/O, no clock, no logging.
 
@@ -128,6 +129,36 @@ pub fn pod_dir(root_dir: &Path, pod_uid: &str) -> PathBuf {
     root_dir.join("pods").join(pod_uid)
 }
 
+/// Whether `new`, an update of `old`, changes any container's probes
+/// (startup, readiness, liveness; init containers' too, for sidecars) or
+/// the set of containers. Only then do the probe results start over:
+/// kubelet keeps a container's readiness across updates of the pod's
+/// labels, annotations or anything else, so that a `kubectl label` never
+/// takes a pod out of its Service's endpoints.
+pub fn probes_differ(old: &Pod, new: &Pod) -> bool {
+    fn probes(pod: &Pod) -> Vec<(&str, [Option<&k8s_openapi::api::core::v1::Probe>; 3])> {
+        let Some(s) = pod.spec.as_ref() else {
+            return Vec::new();
+        };
+        s.init_containers
+            .iter()
+            .flatten()
+            .chain(&s.containers)
+            .map(|c| {
+                (
+                    c.name.as_str(),
+                    [
+                        c.startup_probe.as_ref(),
+                        c.readiness_probe.as_ref(),
+                        c.liveness_probe.as_ref(),
+                    ],
+                )
+            })
+            .collect()
+    }
+    probes(old) != probes(new)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,5 +244,28 @@ mod tests {
             Path::new("/var/lib/picolet/pods/u1")
         );
         assert_eq!(qos(&p), QosClass::BestEffort);
+    }
+
+    #[test]
+    fn a_label_change_keeps_the_probes_and_a_probe_change_does_not() {
+        let base = pod(
+            "metadata: {name: web, uid: u1}\nspec:\n  containers:\n  - name: main\n    readinessProbe: {exec: {command: [\"true\"]}, periodSeconds: 2}\n",
+        );
+        let mut labelled = base.clone();
+        labelled.metadata.labels = Some([("chaos".to_string(), "1".to_string())].into());
+        labelled.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+        assert!(!probes_differ(&base, &labelled));
+        let mut slower = base.clone();
+        slower.spec.as_mut().unwrap().containers[0]
+            .readiness_probe
+            .as_mut()
+            .unwrap()
+            .period_seconds = Some(5);
+        assert!(probes_differ(&base, &slower));
+        let mut more = base.clone();
+        let mut sidecar = more.spec.as_ref().unwrap().containers[0].clone();
+        sidecar.name = "side".into();
+        more.spec.as_mut().unwrap().init_containers = Some(vec![sidecar]);
+        assert!(probes_differ(&base, &more));
     }
 }
