@@ -36,6 +36,9 @@ pub(super) struct HostFacts {
     pub allocatable: spec::NodeAllocatable,
     /// `/etc/resolv.conf`, for dnsPolicy Default.
     pub resolv_conf: Option<String>,
+    /// The sysctls pods may set: the safe ones this kernel namespaces and
+    /// `allowedUnsafeSysctls`.
+    pub sysctls: crate::pod::sysctls::Allowlist,
 }
 
 impl HostFacts {
@@ -55,6 +58,12 @@ impl HostFacts {
             node_memory: Some(m.memory_bytes).filter(|b| *b > 0).unwrap_or(1 << 30),
             allocatable: node_allocatable(capacity, alloc),
             resolv_conf: fs::read_to_string("/etc/resolv.conf").ok(),
+            // The configuration's entries were checked when it was read.
+            sysctls: crate::pod::sysctls::Allowlist::new(
+                crate::pod::sysctls::kernel_version(&m.kernel_version),
+                &cfg.allowed_unsafe_sysctls,
+            )
+            .unwrap_or_default(),
         }
     }
 }
