@@ -1,5 +1,6 @@
 //! What kubelet does, on a real containerd (issue #15): native sidecars,
-//! pod-level resources, admission refusals, the security defaults in the
+//! pod-level resources, admission refusals (sysctls, a Windows pod),
+//! runAsNonRoot against the image's user, the security defaults in the
 //! OCI spec, the pruning of dead init containers, node allocatable behind
 //! unset limits in the downward API, memory-backed volumes as tmpfs,
 //! `--node-ip` as the pods' hostIP, and init containers' event fieldPaths.
@@ -365,7 +366,79 @@ fn pods_the_node_cannot_honour_are_refused_with_kubelets_reasons() {
         );
     }
 
+    // A sysctl outside kubelet's safe set, and a safe one on the host's
+    // network; a Windows pod.
+    p.write_manifest(
+        "unsafe-sysctl",
+        &busybox_pod(
+            "unsafe-sysctl",
+            "  securityContext: {sysctls: [{name: kernel.msgmax, value: '10000'}]}\n",
+            "",
+            "",
+        ),
+    );
+    p.write_manifest(
+        "host-net-sysctl",
+        &busybox_pod(
+            "host-net-sysctl",
+            "  hostNetwork: true\n  securityContext: {sysctls: [{name: net.ipv4.ip_local_port_range, value: '1024 65000'}]}\n",
+            "",
+            "",
+        ),
+    );
+    p.write_manifest(
+        "windows",
+        &busybox_pod("windows", "  os: {name: windows}\n", "", ""),
+    );
+    // runAsNonRoot with busybox, whose image names no user: root.
+    p.write_manifest(
+        "non-root",
+        &busybox_pod(
+            "non-root",
+            "  securityContext: {runAsNonRoot: true}\n",
+            "",
+            "",
+        ),
+    );
+
     wait_container_running(&p, "right-node", "containerStatuses", "main");
+    assert_refused(
+        &c,
+        &p,
+        "unsafe-sysctl",
+        "SysctlForbidden",
+        "forbidden sysctl: \"kernel.msgmax\" not allowlisted",
+    );
+    assert_refused(
+        &c,
+        &p,
+        "host-net-sysctl",
+        "SysctlForbidden",
+        "forbidden sysctl: \"net.ipv4.ip_local_port_range\" not allowed with host Net enabled",
+    );
+    assert_refused(
+        &c,
+        &p,
+        "windows",
+        "PodOSNotSupported",
+        "Failed to admit pod as the OS field doesn't match node OS",
+    );
+    let waiting = wait_until(
+        "non-root waits with CreateContainerConfigError",
+        LONG,
+        || {
+            let pod = p.find_pod("non-root")?;
+            let w = status_of(&pod, "containerStatuses", "main")?["state"]["waiting"].clone();
+            (w["reason"] == "CreateContainerConfigError").then_some(w)
+        },
+    );
+    let message = waiting["message"].as_str().unwrap_or_default();
+    assert!(
+        message
+            .starts_with("container has runAsNonRoot and image will run as root (pod: \"non-root-")
+            && message.ends_with(", container: main)"),
+        "{message}"
+    );
     assert_refused(
         &c,
         &p,
