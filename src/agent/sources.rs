@@ -277,12 +277,18 @@ impl<R: RuntimeService> Agent<R> {
                 e.source = Some(source);
                 e.deleted = false;
                 if e.pod != pod || revived {
+                    // Only the status (a readiness gate's condition)
+                    // changed: the same containers and probes, a new Ready.
+                    let spec_changed =
+                        revived || e.pod.metadata != pod.metadata || e.pod.spec != pod.spec;
                     e.pod = pod;
-                    e.probe_tasks.clear();
-                    e.clear_probe_results();
-                    e.warned = false;
+                    if spec_changed {
+                        e.probe_tasks.clear();
+                        e.clear_probe_results();
+                        e.warned = false;
+                        changed.push(uid);
+                    }
                     let _ = e.wake.try_send(());
-                    changed.push(uid);
                 }
                 continue;
             }
