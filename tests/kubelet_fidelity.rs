@@ -1,6 +1,7 @@
 //! What kubelet does, on a real containerd (issue #15): native sidecars,
 //! pod-level resources, admission refusals (sysctls, a Windows pod),
-//! runAsNonRoot against the image's user, the security defaults in the
+//! runAsNonRoot against the image's user, a hostNetwork pod's managed
+//! /etc/hosts with its hostAliases, the security defaults in the
 //! OCI spec, the pruning of dead init containers, node allocatable behind
 //! unset limits in the downward API, memory-backed volumes as tmpfs,
 //! `--node-ip` as the pods' hostIP, and init containers' event fieldPaths.
@@ -732,6 +733,8 @@ metadata: {name: host-ip}
 spec:
   restartPolicy: Never
   hostNetwork: true
+  hostAliases:
+  - {ip: 10.1.1.1, hostnames: [foo.local, bar.local]}
   terminationGracePeriodSeconds: 2
   containers:
   - name: probe
@@ -740,7 +743,7 @@ spec:
     env:
     - {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
     - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
-    command: ["sh", "-c", "printf '%s %s' \"$HOST_IP\" \"$POD_IP\" > /dev/termination-log"]
+    command: ["sh", "-c", "printf '%s %s' \"$HOST_IP\" \"$POD_IP\" > /dev/termination-log; head -n 1 /etc/hosts > /dev/stdout; grep foo.local /etc/hosts"]
 "#,
     );
     let pod = wait_phase(&p, "host-ip", "Succeeded");
@@ -749,6 +752,18 @@ spec:
     assert_eq!(pod["status"]["podIP"], "192.0.2.77", "{pod}");
     let probe = terminated(&pod, "probe");
     assert_eq!(probe["message"], "192.0.2.77 192.0.2.77", "{pod}");
+    // kubelet manages a hostNetwork pod's /etc/hosts too: the node's file
+    // under its header, and the pod's hostAliases.
+    let (code, log) = p.get(&format!(
+        "/containerLogs/default/{}/probe",
+        pod["metadata"]["name"].as_str().unwrap()
+    ));
+    assert_eq!(code, 200, "{log}");
+    assert!(
+        log.starts_with("# Kubernetes-managed hosts file (host network).\n")
+            && log.contains("10.1.1.1\tfoo.local\tbar.local\n"),
+        "{log:?}"
+    );
 }
 
 #[test]
