@@ -9,7 +9,8 @@
 //!   (kubelet fails a hook only when the request itself fails).
 //! - Redirects are followed (at most [`MAX_REDIRECTS`] requests) while they
 //!   stay on the same host name; a redirect elsewhere ends the probe as a
-//!   success (kubelet's "Probe terminated redirects" warning).
+//!   success with kubelet's warning ("Probe terminated redirects", the
+//!   `ProbeWarning` event).
 //! - At most [`MAX_READ`] of the body is read, and 1 KiB of it goes into a
 //!   failure message.
 //! - HTTPS skips certificate verification (`net::tls::Verify::Skip`), like
@@ -95,9 +96,11 @@ fn finish(t: &HttpTarget, status: u16, body: &[u8], off_host: Option<&Url>) -> P
         ));
     }
     if (200..400).contains(&status) {
-        if let Some(to) = off_host {
-            return ProbeResult::success(format!(
-                "Probe terminated redirects (to {to}), Response body: {}",
+        // A 3xx answer (a redirect off the probed host, or one without a
+        // Location to follow) passes with kubelet's warning.
+        if off_host.is_some() || status >= 300 {
+            return ProbeResult::warning(format!(
+                "Probe terminated redirects, Response body: {}",
                 snippet(body)
             ));
         }
@@ -343,7 +346,7 @@ mod tests {
     }
 
     #[test]
-    fn a_redirect_to_another_host_is_not_followed_and_counts_as_success() {
+    fn a_redirect_to_another_host_is_not_followed_and_counts_as_success_with_a_warning() {
         rt::block_on(async {
             let (port, seen) = serve_http(|_, _| {
                 response(
@@ -354,10 +357,10 @@ mod tests {
             });
             let r = http_get(&target(port, "/"), T).await;
             assert_eq!(r.outcome, Outcome::Success, "{}", r.message);
-            assert!(
-                r.message.contains("Probe terminated redirects"),
-                "{}",
-                r.message
+            assert!(r.warning, "kubelet's probe.Warning: a ProbeWarning event");
+            assert_eq!(
+                r.message,
+                "Probe terminated redirects, Response body: moved"
             );
             assert_eq!(seen.borrow().len(), 1);
         });
