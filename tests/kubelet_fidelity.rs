@@ -1,8 +1,8 @@
 //! What kubelet does, on a real containerd (issue #15): native sidecars,
 //! pod-level resources, admission refusals (sysctls, a Windows pod),
-//! runAsNonRoot against the image's user, a hostNetwork pod's managed
-//! /etc/hosts with its hostAliases, the security defaults in the
-//! OCI spec, the pruning of dead init containers, node allocatable behind
+//! runAsNonRoot against the image's user, hostnameOverride, a hostNetwork
+//! pod's managed /etc/hosts with its hostAliases, the security defaults in
+//! the OCI spec, the pruning of dead init containers, node allocatable behind
 //! unset limits in the downward API, memory-backed volumes as tmpfs,
 //! `--node-ip` as the pods' hostIP, and init containers' event fieldPaths.
 //!
@@ -402,7 +402,21 @@ fn pods_the_node_cannot_honour_are_refused_with_kubelets_reasons() {
         ),
     );
 
+    // spec.hostnameOverride is the pod's hostname, subdomain or not.
+    p.write_manifest(
+        "renamed",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: renamed}\nspec:\n  restartPolicy: Never\n  hostname: ignored\n  subdomain: sub\n  hostnameOverride: edge-gw.example\n  containers:\n  - name: main\n    image: busybox\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", \"hostname > /dev/termination-log\"]\n",
+    );
+
     wait_container_running(&p, "right-node", "containerStatuses", "main");
+    let renamed = wait_phase(&p, "renamed", "Succeeded");
+    assert_eq!(
+        terminated(&renamed, "main")["message"]
+            .as_str()
+            .map(str::trim),
+        Some("edge-gw.example"),
+        "{renamed}"
+    );
     assert_refused(
         &c,
         &p,
