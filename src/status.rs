@@ -31,9 +31,13 @@
 //! an app container was created. A pod refused at admission gets
 //! [`refused_status`]: phase Failed with kubelet's reason and message.
 //!
+//! `Ready` also waits for the pod's readiness gates: each condition they
+//! name must be True in the pod's status (a controller sets them through
+//! the API; the API pod source keeps them in the pod it hands over).
+//! picolet does not report those conditions itself: they are the
+//! controller's, and its status patch leaves them as they are.
+//!
 //! Deliberate simplifications against kubelet:
-//! - readiness gates are not evaluated (picolet has no API server writing
-//!   custom conditions);
 //! - a pod being deleted reports `Ready=False` (reason `PodTerminating`)
 //!   at once, so nothing keeps routing to it while it shuts down.
 
@@ -471,6 +475,55 @@ fn containers_ready_condition(
     }
 }
 
+/// kubelet's `GeneratePodReadyCondition`: `ContainersReady`'s status,
+/// reason and message while it is not True; then False with reason
+/// `ReadinessGatesNotReady` while a readiness gate's condition (in the
+/// pod's status, as a controller set it) is missing or not True.
+fn ready_condition(pod: &Pod, containers_ready: &PodCondition) -> PodCondition {
+    if containers_ready.status != "True" {
+        return PodCondition {
+            type_: "Ready".to_string(),
+            ..containers_ready.clone()
+        };
+    }
+    let gates = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_deref())
+        .unwrap_or(&[]);
+    let conditions = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or(&[]);
+    let unready: Vec<String> = gates
+        .iter()
+        .filter_map(|g| {
+            let t = &g.condition_type;
+            match conditions.iter().find(|c| c.type_ == *t) {
+                None => Some(format!(
+                    "corresponding condition of pod readiness gate {t:?} does not exist."
+                )),
+                Some(c) if c.status != "True" => Some(format!(
+                    "the status of pod readiness gate {t:?} is not \"True\", but {}",
+                    c.status
+                )),
+                Some(_) => None,
+            }
+        })
+        .collect();
+    if unready.is_empty() {
+        condition("Ready", true, None, None)
+    } else {
+        condition(
+            "Ready",
+            false,
+            Some("ReadinessGatesNotReady"),
+            Some(unready.join(", ")),
+        )
+    }
+}
+
 /// The status of a pod refused at admission (kubelet's `rejectPod`):
 /// phase Failed, the refusal's reason, and "Pod was rejected: " before its
 /// message.
@@ -525,10 +578,7 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
             Some("the pod is being deleted".to_string()),
         )
     } else {
-        PodCondition {
-            type_: "Ready".to_string(),
-            ..containers_ready.clone()
-        }
+        ready_condition(pod, &containers_ready)
     };
     let generation = pod.metadata.generation.filter(|g| *g != 0);
     let mut conditions = vec![

@@ -269,3 +269,112 @@ fn a_node_rebooted_with_the_api_server_down_runs_its_cached_pods_and_adopts_thei
         (p.metric("picolet_apiserver_watch_reconnects_total")? >= 1.0).then_some(())
     });
 }
+
+/// `status.conditions[type]` of an object.
+fn condition_of<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+/// An RFC 3339 API time (second precision) as Unix seconds.
+fn unix(t: &Value) -> i64 {
+    let t: k8s_openapi::jiff::Timestamp = t.as_str().unwrap_or_default().parse().expect("a time");
+    t.as_second()
+}
+
+#[test]
+fn readiness_gates_a_readiness_probes_initial_delay_and_a_shortened_active_deadline_work_as_kubelets(
+) {
+    let cp = ControlPlane::start();
+    let c = Containerd::start();
+    let p = join(&cp, &c, "");
+    let node = p.hostname().to_string();
+    let pod = |name: &str, spec: &str, container: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  nodeName: {node}\n  automountServiceAccountToken: false\n  terminationGracePeriodSeconds: 2\n{spec}  containers:\n  - name: main\n    image: busybox\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"100000\"]\n{container}"
+        )
+    };
+    cp.apply(&pod(
+        "gated",
+        "  readinessGates: [{conditionType: example.com/lb}]\n",
+        "    readinessProbe:\n      exec: {command: [\"true\"]}\n      initialDelaySeconds: 5\n      periodSeconds: 1\n",
+    ));
+    cp.apply(&pod("deadline", "  activeDeadlineSeconds: 3600\n", ""));
+
+    // The containers are ready, not before the probe's initial delay; the
+    // pod is not, for its gate.
+    let gated = wait_until("gated: ContainersReady True", LONG, || {
+        let pod = get(&cp, &["pod", "gated", "-n", "default"])?;
+        (condition(&pod, "ContainersReady").as_deref() == Some("True")).then_some(pod)
+    });
+    let started = unix(&gated["status"]["containerStatuses"][0]["state"]["running"]["startedAt"]);
+    let ready_at = unix(&condition_of(&gated, "ContainersReady").unwrap()["lastTransitionTime"]);
+    assert!(
+        ready_at - started >= 5,
+        "ready {ready_at} only {} s after the start {started}",
+        ready_at - started
+    );
+    let ready = condition_of(&gated, "Ready").unwrap();
+    assert_eq!(ready["status"], "False", "{gated}");
+    assert_eq!(ready["reason"], "ReadinessGatesNotReady");
+    assert_eq!(
+        ready["message"],
+        "corresponding condition of pod readiness gate \"example.com/lb\" does not exist."
+    );
+
+    // A controller sets the gate: the pod turns Ready, and the node's own
+    // status patches leave the controller's condition alone.
+    cp.kubectl_ok(&[
+        "patch",
+        "pod",
+        "gated",
+        "-n",
+        "default",
+        "--subresource=status",
+        "--type=strategic",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"example.com/lb","status":"True"}]}}"#,
+    ]);
+    let gated = wait_until("gated: Ready True", LONG, || {
+        let pod = get(&cp, &["pod", "gated", "-n", "default"])?;
+        (condition(&pod, "Ready").as_deref() == Some("True")).then_some(pod)
+    });
+    assert_eq!(condition(&gated, "example.com/lb").as_deref(), Some("True"));
+    assert!(condition_of(&gated, "Ready").unwrap()["reason"].is_null());
+
+    // The deadline is shortened below the pod's age: it fails.
+    wait_until("deadline: Running", LONG, || {
+        let pod = get(&cp, &["pod", "deadline", "-n", "default"])?;
+        (pod["status"]["phase"] == "Running").then_some(())
+    });
+    cp.kubectl_ok(&[
+        "patch",
+        "pod",
+        "deadline",
+        "-n",
+        "default",
+        "-p",
+        r#"{"spec":{"activeDeadlineSeconds":1}}"#,
+    ]);
+    let failed = wait_until("deadline: Failed", LONG, || {
+        let pod = get(&cp, &["pod", "deadline", "-n", "default"])?;
+        (pod["status"]["phase"] == "Failed").then_some(pod)
+    });
+    assert_eq!(failed["status"]["reason"], "DeadlineExceeded");
+    assert_eq!(
+        failed["status"]["message"],
+        "Pod was active on the node longer than the specified deadline"
+    );
+    let state = &failed["status"]["containerStatuses"][0]["state"];
+    assert!(
+        state["terminated"].is_object(),
+        "its container is stopped: {state}"
+    );
+    assert_eq!(
+        condition(&gated, "example.com/lb").as_deref(),
+        Some("True"),
+        "the gate's condition is still the controller's"
+    );
+}

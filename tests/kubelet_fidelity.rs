@@ -1,6 +1,8 @@
 //! What kubelet does, on a real containerd (issue #15): native sidecars,
-//! pod-level resources, admission refusals, the security defaults in the
-//! OCI spec, the pruning of dead init containers, node allocatable behind
+//! pod-level resources, admission refusals (sysctls, a Windows pod),
+//! runAsNonRoot against the image's user, hostnameOverride, a hostNetwork
+//! pod's managed /etc/hosts with its hostAliases, the security defaults in
+//! the OCI spec, the pruning of dead init containers, node allocatable behind
 //! unset limits in the downward API, memory-backed volumes as tmpfs,
 //! `--node-ip` as the pods' hostIP, and init containers' event fieldPaths.
 //!
@@ -365,7 +367,93 @@ fn pods_the_node_cannot_honour_are_refused_with_kubelets_reasons() {
         );
     }
 
+    // A sysctl outside kubelet's safe set, and a safe one on the host's
+    // network; a Windows pod.
+    p.write_manifest(
+        "unsafe-sysctl",
+        &busybox_pod(
+            "unsafe-sysctl",
+            "  securityContext: {sysctls: [{name: kernel.msgmax, value: '10000'}]}\n",
+            "",
+            "",
+        ),
+    );
+    p.write_manifest(
+        "host-net-sysctl",
+        &busybox_pod(
+            "host-net-sysctl",
+            "  hostNetwork: true\n  securityContext: {sysctls: [{name: net.ipv4.ip_local_port_range, value: '1024 65000'}]}\n",
+            "",
+            "",
+        ),
+    );
+    p.write_manifest(
+        "windows",
+        &busybox_pod("windows", "  os: {name: windows}\n", "", ""),
+    );
+    // runAsNonRoot with busybox, whose image names no user: root.
+    p.write_manifest(
+        "non-root",
+        &busybox_pod(
+            "non-root",
+            "  securityContext: {runAsNonRoot: true}\n",
+            "",
+            "",
+        ),
+    );
+
+    // spec.hostnameOverride is the pod's hostname, subdomain or not.
+    p.write_manifest(
+        "renamed",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: renamed}\nspec:\n  restartPolicy: Never\n  hostname: ignored\n  subdomain: sub\n  hostnameOverride: edge-gw.example\n  containers:\n  - name: main\n    image: busybox\n    imagePullPolicy: IfNotPresent\n    command: [\"sh\", \"-c\", \"hostname > /dev/termination-log\"]\n",
+    );
+
     wait_container_running(&p, "right-node", "containerStatuses", "main");
+    let renamed = wait_phase(&p, "renamed", "Succeeded");
+    assert_eq!(
+        terminated(&renamed, "main")["message"]
+            .as_str()
+            .map(str::trim),
+        Some("edge-gw.example"),
+        "{renamed}"
+    );
+    assert_refused(
+        &c,
+        &p,
+        "unsafe-sysctl",
+        "SysctlForbidden",
+        "forbidden sysctl: \"kernel.msgmax\" not allowlisted",
+    );
+    assert_refused(
+        &c,
+        &p,
+        "host-net-sysctl",
+        "SysctlForbidden",
+        "forbidden sysctl: \"net.ipv4.ip_local_port_range\" not allowed with host Net enabled",
+    );
+    assert_refused(
+        &c,
+        &p,
+        "windows",
+        "PodOSNotSupported",
+        "Failed to admit pod as the OS field doesn't match node OS",
+    );
+    let waiting = wait_until(
+        "non-root waits with CreateContainerConfigError",
+        LONG,
+        || {
+            let pod = p.find_pod("non-root")?;
+            let w = status_of(&pod, "containerStatuses", "main")?["state"]["waiting"].clone();
+            (w["reason"] == "CreateContainerConfigError").then_some(w)
+        },
+    );
+    let message = waiting["message"].as_str().unwrap_or_default();
+    assert!(
+        message
+            .starts_with("container has runAsNonRoot and image will run as root (pod: \"non-root-")
+            && message.ends_with(", container: main)"),
+        "{message}"
+    );
     assert_refused(
         &c,
         &p,
@@ -659,6 +747,8 @@ metadata: {name: host-ip}
 spec:
   restartPolicy: Never
   hostNetwork: true
+  hostAliases:
+  - {ip: 10.1.1.1, hostnames: [foo.local, bar.local]}
   terminationGracePeriodSeconds: 2
   containers:
   - name: probe
@@ -667,7 +757,7 @@ spec:
     env:
     - {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
     - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
-    command: ["sh", "-c", "printf '%s %s' \"$HOST_IP\" \"$POD_IP\" > /dev/termination-log"]
+    command: ["sh", "-c", "printf '%s %s' \"$HOST_IP\" \"$POD_IP\" > /dev/termination-log; head -n 1 /etc/hosts > /dev/stdout; grep foo.local /etc/hosts"]
 "#,
     );
     let pod = wait_phase(&p, "host-ip", "Succeeded");
@@ -676,6 +766,18 @@ spec:
     assert_eq!(pod["status"]["podIP"], "192.0.2.77", "{pod}");
     let probe = terminated(&pod, "probe");
     assert_eq!(probe["message"], "192.0.2.77 192.0.2.77", "{pod}");
+    // kubelet manages a hostNetwork pod's /etc/hosts too: the node's file
+    // under its header, and the pod's hostAliases.
+    let (code, log) = p.get(&format!(
+        "/containerLogs/default/{}/probe",
+        pod["metadata"]["name"].as_str().unwrap()
+    ));
+    assert_eq!(code, 200, "{log}");
+    assert!(
+        log.starts_with("# Kubernetes-managed hosts file (host network).\n")
+            && log.contains("10.1.1.1\tfoo.local\tbar.local\n"),
+        "{log:?}"
+    );
 }
 
 #[test]

@@ -282,12 +282,41 @@ fn http_tcp_and_exec_probes_work_and_their_timeouts_are_honoured() {
       timeoutSeconds: 1
       periodSeconds: 2
     volumeMounts: [{name: host, mountPath: /host}]
+  - name: redirect
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "while true; do printf 'HTTP/1.1 302 Found\\r\\nLocation: http://192.0.2.1/elsewhere\\r\\nContent-Length: 5\\r\\nConnection: close\\r\\n\\r\\nmoved' | nc -l -p 9191 >/dev/null; done"]
+    readinessProbe:
+      httpGet: {path: /, port: 9191}
+      periodSeconds: 1
+    volumeMounts: [{name: host, mountPath: /host}]
 "#;
     p.write_manifest("kinds", &pod_yaml("kinds", &dir, containers));
     wait_until("httpGet readiness makes web ready", LONG, || {
         let pod = p.find_pod("kinds")?;
         (container_status(&pod, "web")["ready"] == true).then_some(())
     });
+    // A redirect to another host is not followed: the probe passes, with
+    // kubelet's ProbeWarning event.
+    let warning = wait_until("redirect: ready, with a ProbeWarning", LONG, || {
+        let pod = p.find_pod("kinds")?;
+        (container_status(&pod, "redirect")["ready"] == true).then_some(())?;
+        let (_, body) = p.get("/events");
+        let list: Value = serde_json::from_str(&body).ok()?;
+        list["items"]
+            .as_array()?
+            .iter()
+            .find(|e| {
+                e["reason"] == "ProbeWarning"
+                    && e["involvedObject"]["fieldPath"] == "spec.containers{redirect}"
+            })
+            .cloned()
+    });
+    assert_eq!(warning["type"], "Warning");
+    assert_eq!(
+        warning["message"],
+        "Readiness probe warning: Probe terminated redirects, Response body: moved"
+    );
     // The other two stay unready: their probes time out. web's probes now
     // pass, so every failed readiness probe from here on is theirs; six are
     // at least three rounds (periodSeconds: 2), longer than `sleep 5` would
@@ -302,7 +331,7 @@ fn http_tcp_and_exec_probes_work_and_their_timeouts_are_honoured() {
     assert_eq!(container_status(&pod, "slowexec")["ready"], false);
     assert_eq!(container_status(&pod, "silent")["ready"], false);
     assert_eq!(condition(&pod, "Ready").as_deref(), Some("False"));
-    for name in ["web", "slowexec", "silent"] {
+    for name in ["web", "slowexec", "silent", "redirect"] {
         assert_eq!(restarts(&pod, name), 0, "{name} was not restarted");
     }
     let (status, metrics) = p.get("/metrics");

@@ -38,6 +38,8 @@ pub struct AgentConfig {
     pub pod_pids_limit: Option<i64>,
     pub admin_socket: PathBuf,
     pub node_labels: BTreeMap<String, String>,
+    /// `allowedUnsafeSysctls`, for admission beside the safe sysctls.
+    pub allowed_unsafe_sysctls: Vec<String>,
     /// `nodeIP` (`--node-ip`): the node's InternalIPs, the pods' hostIP
     /// (empty: the default route's address).
     pub node_ips: Vec<std::net::IpAddr>,
@@ -114,6 +116,7 @@ impl AgentConfig {
             pod_pids_limit: (cfg.pod_pids_limit > 0).then_some(cfg.pod_pids_limit),
             admin_socket: cfg.admin_socket.clone(),
             node_labels: cfg.node_labels.clone(),
+            allowed_unsafe_sysctls: cfg.allowed_unsafe_sysctls.clone(),
             node_ips: cfg.node_ip.clone(),
             memory_swap_behavior: cfg.memory_swap_behavior,
             offline_image_fallback: cfg.offline_image_fallback,

@@ -48,7 +48,9 @@ pub(super) struct Evicted {
     /// The grace period its containers are stopped with.
     pub grace: i64,
     /// The pressure that evicted it; a static pod comes back when it ends.
-    pub condition: Condition,
+    /// `None`: its `activeDeadlineSeconds` passed (reason
+    /// `DeadlineExceeded`, no `DisruptionTarget`), for good.
+    pub condition: Option<Condition>,
     /// When (Unix seconds), for the `DisruptionTarget` condition.
     pub at_unix: i64,
 }
@@ -490,7 +492,7 @@ impl<R: RuntimeService> Agent<R> {
             e.evicted = Some(Evicted {
                 message,
                 grace,
-                condition: threshold.signal.condition(),
+                condition: Some(threshold.signal.condition()),
                 at_unix: super::now_unix_nanos() / 1_000_000_000,
             });
         }
@@ -582,13 +584,13 @@ impl<R: RuntimeService> Agent<R> {
             pods.iter_mut()
                 .filter(|(_, e)| !e.deleted && facts::is_critical(&e.pod))
                 .filter_map(|(uid, e)| {
-                    let ev = e.evicted.as_ref()?;
-                    if now.get(ev.condition) {
+                    let condition = e.evicted.as_ref()?.condition?;
+                    if now.get(condition) {
                         return None;
                     }
                     log::info!(
                         "eviction: {} is over; starting static pod {} again",
-                        ev.condition.as_str(),
+                        condition.as_str(),
                         accessors::full_name(&e.pod)
                     );
                     e.evicted = None;

@@ -1,9 +1,13 @@
 //! The eviction task's step that measures before it ranks: the agent
 //! reads each pod's cgroup right before ranking, and a pod whose cgroup
 //! does not exist yet counts as using nothing (it is never evicted for
-//! being unmeasured). Cgroups are plain directories in a temp tree.
+//! being unmeasured). Cgroups are plain directories in a temp tree. And a
+//! pod past its `activeDeadlineSeconds`, which is stopped and failed like
+//! an evicted pod.
 
-use super::tests::{api_pod, api_pod_from, api_set, apply, low_memory, memory_threshold, Node};
+use super::tests::{
+    api_pod, api_pod_from, api_set, apply, low_memory, memory_threshold, sync, Node,
+};
 use crate::source::PodSource;
 
 const GUARANTEED: &str = r#"
@@ -59,4 +63,58 @@ fn a_guaranteed_pod_not_measured_yet_stays_and_the_besteffort_hog_its_cgroup_rep
         pods["guaranteed-uid"].evicted.is_none(),
         "the Guaranteed pod stays"
     );
+}
+
+#[test]
+fn a_pod_whose_active_deadline_was_shortened_past_its_age_is_stopped_and_fails_with_deadline_exceeded(
+) {
+    let node = Node::new();
+    let agent = node.agent();
+    agent.sources.borrow_mut().configure(PodSource::Api);
+    let pod = api_pod("deadline-uid");
+    apply(&agent, api_set(vec![pod.clone()]));
+    sync(&agent, &pod);
+    assert_eq!(node.running().len(), 2);
+    // It has been on the node for 100 s.
+    agent
+        .pods
+        .borrow_mut()
+        .get_mut("deadline-uid")
+        .unwrap()
+        .first_seen_unix -= 100;
+
+    // A deadline still ahead: it runs, and the next sync is due by then.
+    let mut later = pod.clone();
+    later.spec.as_mut().unwrap().active_deadline_seconds = Some(110);
+    apply(&agent, api_set(vec![later.clone()]));
+    let next = sync(&agent, &later).expect("kept");
+    assert!(next.as_secs() <= 10, "woken at the deadline: {next:?}");
+    assert_eq!(node.running().len(), 2);
+
+    // Shortened below its age: stopped, Failed, kubelet's reason.
+    let mut short = pod;
+    short.spec.as_mut().unwrap().active_deadline_seconds = Some(30);
+    apply(&agent, api_set(vec![short.clone()]));
+    sync(&agent, &short);
+    assert!(node.running().is_empty(), "its containers are stopped");
+    let status = {
+        let pods = agent.pods.borrow();
+        agent.pod_status(&pods["deadline-uid"])
+    };
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"));
+    assert_eq!(
+        status.message.as_deref(),
+        Some("Pod was active on the node longer than the specified deadline")
+    );
+    assert!(
+        !status
+            .conditions
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "DisruptionTarget"),
+        "not a disruption"
+    );
+    sync(&agent, &short);
+    assert!(node.running().is_empty(), "never restarted");
 }

@@ -36,6 +36,9 @@ pub(super) struct HostFacts {
     pub allocatable: spec::NodeAllocatable,
     /// `/etc/resolv.conf`, for dnsPolicy Default.
     pub resolv_conf: Option<String>,
+    /// The sysctls pods may set: the safe ones this kernel namespaces and
+    /// `allowedUnsafeSysctls`.
+    pub sysctls: crate::pod::sysctls::Allowlist,
 }
 
 impl HostFacts {
@@ -55,6 +58,12 @@ impl HostFacts {
             node_memory: Some(m.memory_bytes).filter(|b| *b > 0).unwrap_or(1 << 30),
             allocatable: node_allocatable(capacity, alloc),
             resolv_conf: fs::read_to_string("/etc/resolv.conf").ok(),
+            // The configuration's entries were checked when it was read.
+            sysctls: crate::pod::sysctls::Allowlist::new(
+                crate::pod::sysctls::kernel_version(&m.kernel_version),
+                &cfg.allowed_unsafe_sysctls,
+            )
+            .unwrap_or_default(),
         }
     }
 }
@@ -148,12 +157,15 @@ pub(super) fn remove_empty_dirs(cfg: &AgentConfig, pod: &Pod) {
     }
 }
 
+/// The node's hosts file, the base of a hostNetwork pod's.
+const NODE_HOSTS_FILE: &str = "/etc/hosts";
+
 /// What [`prepare_container_files`] made for one container.
 pub(super) struct ContainerFiles {
     /// emptyDir volume name → host directory.
     pub empty_dirs: HashMap<String, PathBuf>,
     pub termination_log: PathBuf,
-    /// The managed hosts file; `None` for hostNetwork pods.
+    /// The managed hosts file (every pod has one).
     pub etc_hosts: Option<PathBuf>,
 }
 
@@ -206,14 +218,18 @@ pub(super) fn prepare_container_files(
         .mode(0o666)
         .open(&termination_log)
         .and_then(|_| fs::set_permissions(&termination_log, fs::Permissions::from_mode(0o666)));
-    let etc_hosts = if accessors::host_network(pod) {
-        None
+    // kubelet manages /etc/hosts for every pod: a hostNetwork pod gets
+    // the node's own file under its header, with the pod's hostAliases.
+    let hosts = if accessors::host_network(pod) {
+        let node_hosts = fs::read_to_string(NODE_HOSTS_FILE)
+            .map_err(|e| format!("reading {NODE_HOSTS_FILE}: {e}"))?;
+        spec::host_network_hosts_file(pod, &node_hosts)
     } else {
-        let path = pod_dir.join("etc-hosts");
-        let hosts = spec::hosts_file(pod, pod_ips, &cfg.cluster_domain);
-        fs::write(&path, hosts).map_err(|e| format!("writing {}: {e}", path.display()))?;
-        Some(path)
+        spec::hosts_file(pod, pod_ips, &cfg.cluster_domain)
     };
+    let path = pod_dir.join("etc-hosts");
+    fs::write(&path, hosts).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    let etc_hosts = Some(path);
     let log_dir = facts::log_dir(&cfg.pod_logs_dir, pod).join(&c.name);
     mkdir(&log_dir, 0o755)?;
     // A leftover log file of the same attempt (from a failed create) goes.

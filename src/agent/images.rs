@@ -25,6 +25,7 @@ use super::Agent;
 use crate::backoff::Backoff;
 use crate::cri::{api, RuntimeService};
 use crate::pod::accessors::{full_name, uid};
+use crate::pod::spec::ImageUser;
 use crate::status::Waiting;
 
 /// The image manager's state.
@@ -59,13 +60,14 @@ impl Images {
 }
 
 impl<R: RuntimeService> Agent<R> {
-    /// Makes the image available per `imagePullPolicy`; returns the image ID.
+    /// Makes the image available per `imagePullPolicy`; returns the image
+    /// ID and the user it runs as by default.
     pub(super) async fn ensure_image(
         &self,
         pod: &Pod,
         c: &Container,
         sandbox: &api::PodSandboxConfig,
-    ) -> Result<String, Waiting> {
+    ) -> Result<(String, ImageUser), Waiting> {
         let user = c.image.clone().unwrap_or_default();
         let image = crate::pod::defaults::normalize_image(&user);
         let policy = c.image_pull_policy.as_deref().unwrap_or("IfNotPresent");
@@ -82,7 +84,7 @@ impl<R: RuntimeService> Agent<R> {
             })
             .await
         {
-            Ok(r) => r.image.map(|i| i.id),
+            Ok(r) => r.image.map(|i| (i.id.clone(), image_user(&i))),
             Err(e) => {
                 return Err(Waiting {
                     reason: "ErrImageInspect".into(),
@@ -156,8 +158,10 @@ impl<R: RuntimeService> Agent<R> {
                     })
                     .await
                 {
-                    Ok(api::ImageStatusResponse { image: Some(i), .. }) => Ok(i.id),
-                    _ => Ok(r.image_ref),
+                    Ok(api::ImageStatusResponse { image: Some(i), .. }) => {
+                        Ok((i.id.clone(), image_user(&i)))
+                    }
+                    _ => Ok((r.image_ref, ImageUser::of(None, ""))),
                 }
             }
             Err(e) => {
@@ -191,6 +195,11 @@ impl<R: RuntimeService> Agent<R> {
             }
         }
     }
+}
+
+/// The user an image runs as by default, as its ImageStatus says.
+fn image_user(i: &api::Image) -> ImageUser {
+    ImageUser::of(i.uid.as_ref().map(|u| u.value), &i.username)
 }
 
 /// Whether a failed pull's message says the registry could not be reached

@@ -245,6 +245,7 @@ impl<R: RuntimeService> Agent<R> {
             memory_bytes: Some(self.host.node_memory).filter(|m| *m > 0),
             max_pods: self.cfg.max_pods,
             pressure: self.pressure().get(),
+            sysctls: self.host.sysctls.clone(),
         }
     }
 

@@ -306,10 +306,7 @@ impl<R: RuntimeService> Agent<R> {
                     let lag = now.saturating_duration_since(due);
                     let result = match prober::probe_handler(spec, &pod_ip, container) {
                         Ok(h) => Box::pin(self.run_handler(&id, &h, timeout)).await,
-                        Err(e) => prober::ProbeResult {
-                            outcome: Outcome::Failure,
-                            message: e.to_string(),
-                        },
+                        Err(e) => prober::ProbeResult::failure(e.to_string()),
                     };
                     self.probe_metrics
                         .borrow_mut()
@@ -325,6 +322,9 @@ impl<R: RuntimeService> Agent<R> {
                     if result.outcome == Outcome::Failure {
                         self.probe_failed_event(&uid, &name, kind, &result.message);
                     }
+                    if result.warning {
+                        self.probe_warning_event(&uid, &name, kind, &result.message);
+                    }
                     if let Some(change) = worker.record(result.outcome) {
                         self.apply_probe_change(&uid, &name, kind, spec, change, &result.message);
                     }
@@ -339,6 +339,15 @@ impl<R: RuntimeService> Agent<R> {
         if let Some(pod) = pod {
             let text = format!("{} probe failed: {message}", kind.as_str());
             self.event(&pod, Some(name), true, "Unhealthy", text.trim_end());
+        }
+    }
+
+    /// kubelet's `ProbeWarning` event: a probe that passed with a warning.
+    fn probe_warning_event(&self, uid: &str, name: &str, kind: ProbeType, message: &str) {
+        let pod = self.pods.borrow().get(uid).map(|e| e.pod.clone());
+        if let Some(pod) = pod {
+            let text = format!("{} probe warning: {message}", kind.as_str());
+            self.event(&pod, Some(name), true, "ProbeWarning", &text);
         }
     }
 
@@ -500,10 +509,7 @@ impl<R: RuntimeService> Agent<R> {
     ) -> prober::ProbeResult {
         match self.runtime.cri() {
             Some(rt) => prober::run_handler(rt, container_id, handler, timeout).await,
-            None => prober::ProbeResult {
-                outcome: Outcome::Unknown,
-                message: "this runtime runs no probes or hooks".into(),
-            },
+            None => prober::ProbeResult::unknown("this runtime runs no probes or hooks"),
         }
     }
 }

@@ -279,8 +279,9 @@ impl<R: RuntimeService> Agent<R> {
                 e.deleted = false;
                 if e.pod != pod || revived {
                     // Probe results outlive an update that leaves the
-                    // probes as they were (a label, an annotation): the
-                    // container stays Ready, as under kubelet.
+                    // probes as they were (a label, an annotation, a
+                    // readiness gate's condition): the container stays
+                    // Ready, as under kubelet.
                     let probes_differ = revived || facts::probes_differ(&e.pod, &pod);
                     e.pod = pod;
                     e.warned = false;

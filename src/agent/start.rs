@@ -105,7 +105,7 @@ impl<R: RuntimeService> Agent<R> {
         let sandbox_config = self.sandbox_config(pod, sandbox_attempt);
         // Each step that awaits the runtime is boxed, so that a pod waiting
         // for its turn (below) holds a small future, not the CRI calls'.
-        let image = Box::pin(self.ensure_image(pod, c, &sandbox_config)).await?;
+        let (image, image_user) = Box::pin(self.ensure_image(pod, c, &sandbox_config)).await?;
         // Container starts in flight are bounded like sandbox starts, and
         // for memory as much as for the runtime: 110 pods starting together
         // held 110 CreateContainer calls with their requests and buffers at
@@ -117,6 +117,7 @@ impl<R: RuntimeService> Agent<R> {
             reason: "CreateContainerConfigError".into(),
             message: m,
         };
+        spec::verify_run_as_non_root(pod, c, &image_user).map_err(config_err)?;
         let sandbox = observed.sandboxes.iter().find(|s| s.id == sandbox_id);
         let pod_ips = facts::pod_ips(pod, sandbox, &self.host.host_ips);
         let pod_ip = pod_ips.first().cloned().unwrap_or_default();

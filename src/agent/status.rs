@@ -122,8 +122,15 @@ impl<R: RuntimeService> Agent<R> {
             now_unix,
             runtime_name: &runtime_name,
         });
-        if let Some(ev) = &e.evicted {
-            evicted_status(&mut st, &ev.message, ev.at_unix, e.pod.metadata.generation);
+        match &e.evicted {
+            Some(ev) if ev.condition.is_none() => {
+                // kubelet's active deadline handler: Failed, its reason.
+                st.phase = Some(status::FAILED.into());
+                st.reason = Some(facts::DEADLINE_EXCEEDED.into());
+                st.message = Some(ev.message.clone());
+            }
+            Some(ev) => evicted_status(&mut st, &ev.message, ev.at_unix, e.pod.metadata.generation),
+            None => {}
         }
         if let Some(conditions) = st.conditions.as_mut() {
             let mut t = e.transitions.get();

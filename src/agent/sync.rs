@@ -75,7 +75,7 @@ use crate::pod::plan::{self, Action, KillReason};
 use crate::pod::{facts, spec, ObservedPod};
 use crate::qos;
 use crate::rt;
-use crate::status::Waiting;
+use crate::status::{self, Waiting};
 
 /// RunPodSandbox calls in flight at most. Thirty pods written at once used
 /// to ask for thirty sandboxes together: the runtime then builds them in
@@ -121,6 +121,46 @@ impl<R: RuntimeService> Agent<R> {
     #[cfg(test)]
     pub(super) async fn sync_pod(self: &Rc<Self>, uid: &str) -> Option<Duration> {
         self.sync_pod_after(uid, true).await
+    }
+
+    /// Marks the pod evicted when its `activeDeadlineSeconds` has passed
+    /// (the event `DeadlineExceeded` once); else returns how long until it
+    /// does, when it has one.
+    fn past_active_deadline(&self, uid: &str, pod: &Pod) -> Option<Duration> {
+        let mut pods = self.pods.borrow_mut();
+        let e = pods.get_mut(uid)?;
+        if e.evicted.is_some() {
+            return None;
+        }
+        let now = now_unix_nanos() / 1_000_000_000;
+        let left = facts::active_deadline_left(pod, e.first_seen_unix, now)?;
+        if left > 0 {
+            return Some(Duration::from_secs(left as u64));
+        }
+        // A pod that finished before its deadline keeps its phase.
+        let phase = self.pod_status(e).phase;
+        if matches!(phase.as_deref(), Some(status::SUCCEEDED | status::FAILED)) {
+            return None;
+        }
+        log::info!(
+            "pod {} is past its activeDeadlineSeconds; stopping it",
+            full_name(pod)
+        );
+        e.evicted = Some(super::eviction::Evicted {
+            message: facts::DEADLINE_EXCEEDED_MESSAGE.to_string(),
+            grace: facts::grace_period(pod),
+            condition: None,
+            at_unix: now,
+        });
+        drop(pods);
+        self.event(
+            pod,
+            None,
+            false,
+            facts::DEADLINE_EXCEEDED,
+            facts::DEADLINE_EXCEEDED_MESSAGE,
+        );
+        None
     }
 
     /// The pod's last observation, when a resync on the timer (not
@@ -209,6 +249,10 @@ impl<R: RuntimeService> Agent<R> {
             return Box::pin(self.finish_pod(uid, &pod, &observed)).await;
         }
 
+        // Past its activeDeadlineSeconds (set, or shortened since): stop
+        // it for good, as an eviction without a pressure.
+        let deadline_left = self.past_active_deadline(uid, &pod);
+
         // Evicted for node pressure: keep it stopped (its status says why).
         if self
             .pods
@@ -259,6 +303,9 @@ impl<R: RuntimeService> Agent<R> {
             plan::plan(&pod, &observed, &ctx)
         };
         let mut next = self.cfg.sync_frequency;
+        if let Some(left) = deadline_left {
+            next = next.min(left);
+        }
         if actions.is_empty() {
             return Some(next);
         }

@@ -98,6 +98,7 @@ impl Node {
             container_log_max_size: 10 << 20,
             container_log_max_files: 5,
             serialize_image_pulls: false,
+            allowed_unsafe_sysctls: Vec::new(),
             cluster_dns: Vec::new(),
             cluster_domain: "cluster.local".into(),
             pod_pids_limit: None,
@@ -113,6 +114,7 @@ impl Node {
             node_memory: 1 << 30,
             allocatable: Default::default(),
             resolv_conf: None,
+            sysctls: Default::default(),
         };
         Agent::with_runtime(cfg, self.runtime.clone(), cgroups, host)
     }

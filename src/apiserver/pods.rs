@@ -9,9 +9,10 @@
 //!   the API server (a relist, or a resumed watch's first bookmark). Until
 //!   then the agent removes nothing of this source's pods, so an error, a
 //!   timeout or an empty reply is never read as "no pods";
-//! - only what the agent runs is compared: status, resourceVersion and
-//!   managedFields are dropped, so the node's own status patches (which come
-//!   back as MODIFIED events) never look like a changed pod;
+//! - only what the agent runs is compared: status (but the conditions the
+//!   pod's readiness gates name), resourceVersion and managedFields are
+//!   dropped, so the node's own status patches (which come back as
+//!   MODIFIED events) never look like a changed pod;
 //! - each API pod is held once in this process: the source keeps its
 //!   desired form, shared (`Rc`) with the agent, made from the cache at
 //!   start and then from the informer's events, and a digest of the set it
@@ -47,7 +48,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::rc::Rc;
 
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 
 use super::cache::Cache;
 use super::informer::Informer;
@@ -316,24 +317,48 @@ pub fn slim(mut p: Pod) -> Pod {
             p.metadata.annotations = None;
         }
     }
+    let gates = gate_conditions(&p);
     p.status = p.status.map(|s| PodStatus {
         phase: s.phase,
+        conditions: gates,
         ..PodStatus::default()
     });
     p
 }
 
+/// The conditions of the pod's status that its `readinessGates` name (set
+/// by controllers through the API; the pod is Ready only when each is
+/// True), or `None` when it has none of them.
+pub fn gate_conditions(pod: &Pod) -> Option<Vec<PodCondition>> {
+    let gates = pod.spec.as_ref()?.readiness_gates.as_deref()?;
+    let kept: Vec<PodCondition> = pod
+        .status
+        .as_ref()?
+        .conditions
+        .as_deref()?
+        .iter()
+        .filter(|c| gates.iter().any(|g| g.condition_type == c.type_))
+        .cloned()
+        .collect();
+    (!kept.is_empty()).then_some(kept)
+}
+
 /// `kubectl apply`'s copy of what it applied.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// What the agent runs of an API pod: the object without its status and
+/// What the agent runs of an API pod: the object without its status
+/// (except the conditions its readiness gates name, [`gate_conditions`],
+/// which the agent's Ready condition reads) and
 /// the bookkeeping the API server changes on every write, marked with its
 /// source. `metadata.generation` stays: it moves only with the spec (or a
 /// deletion), which change the desired pod anyway, and the status reports
 /// it back as `observedGeneration`, as kubelet does.
 pub fn desired(pod: &Pod) -> Pod {
     let mut p = pod.clone();
-    p.status = None;
+    p.status = gate_conditions(pod).map(|conditions| PodStatus {
+        conditions: Some(conditions),
+        ..PodStatus::default()
+    });
     p.metadata.resource_version = None;
     p.metadata.managed_fields = None;
     p.metadata
@@ -418,6 +443,54 @@ impl Source for ApiPodSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_conditions_of_readiness_gates_are_kept_and_no_other() {
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a", "uid": "u"},
+            "spec": {"containers": [{"name": "c"}], "readinessGates": [{"conditionType": "example.com/lb"}]},
+            "status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "False"},
+                {"type": "example.com/lb", "status": "True"},
+                {"type": "example.com/other", "status": "True"}
+            ]}
+        }))
+        .unwrap();
+        let types = |p: &Pod| -> Vec<String> {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .map(|c| c.iter().map(|c| c.type_.clone()).collect())
+                .unwrap_or_default()
+        };
+        assert_eq!(types(&desired(&p)), ["example.com/lb"]);
+        assert_eq!(types(&slim(p.clone())), ["example.com/lb"]);
+        assert_eq!(desired(&slim(p.clone())), desired(&p));
+        let mut flipped = p.clone();
+        flipped
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .as_mut()
+            .unwrap()[1]
+            .status = "False".into();
+        assert_ne!(
+            desired(&flipped),
+            desired(&p),
+            "a gate's change is a change"
+        );
+        let mut ours = p.clone();
+        ours.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].status = "True".into();
+        assert_eq!(
+            desired(&ours),
+            desired(&p),
+            "the node's own conditions are not"
+        );
+        let mut no_gates = p;
+        no_gates.spec.as_mut().unwrap().readiness_gates = None;
+        assert_eq!(desired(&no_gates).status, None);
+    }
 
     #[test]
     fn the_store_keeps_a_pods_phase_but_not_its_status_or_kubectls_copy() {

@@ -30,7 +30,7 @@ use super::values::{
     max_images, node_ips, node_labels, non_negative_duration, non_negative_u32,
     normalize_node_name, optional_path, parse_runtime_endpoint, percent, pids_limit, port_or_zero,
     positive_duration, positive_u32, read_only_port, reserved, reserved_cgroup, runtime_endpoint,
-    static_pod_path, taints, verbosity,
+    static_pod_path, sysctl_patterns, taints, verbosity,
 };
 
 /// picolet's default `staticPodPath`. Kubelet's default is empty (no static
@@ -282,6 +282,10 @@ kubelet_config! {
         /// `registerNode`: create the Node object at start. Default true.
         register_node: bool = true,
             file("registerNode") => boolean;
+        /// `allowedUnsafeSysctls`: sysctls (or `prefix*` patterns) pods may
+        /// set beyond kubelet's safe set; each must be namespaced.
+        allowed_unsafe_sysctls: Vec<String> = Vec::new(),
+            file("allowedUnsafeSysctls") => sysctl_patterns;
         /// `registerWithTaints` / `--register-with-taints`: taints the Node
         /// is created with.
         register_with_taints: Vec<Taint> = Vec::new(),

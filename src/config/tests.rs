@@ -878,6 +878,20 @@ nodeStatusReportFrequency: 1m
 }
 
 #[test]
+fn allowed_unsafe_sysctls_must_be_known_to_be_namespaced() {
+    let c = parse_ok("allowedUnsafeSysctls: [kernel.msg*, net.core.somaxconn]\n").config;
+    assert_eq!(
+        c.allowed_unsafe_sysctls,
+        ["kernel.msg*".to_string(), "net.core.somaxconn".to_string()]
+    );
+    let e = parse_err("allowedUnsafeSysctls: [vm.swappiness]\n");
+    assert!(
+        e.contains(r#"field "allowedUnsafeSysctls": the sysctls "vm.swappiness" are not known to be namespaced"#),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_soft_threshold_without_a_grace_period_is_a_config_error() {
     let e = parse_err("evictionSoft:\n  memory.available: 200Mi\n");
     assert!(

@@ -544,6 +544,20 @@ pub(super) fn node_labels(v: &Value) -> Result<BTreeMap<String, String>, String>
     Ok(labels)
 }
 
+/// `allowedUnsafeSysctls`: sysctl names or `prefix*` patterns, each known
+/// to be namespaced (kubelet refuses to start otherwise).
+pub(super) fn sysctl_patterns(v: &Value) -> Result<Vec<String>, String> {
+    let Value::Array(items) = v else {
+        return Err(format!("expected a list of sysctls, got {}", show(v)));
+    };
+    let list = items
+        .iter()
+        .map(|item| string(item).map(str::to_string))
+        .collect::<Result<Vec<_>, String>>()?;
+    crate::pod::sysctls::Allowlist::new(None, &list)?;
+    Ok(list)
+}
+
 /// `registerWithTaints` (a list of Taint objects in the file) or
 /// `--register-with-taints key=value:Effect,...` (strings from the flag).
 pub(super) fn taints(v: &Value) -> Result<Vec<Taint>, String> {

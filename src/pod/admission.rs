@@ -8,11 +8,15 @@
 //!    MemoryPressure alone a BestEffort pod is refused unless it tolerates
 //!    the memory-pressure taint; under DiskPressure or PIDPressure every pod
 //!    is; critical (and static) pods never are (`Evicted`);
-//! 1. resources fit: pods (`OutOfpods`), then the `cpu` and `memory`
+//! 1. sysctls on the node's allowlist (`SysctlForbidden`, see
+//!    [`super::sysctls`]), then the pod's OS: a `kubernetes.io/os` pod
+//!    label for another OS (`PodOSSelectorNodeLabelDoesNotMatch`), a
+//!    `spec.os.name` other than linux (`PodOSNotSupported`);
+//! 2. resources fit: pods (`OutOfpods`), then the `cpu` and `memory`
 //!    requests against allocatable (`OutOfcpu`, `OutOfmemory`);
-//! 2. the node name (`NodeName`), host ports (`NodePorts`), node selector and
+//! 3. the node name (`NodeName`), host ports (`NodePorts`), node selector and
 //!    required node affinity (`NodeAffinity`) on the node's labels;
-//! 3. untolerated `NoExecute` taints (`TaintToleration`), except for static
+//! 4. untolerated `NoExecute` taints (`TaintToleration`), except for static
 //!    pods, which kubelet never refuses for a taint.
 //!
 //! A refused pod is reported with phase Failed by the caller. This module
@@ -40,6 +44,8 @@ pub struct NodeView {
     pub max_pods: usize,
     /// The pressure conditions of the eviction manager.
     pub pressure: crate::node::eviction::Conditions,
+    /// The sysctls pods may set (safe ones and `allowedUnsafeSysctls`).
+    pub sysctls: super::sysctls::Allowlist,
 }
 
 /// Why a pod was refused: kubelet's `reason` and `message`.
@@ -65,6 +71,32 @@ fn insufficient(resource: &str, requested: u64, used: u64, capacity: u64) -> Rej
     }
 }
 
+/// kubelet's OS checks, before any predicate: a pod labelled
+/// `kubernetes.io/os` for another OS (`PodOSSelectorNodeLabelDoesNotMatch`),
+/// then a pod whose `spec.os.name` is not Linux (`PodOSNotSupported`).
+fn os_matches(pod: &Pod) -> Result<(), Rejection> {
+    let label = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("kubernetes.io/os"));
+    if label.is_some_and(|os| os != "linux") {
+        return Err(Rejection {
+            reason: "PodOSSelectorNodeLabelDoesNotMatch".into(),
+            message: "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"
+                .into(),
+        });
+    }
+    let os = pod.spec.as_ref().and_then(|s| s.os.as_ref());
+    if os.is_some_and(|os| os.name != "linux") {
+        return Err(Rejection {
+            reason: "PodOSNotSupported".into(),
+            message: "Failed to admit pod as the OS field doesn't match node OS".into(),
+        });
+    }
+    Ok(())
+}
+
 /// Admits `pod` onto `node` beside `admitted` (the pods already running or
 /// admitted, not including `pod`), or says why not.
 pub fn admit(
@@ -77,6 +109,8 @@ pub fn admit(
         return Ok(());
     };
     under_pressure(pod, &node.pressure, is_static)?;
+    node.sysctls.admit(pod)?;
+    os_matches(pod)?;
     if admitted.len() + 1 > node.max_pods {
         return Err(insufficient(
             "pods",
@@ -320,7 +354,49 @@ mod tests {
             memory_bytes: Some(512 << 20),
             max_pods: 3,
             pressure: Default::default(),
+            sysctls: Default::default(),
         }
+    }
+
+    #[test]
+    fn a_pod_for_another_os_is_refused_before_any_predicate() {
+        let cases = [
+            (
+                "spec:\n  os: {name: windows}\n  containers: [{name: a, image: x}]\n",
+                Err(("PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS")),
+            ),
+            (
+                "metadata: {labels: {kubernetes.io/os: windows}}\nspec:\n  os: {name: windows}\n  containers: [{name: a, image: x}]\n",
+                Err(("PodOSSelectorNodeLabelDoesNotMatch", "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label")),
+            ),
+            (
+                "metadata: {labels: {kubernetes.io/os: linux}}\nspec:\n  os: {name: linux}\n  containers: [{name: a, image: x}]\n",
+                Ok(()),
+            ),
+            (
+                // The OS check comes before the resources fit.
+                "spec:\n  os: {name: windows}\n  containers: [{name: a, image: x, resources: {requests: {cpu: '64'}}}]\n",
+                Err(("PodOSNotSupported", "Failed to admit pod as the OS field doesn't match node OS")),
+            ),
+        ];
+        for (yaml, want) in cases {
+            let got = admit(&pod(yaml), &node(), &[], false).map_err(|r| (r.reason, r.message));
+            let want = want.map_err(|(r, m)| (r.to_string(), m.to_string()));
+            assert_eq!(got, want, "{yaml}");
+        }
+    }
+
+    #[test]
+    fn a_pod_with_a_forbidden_sysctl_is_refused() {
+        let p = pod("spec:\n  securityContext: {sysctls: [{name: kernel.msgmax, value: '1'}]}\n  containers: [{name: a, image: x}]\n");
+        let r = admit(&p, &node(), &[], true).unwrap_err();
+        assert_eq!(
+            (r.reason.as_str(), r.message.as_str()),
+            (
+                "SysctlForbidden",
+                "forbidden sysctl: \"kernel.msgmax\" not allowlisted"
+            )
+        );
     }
 
     #[test]

@@ -112,6 +112,21 @@ pub fn grace_period(pod: &Pod) -> i64 {
         .max(0)
 }
 
+/// kubelet's reason and message for a pod past `activeDeadlineSeconds`.
+pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+pub const DEADLINE_EXCEEDED_MESSAGE: &str =
+    "Pod was active on the node longer than the specified deadline";
+
+/// Seconds left before the pod's `activeDeadlineSeconds` passes, counted
+/// from its start time (Unix seconds, `status.startTime`); 0 or less once
+/// it has passed (kubelet's `pastActiveDeadline`: at the deadline, not
+/// after it), `None` without a deadline. The spec is read at every call,
+/// so a deadline the API shortened counts at once.
+pub fn active_deadline_left(pod: &Pod, start_unix: i64, now_unix: i64) -> Option<i64> {
+    let deadline = spec(pod).active_deadline_seconds?;
+    Some(start_unix.saturating_add(deadline) - now_unix)
+}
+
 /// The pod's log directory under `podLogsDir`:
 /// `<namespace>_<name>_<uid>` (kubelet's `BuildPodLogsDirectory`).
 pub fn log_dir(pod_logs_dir: &Path, pod: &Pod) -> PathBuf {
@@ -165,6 +180,25 @@ mod tests {
 
     fn pod(yaml: &str) -> Pod {
         serde_yaml_ng::from_str(yaml).expect("test pod parses")
+    }
+
+    #[test]
+    fn the_active_deadline_counts_from_the_start_and_passes_at_its_second() {
+        let p = |extra: &str| pod(&format!("spec:\n{extra}  containers: [{{name: c}}]\n"));
+        let cases = [
+            ("", 1000, None),
+            ("  activeDeadlineSeconds: 30\n", 1000, Some(30)),
+            ("  activeDeadlineSeconds: 30\n", 1029, Some(1)),
+            ("  activeDeadlineSeconds: 30\n", 1030, Some(0)),
+            ("  activeDeadlineSeconds: 5\n", 1100, Some(-95)),
+        ];
+        for (extra, now, want) in cases {
+            assert_eq!(
+                active_deadline_left(&p(extra), 1000, now),
+                want,
+                "{extra} {now}"
+            );
+        }
     }
 
     fn sandbox(ip: &str, more: &[&str]) -> ObservedSandbox {

@@ -13,6 +13,7 @@
 //! - `plan`: pure `plan(desired, observed) -> Vec<Action>`;
 //! - `admission`: kubelet's predicate admission (resources, node name,
 //!   ports, node selector and affinity, taints);
+//! - `sysctls`: which sysctls a pod may set (kubelet's allowlist);
 //! - `host_support`: refusals for what the host or runtime cannot give
 //!   (AppArmor, `supplementalGroupsPolicy: Strict`, `hostUsers: false`).
 
@@ -36,6 +37,7 @@ pub mod labels;
 pub mod observed;
 pub mod plan;
 pub mod spec;
+pub mod sysctls;
 pub mod validation;
 
 pub use accessors::{full_name, uid};

@@ -61,6 +61,10 @@ pub struct ProbeResult {
     pub outcome: Outcome,
     /// e.g. "HTTP probe failed with statuscode: 500".
     pub message: String,
+    /// A success kubelet warns about (its `probe.Warning`: an HTTP probe
+    /// answered with a redirect it did not follow): the `ProbeWarning`
+    /// event carries the message.
+    pub warning: bool,
 }
 
 impl ProbeResult {
@@ -68,18 +72,27 @@ impl ProbeResult {
         ProbeResult {
             outcome: Outcome::Success,
             message: message.into(),
+            warning: false,
+        }
+    }
+    pub(crate) fn warning(message: impl Into<String>) -> Self {
+        ProbeResult {
+            warning: true,
+            ..ProbeResult::success(message)
         }
     }
     pub(crate) fn failure(message: impl Into<String>) -> Self {
         ProbeResult {
             outcome: Outcome::Failure,
             message: message.into(),
+            warning: false,
         }
     }
     pub(crate) fn unknown(message: impl Into<String>) -> Self {
         ProbeResult {
             outcome: Outcome::Unknown,
             message: message.into(),
+            warning: false,
         }
     }
 }

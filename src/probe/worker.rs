@@ -459,6 +459,63 @@ mod tests {
         assert!(matches!(step, Step::Probe { .. }));
     }
 
+    /// Steps a readiness worker (initialDelaySeconds 15, periodSeconds 10)
+    /// every 100 ms from `from` to 40 s after its container started,
+    /// triggering it at `triggers` (seconds after the start), with a probe
+    /// that always succeeds; returns when it first ran, in ms after the
+    /// container started.
+    fn first_readiness_probe(first_due_ms: u64, from_ms: u64, triggers: &[u64]) -> Option<u64> {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let p = Params::from_api(ProbeType::Readiness, Some(15), None, None, None, None);
+        let mut w = Worker::new(ProbeType::Readiness, p, at(first_due_ms));
+        let c = view("c1", t0);
+        for ms in (from_ms..=40_000).step_by(100) {
+            if triggers.iter().any(|s| s * 1000 == ms) {
+                w.trigger();
+            }
+            if let (Step::Probe { .. }, _) = w.step(Some(&c), at(ms)) {
+                let change = w.record(Outcome::Success);
+                assert_eq!(change.map(|c| c.result), Some(Outcome::Success));
+                return Some(ms);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn readiness_is_not_probed_before_the_initial_delay_whatever_the_grid_or_the_triggers() {
+        // (first tick, worker created, triggers): the worker of a pod seen
+        // before its container started, or of a pod changed after.
+        let cases: &[(u64, u64, &[u64])] = &[
+            (0, 0, &[]),
+            (3_700, 0, &[]),
+            (9_900, 0, &[]),
+            (0, 0, &[1, 2, 5, 14]),
+            (6_000, 0, &[14, 15]),
+            (20_000, 12_000, &[13]),
+            (12_300, 12_000, &[]),
+            (0, 0, &[15]),
+        ];
+        for (first, from, triggers) in cases {
+            let ran = first_readiness_probe(*first, *from, triggers)
+                .unwrap_or_else(|| panic!("{first} {from} {triggers:?}: never probed"));
+            assert!(
+                ran >= 15_000,
+                "{first} {from} {triggers:?}: probed {ran} ms after the start"
+            );
+            assert!(
+                ran < 25_000,
+                "{first} {from} {triggers:?}: probed at the first tick or trigger after the delay, not {ran}"
+            );
+        }
+        assert_eq!(
+            first_readiness_probe(0, 0, &[15]),
+            Some(15_000),
+            "a trigger right at the end of the delay probes at once"
+        );
+    }
+
     #[test]
     fn liveness_and_readiness_wait_for_the_startup_probe() {
         let t0 = Instant::now();

@@ -214,6 +214,59 @@ fn a_failing_readiness_probe_makes_ready_false_with_the_container_named() {
 }
 
 #[test]
+fn readiness_gates_keep_the_pod_unready_until_each_condition_is_true() {
+    let gated = |conditions: &str| {
+        pod(&format!(
+            "metadata: {{name: p, uid: u1}}\nspec:\n  readinessGates: [{{conditionType: example.com/a}}, {{conditionType: example.com/b}}]\n  containers:\n  - {{name: a, image: busybox}}\nstatus: {{conditions: [{conditions}]}}\n"
+        ))
+    };
+    let running = observed(true, vec![container("a", 0, State::Running, 0)]);
+    let f = Facts::new();
+    let cases = [
+        (
+            "",
+            "False",
+            Some("corresponding condition of pod readiness gate \"example.com/a\" does not exist., corresponding condition of pod readiness gate \"example.com/b\" does not exist."),
+        ),
+        (
+            "{type: example.com/a, status: 'True'}, {type: example.com/b, status: 'False'}",
+            "False",
+            Some("the status of pod readiness gate \"example.com/b\" is not \"True\", but False"),
+        ),
+        (
+            "{type: example.com/a, status: 'True'}, {type: example.com/b, status: 'True'}",
+            "True",
+            None,
+        ),
+    ];
+    for (conditions, want, message) in cases {
+        let s = f.status(&gated(conditions), &running);
+        let ready = cond(&s, "Ready");
+        assert_eq!(ready.status, want, "{conditions}");
+        assert_eq!(ready.message.as_deref(), message, "{conditions}");
+        let reason = message.map(|_| "ReadinessGatesNotReady");
+        assert_eq!(ready.reason.as_deref(), reason, "{conditions}");
+        assert_eq!(cond(&s, "ContainersReady").status, "True");
+        assert!(
+            !s.conditions
+                .as_ref()
+                .unwrap()
+                .iter()
+                .any(|c| c.type_.starts_with("example.com")),
+            "the gates' conditions are the controller's, not reported by the node"
+        );
+    }
+    // Unready containers say so first, as kubelet does.
+    let mut f = Facts::new();
+    f.readiness.insert("a".into(), false);
+    let s = f.status(&gated(""), &running);
+    assert_eq!(
+        cond(&s, "Ready").reason.as_deref(),
+        Some("ContainersNotReady")
+    );
+}
+
+#[test]
 fn a_pending_startup_probe_keeps_the_container_unready() {
     let p = simple("Always");
     let o = observed(

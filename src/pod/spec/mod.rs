@@ -64,8 +64,8 @@ pub use sandbox::{
     SandboxParams, UserNsMapping,
 };
 pub use security::{
-    apparmor_profile, AppArmorProfile, APPARMOR_ANNOTATION_PREFIX, DEFAULT_MASKED_PATHS,
-    DEFAULT_READONLY_PATHS,
+    apparmor_profile, verify_run_as_non_root, AppArmorProfile, ImageUser,
+    APPARMOR_ANNOTATION_PREFIX, DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS,
 };
 pub use service_env::{
     from_services, links_enabled, namespaces_needed, pod_service_env, service_env, ServiceInfo,

@@ -305,13 +305,21 @@ fn sandbox_linux_config(
 }
 
 /// The pod's hostname and domain (kubelet's `GeneratePodHostNameAndDomain`):
-/// `spec.hostname` or the pod name, cut to 63 characters without a trailing
-/// `-`/`.`; the domain is `<subdomain>.<ns>.svc.<clusterDomain>` when
-/// `spec.subdomain` is set, else "".
+/// `spec.hostnameOverride` alone when set (the HostnameOverride feature,
+/// on by default since v1.35; the API server only accepts a DNS-1123
+/// subdomain there, and anything else is ignored here), else
+/// `spec.hostname` or the pod name; cut to 63 characters without a
+/// trailing `-`/`.`. The domain is `<subdomain>.<ns>.svc.<clusterDomain>`
+/// when `spec.subdomain` is set (and no override), else "".
 pub fn pod_hostname_and_domain(pod: &Pod, cluster_domain: &str) -> (String, String) {
     let s = spec(pod);
-    let hostname = match s.hostname.as_deref() {
-        Some(h) if !h.is_empty() => h,
+    let hostname_override = s
+        .hostname_override
+        .as_deref()
+        .filter(|h| crate::names::is_dns1123_subdomain(h));
+    let hostname = match (hostname_override, s.hostname.as_deref()) {
+        (Some(h), _) => h,
+        (None, Some(h)) if !h.is_empty() => h,
         _ => pod_name(pod),
     };
     let hostname = if hostname.len() > HOSTNAME_MAX_LEN {
@@ -324,7 +332,7 @@ pub fn pod_hostname_and_domain(pod: &Pod, cluster_domain: &str) -> (String, Stri
         hostname.to_string()
     };
     let domain = match s.subdomain.as_deref() {
-        Some(sub) if !sub.is_empty() => {
+        Some(sub) if !sub.is_empty() && hostname_override.is_none() => {
             format!("{sub}.{}.svc.{cluster_domain}", pod_namespace(pod))
         }
         _ => String::new(),

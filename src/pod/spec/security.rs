@@ -201,6 +201,88 @@ fn seccomp_profile(
     })
 }
 
+/// The user an image runs as by default, from the runtime's ImageStatus
+/// (`image.uid`, `image.username`): numeric or named.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImageUser {
+    pub uid: Option<i64>,
+    pub username: String,
+}
+
+impl ImageUser {
+    /// kubelet's `getImageUser`: the numeric user, else the name, and an
+    /// image that says neither (or no answer) runs as root.
+    pub fn of(uid: Option<i64>, username: &str) -> ImageUser {
+        match (uid, username) {
+            (Some(uid), _) => ImageUser {
+                uid: Some(uid),
+                username: String::new(),
+            },
+            (None, "") => ImageUser {
+                uid: Some(0),
+                username: String::new(),
+            },
+            (None, name) => ImageUser {
+                uid: None,
+                username: name.to_string(),
+            },
+        }
+    }
+}
+
+/// kubelet's `format.Pod`: `name_namespace(uid)`.
+fn pod_ref(pod: &Pod) -> String {
+    format!(
+        "{}_{}({})",
+        crate::pod::accessors::name(pod),
+        crate::pod::accessors::namespace(pod),
+        crate::pod::accessors::uid(pod)
+    )
+}
+
+/// kubelet's `verifyRunAsNonRoot`: with `runAsNonRoot: true` (container
+/// over pod), a container must not run as root. A `runAsUser` decides
+/// alone; without one, the image's user must be numeric and not 0. The
+/// refusal is kubelet's message, shown as `CreateContainerConfigError`.
+pub fn verify_run_as_non_root(pod: &Pod, c: &Container, image: &ImageUser) -> Result<(), String> {
+    let psc = spec(pod).security_context.as_ref();
+    let csc = c.security_context.as_ref();
+    let non_root = csc
+        .and_then(|s| s.run_as_non_root)
+        .or(psc.and_then(|s| s.run_as_non_root))
+        .unwrap_or(false);
+    if !non_root {
+        return Ok(());
+    }
+    let at = || format!("(pod: {:?}, container: {})", pod_ref(pod), c.name);
+    let run_as_user = csc
+        .and_then(|s| s.run_as_user)
+        .or(psc.and_then(|s| s.run_as_user));
+    match (run_as_user, image.uid) {
+        (Some(0), _) => Err(format!(
+            "container's runAsUser breaks non-root policy {}",
+            at()
+        )),
+        (Some(_), _) => Ok(()),
+        (None, None) if !image.username.is_empty() => Err(format!(
+            "container has runAsNonRoot and image has non-numeric user ({}), cannot verify user is non-root {}",
+            image.username,
+            at()
+        )),
+        (None, Some(0)) => Err(format!(
+            "container has runAsNonRoot and image will run as root {}",
+            at()
+        )),
+        (None, Some(uid)) if !(0..=i64::from(i32::MAX)).contains(&uid) => Err(format!(
+            "container has runAsNonRoot and image has an invalid user id ({uid}). (Must be 1-({})): must be between 0 and {}, inclusive {}",
+            i32::MAX,
+            i32::MAX,
+            at()
+        )),
+        (None, _) => Ok(()),
+    }
+}
+
 pub(super) fn container_security_context(
     pod: &Pod,
     c: &Container,
@@ -218,6 +300,9 @@ pub(super) fn container_security_context(
         .and_then(|s| s.run_as_non_root)
         .or(psc.and_then(|s| s.run_as_non_root))
         .unwrap_or(false);
+    // Checked again here, so no config ever runs as root against the
+    // policy; the agent refuses first with kubelet's message
+    // ([`verify_run_as_non_root`]).
     if run_as_non_root && run_as_user == Some(0) {
         return Err(SpecError::new(
             &c.name,

@@ -583,6 +583,72 @@ spec:
 }
 
 #[test]
+fn run_as_non_root_is_checked_against_run_as_user_then_the_images_user() {
+    let p = pod(r#"
+metadata: {name: p, namespace: n, uid: u}
+spec:
+  securityContext: {runAsNonRoot: true}
+  containers:
+  - {name: a, image: x}
+  - {name: b, image: x, securityContext: {runAsUser: 0}}
+  - {name: c, image: x, securityContext: {runAsUser: 1000}}
+  - {name: d, image: x, securityContext: {runAsNonRoot: false}}
+"#);
+    let user = ImageUser::of;
+    let c = |i: usize| &p.spec.as_ref().unwrap().containers[i];
+    let at = |name: &str| format!("(pod: \"p_n(u)\", container: {name})");
+    let cases: Vec<(usize, ImageUser, Result<(), String>)> = vec![
+        (
+            0,
+            user(Some(0), ""),
+            Err(format!(
+                "container has runAsNonRoot and image will run as root {}",
+                at("a")
+            )),
+        ),
+        (
+            0,
+            user(None, "nginx"),
+            Err(format!(
+                "container has runAsNonRoot and image has non-numeric user (nginx), cannot verify user is non-root {}",
+                at("a")
+            )),
+        ),
+        (0, user(Some(101), ""), Ok(())),
+        (0, user(Some(101), "app"), Ok(())),
+        // An image that names no user runs as root.
+        (
+            0,
+            user(None, ""),
+            Err(format!(
+                "container has runAsNonRoot and image will run as root {}",
+                at("a")
+            )),
+        ),
+        (
+            1,
+            user(Some(1000), ""),
+            Err(format!("container's runAsUser breaks non-root policy {}", at("b"))),
+        ),
+        (2, user(Some(0), ""), Ok(())),
+        (2, user(None, "root"), Ok(())),
+        (3, user(Some(0), ""), Ok(())),
+    ];
+    for (i, image, want) in cases {
+        assert_eq!(
+            verify_run_as_non_root(&p, c(i), &image),
+            want,
+            "container {i}, {image:?}"
+        );
+    }
+    let no_policy = pod("metadata: {name: q}\nspec:\n  containers: [{name: a, image: x}]\n");
+    assert_eq!(
+        verify_run_as_non_root(&no_policy, first(&no_policy), &user(Some(0), "")),
+        Ok(())
+    );
+}
+
+#[test]
 fn container_hash_is_stable_and_changes_when_the_spec_changes() {
     let p = pod(BASIC);
     let c = first(&p).clone();

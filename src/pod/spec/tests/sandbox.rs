@@ -82,6 +82,36 @@ fn hostname_is_spec_hostname_truncated_to_63_chars_and_empty_on_host_network() {
 }
 
 #[test]
+fn hostname_override_replaces_hostname_and_subdomain() {
+    let with = |extra: &str| {
+        pod(&BASIC.replace(
+            "  terminationGracePeriodSeconds: 30",
+            &format!("  hostname: h\n  subdomain: sub\n{extra}"),
+        ))
+    };
+    let p = with("  hostnameOverride: edge.gateway-1");
+    assert_eq!(
+        pod_hostname_and_domain(&p, "cluster.local"),
+        ("edge.gateway-1".to_string(), String::new())
+    );
+    assert_eq!(
+        sandbox_config(&p, &sandbox_params(&[], None)).0.hostname,
+        "edge.gateway-1"
+    );
+    let hosts = hosts_file(&p, &["10.0.0.5".to_string()], "cluster.local");
+    assert!(hosts.contains("10.0.0.5\tedge.gateway-1\n"), "{hosts}");
+    let long = with(&format!("  hostnameOverride: {}", "b".repeat(62) + ".c"));
+    assert_eq!(
+        pod_hostname_and_domain(&long, "cluster.local").0,
+        "b".repeat(62)
+    );
+    assert_eq!(
+        pod_hostname_and_domain(&with(""), "cluster.local"),
+        ("h".to_string(), "sub.edge.svc.cluster.local".to_string())
+    );
+}
+
+#[test]
 fn cluster_first_dns_uses_cluster_dns_with_search_domains_and_ndots5() {
     let p = pod(BASIC);
     let dns = vec!["10.96.0.10".to_string()];
