@@ -1176,18 +1176,19 @@ fn every_fallback_path_forced_against_the_real_api_server_ends_with_the_node_in_
     // 6. The API server restarted with streaming lists off
     // (WatchList=false): the relists after a 410 (pods, the ConfigMap, the
     // Secret) fall back to plain LISTs, and every change still lands.
+    // Once it is back, every connection of picolet's is cut (the TCP
+    // proxy), so every watch resumes and meets a 410 (the TLS proxy's).
     step("the API server restarted with WatchList=false", 0);
     cp.restart_apiserver_with(&["--feature-gates=WatchList=false"]);
-    let seen_before = proxy.requests().len();
     let n = step(
-        "410 on the resumed watches of pods, the configmap, the secret",
+        "every connection cut, 410 on the resumed watches of pods, the configmap, the secret",
         3,
     );
+    let seen_before = proxy.requests().len();
     proxy.arm_answer("/api/v1/pods?", Kind::Watch, Answer::Expired);
     proxy.arm_answer(cms, Kind::Watch, Answer::Expired);
     proxy.arm_answer(secrets, Kind::Watch, Answer::Expired);
-    // Every watch picolet holds ends at the restart; it resumes them (and
-    // meets the 410s) within its back-off.
+    tcp.reset_all();
     proxy.wait_fired(n, LONG);
     cp.apply(&pod_yaml("after-restart", &node));
     cp.apply(&config_objects_yaml("three", "s-three"));
