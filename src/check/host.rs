@@ -244,15 +244,16 @@ fn review(cfg: &KubeletConfig) -> Option<(String, super::Review)> {
     Some((server, review))
 }
 
-/// `Some(true)` on cgroup v2, `Some(false)` on v1, `None` without cgroups.
+/// `Some(true)` on cgroup v2, `Some(false)` on v1, `None` without cgroups
+/// ([`crate::cgroups::detect`], as `run` detects them; a v1 root without a
+/// `memory` or `cpu` hierarchy mounted is no cgroup filesystem at all).
 fn cgroup_v2() -> Option<bool> {
     let root = Path::new("/sys/fs/cgroup");
-    if root.join("cgroup.controllers").is_file() {
-        Some(true)
-    } else if root.join("memory").is_dir() || root.join("cpu").is_dir() {
-        Some(false)
-    } else {
-        None
+    match crate::cgroups::detect(root).ok()? {
+        crate::cgroups::CgroupVersion::V2 => Some(true),
+        crate::cgroups::CgroupVersion::V1 => {
+            (root.join("memory").is_dir() || root.join("cpu").is_dir()).then_some(false)
+        }
     }
 }
 

@@ -347,7 +347,8 @@ pub fn manifests(path: Option<&str>, read: Result<Vec<(PathBuf, Outcome)>, Strin
 
 /// The configuration's keys picolet does not know (`origin` names the
 /// layers read): a typo `fail`s, with the known key it most likely
-/// misspells; a kubelet field picolet does not implement `warn`s.
+/// misspells; a kubelet field picolet does not implement `warn`s. In file
+/// order.
 pub fn config_fields(origin: &str, unknown: &[UnknownField]) -> Vec<Line> {
     let what = "config";
     if unknown.is_empty() {
@@ -357,8 +358,14 @@ pub fn config_fields(origin: &str, unknown: &[UnknownField]) -> Vec<Line> {
             format!("{origin}: every field known"),
         )];
     }
-    unknown
-        .iter()
+    // In file order: layer by layer, then by line (unknown lines last).
+    let mut sorted: Vec<&UnknownField> = unknown.iter().collect();
+    sorted.sort_by_key(|u| {
+        let layer = unknown.iter().position(|x| x.origin == u.origin);
+        (layer, u.line.is_none(), u.line)
+    });
+    sorted
+        .into_iter()
         .map(|u| {
             let at = match u.line {
                 Some(n) => format!("{} line {n}", u.origin.display()),

@@ -238,13 +238,13 @@ fn unknown(field: &str, line: Option<usize>) -> UnknownField {
 }
 
 #[test]
-fn a_typo_in_the_config_fails_with_the_field_it_likely_means() {
+fn a_typo_in_the_config_fails_with_the_field_it_likely_means_in_file_order() {
     let l = config_fields(
         "/etc/picolet/config.yaml",
         &[
-            unknown("staticPodPth", Some(3)),
             unknown("featureGates", Some(4)),
             unknown("nothingLikeAnyField", None),
+            unknown("staticPodPth", Some(3)),
         ],
     );
     assert_eq!(l[0].verdict, Verdict::Fail);
