@@ -62,6 +62,7 @@ pod manifest as `run` reads it, swap, the API server (SelfSubjectReview),
 certificates; one line per check (ok, warn, fail). Exit 0 when nothing
 fails, 1 when anything does. It reads the config and flags `picolet run`
 would (`picolet run --help` lists them).
+
 ",
             "\
 Flags:
