@@ -5,7 +5,7 @@
 //!             [--admin-socket PATH] [--board NAME] [kubelet flags...]
 //! picolet get pods|node [--admin-socket PATH] [-o wide|json|yaml]
 //! picolet describe pod NAME [-n NS] [-o json|yaml] [--admin-socket PATH]
-//! picolet check [--config FILE] [kubelet flags...]
+//! picolet check [--config FILE] [-o json|yaml] [kubelet flags...]
 //! picolet logs POD [-n NS] [-c C] [-f] [--previous] [--tail N] [--timestamps]
 //!              [--admin-socket PATH]
 //! picolet exec POD [-n NS] [-c C] [-i] [-t] [--admin-socket PATH] -- CMD...
@@ -80,6 +80,8 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
     /// Every other flag, unvalidated; applied on top of the file.
     pub flags: Flags,
+    /// `-o`/`--output` (`json`, `yaml`): `check` only.
+    pub output: OutputFormat,
 }
 
 /// Arguments of `picolet get pods`.
@@ -289,6 +291,15 @@ fn parse_run(mut parser: lexopt::Parser, command: &'static str) -> Result<Comman
     while let Some(arg) = parser.next()? {
         match arg {
             Short('h') | Long("help") => return Ok(Command::Help(Some(command))),
+            Short('o') | Long("output") if command == "check" => {
+                let flag = if matches!(arg, Short(_)) {
+                    "-o"
+                } else {
+                    "--output"
+                };
+                let value = take_value(&mut parser, flag)?;
+                args.output = output_format(flag, value, false)?;
+            }
             Long("config") => {
                 let value = take_value(&mut parser, "--config")?;
                 if value.is_empty() {
@@ -853,6 +864,20 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(p(&["check", "-h"]).unwrap(), Command::Help(Some("check")));
+    }
+
+    #[test]
+    fn check_takes_an_output_format_and_run_does_not() {
+        match p(&["check", "-o", "json"]) {
+            Ok(Command::Check(args)) => assert_eq!(args.output, OutputFormat::Json),
+            other => panic!("{other:?}"),
+        }
+        match p(&["check", "--output=yaml"]) {
+            Ok(Command::Check(args)) => assert_eq!(args.output, OutputFormat::Yaml),
+            other => panic!("{other:?}"),
+        }
+        assert!(p(&["check", "-o", "wide"]).is_err());
+        assert!(p(&["run", "-o", "json"]).is_err());
     }
 
     #[test]

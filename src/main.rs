@@ -183,22 +183,44 @@ fn describe(args: &cli::DescribeArgs) -> Result<()> {
     Ok(())
 }
 
+/// `picolet check`: exits 1 when any line fails (a configuration that does
+/// not load is one such line), 0 otherwise.
 fn check(args: &cli::RunArgs) -> Result<()> {
     let file = match &args.config {
-        Some(path) => Some((path.as_path(), read_config_file(path)?)),
+        Some(path) => match read_config_file(path) {
+            Ok(text) => Some((path.as_path(), text)),
+            Err(e) => {
+                let line = picolet::check::config_error(&format!("{e:#}"));
+                return print_check(&[line], args.output);
+            }
+        },
         None => None,
     };
-    let loaded = config::resolve(
+    let origin = match &args.config {
+        Some(path) => path.display().to_string(),
+        None => "no --config, kubelet's defaults".to_string(),
+    };
+    let lines = match config::resolve(
         file.as_ref().map(|(path, text)| (*path, text.as_str())),
         &args.flags,
-    )?;
-    let lines = picolet::check::host::run(&loaded.config);
-    print!(
-        "{}",
-        picolet::check::render(&lines, picolet::admin::Style::detect())
-    );
-    if picolet::check::failed(&lines) {
-        std::process::exit(1);
+    ) {
+        Ok(loaded) => picolet::check::host::run(&loaded, &origin),
+        Err(e) => vec![picolet::check::config_error(&e.to_string())],
+    };
+    print_check(&lines, args.output)
+}
+
+fn print_check(lines: &[picolet::check::Line], output: cli::OutputFormat) -> Result<()> {
+    if !print_document(&picolet::check::document(lines), output)? {
+        print!(
+            "{}",
+            picolet::check::render(lines, picolet::admin::Style::detect())
+        );
+    }
+    let code = picolet::check::exit_code(lines);
+    if code != 0 {
+        std::io::Write::flush(&mut std::io::stdout())?;
+        std::process::exit(code);
     }
     Ok(())
 }

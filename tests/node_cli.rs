@@ -7,7 +7,11 @@
 //!   signal with its threshold; `get pods` takes kubectl's `-A`, `-n` and
 //!   `get pod NAME`;
 //! - `picolet check` passes the runtime line against the real runtime and
-//!   fails, exit 1, naming a socket that is not there;
+//!   fails, exit 1, naming a socket that is not there; without a runtime,
+//!   it fails a config typo (with the field meant), each broken manifest
+//!   (file and field) and the missing socket, in text and `-o json`; with
+//!   a node kubeconfig it shows the `SelfSubjectReview`'s user, and fails a
+//!   dead server;
 //! - a picolet whose runtime socket is missing answers "waiting for the
 //!   runtime at ..." on its admin socket (`get pods`, `get node`: exit 1)
 //!   and ends on SIGTERM;
@@ -285,6 +289,170 @@ fn check_passes_the_runtime_and_fails_naming_a_missing_socket() {
     let runtime = check_line(&out, "container runtime");
     assert!(runtime.starts_with("fail"), "{runtime}");
     assert!(runtime.contains(&endpoint), "names the socket: {runtime}");
+}
+
+/// Every line of `picolet check` for `what`.
+fn check_lines<'a>(out: &'a str, what: &str) -> Vec<&'a str> {
+    out.lines()
+        .filter(|l| {
+            l.get(6..)
+                .is_some_and(|rest| rest.strip_prefix(what).is_some_and(|r| r.starts_with(' ')))
+        })
+        .collect()
+}
+
+/// `lines` with each run of spaces as one (the columns' width depends on
+/// the longest check's name).
+fn words(lines: &[&str]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// `picolet check --config <dir>/config.yaml --root-dir <dir>/root ARGS`:
+/// exit code, stdout, stderr.
+fn check_in(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let o = Command::new(harness::picolet_bin())
+        .arg("check")
+        .arg("--config")
+        .arg(dir.join("config.yaml"))
+        .arg("--root-dir")
+        .arg(dir.join("root"))
+        .args(args)
+        .output()
+        .expect("running picolet check");
+    let (out, err) = text(&o);
+    (o.status.code(), out, err)
+}
+
+/// A config dir with a config whose `staticPodPath` holds `manifests`
+/// (name, text), whose runtime socket is missing, and `extra` lines.
+fn check_dir(manifests: &[(&str, &str)], extra: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("picolet-check.")
+        .tempdir()
+        .expect("temp dir");
+    let m = dir.path().join("manifests");
+    std::fs::create_dir(&m).expect("manifest dir");
+    for (name, text) in manifests {
+        std::fs::write(m.join(name), text).expect("writing a manifest");
+    }
+    let config = format!(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\n\
+         kind: KubeletConfiguration\n\
+         staticPodPath: {}\n\
+         containerRuntimeEndpoint: unix://{}/no-such.sock\n\
+         {extra}",
+        m.display(),
+        dir.path().display()
+    );
+    std::fs::write(dir.path().join("config.yaml"), config).expect("writing the config");
+    dir
+}
+
+#[test]
+fn check_fails_one_line_per_mistake_a_typo_broken_manifests_and_a_missing_socket() {
+    let no_image = WEB.replace("    image: busybox\n", "");
+    let dir = check_dir(
+        &[
+            ("a-web.yaml", WEB),
+            ("b-no-image.yaml", &no_image),
+            ("c-not-yaml.yaml", "kind: Pod\n: [\n"),
+        ],
+        "staticPodPth: /etc/kubernetes/manifests\n",
+    );
+    let (code, out, err) = check_in(dir.path(), &[]);
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    assert_eq!(
+        words(&check_lines(&out, "config")),
+        [format!(
+            "fail config {} line 5: unknown field \"staticPodPth\"; did you mean \"staticPodPath\"?",
+            dir.path().join("config.yaml").display()
+        )],
+        "{out}"
+    );
+    let pods = check_lines(&out, "static pods");
+    let m = dir.path().join("manifests");
+    assert_eq!(pods.len(), 3, "{out}");
+    assert!(
+        words(&pods[..1])[0].starts_with(&format!(
+            "fail static pods manifest {}/b-no-image.yaml is invalid: spec.containers[0].image: Required value",
+            m.display()
+        )),
+        "{out}"
+    );
+    assert!(
+        words(&pods[1..2])[0].starts_with(&format!(
+            "fail static pods cannot decode manifest {}/c-not-yaml.yaml as YAML",
+            m.display()
+        )),
+        "{out}"
+    );
+    assert_eq!(
+        words(&pods[2..])[0],
+        format!("ok static pods {}: 1 of 3 manifests valid", m.display())
+    );
+    let runtime = check_line(&out, "container runtime");
+    assert!(runtime.starts_with("fail"), "{runtime}");
+    assert!(runtime.contains("no-such.sock"), "{runtime}");
+
+    // The same lines as one document.
+    let (code, out, _) = check_in(dir.path(), &["-o", "json"]);
+    assert_eq!(code, Some(1));
+    let doc: Value = serde_json::from_str(&out).expect("check -o json is JSON");
+    assert_eq!(doc["ok"], false);
+    let fails: Vec<&str> = doc["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["verdict"] == "fail")
+        .filter_map(|c| c["check"].as_str())
+        .collect();
+    assert!(
+        ["config", "static pods", "static pods", "container runtime"]
+            .iter()
+            .all(|w| fails.contains(w)),
+        "{out}"
+    );
+}
+
+#[test]
+fn check_shows_the_api_servers_user_for_a_good_kubeconfig_and_fails_a_dead_server() {
+    let cp = harness::kube::ControlPlane::shared();
+    let dir = check_dir(&[], "");
+    let good = cp.node_kubeconfig("check-1");
+    let (_, out, err) = check_in(dir.path(), &["--kubeconfig", &good.display().to_string()]);
+    let api = words(&[check_line(&out, "API server")]).remove(0);
+    assert_eq!(
+        api,
+        format!(
+            "ok API server {}: credentials accepted as system:node:check-1 \
+             (groups system:nodes, system:authenticated)",
+            cp.apiserver_url().trim_end_matches('/')
+        ),
+        "{out}\n{err}"
+    );
+
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let dead = cp.node_kubeconfig_with(
+        "check-1",
+        harness::kube::Credentials::Files,
+        &format!("https://127.0.0.1:{port}"),
+    );
+    let (code, out, _) = check_in(dir.path(), &["--kubeconfig", &dead.display().to_string()]);
+    assert_eq!(code, Some(1), "{out}");
+    let api = words(&[check_line(&out, "API server")]).remove(0);
+    assert!(
+        api.starts_with(&format!(
+            "fail API server https://127.0.0.1:{port}: unreachable"
+        )),
+        "{out}"
+    );
 }
 
 /// `promtool check metrics` on `text`: its complaints, if any.

@@ -1,27 +1,39 @@
-//! `picolet check`'s I/O: reads the host's facts (kernel, cgroups, the
-//! runtime's answer, filesystems, clock, swap, the kubeconfig's
+//! `picolet check`'s I/O: reads the host's facts (the configuration's
+//! unknown keys, kernel, cgroups, the runtime's answer, the CNI config,
+//! filesystems, clock, static pod manifests, swap, the kubeconfig's
+//! certificate and the API server's `SelfSubjectReview`, the node API's
 //! certificate) and hands each to its verdict in [`super`].
 //!
 //! Every read is bounded: the runtime gets [`RUNTIME_DEADLINE`] per call,
-//! and nothing else blocks.
+//! the API server [`API_DEADLINE`], and nothing else blocks.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{FsStat, Line};
-use crate::config::{KubeletConfig, SwapBehavior};
+use super::{FsStat, Line, Serving};
+use crate::config::{KubeletConfig, LoadedConfig, SwapBehavior};
 use crate::cri::{api, Runtime};
 
 /// How long the runtime may take to answer one call.
 pub const RUNTIME_DEADLINE: Duration = Duration::from_secs(5);
 
+/// How long the API server may take to answer the `SelfSubjectReview`,
+/// connection included.
+pub const API_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The CNI config directory containerd and CRI-O read unless configured
+/// otherwise (picolet has no setting for it: the runtime owns it).
+pub const CNI_CONF_DIR: &str = "/etc/cni/net.d";
+
 /// When this binary was built (unix seconds; `SOURCE_DATE_EPOCH` when the
 /// build set it), the clock's lower bound.
 pub const BUILT: &str = env!("PICOLET_BUILD_UNIX");
 
-/// Every check, in the order printed.
-pub fn run(cfg: &KubeletConfig) -> Vec<Line> {
-    let mut lines = Vec::new();
+/// Every check, in the order printed; `origin` names the configuration
+/// read (its file, or the defaults).
+pub fn run(loaded: &LoadedConfig, origin: &str) -> Vec<Line> {
+    let cfg = &loaded.config;
+    let mut lines = super::config_fields(origin, &loaded.unknown_fields);
     let v2 = cgroup_v2();
     let release = rustix::system::uname()
         .release()
@@ -37,7 +49,13 @@ pub fn run(cfg: &KubeletConfig) -> Vec<Line> {
         Err(e) => (Err(e.to_string()), None),
     };
     let runtime_up = answer.is_ok();
+    let runtime_name = answer.as_ref().ok().map(|(name, _, _)| name.clone());
     lines.push(super::runtime(endpoint, answer));
+    lines.push(super::cni(
+        CNI_CONF_DIR,
+        list_names(Path::new(CNI_CONF_DIR)),
+        runtime_name.as_deref(),
+    ));
 
     let thresholds = agent_cfg
         .as_ref()
@@ -85,12 +103,12 @@ pub fn run(cfg: &KubeletConfig) -> Vec<Line> {
         .as_ref()
         .map(|p| p.display().to_string());
     let read = match &cfg.static_pod_path {
-        Some(p) => std::fs::read_dir(p)
-            .map(|d| d.count())
+        Some(p) => crate::source::ManifestDir::new(p, cfg.node_name())
+            .check()
             .map_err(|e| e.to_string()),
-        None => Ok(0),
+        None => Ok(Vec::new()),
     };
-    lines.push(super::manifests(manifests.as_deref(), read));
+    lines.extend(super::manifests(manifests.as_deref(), read));
 
     lines.push(super::swap(
         swap_total(),
@@ -105,18 +123,137 @@ pub fn run(cfg: &KubeletConfig) -> Vec<Line> {
             now,
         ));
     }
+    #[cfg(feature = "apiserver")]
+    if let Some((server, review)) = review(cfg) {
+        lines.push(super::api_server(&server, review));
+    }
+    lines.push(super::serving_certificate(cfg.port, serving(cfg)));
     lines
 }
 
-/// `Some(true)` on cgroup v2, `Some(false)` on v1, `None` without cgroups.
+/// The names in `dir`, or why it cannot be listed.
+fn list_names(dir: &Path) -> Result<Vec<String>, String> {
+    std::fs::read_dir(dir)
+        .map_err(|e| e.to_string())?
+        .map(|e| {
+            e.map(|e| e.file_name().to_string_lossy().into_owned())
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+/// A build without the node API serves none.
+#[cfg(not(feature = "node-api"))]
+fn serving(_: &KubeletConfig) -> Serving {
+    Serving::Off
+}
+
+/// Where the node API's certificate comes from, and whether its files
+/// can be read.
+#[cfg(feature = "node-api")]
+fn serving(cfg: &KubeletConfig) -> Serving {
+    if cfg.port == 0 {
+        return Serving::Off;
+    }
+    if let Some(cert) = &cfg.tls_cert_file {
+        let files = [Some(cert), cfg.tls_private_key_file.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                let readable = std::fs::File::open(p).map(drop).map_err(|e| e.to_string());
+                (p.display().to_string(), readable)
+            })
+            .collect();
+        return Serving::Files(files);
+    }
+    let pki = cfg.root_dir.join("pki");
+    if cfg.server_tls_bootstrap {
+        let issued = pki.join(crate::nodeapi::serving::SERVER_CURRENT_PEM);
+        return Serving::Bootstrap {
+            kubeconfig: cfg.kubeconfig.is_some(),
+            issued: issued.exists().then(|| issued.display().to_string()),
+        };
+    }
+    Serving::SelfSigned(pki.join("kubelet.crt").display().to_string())
+}
+
+/// The kubeconfig's server (or, before the join, the bootstrap
+/// kubeconfig's) and its answer to a `SelfSubjectReview`; `None` without
+/// a kubeconfig.
+#[cfg(feature = "apiserver")]
+fn review(cfg: &KubeletConfig) -> Option<(String, super::Review)> {
+    use super::Review;
+    use crate::apiserver::kubeconfig;
+    use crate::apiserver::transport::{Body, Client, Options};
+
+    const PATH: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+    const BODY: &str = r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#;
+    let path = match (&cfg.kubeconfig, &cfg.bootstrap_kubeconfig) {
+        (Some(k), Some(b)) if !k.exists() => b,
+        (Some(k), _) => k,
+        (None, _) => return None,
+    };
+    let kc = match kubeconfig::load(path, cfg.allow_insecure_kubeconfig) {
+        Ok(kc) => kc,
+        Err(e) => {
+            return Some((
+                path.display().to_string(),
+                Review::Unreachable(e.to_string()),
+            ))
+        }
+    };
+    let server = kc.server.origin();
+    let options = Options {
+        connect_timeout: API_DEADLINE,
+        ..Options::default()
+    };
+    let client = match Client::new(&kc, options) {
+        Ok(c) => c,
+        Err(e) => return Some((server, Review::Unreachable(e.to_string()))),
+    };
+    let body = Body {
+        content_type: "application/json",
+        bytes: BODY.as_bytes().to_vec(),
+    };
+    let answer = crate::rt::block_on(client.request(
+        http::Method::POST,
+        PATH,
+        Some(body),
+        64 << 10,
+        API_DEADLINE,
+    ));
+    let review = match answer {
+        Err(e) => Review::Unreachable(e.to_string()),
+        Ok(r) if r.status.as_u16() == 201 || r.status.as_u16() == 200 => {
+            match super::parse_review(&r.body) {
+                Ok((name, groups)) => Review::User { name, groups },
+                Err(message) => Review::Refused {
+                    code: r.status.as_u16(),
+                    message,
+                },
+            }
+        }
+        Ok(r) => {
+            let e = crate::apiserver::request::ApiError::from_reply(r.status.as_u16(), &r.body);
+            Review::Refused {
+                code: e.code,
+                message: e.message,
+            }
+        }
+    };
+    Some((server, review))
+}
+
+/// `Some(true)` on cgroup v2, `Some(false)` on v1, `None` without cgroups
+/// ([`crate::cgroups::detect`], as `run` detects them; a v1 root without a
+/// `memory` or `cpu` hierarchy mounted is no cgroup filesystem at all).
 fn cgroup_v2() -> Option<bool> {
     let root = Path::new("/sys/fs/cgroup");
-    if root.join("cgroup.controllers").is_file() {
-        Some(true)
-    } else if root.join("memory").is_dir() || root.join("cpu").is_dir() {
-        Some(false)
-    } else {
-        None
+    match crate::cgroups::detect(root).ok()? {
+        crate::cgroups::CgroupVersion::V2 => Some(true),
+        crate::cgroups::CgroupVersion::V1 => {
+            (root.join("memory").is_dir() || root.join("cpu").is_dir()).then_some(false)
+        }
     }
 }
 

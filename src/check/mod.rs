@@ -19,21 +19,39 @@
 //! - **clock**: a year before this build's fails (TLS and certificate
 //!   checks break, logs lie); an unsynchronised clock (the kernel's NTP
 //!   status, `adjtimex`) warns.
-//! - **static pods**: `staticPodPath` must be a readable directory.
+//! - **config**: each key picolet does not know: a typo fails, naming
+//!   the known key it most likely misspells; a kubelet field picolet does
+//!   not implement warns. A file that does not load is the only line.
+//! - **static pods**: every manifest read exactly as `run` reads it
+//!   ([`crate::source::file::ManifestDir::check`]): one `run` would skip
+//!   fails (file, and each invalid field); an unknown field warns.
+//! - **CNI config**: none in `/etc/cni/net.d` warns when the runtime is
+//!   containerd or CRI-O (they read their own configured conf dir, and a
+//!   network add-on may write it after the join), fails for another one.
+//! - **API server** (with a kubeconfig): a `SelfSubjectReview` answered
+//!   with a user is ok (the user and groups shown); no answer, or a
+//!   refusal, fails.
+//! - **node API certificate** (port on): `tlsCertFile`/`tlsPrivateKeyFile`
+//!   unreadable fails, as does `serverTLSBootstrap` without a kubeconfig;
+//!   a self-signed one warns.
 //! - **swap**: swap on with `memorySwap.swapBehavior: NoSwap` warns
 //!   (kubelet's `failSwapOn`, true by default, would refuse to start;
 //!   picolet runs, its pods get no swap).
 //! - **kubeconfig certificate**: expired fails, within 7 days warns.
 //!
-//! The verdicts are pure functions over facts ([`Facts`]); [`host`] reads
-//! the facts.
+//! The verdicts are pure functions over facts; [`host`] reads the facts.
+//! Exit code: 0 when no line fails, 1 when one does ([`exit_code`]); `-o
+//! json` (or `yaml`) prints the same lines as one document ([`document`]).
 
 pub mod host;
 
 use std::fmt::Write as _;
+use std::path::PathBuf;
 
 use crate::admin::term::{Style, Tone};
+use crate::config::UnknownField;
 use crate::node::eviction::{Signal, Threshold};
+use crate::source::file::Outcome;
 
 /// A line's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -284,21 +302,287 @@ pub fn clock(now: i64, built: i64, synchronised: Option<bool>) -> Line {
     }
 }
 
-/// `staticPodPath`: its entries counted, or why it cannot be read.
-pub fn manifests(path: Option<&str>, read: Result<usize, String>) -> Line {
+/// `staticPodPath` read as `run` reads it: a `fail` per manifest `run`
+/// would skip (naming the file and, for an invalid pod, each field), a
+/// `warn` per unknown field `run` would drop, then an `ok` counting the
+/// valid pods (when any, or no file at all); or a `fail` when the path
+/// cannot be listed.
+pub fn manifests(path: Option<&str>, read: Result<Vec<(PathBuf, Outcome)>, String>) -> Vec<Line> {
+    let what = "static pods";
     let Some(path) = path else {
-        return line("static pods", Verdict::Ok, "staticPodPath not set");
+        return vec![line(what, Verdict::Ok, "staticPodPath not set")];
     };
-    match read {
-        Ok(n) => line(
-            "static pods",
+    let files = match read {
+        Ok(files) => files,
+        Err(e) => {
+            return vec![line(
+                what,
+                Verdict::Fail,
+                format!("staticPodPath {path}: {e}"),
+            )]
+        }
+    };
+    let mut lines = Vec::new();
+    let mut valid = 0;
+    for (_, outcome) in &files {
+        match outcome {
+            Ok(unknown) => {
+                valid += 1;
+                for u in unknown {
+                    lines.push(line("static pod field", Verdict::Warn, u.to_string()));
+                }
+            }
+            Err(e) => lines.push(line(what, Verdict::Fail, format!("{e}; run skips it"))),
+        }
+    }
+    if valid > 0 || files.is_empty() {
+        lines.push(line(
+            what,
             Verdict::Ok,
-            format!("{path}: {n} entries readable"),
-        ),
-        Err(e) => line(
-            "static pods",
+            format!("{path}: {valid} of {} manifests valid", files.len()),
+        ));
+    }
+    lines
+}
+
+/// The configuration's keys picolet does not know (`origin` names the
+/// layers read): a typo `fail`s, with the known key it most likely
+/// misspells; a kubelet field picolet does not implement `warn`s. In file
+/// order.
+pub fn config_fields(origin: &str, unknown: &[UnknownField]) -> Vec<Line> {
+    let what = "config";
+    if unknown.is_empty() {
+        return vec![line(
+            what,
+            Verdict::Ok,
+            format!("{origin}: every field known"),
+        )];
+    }
+    // In file order: layer by layer, then by line (unknown lines last).
+    let mut sorted: Vec<&UnknownField> = unknown.iter().collect();
+    sorted.sort_by_key(|u| {
+        let layer = unknown.iter().position(|x| x.origin == u.origin);
+        (layer, u.line.is_none(), u.line)
+    });
+    sorted
+        .into_iter()
+        .map(|u| {
+            let at = match u.line {
+                Some(n) => format!("{} line {n}", u.origin.display()),
+                None => u.origin.display().to_string(),
+            };
+            let field = &u.field;
+            if u.is_upstream() {
+                line(
+                    what,
+                    Verdict::Warn,
+                    format!("{at}: kubelet field {field:?} is not implemented by picolet; ignored"),
+                )
+            } else {
+                let hint = match u.did_you_mean() {
+                    Some(k) => format!("; did you mean {k:?}?"),
+                    None => String::new(),
+                };
+                line(
+                    what,
+                    Verdict::Fail,
+                    format!("{at}: unknown field {field:?}{hint}"),
+                )
+            }
+        })
+        .collect()
+}
+
+/// A configuration that cannot be loaded: the one line, and nothing else
+/// can be checked.
+pub fn config_error(error: &str) -> Line {
+    line("config", Verdict::Fail, error)
+}
+
+/// The CNI configuration in `dir` (the names of its `.conf`, `.conflist`
+/// and `.json` files, or why it could not be read), for the runtime
+/// `runtime` (CRI `Version`'s name, `None` when it did not answer).
+///
+/// containerd and CRI-O read CNI config themselves, from a directory of
+/// their own configuration (`/etc/cni/net.d` by default), and a network
+/// add-on often writes it only after the node joins: none there is a
+/// `warn` for them, and for a runtime that did not answer. Another runtime
+/// without one `fail`s.
+pub fn cni(dir: &str, entries: Result<Vec<String>, String>, runtime: Option<&str>) -> Line {
+    let what = "CNI config";
+    let mut names: Vec<String> = match entries {
+        Ok(names) => names
+            .into_iter()
+            .filter(|n| {
+                !n.starts_with('.')
+                    && [".conf", ".conflist", ".json"]
+                        .iter()
+                        .any(|ext| n.ends_with(ext))
+            })
+            .collect(),
+        Err(e) => {
+            let verdict = cni_missing_verdict(runtime);
+            return line(what, verdict, format!("{dir}: {e}{}", cni_hint(runtime)));
+        }
+    };
+    if names.is_empty() {
+        return line(
+            what,
+            cni_missing_verdict(runtime),
+            format!("{dir}: no network config{}", cni_hint(runtime)),
+        );
+    }
+    names.sort();
+    line(what, Verdict::Ok, format!("{dir}: {}", names.join(", ")))
+}
+
+fn own_cni_config(runtime: Option<&str>) -> bool {
+    runtime.is_none_or(|r| matches!(r, "containerd" | "cri-o"))
+}
+
+fn cni_missing_verdict(runtime: Option<&str>) -> Verdict {
+    if own_cni_config(runtime) {
+        Verdict::Warn
+    } else {
+        Verdict::Fail
+    }
+}
+
+fn cni_hint(runtime: Option<&str>) -> &'static str {
+    if own_cni_config(runtime) {
+        "; pods get no network until one is there (install a network add-on, \
+         or check the runtime's own CNI conf dir if you changed it)"
+    } else {
+        "; pods get no network"
+    }
+}
+
+/// What the API server answered a `SelfSubjectReview` with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Review {
+    /// 201: who the credentials are.
+    User { name: String, groups: Vec<String> },
+    /// Another status, with the API server's message.
+    Refused { code: u16, message: String },
+    /// No answer (dial, TLS, timeout), or the kubeconfig could not be used.
+    Unreachable(String),
+}
+
+/// The `SelfSubjectReview` reply's user name and groups.
+pub fn parse_review(body: &[u8]) -> Result<(String, Vec<String>), String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("not a SelfSubjectReview: {e}"))?;
+    let info = &v["status"]["userInfo"];
+    let name = info["username"]
+        .as_str()
+        .ok_or("the SelfSubjectReview has no status.userInfo.username")?;
+    let groups = info["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g.as_str().map(str::to_string))
+        .collect();
+    Ok((name.to_string(), groups))
+}
+
+/// The API server (`server`) and the kubeconfig's credentials, by the
+/// `SelfSubjectReview` it answered.
+pub fn api_server(server: &str, review: Review) -> Line {
+    let what = "API server";
+    match review {
+        Review::User { name, groups } => {
+            let groups = if groups.is_empty() {
+                String::new()
+            } else {
+                format!(" (groups {})", groups.join(", "))
+            };
+            line(
+                what,
+                Verdict::Ok,
+                format!("{server}: credentials accepted as {name}{groups}"),
+            )
+        }
+        Review::Refused { code: 401, message } => line(
+            what,
             Verdict::Fail,
-            format!("staticPodPath {path}: {e}"),
+            format!("{server}: credentials refused (401 Unauthorized): {message}"),
+        ),
+        Review::Refused { code, message } => line(
+            what,
+            Verdict::Fail,
+            format!("{server}: SelfSubjectReview answered {code}: {message}"),
+        ),
+        Review::Unreachable(e) => line(what, Verdict::Fail, format!("{server}: unreachable: {e}")),
+    }
+}
+
+/// Where the node API's serving certificate comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Serving {
+    /// `port: 0`: no node API.
+    Off,
+    /// `tlsCertFile` and `tlsPrivateKeyFile`: each path, and whether it
+    /// can be read (or why not).
+    Files(Vec<(String, Result<(), String>)>),
+    /// `serverTLSBootstrap`: whether a kubeconfig (to ask with) is set,
+    /// and the issued certificate's path if one is on disk.
+    Bootstrap {
+        kubeconfig: bool,
+        issued: Option<String>,
+    },
+    /// Neither: the self-signed certificate `run` makes at this path.
+    SelfSigned(String),
+}
+
+/// The node API's serving certificate (with the node API `port`).
+pub fn serving_certificate(port: u16, serving: Serving) -> Line {
+    let what = "node API certificate";
+    match serving {
+        Serving::Off => line(what, Verdict::Ok, "node API off (port: 0)"),
+        Serving::Files(files) => {
+            let bad: Vec<String> = files
+                .iter()
+                .filter_map(|(p, r)| r.as_ref().err().map(|e| format!("{p}: {e}")))
+                .collect();
+            if bad.is_empty() {
+                let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+                line(
+                    what,
+                    Verdict::Ok,
+                    format!("port {port}: {}", paths.join(", ")),
+                )
+            } else {
+                line(what, Verdict::Fail, format!("port {port}: {}", bad.join("; ")))
+            }
+        }
+        Serving::Bootstrap {
+            kubeconfig: false, ..
+        } => line(
+            what,
+            Verdict::Fail,
+            format!("port {port}: serverTLSBootstrap needs a kubeconfig to ask the cluster with"),
+        ),
+        Serving::Bootstrap {
+            issued: Some(p), ..
+        } => line(
+            what,
+            Verdict::Ok,
+            format!("port {port}: issued by the cluster ({p}), serverTLSBootstrap"),
+        ),
+        Serving::Bootstrap { issued: None, .. } => line(
+            what,
+            Verdict::Ok,
+            format!(
+                "port {port}: serverTLSBootstrap: requested at start (self-signed until the CSR is approved)"
+            ),
+        ),
+        Serving::SelfSigned(p) => line(
+            what,
+            Verdict::Warn,
+            format!(
+                "port {port}: no tlsCertFile and no serverTLSBootstrap: \
+                 a self-signed certificate ({p}) no client can verify"
+            ),
         ),
     }
 }
@@ -354,9 +638,32 @@ pub fn certificate(path: &str, not_after: Option<Result<i64, String>>, now: i64)
     }
 }
 
-/// Whether any line failed (`picolet check` exits 1).
+/// Whether any line failed.
 pub fn failed(lines: &[Line]) -> bool {
     lines.iter().any(|l| l.verdict == Verdict::Fail)
+}
+
+/// `picolet check`'s exit code: 0 when nothing failed (warnings
+/// included), 1 when anything did.
+pub fn exit_code(lines: &[Line]) -> i32 {
+    i32::from(failed(lines))
+}
+
+/// `-o json` (or `yaml`): the same lines as a document,
+/// `{"ok": bool, "checks": [{"check", "verdict", "detail"}]}`, `ok` false
+/// exactly when the exit code is 1.
+pub fn document(lines: &[Line]) -> serde_json::Value {
+    let checks: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| {
+            serde_json::json!({
+                "check": l.what,
+                "verdict": l.verdict.as_str(),
+                "detail": l.detail,
+            })
+        })
+        .collect();
+    serde_json::json!({"ok": !failed(lines), "checks": checks})
 }
 
 /// The report: `verdict  what  detail`, one line each, verdicts coloured

@@ -1,5 +1,6 @@
 //! The verdicts of `picolet check`, fact by fact.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::*;
@@ -156,24 +157,190 @@ fn a_clock_before_the_build_year_fails_and_an_unsynchronised_one_warns() {
     );
 }
 
+/// What `run` makes of the manifest `text` at `path`.
+fn outcome(path: &str, text: &str) -> (PathBuf, Outcome) {
+    let path = PathBuf::from(path);
+    let outcome = crate::source::file::parse_manifest_with_unknown_fields(text, &path, "edge-1")
+        .map(|(_, unknown)| unknown);
+    (path, outcome)
+}
+
+const VALID: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx\n";
+
 #[test]
 fn an_unreadable_manifest_directory_fails_and_an_unset_one_is_fine() {
-    assert_eq!(
-        manifests(Some("/etc/kubernetes/manifests"), Ok(2)).verdict,
-        Verdict::Ok
-    );
     let l = manifests(
         Some("/m"),
         Err("No such file or directory (os error 2)".into()),
     );
-    assert_eq!(l.verdict, Verdict::Fail);
+    assert_eq!(l.len(), 1);
+    assert_eq!(l[0].verdict, Verdict::Fail);
     assert_eq!(
-        l.detail,
+        l[0].detail,
         "staticPodPath /m: No such file or directory (os error 2)"
     );
-    assert_eq!(manifests(None, Ok(0)).verdict, Verdict::Ok);
+    assert_eq!(manifests(None, Ok(Vec::new()))[0].verdict, Verdict::Ok);
 }
 
+#[test]
+fn each_manifest_run_would_skip_fails_naming_its_file_and_field() {
+    let files = vec![
+        outcome("/m/a.yaml", VALID),
+        outcome("/m/b.yaml", &VALID.replace("    image: nginx\n", "")),
+        outcome("/m/c.yaml", "kind: Pod\napiVersion: v1\nmetadata: [\n"),
+        outcome(
+            "/m/d.yaml",
+            &VALID.replace("    image: nginx\n", "    image: nginx\n    comand: [sh]\n"),
+        ),
+    ];
+    let l = manifests(Some("/m"), Ok(files));
+    let shown: Vec<(Verdict, &str)> = l.iter().map(|l| (l.verdict, l.what)).collect();
+    assert_eq!(
+        shown,
+        [
+            (Verdict::Fail, "static pods"),
+            (Verdict::Fail, "static pods"),
+            (Verdict::Warn, "static pod field"),
+            (Verdict::Ok, "static pods"),
+        ]
+    );
+    assert!(
+        l[0].detail
+            .starts_with("manifest /m/b.yaml is invalid: spec.containers[0].image"),
+        "{}",
+        l[0].detail
+    );
+    assert!(
+        l[1].detail.starts_with("cannot decode manifest /m/c.yaml"),
+        "{}",
+        l[1].detail
+    );
+    assert_eq!(
+        l[2].detail,
+        "manifest /m/d.yaml line 9: unknown field \"spec.containers[0].comand\" (typo?); ignoring it"
+    );
+    assert_eq!(l[3].detail, "/m: 2 of 4 manifests valid");
+    assert!(failed(&l));
+    let l = manifests(Some("/m"), Ok(vec![outcome("/m/e.yaml", "")]));
+    assert_eq!(l.len(), 1, "no ok line when nothing is valid: {l:?}");
+    assert_eq!(
+        manifests(Some("/m"), Ok(Vec::new()))[0].detail,
+        "/m: 0 of 0 manifests valid"
+    );
+}
+
+fn unknown(field: &str, line: Option<usize>) -> UnknownField {
+    UnknownField {
+        origin: PathBuf::from("/etc/picolet/config.yaml"),
+        field: field.into(),
+        line,
+    }
+}
+
+#[test]
+fn a_typo_in_the_config_fails_with_the_field_it_likely_means_in_file_order() {
+    let l = config_fields(
+        "/etc/picolet/config.yaml",
+        &[
+            unknown("featureGates", Some(4)),
+            unknown("nothingLikeAnyField", None),
+            unknown("staticPodPth", Some(3)),
+        ],
+    );
+    assert_eq!(l[0].verdict, Verdict::Fail);
+    assert_eq!(
+        l[0].detail,
+        "/etc/picolet/config.yaml line 3: unknown field \"staticPodPth\"; did you mean \"staticPodPath\"?"
+    );
+    assert_eq!(l[1].verdict, Verdict::Warn, "{}", l[1].detail);
+    assert_eq!(
+        l[2].detail,
+        "/etc/picolet/config.yaml: unknown field \"nothingLikeAnyField\""
+    );
+    let l = config_fields("/c.yaml", &[]);
+    assert_eq!((l.len(), l[0].verdict), (1, Verdict::Ok));
+}
+
+#[test]
+fn a_missing_cni_config_warns_for_containerd_and_cri_o_and_fails_for_another_runtime() {
+    let some = |names: &[&str]| Ok(names.iter().map(|n| n.to_string()).collect());
+    let l = cni(
+        "/etc/cni/net.d",
+        some(&["10-flannel.conflist", ".hidden.conf", "README"]),
+        Some("containerd"),
+    );
+    assert_eq!(l.verdict, Verdict::Ok);
+    assert_eq!(l.detail, "/etc/cni/net.d: 10-flannel.conflist");
+    assert_eq!(
+        cni("/d", some(&["README"]), Some("cri-o")).verdict,
+        Verdict::Warn
+    );
+    assert_eq!(
+        cni("/d", some(&[]), Some("containerd")).verdict,
+        Verdict::Warn
+    );
+    assert_eq!(
+        cni("/d", Err("No such file".into()), None).verdict,
+        Verdict::Warn
+    );
+    assert_eq!(cni("/d", some(&[]), Some("other")).verdict, Verdict::Fail);
+}
+
+#[test]
+fn the_api_server_line_names_the_reviewed_user_and_a_dead_server_fails() {
+    let body = br#"{"kind":"SelfSubjectReview","status":{"userInfo":{"username":"system:node:edge-1","groups":["system:nodes","system:authenticated"]}}}"#;
+    let (name, groups) = parse_review(body).unwrap();
+    let l = api_server("https://10.0.0.1:6443", Review::User { name, groups });
+    assert_eq!(l.verdict, Verdict::Ok);
+    assert_eq!(
+        l.detail,
+        "https://10.0.0.1:6443: credentials accepted as system:node:edge-1 (groups system:nodes, system:authenticated)"
+    );
+    assert!(parse_review(b"{}").is_err());
+    let l = api_server(
+        "https://s",
+        Review::Refused {
+            code: 401,
+            message: "Unauthorized".into(),
+        },
+    );
+    assert_eq!(l.verdict, Verdict::Fail);
+    assert!(l.detail.contains("credentials refused"), "{}", l.detail);
+    let l = api_server(
+        "https://s",
+        Review::Unreachable("connection refused".into()),
+    );
+    assert_eq!(l.verdict, Verdict::Fail);
+    assert_eq!(l.detail, "https://s: unreachable: connection refused");
+}
+
+#[test]
+fn the_node_api_certificate_must_be_readable_or_bootstrapped_with_a_kubeconfig() {
+    assert_eq!(serving_certificate(0, Serving::Off).verdict, Verdict::Ok);
+    let files = Serving::Files(vec![
+        ("/c.crt".into(), Ok(())),
+        ("/c.key".into(), Err("Permission denied".into())),
+    ]);
+    let l = serving_certificate(10250, files);
+    assert_eq!(l.verdict, Verdict::Fail);
+    assert_eq!(l.detail, "port 10250: /c.key: Permission denied");
+    let bootstrap = |kubeconfig| Serving::Bootstrap {
+        kubeconfig,
+        issued: None,
+    };
+    assert_eq!(
+        serving_certificate(10250, bootstrap(true)).verdict,
+        Verdict::Ok
+    );
+    assert_eq!(
+        serving_certificate(10250, bootstrap(false)).verdict,
+        Verdict::Fail
+    );
+    assert_eq!(
+        serving_certificate(10250, Serving::SelfSigned("/p/kubelet.crt".into())).verdict,
+        Verdict::Warn
+    );
+}
 #[test]
 fn swap_on_without_limited_swap_warns() {
     assert_eq!(swap(0, false).verdict, Verdict::Ok);
@@ -216,6 +383,29 @@ fn the_report_has_one_aligned_line_per_check_and_fails_if_any_fails() {
     );
     assert!(failed(&lines));
     assert!(!failed(&lines[..1]));
+    assert_eq!(exit_code(&lines), 1);
+    assert_eq!(exit_code(&lines[..1]), 0);
+    let warned = [line("swap", Verdict::Warn, "on")];
+    assert_eq!(exit_code(&warned), 0, "a warning is not a failure");
     assert_eq!(bytes(1536), "1.5Ki");
     assert_eq!(bytes(100), "100");
+}
+
+#[test]
+fn the_json_document_holds_the_same_lines_and_ok_false_when_one_fails() {
+    let lines = vec![
+        line("kernel", Verdict::Ok, "6.1.0"),
+        line("config", Verdict::Fail, "unknown field"),
+    ];
+    assert_eq!(
+        document(&lines),
+        serde_json::json!({
+            "ok": false,
+            "checks": [
+                {"check": "kernel", "verdict": "ok", "detail": "6.1.0"},
+                {"check": "config", "verdict": "fail", "detail": "unknown field"},
+            ]
+        })
+    );
+    assert_eq!(document(&lines[..1])["ok"], true);
 }

@@ -54,14 +54,20 @@ pub fn command_usage(command: &str) -> String {
         "run" => return run_usage(),
         "check" => (
             "\
-Usage: picolet check [--config FILE] [flags...]
+Usage: picolet check [--config FILE] [-o json|yaml] [flags...]
 
-The node's preflight, with no running picolet: kernel, cgroups, the
-runtime's socket, disks, clock, swap, static pods, certificates; one line
-per check (ok, warn, fail), exit 1 if any fails. It reads the config and
-flags `picolet run` would (`picolet run --help` lists them).
+The node's preflight, with no running picolet: config fields, kernel,
+cgroups, the runtime (CRI Version), CNI config, disks, clock, every static
+pod manifest as `run` reads it, swap, the API server (SelfSubjectReview),
+certificates; one line per check (ok, warn, fail). Exit 0 when nothing
+fails, 1 when anything does. It reads the config and flags `picolet run`
+would (`picolet run --help` lists them).
+
 ",
-            "",
+            "\
+Flags:
+  -o, --output json|yaml           the same lines as one document
+",
         ),
         "get" => (
             "\

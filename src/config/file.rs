@@ -80,6 +80,64 @@ impl UnknownField {
     }
 }
 
+impl UnknownField {
+    /// The known key this one most likely misspells (`staticPodPth` →
+    /// `staticPodPath`), for a typo; `None` for a real kubelet field or
+    /// when no known key is close.
+    pub fn did_you_mean(&self) -> Option<&'static str> {
+        if self.is_upstream() {
+            return None;
+        }
+        did_you_mean(&self.field)
+    }
+}
+
+/// The key (or mapping of keys, `authentication.webhook`) picolet knows
+/// that is nearest `field` by edit distance, ignoring case, when it is
+/// close enough to be a slip: at most one edit in four characters, and at
+/// most three.
+pub fn did_you_mean(field: &str) -> Option<&'static str> {
+    let wanted = field.to_ascii_lowercase();
+    let allowed = (field.len() / 4).clamp(1, 3);
+    let mut best: Option<(usize, &'static str)> = None;
+    let candidates = known_keys().flat_map(|k| {
+        k.match_indices('.')
+            .map(move |(i, _)| &k[..i])
+            .chain(std::iter::once(k))
+    });
+    for candidate in candidates {
+        let d = edit_distance(&wanted, &candidate.to_ascii_lowercase());
+        if d <= allowed && best.is_none_or(|(b, _)| d < b) {
+            best = Some((d, candidate));
+        }
+    }
+    best.map(|(_, k)| k)
+}
+
+/// Edits (insert, delete, substitute, swap two neighbours) from `a` to
+/// `b`, by character.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    // Three rows of the table: two back (for swaps), one back, this one.
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut last: Vec<usize> = (0..=b.len()).collect();
+    let mut row = vec![0; b.len() + 1];
+    for i in 1..=a.len() {
+        row[0] = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            row[j] = (last[j] + 1).min(row[j - 1] + 1).min(last[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                row[j] = row[j].min(before[j - 2] + 1);
+            }
+        }
+        std::mem::swap(&mut before, &mut last);
+        std::mem::swap(&mut last, &mut row);
+    }
+    last[b.len()]
+}
+
 /// The warning to log, naming the file and the field.
 impl fmt::Display for UnknownField {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -54,7 +54,7 @@ pub use fields::{
     DEFAULT_POD_LOGS_DIR, DEFAULT_ROOT_DIR, DEFAULT_STATIC_POD_PATH, EVICTION_SIGNALS,
     MAX_VERBOSITY,
 };
-pub use file::{resolve, LoadedConfig, UnknownField, API_VERSION, KIND};
+pub use file::{did_you_mean, resolve, LoadedConfig, UnknownField, API_VERSION, KIND};
 pub use flags::{Flag, FlagKind, Flags, FLAGS};
 pub use values::normalize_node_name;
 

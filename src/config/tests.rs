@@ -948,3 +948,29 @@ fn event_qps_and_burst_default_to_kubelets_and_take_their_flags_and_fields() {
     let bad = doc("eventBurst: 0\n");
     assert!(resolve(Some((Path::new(ORIGIN), &bad)), &flags(&[])).is_err());
 }
+
+#[test]
+fn a_misspelt_key_suggests_the_known_key_nearest_it() {
+    assert_eq!(did_you_mean("staticPodPth"), Some("staticPodPath"));
+    assert_eq!(did_you_mean("StaticPodPath"), Some("staticPodPath"));
+    assert_eq!(did_you_mean("maxPodz"), Some("maxPods"));
+    assert_eq!(did_you_mean("prot"), Some("port"), "two letters swapped");
+    assert_eq!(
+        did_you_mean("authentication.webhok"),
+        Some("authentication.webhook"),
+        "a nested mapping"
+    );
+    assert_eq!(did_you_mean("nothingLikeAnyField"), None);
+    assert_eq!(did_you_mean("x"), None);
+    let loaded = parse_ok("staticPodPth: /etc/kubernetes/manifests\nfeatureGates: {}\n");
+    let hints: Vec<Option<&str>> = loaded
+        .unknown_fields
+        .iter()
+        .map(UnknownField::did_you_mean)
+        .collect();
+    assert_eq!(
+        hints,
+        [None, Some("staticPodPath")],
+        "a kubelet field picolet does not implement is no typo"
+    );
+}

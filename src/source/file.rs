@@ -47,10 +47,12 @@ use serde::Deserialize;
 use super::{PodSource, SourceUpdate, CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
 use crate::decode::{self, LimitError, Limits};
 use crate::pod::validation::{self, FieldError};
+pub use check::Outcome;
 use head::Head;
 use unknown::unknown_fields;
 pub use unknown::UnknownField;
 
+mod check;
 mod head;
 mod unknown;
 
