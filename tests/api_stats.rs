@@ -73,7 +73,15 @@ fn stats_summary_and_metrics_resource_parse_through_the_node_proxy() {
                 .as_u64()
                 .is_some_and(|b| b >= 1 << 20)
         });
-        (has && written).then_some(v)
+        // Its "started" line reached the log file (the runtime writes it
+        // a moment after the container wrote it).
+        let logged = v["pods"].as_array()?.iter().any(|p| {
+            p["podRef"]["name"] == "busy"
+                && p["containers"][0]["logs"]["usedBytes"]
+                    .as_u64()
+                    .is_some_and(|b| b > 0)
+        });
+        (has && written && logged).then_some(v)
     });
 
     // The node: kubelet's names.
