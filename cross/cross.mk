@@ -60,7 +60,7 @@ POWER_CUTS ?= 3
 CARGO ?= cargo
 image-test-powercut: image
 	bin="$$($(CARGO) test --test power_cuts --no-run --message-format=json | \
-	  sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)" && \
+	  grep '"name":"power_cuts"' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)" && \
 	  test -n "$$bin" && POWER_CUTS=$(POWER_CUTS) "$$bin" --nocapture
 
 # The top-level Makefile has its own `clean-images` (test images); a rule

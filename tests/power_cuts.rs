@@ -216,6 +216,22 @@ impl Vm {
         )
     }
 
+    /// How often init restarted picolet in this boot (a crash on what it
+    /// read would show here), by the PICOLET-PODS lines.
+    fn picolet_restarts(&self) -> u64 {
+        let marker = format!("PICOLET-PODS boot={} ", self.boot);
+        self.console()
+            .lines()
+            .filter(|l| l.contains(&marker))
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix("restarts="))
+            })
+            .filter_map(|n| n.parse().ok())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// qemu exited on its own (a kernel panic powers off: panic=-1).
     fn exited(&mut self) -> bool {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(Some(_))))
@@ -437,6 +453,9 @@ fn check_offline(
     if console.contains("panicked") {
         return Err(fail(vm, logs, "picolet panicked".into()));
     }
+    if vm.picolet_restarts() > 0 {
+        return Err(fail(vm, logs, "picolet exited and was restarted".into()));
+    }
     match ok {
         Some(true) => Ok(discards(&console)),
         Some(false) => Err(fail(vm, logs, "qemu exited by itself".into())),
@@ -509,6 +528,9 @@ fn wait_converged(
             }
         }
     });
+    if vm.picolet_restarts() > 0 || vm.console().contains("panicked") {
+        return Err(fail(vm, logs, "picolet exited or panicked".into()));
+    }
     match ok {
         Some(true) => Ok(start.elapsed()),
         _ => Err(fail(
@@ -617,12 +639,20 @@ fn every_cut_of_the_power_leaves_a_node_that_comes_back_offline_and_converges() 
             // Pacing, so that pods get to run between changes.
             std::thread::sleep(Duration::from_millis(rng.range(PACE_MS.0, PACE_MS.1)));
         }
-        let api = api_pods(&cp).expect("the API answers before the cut");
-        let expected: BTreeSet<String> = api
-            .iter()
-            .filter(|(_, p)| !p.mirror && !p.deleting && p.phase == "Running")
-            .map(|(n, _)| n.clone())
-            .collect();
+        // At least one API pod reported Running, or there is nothing to
+        // find again: when the churn left none, the cut waits for the next
+        // status picolet writes (its watch event is a cache write too).
+        let sample = || {
+            let api = api_pods(&cp).expect("the API answers before the cut");
+            api.iter()
+                .filter(|(_, p)| !p.mirror && !p.deleting && p.phase == "Running")
+                .map(|(n, _)| n.clone())
+                .collect::<BTreeSet<String>>()
+        };
+        let expected = poll_until(CONVERGE_TIMEOUT, || {
+            Some(sample()).filter(|e| !e.is_empty())
+        })
+        .unwrap_or_else(sample);
         vm.cut();
         proxy.blackhole();
         println!(
