@@ -610,6 +610,7 @@ fn every_cut_of_the_power_leaves_a_node_that_comes_back_offline_and_converges() 
         (!vm.exited() && node_ready(&cp)).then_some(())
     });
     if joined.is_none() {
+        let _ = tmp.keep();
         panic!(
             "{}",
             fail(
@@ -622,6 +623,7 @@ fn every_cut_of_the_power_leaves_a_node_that_comes_back_offline_and_converges() 
     churn.create();
     churn.create();
     if let Err(e) = wait_converged(&cp, &mut vm, &churn, &logs) {
+        let _ = tmp.keep();
         panic!("{e}");
     }
     println!(
