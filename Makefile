@@ -90,9 +90,10 @@ TEST_THREADS ?= 2
 
 # Test files that start no container runtime (the control plane harness's
 # own tests, the fuzz crashers' replay) run once, not once per runtime;
-# `fuzz` itself runs in `make fuzz`.
+# `fuzz` itself runs in `make fuzz`, `power_cuts` (the firmware image, with
+# its own containerd) in `make image-test-powercut`.
 RUNTIME_FREE_TESTS := control_plane fuzz_regressions
-RUNTIME_TESTS := $(filter-out $(RUNTIME_FREE_TESTS) fuzz bench,$(basename $(notdir $(wildcard tests/*.rs))))
+RUNTIME_TESTS := $(filter-out $(RUNTIME_FREE_TESTS) fuzz bench power_cuts,$(basename $(notdir $(wildcard tests/*.rs))))
 
 # The integration suite: every test file on each of TEST_RUNTIMES and the
 # runtime-free ones once, several binaries at a time, with a table of each
@@ -106,13 +107,14 @@ test-suite: deps promtool images
 # `make test`, the fuzz targets for FUZZ_SECONDS each (`make test`
 # replays the corpus and every saved crasher, tests/fuzz_regressions.rs,
 # but does not fuzz), the unit tests of every cross target (`make test`
-# runs aarch64's and armv7's), and the aarch64 image booted under
-# emulation.
+# runs aarch64's and armv7's), the aarch64 image booted under
+# emulation, and 100 power cuts of the qemu-x86_64 image (`make test`: 3).
 test-full: test
 	$(MAKE) fuzz
 	$(MAKE) soak
 	$(MAKE) test-cross
 	$(MAKE) image-test BOARD=qemu-aarch64
+	$(MAKE) image-test-powercut BOARD=qemu-x86_64 POWER_CUTS=100
 
 # The chaos soak of tests/api_chaos.rs at full length, on each of
 # TEST_RUNTIMES: SOAK_SECONDS of link faults with an API server outage, a

@@ -28,6 +28,15 @@
 #   picolet.timeout=SECONDS         test mode gives up after this (default 270)
 #   picolet.shell=1                 also start a root shell on the console
 #   picolet.verbose=N               picolet -v level
+#   picolet.net=slirp               configure eth0 for qemu's user-mode network
+#                                   (10.0.2.15/24, gateway 10.0.2.2); without
+#                                   it the network card, if any, stays down
+#   picolet.report=SECONDS          print one PICOLET-PODS line every SECONDS:
+#                                   boot number, uptime, picolet's restarts and
+#                                   each pod as name:STATUS:restarts (the power
+#                                   cut test, tests/power_cuts.rs, reads them)
+# A kubeconfig at the root of the persistent state disk (/var/lib/kubelet.conf)
+# makes picolet join that cluster (--kubeconfig).
 # busybox ash is the shell here: no bash features.
 
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -60,6 +69,7 @@ uptime_s() { cut -d' ' -f1 /proc/uptime; }
 
 # Command line options.
 HOSTNAME_OPT="" CGROUP_OPT="" TEST=0 SCENARIO="" TESTPOD=hello TIMEOUT=270 SHELL_OPT=0 VERBOSE=""
+NET_OPT="" REPORT=""
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         picolet.data=*) DATA_DEVICE="${arg#picolet.data=}" ;;
@@ -71,6 +81,8 @@ for arg in $(cat /proc/cmdline); do
         picolet.timeout=*) TIMEOUT="${arg#picolet.timeout=}" ;;
         picolet.shell=1) SHELL_OPT=1 ;;
         picolet.verbose=*) VERBOSE="${arg#picolet.verbose=}" ;;
+        picolet.net=*) NET_OPT="${arg#picolet.net=}" ;;
+        picolet.report=*) REPORT="${arg#picolet.report=}" ;;
     esac
 done
 log "picolet image for board $BOARD, kernel $(uname -r) $(uname -m), up $(uptime_s)s"
@@ -114,6 +126,22 @@ hostname "$NODE"
 echo "$NODE" >/etc/hostname
 printf '127.0.0.1 localhost\n::1 localhost\n127.0.1.1 %s\n' "$NODE" >/etc/hosts
 [ -e /etc/resolv.conf ] || : >/etc/resolv.conf
+# qemu's user-mode network (slirp): fixed addresses, no DHCP client needed.
+if [ "$NET_OPT" = slirp ]; then
+    # The card shows up once its virtio_pci driver, just loaded, probed it.
+    i=0
+    while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 100 ]; do
+        i=$((i + 1))
+        sleep 0.1
+    done
+    if ip link set eth0 up 2>/dev/null; then
+        ip addr add 10.0.2.15/24 dev eth0
+        ip route add default via 10.0.2.2
+        log "eth0: 10.0.2.15/24, gateway 10.0.2.2 (qemu user network)"
+    else
+        log "picolet.net=slirp: no eth0"
+    fi
+fi
 
 # --- persistent state on /var/lib -------------------------------------------------
 mkdir -p /var/lib /var/log
@@ -137,6 +165,13 @@ if [ "$DATA_DEVICE" != none ]; then
     fi
 fi
 [ $DATA_MOUNTED = 1 ] || mount -t tmpfs -o mode=0755 varlib /var/lib
+# CNI's state (cached results, host-local's IP leases) describes network
+# namespaces, which die with the kernel: it lives in RAM. On the disk, a
+# power cut left libcni's cached results truncated, and every StopPodSandbox
+# of the previous boot's sandboxes then failed ("unexpected end of JSON
+# input"), leaving their pods Terminating for good.
+mkdir -p /var/lib/cni
+mount -t tmpfs -o mode=0755,size=8m cni /var/lib/cni
 # Logs stay in RAM (SD card wear); picolet bounds them with containerLogMaxSize.
 mount -t tmpfs -o mode=0755,size=64m varlog /var/log
 BOOT=1
@@ -311,8 +346,25 @@ elif [ "$TEST" = 1 ]; then
     ) &
 fi
 
+# --- report: the pods, one line every REPORT seconds ---------------------------------
+if [ -n "$REPORT" ]; then
+    (
+        while :; do
+            pods="$(picolet get pods 2>/dev/null | awk 'NR > 1 && NF >= 4 { printf " %s:%s:%s", $1, $3, $4 }')"
+            echo "PICOLET-PODS boot=$BOOT t=$(uptime_s) restarts=$(cat /run/picolet.restarts 2>/dev/null)$pods"
+            sleep "$REPORT"
+        done
+    ) &
+fi
+
 # --- picolet, restarted whenever it exits ------------------------------------------
 mkdir -p /run/picolet /var/lib/picolet
+# A kubeconfig dropped on the state disk joins the node to that cluster.
+KUBECONFIG_OPT=""
+if [ -f /var/lib/kubelet.conf ]; then
+    KUBECONFIG_OPT=/var/lib/kubelet.conf
+    log "joining the cluster of /var/lib/kubelet.conf"
+fi
 # Back off from 2s to 30s while it keeps failing fast; a run that lasted a
 # minute resets the delay.
 restarts=0 delay=2
@@ -322,7 +374,8 @@ while :; do
     started=$(cut -d. -f1 /proc/uptime)
     # shellcheck disable=SC2086
     picolet run --config /etc/picolet/config.yaml --board "$BOARD" \
-        --hostname-override "$NODE" ${VERBOSE:+-v $VERBOSE}
+        --hostname-override "$NODE" ${VERBOSE:+-v $VERBOSE} \
+        ${KUBECONFIG_OPT:+--kubeconfig $KUBECONFIG_OPT}
     rc=$?
     if [ $(($(cut -d. -f1 /proc/uptime) - started)) -ge 60 ]; then delay=2; fi
     log "picolet exited with status $rc; restarting in ${delay}s"

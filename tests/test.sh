@@ -13,7 +13,8 @@
 #               CRI-O, the runtime-free ones once, several at a time.
 #   release     (background, niced) the x86_64 musl release binary, the
 #               qemu-x86_64 firmware image booted twice (`image-test`) and
-#               once more with 256 MiB and cgroup v2 for eviction, then the
+#               once more with 256 MiB and cgroup v2 for eviction, its power
+#               cut 3 times during pod churn (`image-test-powercut`), then the
 #               release binaries of the boards (`make cross`: size, static
 #               linkage and start-up checked for all four).
 #   cross       (background, niced) the unit tests of aarch64 and armv7
@@ -41,6 +42,7 @@ release_lane() {
     stage cross-x86_64 "${make[@]}" cross CROSS_TARGETS=x86_64-unknown-linux-musl
     stage image-test "${make[@]}" image-test BOARD=qemu-x86_64
     stage image-test-eviction "${make[@]}" image-test-eviction BOARD=qemu-x86_64
+    stage image-test-powercut "${make[@]}" image-test-powercut BOARD=qemu-x86_64
     stage cross "${make[@]}" cross
 }
 
