@@ -13,10 +13,12 @@
 #               CRI-O, the runtime-free ones once, several at a time.
 #   release     (background, niced) the x86_64 musl release binary, the
 #               qemu-x86_64 firmware image booted twice (`image-test`) and
-#               once more with 256 MiB and cgroup v2 for eviction, its power
-#               cut 3 times during pod churn (`image-test-powercut`), then the
+#               once more with 256 MiB and cgroup v2 for eviction, then the
 #               release binaries of the boards (`make cross`: size, static
 #               linkage and start-up checked for all four).
+#   The power cuts (`make image-test-powercut`, 3 cuts) are not a stage:
+#   they took 7 min of this lane, the longest, and one cut in five timed out
+#   when the suite beside them loaded the machine; `make test-full` runs 100.
 #   cross       (background, niced) the unit tests of aarch64 and armv7
 #               under qemu-user (`make test-cross`), in a target dir of its
 #               own (riscv64's run in `make test-full`).
@@ -42,7 +44,6 @@ release_lane() {
     stage cross-x86_64 "${make[@]}" cross CROSS_TARGETS=x86_64-unknown-linux-musl
     stage image-test "${make[@]}" image-test BOARD=qemu-x86_64
     stage image-test-eviction "${make[@]}" image-test-eviction BOARD=qemu-x86_64
-    stage image-test-powercut "${make[@]}" image-test-powercut BOARD=qemu-x86_64
     stage cross "${make[@]}" cross
 }
 
