@@ -18,6 +18,18 @@ fn watching() -> Table {
     t
 }
 
+/// [`watching`], after three failures on the link (0.1, 1.0 and 2.7 s):
+/// its back-off at 3.2 s, waiting until 5.9 s.
+fn backed_off_on_the_link() -> Table {
+    let mut t = watching();
+    t.row(0.1, 0, transport_failure(), &[], Next::Wait(t.at(0.9)));
+    t.row(0.9, 0, Input::Tick, &[], watch("5", 300));
+    t.row(1.0, 0, transport_failure(), &[], Next::Wait(t.at(2.6)));
+    t.row(2.6, 0, Input::Tick, &[], watch("5", 300));
+    t.row(2.7, 0, transport_failure(), &[], Next::Wait(t.at(5.9)));
+    t
+}
+
 #[test]
 fn a_watch_answered_gone_relists_within_a_second_and_does_not_grow_the_back_off() {
     let mut t = watching();
@@ -52,13 +64,8 @@ fn gone_as_an_http_status_of_a_resumed_watch_relists_at_once_with_no_jitter_draw
 
 #[test]
 fn the_link_answering_again_ends_a_back_off_after_a_link_failure() {
-    let mut t = watching();
     // Failures on the link grow the back-off to 0.8 + 1.6 + 3.2 s ...
-    t.row(0.1, 0, transport_failure(), &[], Next::Wait(t.at(0.9)));
-    t.row(0.9, 0, Input::Tick, &[], watch("5", 300));
-    t.row(1.0, 0, transport_failure(), &[], Next::Wait(t.at(2.6)));
-    t.row(2.6, 0, Input::Tick, &[], watch("5", 300));
-    t.row(2.7, 0, transport_failure(), &[], Next::Wait(t.at(5.9)));
+    let mut t = backed_off_on_the_link();
     // ... another loop's request gets an answer at 3 s: retry within 1 s,
     // here at once (rand 0), and the back-off starts over.
     assert_eq!(t.r.link_recovered(t.at(3.0), 0), Next::Wait(t.at(3.0)));
@@ -117,12 +124,7 @@ fn a_thousand_nodes_whose_shared_uplink_returns_spread_their_retries_over_a_seco
     let retries: Vec<Duration> = rands
         .iter()
         .map(|&rand| {
-            let mut t = watching();
-            t.row(0.1, 0, transport_failure(), &[], Next::Wait(t.at(0.9)));
-            t.row(0.9, 0, Input::Tick, &[], watch("5", 300));
-            t.row(1.0, 0, transport_failure(), &[], Next::Wait(t.at(2.6)));
-            t.row(2.6, 0, Input::Tick, &[], watch("5", 300));
-            t.row(2.7, 0, transport_failure(), &[], Next::Wait(t.at(5.9)));
+            let mut t = backed_off_on_the_link();
             let Next::Wait(until) = t.r.link_recovered(t.at(3.0), rand) else {
                 panic!("waiting")
             };
