@@ -107,7 +107,7 @@ test-suite: deps promtool images
 # `make test`, the fuzz targets for FUZZ_SECONDS each (`make test`
 # replays the corpus and every saved crasher, tests/fuzz_regressions.rs,
 # but does not fuzz), the unit tests of every cross target (`make test`
-# runs aarch64's and armv7's), the aarch64 image booted under
+# runs armv7's), the aarch64 image booted under
 # emulation, and 100 power cuts of the qemu-x86_64 image (not in `make
 # test`: see tests/test.sh).
 test-full: test

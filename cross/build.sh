@@ -26,11 +26,17 @@ x86_budget="${CROSS_SIZE_BUDGET_X86_64:-$((5 * 1024 * 1024))}"
 budget_of() { if [[ $1 == x86_64-* ]]; then echo "$x86_budget"; else echo "$board_budget"; fi; }
 cd "$REPO"
 
+# One cargo run for all the targets: each one's link-time optimisation is
+# one long single-threaded step, and with every target in one build graph
+# cargo runs another target's compiles beside it on the second core (one
+# target after another left a core idle through each LTO).
+targets=()
 for t in "$@"; do
     triple_info "$t"
-    log "building $t"
-    cross_cargo --config "$CROSS_DIR/release.toml" build --release --locked --target "$t" --bin picolet
+    targets+=(--target "$t")
 done
+log "building $*"
+cross_cargo --config "$CROSS_DIR/release.toml" build --release --locked "${targets[@]}" --bin picolet
 
 over=0
 printf '\n%-32s %10s %8s  %-22s %s\n' TARGET BYTES MiB LINKAGE BUDGET

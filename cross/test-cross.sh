@@ -18,6 +18,13 @@ cd "$REPO"
 skipfile="$CROSS_DIR/qemu-skip.txt"
 export RUST_BACKTRACE=0
 
+# CROSS_TEST_DEPS_OPT_LEVEL: the dependencies' opt-level for these builds
+# (the dev profile's is 1; CI's lane uses 0, cheaper to build).
+deps_opt=()
+if [[ -n "${CROSS_TEST_DEPS_OPT_LEVEL:-}" ]]; then
+    deps_opt=(--config "profile.dev.package.\"*\".opt-level=$CROSS_TEST_DEPS_OPT_LEVEL")
+fi
+
 total_pass=0 total_fail=0 failed_targets=()
 declare -A summary
 for t in "$@"; do
@@ -43,7 +50,7 @@ for t in "$@"; do
     log "testing $t${QEMU_USER:+ under $runner}"
     logf="$(mktemp)"
     set +e
-    cross_cargo test --locked --lib --target "$t" -- "${skips[@]}" 2>&1 | tee "$logf"
+    cross_cargo "${deps_opt[@]}" test --locked --lib --target "$t" -- "${skips[@]}" 2>&1 | tee "$logf"
     rc=${PIPESTATUS[0]}
     set -e
     line="$(grep -E '^test result:' "$logf" | tail -n 1 || true)"

@@ -260,10 +260,12 @@ fn a_node_rebooted_with_the_api_server_down_runs_its_cached_pods_and_adopts_thei
         Some(before.as_str())
     );
     assert_eq!(runc_state(&c, &before).as_deref(), Some("running"));
-    // The link answered: a recent contact, and the watches resumed.
-    let since = p
-        .metric("picolet_apiserver_seconds_since_last_contact")
-        .expect("a contact since the API server came back");
+    // The link answered: a contact since the restart, and the watches
+    // resumed. (The Ready condition above may be the one written before the
+    // outage, so it does not prove that picolet has dialed yet.)
+    let since = wait_until("a contact since the API server came back", LONG, || {
+        p.metric("picolet_apiserver_seconds_since_last_contact")
+    });
     assert!(since < LONG.as_secs_f64(), "{since}");
     wait_until("a watch reconnected", LONG, || {
         (p.metric("picolet_apiserver_watch_reconnects_total")? >= 1.0).then_some(())

@@ -47,7 +47,7 @@ rm -rf "$logs"
 mkdir -p "$logs"
 
 # Slowest first when nothing was measured yet (CI, a fresh clone).
-default_order="control_plane api_chaos api_cache static_pods eviction kubelet_fidelity probes
+default_order="control_plane api_chaos api_cache static_pods eviction kubelet_fidelity probes ephemeral
  harness_smoke api_tokens api_bootstrap node_exec api_configs hostile_input
  node_cli api_logs apiserver node_serving runtimes node_logs api_events
  api_stats node_api volume_ownership"
