@@ -37,6 +37,11 @@
 //! picolet does not report those conditions itself: they are the
 //! controller's, and its status patch leaves them as they are.
 //!
+//! A container the runtime holds reports the image as the runtime resolved
+//! it (CRI `ContainerStatus.image`: `docker.io/library/busybox:latest` for
+//! a spec's `busybox`), as kubelet's `convertContainerStatus` does; one not
+//! created yet reports the spec's, as kubelet's default status.
+//!
 //! Deliberate simplifications against kubelet:
 //! - a pod being deleted reports `Ready=False` (reason `PodTerminating`)
 //!   at once, so nothing keeps routing to it while it shuts down.
@@ -240,6 +245,11 @@ fn container_status(
         return status;
     };
 
+    // kubelet reports the image the runtime resolved once a container
+    // exists (`docker.io/library/busybox:latest`), the spec's before.
+    if !c.image.is_empty() {
+        status.image = c.image.clone();
+    }
     status.image_id = c.image_ref.clone();
     status.container_id = Some(format!("{runtime}://{}", c.id));
     status.restart_count = i32::try_from(c.attempt).unwrap_or(i32::MAX);
@@ -626,5 +636,7 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
     }
 }
 
+#[cfg(test)]
+mod fields_tests;
 #[cfg(test)]
 mod tests;

@@ -163,6 +163,10 @@ spec:
         app["restartCount"], 0,
         "the app container was never restarted"
     );
+    // As kubelet: the image the runtime resolved.
+    for s in [sidecar, app] {
+        assert_eq!(s["image"], "docker.io/library/busybox:latest", "{s}");
+    }
     // Started in order: the app container waited for the sidecar's startup
     // probe, which passes only in its second run.
     let sidecar_start = sidecar["state"]["running"]["startedAt"].as_str().unwrap();

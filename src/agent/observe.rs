@@ -240,6 +240,10 @@ pub(super) fn observed_container(
         if !st.image_ref.is_empty() {
             oc.image_ref = st.image_ref;
         }
+        // The image as the runtime resolved it (kubelet's status `image`).
+        if let Some(i) = st.image.filter(|i| !i.image.is_empty()) {
+            oc.image = i.image;
+        }
     }
     oc
 }
@@ -735,6 +739,11 @@ mod tests {
             finished_at: 9,
             reason: "Error".into(),
             image_ref: "sha256:abc".into(),
+            image: Some(api::ImageSpec {
+                image: "docker.io/library/busybox:latest".into(),
+                user_specified_image: "busybox".into(),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         let oc = observed_container(&listed, Some(st));
@@ -743,6 +752,7 @@ mod tests {
             (State::Exited, 3, 9)
         );
         assert_eq!(oc.image_ref, "sha256:abc");
+        assert_eq!(oc.image, "docker.io/library/busybox:latest");
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub struct ObservedContainer {
     pub message: String,
     /// `io.kubernetes.container.hash` as the container was created with.
     pub hash: String,
+    /// The image as the runtime resolved it (CRI `ContainerStatus.image`,
+    /// else the listed container's): `docker.io/library/busybox:latest`
+    /// for a pod that asked for `busybox`.
     pub image: String,
     pub image_ref: String,
 }
