@@ -42,6 +42,9 @@
 //! a spec's `busybox`), as kubelet's `convertContainerStatus` does; one not
 //! created yet reports the spec's, as kubelet's default status.
 //!
+//! Every container status lists the container's `volumeMounts` (see
+//! `status::fields`), as kubelet's with RecursiveReadOnlyMounts (GA).
+//!
 //! Deliberate simplifications against kubelet:
 //! - a pod being deleted reports `Ready=False` (reason `PodTerminating`)
 //!   at once, so nothing keeps routing to it while it shuts down.
@@ -233,6 +236,7 @@ fn container_status(
     let mut status = ContainerStatus {
         name: name.to_string(),
         image: spec.image.clone().unwrap_or_default(),
+        volume_mounts: fields::volume_mounts(spec),
         ..Default::default()
     };
     let Some(c) = latest else {
@@ -635,6 +639,8 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
         ..Default::default()
     }
 }
+
+mod fields;
 
 #[cfg(test)]
 mod fields_tests;

@@ -163,10 +163,18 @@ spec:
         app["restartCount"], 0,
         "the app container was never restarted"
     );
-    // As kubelet: the image the runtime resolved.
+    // As kubelet: the image the runtime resolved, the spec's mounts.
     for s in [sidecar, app] {
         assert_eq!(s["image"], "docker.io/library/busybox:latest", "{s}");
     }
+    assert_eq!(
+        sidecar["volumeMounts"],
+        serde_json::json!([{"name": "data", "mountPath": "/data"}, {"name": "out", "mountPath": "/out"}])
+    );
+    assert_eq!(
+        app["volumeMounts"],
+        serde_json::json!([{"name": "out", "mountPath": "/out"}])
+    );
     // Started in order: the app container waited for the sidecar's startup
     // probe, which passes only in its second run.
     let sidecar_start = sidecar["state"]["running"]["startedAt"].as_str().unwrap();

@@ -1,5 +1,6 @@
 //! Unit tests of what a container status carries besides its state: the
-//! image the runtime resolved.
+//! image the runtime resolved and `volumeMounts`, for app containers, init
+//! containers and sidecars.
 
 use super::*;
 use crate::pod::ObservedSandbox;
@@ -102,4 +103,29 @@ fn a_runtime_that_reports_no_image_leaves_the_specs() {
         json_of(&s, "initContainerStatuses", "init")["image"],
         "busybox"
     );
+}
+
+#[test]
+fn every_container_reports_its_volume_mounts_created_or_not() {
+    let p = pod(MOUNTS);
+    let s = status(&p, &observed(vec![container("init", State::Exited)]));
+    assert_eq!(
+        json_of(&s, "containerStatuses", "a")["volumeMounts"],
+        serde_json::json!([
+            {"name": "data", "mountPath": "/data"},
+            {"name": "cfg", "mountPath": "/etc/cfg", "readOnly": true, "recursiveReadOnly": "Disabled"},
+            {"name": "host", "mountPath": "/host"},
+        ])
+    );
+    assert_eq!(
+        json_of(&s, "initContainerStatuses", "init")["volumeMounts"],
+        serde_json::json!([{"name": "data", "mountPath": "/data"}])
+    );
+    assert_eq!(
+        json_of(&s, "initContainerStatuses", "side")["volumeMounts"],
+        serde_json::json!([{"name": "cfg", "mountPath": "/cfg", "readOnly": true, "recursiveReadOnly": "Disabled"}])
+    );
+    assert!(json_of(&s, "containerStatuses", "b")
+        .get("volumeMounts")
+        .is_none());
 }
