@@ -43,7 +43,9 @@
 //! created yet reports the spec's, as kubelet's default status.
 //!
 //! Every container status lists the container's `volumeMounts` (see
-//! `status::fields`), as kubelet's with RecursiveReadOnlyMounts (GA).
+//! `status::fields`), as kubelet's with RecursiveReadOnlyMounts (GA); one
+//! the runtime holds also has `resources` and `allocatedResources`
+//! (InPlacePodVerticalScaling, GA).
 //!
 //! Deliberate simplifications against kubelet:
 //! - a pod being deleted reports `Ready=False` (reason `PodTerminating`)
@@ -255,6 +257,12 @@ fn container_status(
         status.image = c.image.clone();
     }
     status.image_id = c.image_ref.clone();
+    status.resources = Some(fields::resources(
+        spec,
+        c.state == State::Running,
+        c.resources.as_ref(),
+    ));
+    status.allocated_resources = fields::allocated_resources(spec);
     status.container_id = Some(format!("{runtime}://{}", c.id));
     status.restart_count = i32::try_from(c.attempt).unwrap_or(i32::MAX);
     let previous_terminated = previous

@@ -163,9 +163,12 @@ spec:
         app["restartCount"], 0,
         "the app container was never restarted"
     );
-    // As kubelet: the image the runtime resolved, the spec's mounts.
+    // As kubelet: the image the runtime resolved, the spec's mounts, and
+    // (BestEffort) empty resources with nothing allocated.
     for s in [sidecar, app] {
         assert_eq!(s["image"], "docker.io/library/busybox:latest", "{s}");
+        assert_eq!(s["resources"], serde_json::json!({}), "{s}");
+        assert!(s.get("allocatedResources").is_none(), "{s}");
     }
     assert_eq!(
         sidecar["volumeMounts"],
@@ -521,7 +524,7 @@ fn the_oci_spec_has_kubelets_masked_paths_swap_limit_and_hugepage_limits() {
         &busybox_pod(
             "defaults",
             "",
-            "    resources: {requests: {memory: 32Mi}, limits: {memory: 64Mi}}\n",
+            "    resources: {requests: {cpu: 100m, memory: 32Mi}, limits: {cpu: 250m, memory: 64Mi}}\n",
             "",
         ),
     );
@@ -535,6 +538,22 @@ fn the_oci_spec_has_kubelets_masked_paths_swap_limit_and_hugepage_limits() {
         ),
     );
     let pod = wait_container_running(&p, "defaults", "containerStatuses", "main");
+    // The resources as the runtime reads them back (CPU shares and quota
+    // round-trip), and the requests allocated.
+    let main = status_of(&pod, "containerStatuses", "main").unwrap();
+    assert_eq!(
+        main["resources"],
+        serde_json::json!({
+            "requests": {"cpu": "100m", "memory": "32Mi"},
+            "limits": {"cpu": "250m", "memory": "64Mi"},
+        }),
+        "{main}"
+    );
+    assert_eq!(
+        main["allocatedResources"],
+        serde_json::json!({"cpu": "100m", "memory": "32Mi"}),
+        "{main}"
+    );
     let spec = oci_spec(
         &c,
         &id_of(status_of(&pod, "containerStatuses", "main").unwrap()),

@@ -42,6 +42,22 @@ pub struct ObservedContainer {
     /// for a pod that asked for `busybox`.
     pub image: String,
     pub image_ref: String,
+    /// The CPU and memory the runtime says the container has (CRI
+    /// `ContainerStatus.resources`), in kubelet's units; `None` when it
+    /// said nothing.
+    pub resources: Option<RuntimeResources>,
+}
+
+/// A container's resources as the runtime reports them, converted as
+/// kubelet's `toKubeContainerResources` does: each `None` when the runtime
+/// gave no usable value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeResources {
+    /// From the CFS quota over its period.
+    pub cpu_limit_millis: Option<i64>,
+    /// From the CPU shares.
+    pub cpu_request_millis: Option<i64>,
+    pub memory_limit_bytes: Option<i64>,
 }
 
 impl Default for ObservedContainer {
@@ -61,6 +77,7 @@ impl Default for ObservedContainer {
             hash: String::new(),
             image: String::new(),
             image_ref: String::new(),
+            resources: None,
         }
     }
 }
