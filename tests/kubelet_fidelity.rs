@@ -554,6 +554,34 @@ fn the_oci_spec_has_kubelets_masked_paths_swap_limit_and_hugepage_limits() {
         serde_json::json!({"cpu": "100m", "memory": "32Mi"}),
         "{main}"
     );
+    // The sandbox carries kubelet's first-seen annotation:
+    // RFC3339NanoFixed (nine fraction digits), here UTC.
+    let socket = picolet::cri::socket_path(&c.endpoint()).expect("unix endpoint");
+    let rt = Runtime::new(socket, Duration::from_secs(30));
+    let sandbox = picolet::rt::block_on(rt.list_pod_sandbox(api::ListPodSandboxRequest::default()))
+        .expect("ListPodSandbox")
+        .items
+        .into_iter()
+        .find(|s| {
+            s.metadata
+                .as_ref()
+                .is_some_and(|m| pod["metadata"]["uid"] == m.uid.as_str())
+        })
+        .expect("the sandbox of pod defaults");
+    let seen = sandbox
+        .annotations
+        .get("kubernetes.io/config.seen")
+        .cloned()
+        .unwrap_or_default();
+    let (date_time, frac) = seen.split_once('.').unwrap_or_default();
+    assert!(
+        date_time.len() == 19
+            && frac.len() == 10
+            && frac.ends_with('Z')
+            && frac[..9].bytes().all(|b| b.is_ascii_digit())
+            && seen.parse::<k8s_openapi::jiff::Timestamp>().is_ok(),
+        "config.seen {seen:?}"
+    );
     let spec = oci_spec(
         &c,
         &id_of(status_of(&pod, "containerStatuses", "main").unwrap()),
