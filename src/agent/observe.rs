@@ -244,36 +244,16 @@ pub(super) fn observed_container(
         if let Some(i) = st.image.filter(|i| !i.image.is_empty()) {
             oc.image = i.image;
         }
-        oc.resources = st
-            .resources
-            .and_then(|r| r.linux)
-            .and_then(|l| runtime_resources(&l));
+        oc.resources = st.resources.and_then(|r| r.linux).and_then(|l| {
+            RuntimeResources::from_runtime(
+                l.cpu_period,
+                l.cpu_quota,
+                l.cpu_shares,
+                l.memory_limit_in_bytes,
+            )
+        });
     }
     oc
-}
-
-/// kubelet's `MinShares`: the CPU shares of a container without a request.
-const MIN_SHARES: i64 = 2;
-
-/// The runtime's report of a container's Linux resources in kubelet's
-/// units (its `toKubeContainerResources`): the CPU limit from quota and
-/// period, the CPU request from shares (rounded up, as kubelet's
-/// `SharesToMilliCPU`), the memory limit; `None` when none of the three is
-/// there.
-pub(super) fn runtime_resources(l: &api::LinuxContainerResources) -> Option<RuntimeResources> {
-    let positive = |v: i64| (v > 0).then_some(v);
-    let cpu_limit_millis = (l.cpu_period > 0 && l.cpu_quota != -1)
-        .then(|| l.cpu_quota.saturating_mul(1000) / l.cpu_period)
-        .and_then(positive);
-    let cpu_request_millis = (l.cpu_shares >= MIN_SHARES)
-        .then(|| (l.cpu_shares.saturating_mul(1000) + 1023) / 1024)
-        .and_then(positive);
-    let r = RuntimeResources {
-        cpu_limit_millis,
-        cpu_request_millis,
-        memory_limit_bytes: positive(l.memory_limit_in_bytes),
-    };
-    (r != RuntimeResources::default()).then_some(r)
 }
 
 /// An exited container's status with kubelet's message: the runtime's,
@@ -781,40 +761,6 @@ mod tests {
         );
         assert_eq!(oc.image_ref, "sha256:abc");
         assert_eq!(oc.image, "docker.io/library/busybox:latest");
-    }
-
-    #[test]
-    fn runtime_resources_are_read_in_kubelets_units() {
-        let l = api::LinuxContainerResources {
-            cpu_period: 100_000,
-            cpu_quota: 50_000,
-            cpu_shares: 102,
-            memory_limit_in_bytes: 128 << 20,
-            ..Default::default()
-        };
-        assert_eq!(
-            runtime_resources(&l),
-            Some(RuntimeResources {
-                cpu_limit_millis: Some(500),
-                cpu_request_millis: Some(100),
-                memory_limit_bytes: Some(128 << 20),
-            })
-        );
-        // No quota (-1 or 0), the least shares, no memory limit.
-        let best_effort = api::LinuxContainerResources {
-            cpu_period: 100_000,
-            cpu_quota: -1,
-            cpu_shares: 2,
-            ..Default::default()
-        };
-        assert_eq!(
-            runtime_resources(&best_effort),
-            Some(RuntimeResources {
-                cpu_request_millis: Some(2),
-                ..Default::default()
-            })
-        );
-        assert_eq!(runtime_resources(&Default::default()), None);
     }
 
     #[test]
