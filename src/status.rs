@@ -37,6 +37,16 @@
 //! picolet does not report those conditions itself: they are the
 //! controller's, and its status patch leaves them as they are.
 //!
+//! A container the runtime holds reports the image as the runtime resolved
+//! it (CRI `ContainerStatus.image`: `docker.io/library/busybox:latest` for
+//! a spec's `busybox`), as kubelet's `convertContainerStatus` does; one not
+//! created yet reports the spec's, as kubelet's default status.
+//!
+//! Every container status lists the container's `volumeMounts` (see
+//! `status::fields`), as kubelet's with RecursiveReadOnlyMounts (GA); one
+//! the runtime holds also has `resources` and `allocatedResources`
+//! (InPlacePodVerticalScaling, GA).
+//!
 //! Deliberate simplifications against kubelet:
 //! - a pod being deleted reports `Ready=False` (reason `PodTerminating`)
 //!   at once, so nothing keeps routing to it while it shuts down.
@@ -228,6 +238,7 @@ fn container_status(
     let mut status = ContainerStatus {
         name: name.to_string(),
         image: spec.image.clone().unwrap_or_default(),
+        volume_mounts: fields::volume_mounts(spec),
         ..Default::default()
     };
     let Some(c) = latest else {
@@ -240,7 +251,18 @@ fn container_status(
         return status;
     };
 
+    // kubelet reports the image the runtime resolved once a container
+    // exists (`docker.io/library/busybox:latest`), the spec's before.
+    if !c.image.is_empty() {
+        status.image = c.image.clone();
+    }
     status.image_id = c.image_ref.clone();
+    status.resources = Some(fields::resources(
+        spec,
+        c.state == State::Running,
+        c.resources.as_ref(),
+    ));
+    status.allocated_resources = fields::allocated_resources(spec);
     status.container_id = Some(format!("{runtime}://{}", c.id));
     status.restart_count = i32::try_from(c.attempt).unwrap_or(i32::MAX);
     let previous_terminated = previous
@@ -626,5 +648,9 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
     }
 }
 
+mod fields;
+
+#[cfg(test)]
+mod fields_tests;
 #[cfg(test)]
 mod tests;

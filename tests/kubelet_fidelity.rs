@@ -163,6 +163,21 @@ spec:
         app["restartCount"], 0,
         "the app container was never restarted"
     );
+    // As kubelet: the image the runtime resolved, the spec's mounts, and
+    // (BestEffort) empty resources with nothing allocated.
+    for s in [sidecar, app] {
+        assert_eq!(s["image"], "docker.io/library/busybox:latest", "{s}");
+        assert_eq!(s["resources"], serde_json::json!({}), "{s}");
+        assert!(s.get("allocatedResources").is_none(), "{s}");
+    }
+    assert_eq!(
+        sidecar["volumeMounts"],
+        serde_json::json!([{"name": "data", "mountPath": "/data"}, {"name": "out", "mountPath": "/out"}])
+    );
+    assert_eq!(
+        app["volumeMounts"],
+        serde_json::json!([{"name": "out", "mountPath": "/out"}])
+    );
     // Started in order: the app container waited for the sidecar's startup
     // probe, which passes only in its second run.
     let sidecar_start = sidecar["state"]["running"]["startedAt"].as_str().unwrap();
@@ -509,7 +524,7 @@ fn the_oci_spec_has_kubelets_masked_paths_swap_limit_and_hugepage_limits() {
         &busybox_pod(
             "defaults",
             "",
-            "    resources: {requests: {memory: 32Mi}, limits: {memory: 64Mi}}\n",
+            "    resources: {requests: {cpu: 100m, memory: 32Mi}, limits: {cpu: 250m, memory: 64Mi}}\n",
             "",
         ),
     );
@@ -523,6 +538,50 @@ fn the_oci_spec_has_kubelets_masked_paths_swap_limit_and_hugepage_limits() {
         ),
     );
     let pod = wait_container_running(&p, "defaults", "containerStatuses", "main");
+    // The resources as the runtime reads them back (CPU shares and quota
+    // round-trip), and the requests allocated.
+    let main = status_of(&pod, "containerStatuses", "main").unwrap();
+    assert_eq!(
+        main["resources"],
+        serde_json::json!({
+            "requests": {"cpu": "100m", "memory": "32Mi"},
+            "limits": {"cpu": "250m", "memory": "64Mi"},
+        }),
+        "{main}"
+    );
+    assert_eq!(
+        main["allocatedResources"],
+        serde_json::json!({"cpu": "100m", "memory": "32Mi"}),
+        "{main}"
+    );
+    // The sandbox carries kubelet's first-seen annotation:
+    // RFC3339NanoFixed (nine fraction digits), here UTC.
+    let socket = picolet::cri::socket_path(&c.endpoint()).expect("unix endpoint");
+    let rt = Runtime::new(socket, Duration::from_secs(30));
+    let sandbox = picolet::rt::block_on(rt.list_pod_sandbox(api::ListPodSandboxRequest::default()))
+        .expect("ListPodSandbox")
+        .items
+        .into_iter()
+        .find(|s| {
+            s.metadata
+                .as_ref()
+                .is_some_and(|m| pod["metadata"]["uid"] == m.uid.as_str())
+        })
+        .expect("the sandbox of pod defaults");
+    let seen = sandbox
+        .annotations
+        .get("kubernetes.io/config.seen")
+        .cloned()
+        .unwrap_or_default();
+    let (date_time, frac) = seen.split_once('.').unwrap_or_default();
+    assert!(
+        date_time.len() == 19
+            && frac.len() == 10
+            && frac.ends_with('Z')
+            && frac[..9].bytes().all(|b| b.is_ascii_digit())
+            && seen.parse::<k8s_openapi::jiff::Timestamp>().is_ok(),
+        "config.seen {seen:?}"
+    );
     let spec = oci_spec(
         &c,
         &id_of(status_of(&pod, "containerStatuses", "main").unwrap()),

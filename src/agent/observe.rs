@@ -26,7 +26,7 @@ use crate::pod::labels::{
     CONFIG_SOURCE_ANNOTATION, CONTAINER_HASH_ANNOTATION, POD_TERMINATION_GRACE_PERIOD_ANNOTATION,
     POD_UID_LABEL,
 };
-use crate::pod::{ObservedContainer, ObservedPod, ObservedSandbox};
+use crate::pod::{ObservedContainer, ObservedPod, ObservedSandbox, RuntimeResources};
 use crate::rt;
 use crate::source::PodSource;
 
@@ -240,6 +240,18 @@ pub(super) fn observed_container(
         if !st.image_ref.is_empty() {
             oc.image_ref = st.image_ref;
         }
+        // The image as the runtime resolved it (kubelet's status `image`).
+        if let Some(i) = st.image.filter(|i| !i.image.is_empty()) {
+            oc.image = i.image;
+        }
+        oc.resources = st.resources.and_then(|r| r.linux).and_then(|l| {
+            RuntimeResources::from_runtime(
+                l.cpu_period,
+                l.cpu_quota,
+                l.cpu_shares,
+                l.memory_limit_in_bytes,
+            )
+        });
     }
     oc
 }
@@ -735,6 +747,11 @@ mod tests {
             finished_at: 9,
             reason: "Error".into(),
             image_ref: "sha256:abc".into(),
+            image: Some(api::ImageSpec {
+                image: "docker.io/library/busybox:latest".into(),
+                user_specified_image: "busybox".into(),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         let oc = observed_container(&listed, Some(st));
@@ -743,6 +760,7 @@ mod tests {
             (State::Exited, 3, 9)
         );
         assert_eq!(oc.image_ref, "sha256:abc");
+        assert_eq!(oc.image, "docker.io/library/busybox:latest");
     }
 
     #[test]

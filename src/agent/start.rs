@@ -16,7 +16,7 @@
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use super::{host_files, Agent};
+use super::{host_files, now_unix_nanos, Agent};
 use crate::cgroups::PodCgroups;
 use crate::cri::{api, RuntimeService};
 use crate::pod::accessors::{self, full_name};
@@ -47,6 +47,11 @@ impl<R: RuntimeService> Agent<R> {
                 cluster_domain: &self.cfg.cluster_domain,
                 host_resolv_conf: self.host.resolv_conf.as_deref(),
                 user_ns: self.user_ns(pod),
+                seen_unix_nanos: self
+                    .pods
+                    .borrow()
+                    .get(accessors::uid(pod))
+                    .map_or_else(now_unix_nanos, |e| e.seen_unix_nanos),
             },
         );
         if let Some(e) = self.pods.borrow_mut().get_mut(accessors::uid(pod)) {

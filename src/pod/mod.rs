@@ -41,7 +41,7 @@ pub mod sysctls;
 pub mod validation;
 
 pub use accessors::{full_name, uid};
-pub use observed::{ObservedContainer, ObservedPod, ObservedSandbox};
+pub use observed::{ObservedContainer, ObservedPod, ObservedSandbox, RuntimeResources};
 
 /// `serde_json::to_value`, by way of JSON text: the same `Value`, but it
 /// reuses the `Serialize` code that `serde_json::to_vec` of a `Pod` needs

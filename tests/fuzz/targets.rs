@@ -194,6 +194,7 @@ pub fn pod_to_cri(input: &[u8]) -> String {
         cluster_domain: "cluster.local",
         host_resolv_conf: Some("nameserver 1.1.1.1\nsearch example.com\noptions ndots:2\n"),
         user_ns: None,
+        seen_unix_nanos: 0,
     };
     let _ = spec::sandbox_config(&pod, &sandbox);
     let _ = spec::hosts_file(&pod, &["10.88.0.5".to_string()], "cluster.local");

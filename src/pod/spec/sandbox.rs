@@ -1,6 +1,9 @@
 //! The `RunPodSandbox` config (kubelet's `generatePodSandboxConfig`):
-//! metadata, labels, annotations, hostname, port mappings, namespaces,
+//! metadata, labels, annotations (the pod's, and kubelet's
+//! `kubernetes.io/config.seen`), hostname, port mappings, namespaces,
 //! the pod's resources and overhead, and the sandbox security context.
+//! The sandbox gets no hugepage limits: kubelet sends them per container
+//! only (see `container`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -45,6 +48,27 @@ pub struct SandboxParams<'a> {
     /// namespace (admission refuses `hostUsers: false` where the runtime
     /// cannot give it one).
     pub user_ns: Option<UserNsMapping>,
+    /// When picolet first saw the pod, Unix nanoseconds: the sandbox's
+    /// `kubernetes.io/config.seen` annotation.
+    pub seen_unix_nanos: i64,
+}
+
+/// The annotation kubelet's pod config adds to each pod it first sees, and
+/// hands to the sandbox with the pod's own.
+pub const CONFIG_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
+
+/// Unix nanoseconds as kubelet writes `kubernetes.io/config.seen` (Go's
+/// RFC3339NanoFixed: nine fraction digits always), in UTC: kubelet uses the
+/// host's zone, which on picolet's boards is UTC.
+pub fn config_seen(unix_nanos: i64) -> String {
+    let secs = unix_nanos.div_euclid(1_000_000_000);
+    let frac = unix_nanos.rem_euclid(1_000_000_000);
+    let ts = k8s_openapi::jiff::Timestamp::from_second(secs)
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+    // Display is RFC 3339 in UTC; whole seconds print no fraction.
+    let whole = ts.to_string();
+    let date_time = whole.strip_suffix('Z').unwrap_or(&whole);
+    format!("{date_time}.{frac:09}Z")
 }
 
 /// `<pod_logs_dir>/<namespace>_<name>_<uid>`, kubelet's `BuildPodLogsDirectory`.
@@ -127,6 +151,10 @@ pub fn sandbox_config(pod: &Pod, p: &SandboxParams) -> (api::PodSandboxConfig, V
             .iter()
             .flatten()
             .map(|(k, v)| (k.clone(), v.clone()))
+            .chain([(
+                CONFIG_SEEN_ANNOTATION.to_string(),
+                config_seen(p.seen_unix_nanos),
+            )])
             .collect(),
         linux: Some(sandbox_linux_config(pod, p.cgroup_parent, p.user_ns)),
     };

@@ -51,6 +51,7 @@ pub(super) fn sandbox_params<'a>(dns: &'a [String], resolv: Option<&'a str>) -> 
         cluster_domain: "cluster.local",
         host_resolv_conf: resolv,
         user_ns: None,
+        seen_unix_nanos: 1_700_000_000_012_345_678,
     }
 }
 

@@ -45,6 +45,10 @@ fn sandbox_carries_metadata_labels_annotations_and_log_directory() {
     assert_eq!(cfg.labels[POD_NAMESPACE_LABEL], "edge");
     assert_eq!(cfg.labels[POD_UID_LABEL], "1234-abcd");
     assert_eq!(cfg.annotations["kubernetes.io/config.source"], "file");
+    assert_eq!(
+        cfg.annotations["kubernetes.io/config.seen"],
+        "2023-11-14T22:13:20.012345678Z"
+    );
     assert_eq!(cfg.log_directory, "/var/log/pods/edge_web_1234-abcd");
     assert_eq!(cfg.hostname, "web");
     let linux = cfg.linux.unwrap();
@@ -436,4 +440,21 @@ fn a_pod_with_a_user_namespace_gets_its_mapping_for_users_and_groups() {
     assert_eq!((ns.uids, ns.gids), (vec![m], vec![m]));
     let host = namespace_options(&pod(BASIC), None).userns_options.unwrap();
     assert_eq!(host.mode, api::NamespaceMode::Node as i32);
+}
+
+#[test]
+fn config_seen_has_nine_fraction_digits_always_and_replaces_a_manifests_own() {
+    assert_eq!(
+        config_seen(1_700_000_000_000_000_000),
+        "2023-11-14T22:13:20.000000000Z"
+    );
+    assert_eq!(config_seen(1_000_000_001), "1970-01-01T00:00:01.000000001Z");
+    let p = pod(
+        "metadata: {name: web, namespace: edge, uid: u1, annotations: {kubernetes.io/config.seen: old}}\nspec: {containers: [{name: a, image: x}]}",
+    );
+    let cfg = sandbox_config(&p, &sandbox_params(&[], None)).0;
+    assert_eq!(
+        cfg.annotations["kubernetes.io/config.seen"],
+        "2023-11-14T22:13:20.012345678Z"
+    );
 }
