@@ -25,8 +25,6 @@ use crate::pod::{facts, spec, ObservedPod};
 use crate::qos;
 use crate::status::Waiting;
 
-/// The pod cgroup the runtime puts the sandbox in; "" (the runtime
-/// decides) when pod-level cgroups are disabled.
 /// Where a container starts: its pod's sandbox (ID and attempt) and, for
 /// an ephemeral container with a target, the container whose PID
 /// namespace it joins.
@@ -36,6 +34,8 @@ pub(super) struct Placement<'a> {
     pub pid_target: Option<&'a str>,
 }
 
+/// The pod cgroup the runtime puts the sandbox in; "" (the runtime
+/// decides) when pod-level cgroups are disabled.
 pub(super) fn cgroup_parent(pod: &Pod, cgroups: Option<&PodCgroups>) -> String {
     match cgroups {
         Some(cg) => cg.pod_cgroup_parent(accessors::uid(pod), facts::qos(pod)),
