@@ -140,8 +140,10 @@ fn kubectl_debug_runs_ephemeral_containers_once_in_the_targets_pid_namespace_and
     });
     assert!(!reasons.iter().any(|r| r == "BackOff"), "{reasons:?}");
 
-    // A second one that keeps running: `kubectl exec -c` reaches it by
-    // name through the node API, and the first stays terminated.
+    // A second one that keeps running, with stdin and a terminal as the
+    // node conformance test adds it: `kubectl exec -c` reaches it by name
+    // through the node API, `kubectl logs -c` reads its terminal's output,
+    // and the first stays terminated.
     cp.kubectl_ok(&[
         "debug",
         "-n",
@@ -150,9 +152,13 @@ fn kubectl_debug_runs_ephemeral_containers_once_in_the_targets_pid_namespace_and
         "--image=busybox",
         "--image-pull-policy=IfNotPresent",
         "--container=shell",
+        "--stdin",
+        "--tty",
+        "--attach=false",
         "--",
-        "sleep",
-        "100000",
+        "sh",
+        "-c",
+        "while true; do echo polo; sleep 1; done",
     ]);
     let out = wait_until(
         "kubectl exec in the running ephemeral container",
@@ -165,6 +171,12 @@ fn kubectl_debug_runs_ephemeral_containers_once_in_the_targets_pid_namespace_and
         },
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "in-shell\n");
+    wait_until("the terminal's output in kubectl logs -c", LONG, || {
+        let out = cp.kubectl(&["logs", "-n", "default", "debugged", "-c", "shell"]);
+        String::from_utf8_lossy(&out.stdout)
+            .contains("polo")
+            .then_some(())
+    });
     let after = pod().expect("the pod");
     let statuses = after["status"]["ephemeralContainerStatuses"]
         .as_array()
