@@ -643,10 +643,13 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
         init_container_statuses: (!inits.is_empty())
             .then(|| init_statuses.into_iter().map(|(_, s)| s).collect()),
         container_statuses: Some(app_statuses),
+        ephemeral_container_statuses: ephemeral::ephemeral_container_statuses(input),
         observed_generation: generation,
         ..Default::default()
     }
 }
+
+mod ephemeral;
 
 mod fields;
 

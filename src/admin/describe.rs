@@ -295,6 +295,20 @@ pub fn describe_pod(pod: &Pod, events: &[Value], now_unix: i64, style: Style) ->
         status.container_statuses.as_deref().unwrap_or(&[]),
         style,
     );
+    let ephemeral: Vec<Container> = crate::pod::accessors::ephemeral_containers(pod)
+        .iter()
+        .map(crate::pod::accessors::ephemeral_as_container)
+        .collect();
+    containers(
+        &mut out,
+        "Ephemeral Containers:",
+        &ephemeral,
+        status
+            .ephemeral_container_statuses
+            .as_deref()
+            .unwrap_or(&[]),
+        style,
+    );
     if let Some(conds) = status.conditions.as_ref().filter(|c| !c.is_empty()) {
         let _ = writeln!(out, "{}", style.paint("Conditions:", Tone::Bold));
         let mut rows = vec![vec!["Type".to_string(), "Status".to_string()]];
@@ -409,6 +423,33 @@ mod tests {
             },
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn describe_lists_ephemeral_containers_after_the_containers() {
+        let mut p = pod();
+        p.spec.as_mut().unwrap().ephemeral_containers = Some(vec![serde_json::from_value(
+            json!({"name": "debugger", "image": "busybox"}),
+        )
+        .unwrap()]);
+        p.status.as_mut().unwrap().ephemeral_container_statuses =
+            Some(vec![serde_json::from_value(json!({
+                "name": "debugger", "image": "busybox", "imageID": "", "ready": false,
+                "restartCount": 0, "containerID": "containerd://d1",
+                "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}
+            }))
+            .unwrap()]);
+        let text = describe_pod(&p, &[], NOW, Style::PLAIN);
+        let at = text
+            .find("Ephemeral Containers:\n  debugger:")
+            .expect(&text);
+        assert!(
+            at > text.find("Containers:\n  app:").expect(&text),
+            "{text}"
+        );
+        let rest = &text[at..];
+        assert!(rest.contains("State:            Terminated"), "{text}");
+        assert!(rest.contains("Exit Code:      0"), "{text}");
     }
 
     #[test]

@@ -112,7 +112,7 @@ impl<R: RuntimeService> Agent<R> {
                     format!("pod {pod_name:?} does not exist"),
                 );
             };
-            if accessors::container(&e.pod, container).is_none() {
+            if !accessors::has_container(&e.pod, container) {
                 return refuse(
                     StatusCode::NOT_FOUND,
                     format!("container {container:?} not found in pod {pod_name:?}"),

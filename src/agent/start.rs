@@ -1,7 +1,8 @@
 //! Starting a pod's pieces: its sandbox (pod cgroup, directories, the
 //! sandbox config, RunPodSandbox) and each container (image, host files,
 //! config volumes, the container config, CreateContainer, StartContainer,
-//! the postStart hook).
+//! the postStart hook), ephemeral containers included (in the PID
+//! namespace of their target, when they name one).
 //!
 //! Split from [`super::sync`], which decides when to call these. Both
 //! starts take a turn from the agent's bounds on starts in flight
@@ -23,6 +24,15 @@ use crate::pod::accessors::{self, full_name};
 use crate::pod::{facts, spec, ObservedPod};
 use crate::qos;
 use crate::status::Waiting;
+
+/// Where a container starts: its pod's sandbox (ID and attempt) and, for
+/// an ephemeral container with a target, the container whose PID
+/// namespace it joins.
+pub(super) struct Placement<'a> {
+    pub sandbox_id: &'a str,
+    pub sandbox_attempt: u32,
+    pub pid_target: Option<&'a str>,
+}
 
 /// The pod cgroup the runtime puts the sandbox in; "" (the runtime
 /// decides) when pod-level cgroups are disabled.
@@ -102,9 +112,13 @@ impl<R: RuntimeService> Agent<R> {
         observed: &ObservedPod,
         c: &Container,
         attempt: u32,
-        sandbox_id: &str,
-        sandbox_attempt: u32,
+        at: Placement<'_>,
     ) -> Result<(), Waiting> {
+        let Placement {
+            sandbox_id,
+            sandbox_attempt,
+            pid_target,
+        } = at;
         let uid = accessors::uid(pod);
         let config_dirs = self.write_config_volumes(pod)?;
         let sandbox_config = self.sandbox_config(pod, sandbox_attempt);
@@ -178,7 +192,7 @@ impl<R: RuntimeService> Agent<R> {
                 wait_for_sync: wait_for_services,
             }),
         };
-        let config = spec::container_config(pod, c, &params).map_err(|e| match e.kind {
+        let mut config = spec::container_config(pod, c, &params).map_err(|e| match e.kind {
             // Not synced yet, nothing cached: wait for the watch.
             spec::SpecErrorKind::NotYetKnown => Waiting {
                 reason: "ContainerCreating".into(),
@@ -186,6 +200,9 @@ impl<R: RuntimeService> Agent<R> {
             },
             _ => config_err(e.to_string()),
         })?;
+        if let Some(target) = pid_target {
+            spec::share_target_pid(&mut config, target);
+        }
         if let Some(objects) = objects.as_deref() {
             for text in spec::env_from_skipped(pod, c, objects) {
                 self.event(
@@ -243,5 +260,42 @@ impl<R: RuntimeService> Agent<R> {
             });
         }
         Ok(())
+    }
+
+    /// Starts ephemeral container `name` once (attempt 0): in the PID
+    /// namespace of its `targetContainerName`, whose newest instance must
+    /// exist (kubelet's `getTargetID`; otherwise a
+    /// `CreateContainerConfigError`, tried again at the next sync).
+    pub(super) async fn start_ephemeral_container(
+        &self,
+        pod: &Pod,
+        observed: &ObservedPod,
+        name: &str,
+        sandbox_id: &str,
+        sandbox_attempt: u32,
+    ) -> Result<(), Waiting> {
+        let Some(ec) = accessors::ephemeral_container(pod, name) else {
+            return Ok(());
+        };
+        let target = match ec.target_container_name.as_deref() {
+            None | Some("") => None,
+            Some(t) => match observed.latest(t) {
+                Some(c) => Some(c.id.clone()),
+                None => {
+                    return Err(Waiting {
+                        reason: "CreateContainerConfigError".into(),
+                        message: format!("unable to find target container {t}"),
+                    });
+                }
+            },
+        };
+        let c = accessors::ephemeral_as_container(ec);
+        let at = Placement {
+            sandbox_id,
+            sandbox_attempt,
+            pid_target: target.as_deref(),
+        };
+        let start = self.start_container(pod, observed, &c, 0, at);
+        Box::pin(start).await
     }
 }

@@ -212,7 +212,7 @@ impl<R: RuntimeService> Agent<R> {
                 )),
             };
         }
-        if accessors::container(&e.pod, &s.container).is_none() {
+        if !accessors::has_container(&e.pod, &s.container) {
             return Err((
                 StatusCode::NOT_FOUND,
                 format!("container {:?} not found in pod {:?}", s.container, s.pod),

@@ -66,7 +66,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use smol::channel::Receiver;
 
-use super::{host_files, now_unix_nanos, Agent, RETRY_AFTER_ERROR};
+use super::{host_files, now_unix_nanos, start, Agent, RETRY_AFTER_ERROR};
 use crate::backoff::Backoff;
 use crate::cri::{api, CriError, RuntimeService};
 use crate::pleg::{Kind, State};
@@ -389,32 +389,39 @@ impl<R: RuntimeService> Agent<R> {
                                 .observe_run(&key, Duration::from_nanos(ran));
                         }
                     }
-                    let start =
-                        self.start_container(&pod, &observed, &container, attempt, &sid, sattempt);
+                    let at = start::Placement {
+                        sandbox_id: &sid,
+                        sandbox_attempt: sattempt,
+                        pid_target: None,
+                    };
+                    let start = self.start_container(&pod, &observed, &container, attempt, at);
                     match Box::pin(start).await {
                         Ok(()) => self.set_waiting(uid, &name, None),
                         Err(w) => {
-                            // Log a failure when it starts or changes, not at every retry.
-                            let known = self.pods.borrow().get(uid).and_then(|e| {
-                                e.containers.get(&name).and_then(|c| c.waiting.clone())
-                            });
-                            if known.as_ref().map(|k| &k.reason) != Some(&w.reason) {
-                                log::warn!(
-                                    "container {} of pod {}: {}: {}",
-                                    name,
-                                    full_name(&pod),
-                                    w.reason,
-                                    w.message
-                                );
-                            }
-                            self.container_failed_event(&pod, &name, &w);
-                            self.set_waiting(uid, &name, Some(w));
+                            self.start_failed(&pod, &name, w);
                             next = next.min(RETRY_AFTER_ERROR * 5);
                             // A regular init container holds the rest; a
                             // sidecar that cannot start does not.
                             if init && !qos::is_sidecar(&container) {
                                 break;
                             }
+                        }
+                    }
+                }
+                Action::StartEphemeralContainer { name } => {
+                    let Some((sid, sattempt)) = sandbox.clone() else {
+                        break;
+                    };
+                    let start =
+                        self.start_ephemeral_container(&pod, &observed, &name, &sid, sattempt);
+                    match Box::pin(start).await {
+                        Ok(()) => self.set_waiting(uid, &name, None),
+                        Err(w) => {
+                            // Not started: tried again at the next sync (no
+                            // back-off, as kubelet: there is no exit to back
+                            // off from).
+                            self.start_failed(&pod, &name, w);
+                            next = next.min(RETRY_AFTER_ERROR * 5);
                         }
                     }
                 }
@@ -581,6 +588,28 @@ impl<R: RuntimeService> Agent<R> {
                 e.first_seen_unix = e.first_seen_unix.min(first / 1_000_000_000);
             }
         }
+    }
+
+    /// A container could not start: log it when the reason is new (not at
+    /// every retry), write kubelet's `Failed` event, keep the reason.
+    fn start_failed(&self, pod: &Pod, name: &str, w: Waiting) {
+        let uid = accessors::uid(pod);
+        let known = self
+            .pods
+            .borrow()
+            .get(uid)
+            .and_then(|e| e.containers.get(name).and_then(|c| c.waiting.clone()));
+        if known.as_ref().map(|k| &k.reason) != Some(&w.reason) {
+            log::warn!(
+                "container {} of pod {}: {}: {}",
+                name,
+                full_name(pod),
+                w.reason,
+                w.message
+            );
+        }
+        self.container_failed_event(pod, name, &w);
+        self.set_waiting(uid, name, Some(w));
     }
 
     fn set_waiting(&self, uid: &str, name: &str, w: Option<Waiting>) {

@@ -7,7 +7,7 @@
 
 use std::sync::OnceLock;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, PodSpec};
 
 /// The pod's spec; an empty one when the pod has none.
 pub fn spec(pod: &Pod) -> &PodSpec {
@@ -68,6 +68,85 @@ pub fn all_containers(pod: &Pod) -> impl Iterator<Item = (&Container, bool)> {
 /// The container (init or app) named `name`.
 pub fn container<'p>(pod: &'p Pod, name: &str) -> Option<&'p Container> {
     all_containers(pod).map(|(c, _)| c).find(|c| c.name == name)
+}
+
+/// `spec.ephemeralContainers` (`kubectl debug`), in the order they were
+/// added. They are not in [`all_containers`]: they count for no phase,
+/// condition or probe, and are started once, never restarted.
+pub fn ephemeral_containers(pod: &Pod) -> &[EphemeralContainer] {
+    spec(pod).ephemeral_containers.as_deref().unwrap_or(&[])
+}
+
+/// The ephemeral container named `name`.
+pub fn ephemeral_container<'p>(pod: &'p Pod, name: &str) -> Option<&'p EphemeralContainer> {
+    ephemeral_containers(pod).iter().find(|c| c.name == name)
+}
+
+/// An ephemeral container as the `Container` it runs as (kubelet runs its
+/// common part the same way; only `targetContainerName` is left out).
+/// Every field is named, so a field the API adds breaks the build here.
+pub fn ephemeral_as_container(ec: &EphemeralContainer) -> Container {
+    let EphemeralContainer {
+        args,
+        command,
+        env,
+        env_from,
+        image,
+        image_pull_policy,
+        lifecycle,
+        liveness_probe,
+        name,
+        ports,
+        readiness_probe,
+        resize_policy,
+        resources,
+        restart_policy,
+        restart_policy_rules,
+        security_context,
+        startup_probe,
+        stdin,
+        stdin_once,
+        target_container_name: _,
+        termination_message_path,
+        termination_message_policy,
+        tty,
+        volume_devices,
+        volume_mounts,
+        working_dir,
+    } = ec.clone();
+    Container {
+        args,
+        command,
+        env,
+        env_from,
+        image,
+        image_pull_policy,
+        lifecycle,
+        liveness_probe,
+        name,
+        ports,
+        readiness_probe,
+        resize_policy,
+        resources,
+        restart_policy,
+        restart_policy_rules,
+        security_context,
+        startup_probe,
+        stdin,
+        stdin_once,
+        termination_message_path,
+        termination_message_policy,
+        tty,
+        volume_devices,
+        volume_mounts,
+        working_dir,
+    }
+}
+
+/// Whether the pod has a container `name` of any kind, ephemeral ones
+/// included: what logs, exec and attach accept, as kubelet does.
+pub fn has_container(pod: &Pod, name: &str) -> bool {
+    container(pod, name).is_some() || ephemeral_container(pod, name).is_some()
 }
 
 /// `securityContext.fsGroup`: the group that owns the pod's volumes
@@ -155,5 +234,24 @@ spec:
         assert_eq!(restart_policy(&p), "OnFailure");
         assert!(host_network(&p));
         assert_eq!((full_name(&p).as_str(), uid(&p)), ("edge/web", "u1"));
+    }
+
+    #[test]
+    fn ephemeral_containers_are_found_by_name_but_are_not_among_all_containers() {
+        let p = pod(r#"
+spec:
+  containers: [{name: app}]
+  ephemeralContainers:
+  - {name: debugger, image: busybox, targetContainerName: app, command: [sh], tty: true}
+"#);
+        assert_eq!(all_containers(&p).count(), 1);
+        assert!(container(&p, "debugger").is_none());
+        assert!(has_container(&p, "debugger") && has_container(&p, "app"));
+        assert!(!has_container(&p, "nope"));
+        let c = ephemeral_as_container(ephemeral_container(&p, "debugger").expect("named"));
+        assert_eq!(c.name, "debugger");
+        assert_eq!(c.image.as_deref(), Some("busybox"));
+        assert_eq!(c.command, Some(vec!["sh".to_string()]));
+        assert_eq!(c.tty, Some(true));
     }
 }

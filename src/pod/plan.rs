@@ -29,7 +29,12 @@
 //! - when no app container runs and none is due to start, the sandbox is
 //!   stopped, sidecars included: sidecars never keep a pod alive;
 //! - a pod stops in [`termination_waves`] order: app containers first,
-//!   then the sidecars, last declared first.
+//!   then the sidecars, last declared first;
+//! - an ephemeral container (`kubectl debug`) starts once in the ready
+//!   sandbox, even while init containers still run, and never again: any
+//!   instance of its name in the runtime, running or exited, means it was
+//!   started. It starts before the init and app containers, and not at all
+//!   when the pod is being stopped or gets a new sandbox.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -38,7 +43,9 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::backoff::Backoff;
 use crate::pleg::State;
-use crate::pod::accessors::{app_containers, init_containers, restart_policy};
+use crate::pod::accessors::{
+    app_containers, ephemeral_containers, init_containers, restart_policy,
+};
 use crate::pod::observed::{ObservedContainer, ObservedPod};
 use crate::qos::is_sidecar;
 
@@ -57,6 +64,8 @@ pub enum Action {
         attempt: u32,
         restart: bool,
     },
+    /// Pull (per policy), create and start an ephemeral container, once.
+    StartEphemeralContainer { name: String },
     /// Stop one running container.
     KillContainer {
         id: String,
@@ -376,6 +385,15 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
     }
     let sandbox_id = &sandbox.expect("checked above").id;
     actions.extend(prune_init_containers(pod, observed));
+
+    // 2a. Ephemeral containers, whatever the initialization's progress.
+    for ec in ephemeral_containers(pod) {
+        if observed.latest(&ec.name).is_none() {
+            actions.push(Action::StartEphemeralContainer {
+                name: ec.name.clone(),
+            });
+        }
+    }
 
     // 2. Init containers and sidecars.
     match init_container_actions(pod, observed, sandbox_id, ctx, &mut actions) {

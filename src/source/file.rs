@@ -18,7 +18,8 @@
 //!   <uid>` annotations, a toleration for every `NoExecute` taint, and
 //!   `status.phase: Pending`;
 //! - then the API server's defaults ([`crate::pod::defaults::apply`]) and
-//!   its validation ([`crate::pod::validation::validate_pod`]): a pod the
+//!   its validation ([`crate::pod::validation::validate_pod_create`], which
+//!   also refuses `ephemeralContainers`, as kubelet does): a pod the
 //!   API server would refuse is never started.
 //!
 //! Hostile input: the directory is outside input, and picolet parses it on
@@ -264,7 +265,7 @@ pub fn parse_manifest_with_unknown_fields(
     pod.status.get_or_insert_with(PodStatus::default).phase = Some("Pending".into());
 
     crate::pod::defaults::apply(&mut pod);
-    validation::validate_pod(&pod).map_err(|errors| ManifestError::Validation {
+    validation::validate_pod_create(&pod).map_err(|errors| ManifestError::Validation {
         path: path.to_owned(),
         errors,
     })?;

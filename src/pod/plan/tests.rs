@@ -483,3 +483,91 @@ fn a_container_created_before_the_hash_changed_form_is_adopted_not_restarted() {
     let obs = ready_sandbox(vec![a, container("b", 0, State::Running, 0)]);
     assert!(f.plan(&two_containers("Always"), &obs).is_empty());
 }
+
+fn debugged(init: bool) -> Pod {
+    let inits = if init {
+        "  initContainers:\n  - {name: i1, image: busybox}\n"
+    } else {
+        ""
+    };
+    pod(&format!("metadata: {{name: p, uid: u1}}\nspec:\n{inits}  containers:\n  - {{name: a, image: busybox}}\n  ephemeralContainers:\n  - {{name: debugger, image: busybox, targetContainerName: a}}\n"))
+}
+
+fn start_ephemeral(name: &str) -> Action {
+    Action::StartEphemeralContainer { name: name.into() }
+}
+
+#[test]
+fn an_ephemeral_container_added_to_a_running_pod_is_started_once() {
+    let f = Fixture::new();
+    let p = debugged(false);
+    let mut obs = ObservedPod {
+        sandboxes: vec![sandbox(0, true)],
+        containers: vec![container("a", 0, State::Running, 0)],
+    };
+    assert_eq!(f.plan(&p, &obs), vec![start_ephemeral("debugger")]);
+    obs.containers
+        .insert(0, container("debugger", 0, State::Running, 0));
+    assert!(f.plan(&p, &obs).is_empty());
+}
+
+#[test]
+fn an_exited_ephemeral_container_is_never_restarted_whatever_its_exit_code() {
+    let f = Fixture::new();
+    for code in [0, 1] {
+        let obs = ObservedPod {
+            sandboxes: vec![sandbox(0, true)],
+            containers: vec![
+                container("debugger", 0, State::Exited, code),
+                container("a", 0, State::Running, 0),
+            ],
+        };
+        assert!(f.plan(&debugged(false), &obs).is_empty(), "exit {code}");
+    }
+}
+
+#[test]
+fn an_ephemeral_container_starts_while_init_containers_still_run() {
+    let f = Fixture::new();
+    let obs = ObservedPod {
+        sandboxes: vec![sandbox(0, true)],
+        containers: vec![container("i1", 0, State::Running, 0)],
+    };
+    assert_eq!(
+        f.plan(&debugged(true), &obs),
+        vec![start_ephemeral("debugger")]
+    );
+}
+
+#[test]
+fn an_ephemeral_container_waits_for_a_sandbox_and_is_not_started_in_a_stopping_pod() {
+    let f = Fixture::new();
+    // No sandbox yet: the sandbox and the app containers come first.
+    assert_eq!(
+        f.plan(&debugged(false), &ObservedPod::default()),
+        vec![Action::CreateSandbox { attempt: 0 }, start("a", false, 0)]
+    );
+    // Every app container is done and none restarts: the pod stops.
+    let mut done = debugged(false);
+    done.spec.as_mut().unwrap().restart_policy = Some("Never".into());
+    let obs = ObservedPod {
+        sandboxes: vec![sandbox(0, true)],
+        containers: vec![container("a", 0, State::Exited, 0)],
+    };
+    assert_eq!(f.plan(&done, &obs), vec![Action::KillPod]);
+}
+
+#[test]
+fn a_running_ephemeral_container_does_not_keep_a_finished_pod_alive() {
+    let f = Fixture::new();
+    let mut p = debugged(false);
+    p.spec.as_mut().unwrap().restart_policy = Some("Never".into());
+    let obs = ObservedPod {
+        sandboxes: vec![sandbox(0, true)],
+        containers: vec![
+            container("debugger", 0, State::Running, 0),
+            container("a", 0, State::Exited, 0),
+        ],
+    };
+    assert_eq!(f.plan(&p, &obs), vec![Action::KillPod]);
+}

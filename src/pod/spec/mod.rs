@@ -38,6 +38,7 @@ use crate::quantity::Quantity as Qty;
 mod container;
 mod dns;
 mod env;
+mod ephemeral;
 mod payload;
 mod sandbox;
 mod security;
@@ -55,6 +56,7 @@ pub use dns::{
     MAX_DNS_SEARCH_LIST_CHARS, MAX_DNS_SEARCH_PATHS,
 };
 pub use env::{env_from_skipped, expand, NodeAllocatable};
+pub use ephemeral::share_target_pid;
 pub use payload::{
     config_volumes, volume_payload, ConfigVolume, Downward, File, Payload, PayloadError,
     DEFAULT_MODE,

@@ -176,6 +176,33 @@ pub fn validate_pod(pod: &Pod) -> Result<(), Vec<FieldError>> {
     }
 }
 
+/// [`validate_pod`] and the one rule of `ValidatePodCreate` that only a
+/// pod's creation checks: `spec.ephemeralContainers` cannot be set then
+/// (they are added later through the API's `ephemeralcontainers`
+/// subresource). For static pods, which kubelet validates as created, so a
+/// manifest with ephemeral containers is refused, not run. Not for pods
+/// from the API server, which gain them by update.
+pub fn validate_pod_create(pod: &Pod) -> Result<(), Vec<FieldError>> {
+    let mut errors = validate_pod(pod).err().unwrap_or_default();
+    let ephemeral = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.ephemeral_containers.as_ref());
+    if ephemeral.is_some_and(|e| !e.is_empty()) {
+        let mut v = Errors::default();
+        v.forbidden(
+            &Path::new("spec").child("ephemeralContainers"),
+            "cannot be set on create",
+        );
+        errors.extend(v.0);
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Field paths and the error list
 // ---------------------------------------------------------------------------

@@ -419,3 +419,20 @@ fn errors_print_like_the_api_servers_field_errors() {
         "spec.x: Required value; spec.x: Duplicate value: \"a\""
     );
 }
+
+#[test]
+fn ephemeral_containers_are_refused_on_create_but_accepted_in_a_pod_from_the_api() {
+    let p =
+        pod(&json!({"spec": {"ephemeralContainers": [{"name": "debugger", "image": "busybox"}]}}));
+    assert_eq!(validate_pod(&p), Ok(()));
+    let errs: Vec<String> = validate_pod_create(&p)
+        .unwrap_err()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        errs,
+        ["spec.ephemeralContainers: Forbidden: cannot be set on create"]
+    );
+    assert_eq!(validate_pod_create(&pod(&json!({}))), Ok(()));
+}

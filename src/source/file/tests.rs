@@ -254,6 +254,15 @@ fn a_pod_needs_containers_with_images() {
 }
 
 #[test]
+fn a_static_pod_with_ephemeral_containers_is_refused_as_kubelet_refuses_it() {
+    let text = NGINX.to_string() + "  ephemeralContainers:\n  - {name: debugger, image: busybox}\n";
+    assert_eq!(
+        parse(&text).unwrap_err().to_string(),
+        "manifest /etc/picolet/manifests/web.yaml is invalid: spec.ephemeralContainers: Forbidden: cannot be set on create"
+    );
+}
+
+#[test]
 fn a_pod_the_api_server_would_refuse_is_refused_with_every_field_named() {
     let text = NGINX.replace(
             "    image: nginx:1.27\n",
