@@ -1,0 +1,64 @@
+//! `make demo-cluster` as a test (issue #25): the demo's own steps
+//! (examples/demo_cluster/demo.rs, included here as a module), as
+//! `DEMO_WAIT=0` runs them, on the harness's one control plane and one
+//! container runtime (`PICOLET_TEST_RUNTIME`).
+//!
+//! The demo itself waits for `kubectl logs` and `kubectl exec` through the
+//! API server to the node `picolet-demo`; this test checks what they
+//! printed, then runs every command the demo printed for the user, as a
+//! user would paste it, while the demo still runs.
+//!
+//! Run: `flock /tmp/picolet-itest.lock cargo test --test demo_cluster --
+//! --nocapture`.
+
+mod harness;
+
+#[path = "../examples/demo_cluster/demo.rs"]
+mod demo;
+
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+
+use demo::{Demo, Started, NODE_NAME};
+
+/// Never set: nothing interrupts the test.
+static NEVER: AtomicBool = AtomicBool::new(false);
+
+#[test]
+fn the_demo_cluster_ends_with_kubectl_logs_and_exec_working_against_its_node() {
+    let mut started = Started::default();
+    let shown = (Demo { stop: &NEVER })
+        .run(&mut started)
+        .expect("nothing interrupts the test");
+
+    assert!(shown.logs.contains("hello from hello-"), "{shown:?}");
+    assert!(shown.exec.contains("in hello-"), "{shown:?}");
+    assert!(shown.exec.contains("Linux"), "{shown:?}");
+
+    let cp = started.cp.as_ref().expect("the control plane");
+    let node = cp
+        .get_json(&["node", NODE_NAME])
+        .expect("the node is named as a person would");
+    assert!(
+        node["status"]["addresses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|a| a["type"] == "InternalIP"
+                && a["address"] == harness::kube::host_ip().to_string()),
+        "{node}"
+    );
+
+    for line in &shown.commands {
+        let out = Command::new("sh")
+            .args(["-c", line])
+            .output()
+            .expect("running sh");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && !stdout.trim().is_empty(),
+            "the printed command `{line}` failed: {out:?}"
+        );
+    }
+    drop(started);
+}
