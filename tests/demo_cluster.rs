@@ -6,7 +6,9 @@
 //! The demo itself waits for `kubectl logs` and `kubectl exec` through the
 //! API server to the node `picolet-demo`; this test checks what they
 //! printed, then runs every command the demo printed for the user, as a
-//! user would paste it, while the demo still runs.
+//! user would paste it, while the demo still runs. Then `kubectl cordon`
+//! and `uncordon` of the node show in `picolet get node` (picolet's watch
+//! of its Node), on the same cluster.
 //!
 //! Run: `flock /tmp/picolet-itest.lock cargo test --test demo_cluster --
 //! --nocapture`.
@@ -25,7 +27,8 @@ use demo::{Demo, Started, NODE_NAME};
 static NEVER: AtomicBool = AtomicBool::new(false);
 
 #[test]
-fn the_demo_cluster_ends_with_kubectl_logs_and_exec_working_against_its_node() {
+fn the_demo_cluster_ends_with_kubectl_logs_and_exec_working_against_its_node_and_a_cordon_shows_locally(
+) {
     let mut started = Started::default();
     let shown = (Demo { stop: &NEVER })
         .run(&mut started)
@@ -59,6 +62,30 @@ fn the_demo_cluster_ends_with_kubectl_logs_and_exec_working_against_its_node() {
             out.status.success() && !stdout.trim().is_empty(),
             "the printed command `{line}` failed: {out:?}"
         );
+    }
+
+    // `picolet get node` says whether the Node is cordoned.
+    let picolet = started.picolet.as_ref().expect("picolet");
+    let get_node = || {
+        let out = Command::new(harness::picolet_bin())
+            .args(["get", "node", "--admin-socket"])
+            .arg(picolet.admin_socket())
+            .output()
+            .expect("picolet get node");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for (verb, line) in [
+        ("cordon", "Unschedulable: true (cordoned"),
+        ("uncordon", "Unschedulable: false"),
+    ] {
+        cp.kubectl_ok(&[verb, NODE_NAME]);
+        let mut last = String::new();
+        harness::poll_until(std::time::Duration::from_secs(120), || {
+            last = get_node();
+            last.contains(line).then_some(())
+        })
+        .unwrap_or_else(|| panic!("after kubectl {verb}, picolet get node said:\n{last}"));
+        assert!(last.contains("API server: https://"), "{last}");
     }
     drop(started);
 }
