@@ -147,10 +147,13 @@ demo:
 
 # picolet as a node of a real cluster: etcd, kube-apiserver,
 # kube-controller-manager and kube-scheduler from $KUBE_ASSETS or
-# ../shared/kube, a private containerd, the release picolet joined with a
-# node credential, and `kubectl create deployment` running on it
-# (examples/demo_cluster.rs, on the integration tests' harness). Ctrl-C
-# cleans everything up; DEMO_WAIT=0 stops after showing the pods.
+# ../shared/kube, a private containerd, the release picolet joined as the
+# node picolet-demo with a node credential and its node API on, a
+# `kubectl create deployment` running on it, and `kubectl logs` and
+# `kubectl exec` through the API server (examples/demo_cluster/, on the
+# integration tests' harness; tests/demo_cluster.rs runs the same steps).
+# It prints the kubectl and `picolet get` commands to try. Ctrl-C cleans
+# everything up; DEMO_WAIT=0 stops after `kubectl logs` and `kubectl exec`.
 demo-cluster:
 	@bash tests/tools/debs.sh demo-cluster $(BUILD_PACKAGES) $(RUNTIME_PACKAGES) $(CLUSTER_PACKAGES)
 	@echo "demo-cluster: building the busybox and pause images into $(TEST_IMAGES)"

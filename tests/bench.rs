@@ -155,7 +155,7 @@ fn observer(c: &Containerd) -> Runtime {
 /// to 500 ms between polls, which rounded every start time up to the next
 /// tick of ~0.52 s (500 ms plus this 20 ms and the call): issue #13's
 /// 30-pod gap, 2.85 s against 3.39 s, is 0.54 s, one such tick apart, and
-/// the 10-pod tie, 1.26 s each, the same tick (README's footprint section).
+/// the 10-pod tie, 1.26 s each, the same tick (docs/performance.md).
 fn until_running(rt: &Runtime, n: usize, t0: Instant) -> Duration {
     let give_up = Duration::from_secs(600);
     loop {

@@ -393,13 +393,26 @@ fn api_server_line(api: &serde_json::Value) -> String {
     line
 }
 
+/// `Unschedulable: <spec.unschedulable>` as `kubectl describe node` words
+/// it, saying what a cordon means here; unknown until the Node was read.
+fn unschedulable_line(unschedulable: &serde_json::Value) -> String {
+    match unschedulable.as_bool() {
+        Some(true) => "Unschedulable: true (cordoned: no new pods are scheduled here; \
+                       `kubectl uncordon` lifts it)"
+            .to_string(),
+        Some(false) => "Unschedulable: false".to_string(),
+        None => "Unschedulable: unknown (the Node not read from the API server yet)".to_string(),
+    }
+}
+
 pub fn node_table(node: &serde_json::Value, style: Style) -> String {
     let mut out = String::new();
     if let Some(name) = node.get("name").and_then(|n| n.as_str()) {
         let _ = writeln!(out, "Name: {name}\n");
     }
     if let Some(api) = node.get("apiServer").filter(|a| a.is_object()) {
-        let _ = writeln!(out, "{}\n", api_server_line(api));
+        let _ = writeln!(out, "{}", api_server_line(api));
+        let _ = writeln!(out, "{}\n", unschedulable_line(&node["unschedulable"]));
     }
     if let Some(cap) = node.get("capacity").and_then(|c| c.as_object()) {
         let mut rows = vec![["RESOURCE", "CAPACITY", "ALLOCATABLE"]
@@ -533,6 +546,28 @@ mod tests {
         );
         let standalone = node_table(&json!({"name": "edge-1"}), Style::PLAIN);
         assert!(!standalone.contains("API server"), "{standalone}");
+        assert!(!standalone.contains("Unschedulable"), "{standalone}");
+    }
+
+    #[test]
+    fn the_node_table_says_whether_the_node_is_cordoned() {
+        let line = |unschedulable: serde_json::Value| {
+            let api = json!({"server": "https://k:6443", "state": "reachable"});
+            let t = node_table(
+                &json!({"name": "edge-1", "apiServer": api, "unschedulable": unschedulable}),
+                Style::PLAIN,
+            );
+            t.lines().nth(3).unwrap_or_default().to_string()
+        };
+        assert_eq!(
+            line(json!(true)),
+            "Unschedulable: true (cordoned: no new pods are scheduled here; `kubectl uncordon` lifts it)"
+        );
+        assert_eq!(line(json!(false)), "Unschedulable: false");
+        assert_eq!(
+            line(serde_json::Value::Null),
+            "Unschedulable: unknown (the Node not read from the API server yet)"
+        );
     }
 
     #[test]

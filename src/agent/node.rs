@@ -58,6 +58,10 @@ pub(super) struct NodeFacts {
     /// said (`None` standalone, or before the API server or the cache said
     /// anything: then the node's own labels only, and no taints).
     pub api_node: Option<(BTreeMap<String, String>, Vec<Taint>)>,
+    /// The Node's `spec.unschedulable` (cordoned), as its watch last said;
+    /// only shown (`picolet get node`): admission does not read it, as
+    /// kubelet's does not (the scheduler keeps pods away).
+    pub api_unschedulable: Option<bool>,
 }
 
 impl NodeFacts {
@@ -223,6 +227,12 @@ impl<R: RuntimeService> Agent<R> {
     /// its watch): admission of new pods uses them from now on.
     pub fn set_node_object(&self, labels: BTreeMap<String, String>, taints: Vec<Taint>) {
         self.node.borrow_mut().api_node = Some((labels, taints));
+    }
+
+    /// Whether the Node in the API is cordoned (`spec.unschedulable`), as
+    /// its watch last said: `picolet get node` shows it.
+    pub fn set_node_unschedulable(&self, unschedulable: bool) {
+        self.node.borrow_mut().api_unschedulable = Some(unschedulable);
     }
 
     /// The node as [`crate::pod::admission`] sees it.

@@ -1,6 +1,8 @@
 //! `GET /node` on the admin socket (`picolet get node`): the node's
 //! capacity and allocatable, next to the eviction task's signals,
-//! thresholds and pressure conditions ([`Agent::eviction_json`]).
+//! thresholds and pressure conditions ([`Agent::eviction_json`]); joined to
+//! a cluster, also the API server's state and whether the Node is cordoned
+//! (`unschedulable`).
 //!
 //! Allocatable is kubelet's: capacity minus `kubeReserved`,
 //! `systemReserved` and the hard eviction thresholds of `memory.available`
@@ -112,6 +114,8 @@ impl<R: RuntimeService> Agent<R> {
         v["allocatable"] = resources(alloc);
         if let Some(view) = self.api_server_view.borrow().as_ref() {
             v["apiServer"] = view();
+            // null until the Node was read (from the API or its cache).
+            v["unschedulable"] = self.node.borrow().api_unschedulable.into();
         }
         v
     }

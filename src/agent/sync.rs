@@ -18,7 +18,7 @@
 //! Now at most [`SANDBOX_STARTS_IN_FLIGHT`] RunPodSandbox calls are in
 //! flight (and as many container starts), and a pod that had
 //! nothing in the runtime learns its new sandbox from one
-//! PodSandboxStatus. The measured effect is in README's footprint section.
+//! PodSandboxStatus. The measured effect is in docs/performance.md.
 //!
 //! The next round (issue #13's 1.19x at 30 pods) profiled the start again
 //! (`-v=6`, containerd 1.6, 2 cores): from the manifests read to the last

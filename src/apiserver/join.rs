@@ -183,6 +183,7 @@ pub fn join(
     // source delivers its cached pods.
     let node_watch = NodeWatch::new(client.clone(), node_name, &cfg.root_dir);
     if let Some(n) = node_watch.current() {
+        agent.set_node_unschedulable(n.unschedulable);
         agent.set_node_object(n.labels, n.taints);
     }
     let rotation = cfg.rotate_certificates.then(|| {
@@ -217,7 +218,10 @@ pub fn join(
         rt::spawn(events.run()),
         rt::spawn({
             let agent = agent.clone();
-            node_watch.run(move |n| agent.set_node_object(n.labels.clone(), n.taints.clone()))
+            node_watch.run(move |n| {
+                agent.set_node_unschedulable(n.unschedulable);
+                agent.set_node_object(n.labels.clone(), n.taints.clone())
+            })
         }),
     ];
     tasks.extend(rotation);

@@ -169,6 +169,15 @@ impl WatchedNode {
         before.is_none_or(|b| b.labels != self.labels || b.taints != self.taints)
     }
 
+    /// Whether the node the agent keeps (for admission, and for `picolet
+    /// get node`, which shows whether it is cordoned) differs in `self`
+    /// from `before`: [`WatchedNode::admission_differs`], or a `kubectl
+    /// cordon` / `uncordon` (`spec.unschedulable`).
+    pub fn differs(&self, before: Option<&WatchedNode>) -> bool {
+        self.admission_differs(before)
+            || before.is_some_and(|b| b.unschedulable != self.unschedulable)
+    }
+
     /// A one-line summary for the log: `labels a=b,c=d; taints k=v:NoExecute`.
     pub fn summary(&self) -> String {
         let labels: Vec<String> = self
@@ -807,6 +816,15 @@ pub(crate) mod tests {
         let mut untainted = labelled.clone();
         untainted.taints.clear();
         assert!(untainted.admission_differs(Some(&labelled)));
+        assert!(untainted.differs(Some(&labelled)));
+        assert!(!heartbeat.differs(Some(&w)));
+        let mut uncordoned = untainted.clone();
+        uncordoned.unschedulable = false;
+        assert!(!uncordoned.admission_differs(Some(&untainted)));
+        assert!(
+            uncordoned.differs(Some(&untainted)),
+            "picolet get node shows it"
+        );
         assert_eq!(
             WatchedNode::of(&NodeView::default()).summary(),
             "labels ; taints none"

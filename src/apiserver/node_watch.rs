@@ -7,9 +7,10 @@
 //! watch) over the shared [`Client`], with its own crash-safe [`Cache`]
 //! under the root dir: after a reboot with the link down, admission still
 //! knows the labels and taints the cluster last gave the node. Every change
-//! that admission would see differently ([`WatchedNode::admission_differs`])
-//! is logged and handed to the consumer; heartbeats (status-only writes)
-//! are not.
+//! that admission would see differently ([`WatchedNode::admission_differs`]),
+//! and a cordon or uncordon, which `picolet get node` shows
+//! ([`WatchedNode::differs`]), is logged and handed to the consumer;
+//! heartbeats (status-only writes) are not.
 //!
 //! The decisions are the reflector's (what to request, what changed) and
 //! `node::WatchedNode`'s (what admission takes from the object); this loop
@@ -88,7 +89,8 @@ impl NodeWatch {
             .map(|n| WatchedNode::of(n))
     }
 
-    /// Runs forever, calling `on_change` on every change admission sees.
+    /// Runs forever, calling `on_change` on every change admission or
+    /// `picolet get node` sees.
     /// A Node deleted in the API keeps its last labels and taints here: the
     /// heartbeat registers it again.
     pub async fn run(mut self, on_change: impl Fn(&WatchedNode)) {
@@ -102,7 +104,7 @@ impl NodeWatch {
             let Some(now) = self.current() else {
                 continue;
             };
-            if now.admission_differs(self.last.as_ref()) {
+            if now.differs(self.last.as_ref()) {
                 log::info!(
                     "node {}: the API server says {} (resourceVersion {})",
                     self.node_name,

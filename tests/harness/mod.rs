@@ -334,13 +334,26 @@ impl Picolet {
         extra_config: &str,
         args: impl FnOnce(&Picolet) -> Vec<String>,
     ) -> Picolet {
+        Picolet::start_named(runtime, None, extra_config, args)
+    }
+
+    /// Like [`Picolet::start_with_args`], with `name` as the node name
+    /// (`--hostname-override`) instead of the unique `picolet-test-<pid>-<n>`
+    /// (the demo's `picolet-demo`). The name must be unique among the
+    /// nodes of the control plane it joins; the cgroup root stays unique.
+    pub fn start_named(
+        runtime: &ContainerRuntime,
+        name: Option<&str>,
+        extra_config: &str,
+        args: impl FnOnce(&Picolet) -> Vec<String>,
+    ) -> Picolet {
         let dir = tempfile::Builder::new()
             .prefix("picolet-test.")
             .tempdir()
             .expect("temp dir for picolet");
         let n = next_instance();
         let pid = std::process::id();
-        let hostname = format!("picolet-test-{pid}-{n}");
+        let hostname = name.map_or_else(|| format!("picolet-test-{pid}-{n}"), str::to_string);
         let cgroup_root = format!("/picolet-test-{pid}-{n}");
         runtime.adopt_cgroup_root(&cgroup_root);
         runtime.adopt_picolet_dir(dir.path());
