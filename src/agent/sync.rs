@@ -5,47 +5,18 @@
 //! change, a PLEG event, a probe), until its back-off expires, or until
 //! `syncFrequency`.
 //!
-//! The start path, profiled for issue #13 (30 busybox pods written at
-//! once on containerd 1.6; `-v=6` logs every CRI call with its duration):
-//! picolet's own work before a pod's first CRI write is ~3 ms per pod on
-//! the executor (sandbox config, cgroup writes, directories), and reading
-//! the 30 manifests after the inotify debounce takes ~0.2 s from the first
-//! write. The rest of the gap to a bare CRI client was the shape of the
-//! calls, not their cost: every pod asked for its sandbox at once, so the
-//! runtime built 30 sandboxes in lockstep and the first container started
-//! only ~6 s later, after nearly all of them; and a new sandbox was
-//! followed by a full re-observation (two filtered lists and a status).
-//! Now at most [`SANDBOX_STARTS_IN_FLIGHT`] RunPodSandbox calls are in
-//! flight (and as many container starts), and a pod that had
-//! nothing in the runtime learns its new sandbox from one
-//! PodSandboxStatus. The measured effect is in docs/performance.md.
+//! The start path: at most [`SANDBOX_STARTS_IN_FLIGHT`] RunPodSandbox
+//! calls are in flight, and as many container starts, so the runtime does
+//! not build every sandbox in lockstep before the first container starts;
+//! a pod that had nothing in the runtime learns its new sandbox from one
+//! PodSandboxStatus instead of a full re-observation. A new pod's first
+//! sync starts from nothing, without reading the runtime, when the PLEG's
+//! last relist lacks the pod and began after the agent last forgot a pod
+//! ([`crate::pleg::nothing_yet`] says why that is safe). How these were
+//! measured, and the bounds that were tried and measured slower, are in
+//! docs/performance.md ("The pod start path").
 //!
-//! The next round (issue #13's 1.19x at 30 pods) profiled the start again
-//! (`-v=6`, containerd 1.6, 2 cores): from the manifests read to the last
-//! StartContainer 5.6 s; 8 RunPodSandbox in flight from the first 10 ms to
-//! the last sandbox (5.1 s), container starts beside them (16 to 19 start
-//! calls in flight), the 330 other calls (lists, statuses, ImageStatus)
-//! 2.2 s of summed call time against 65 s for the 90 start calls, and no
-//! sandbox slot ever idle. The bench's observer polled every ~0.52 s, so
-//! the quiet 1.00x / 1.19x were readings at those ticks (fixed in the
-//! bench; with 20 ms polls on a busy machine: 1.13-1.14x at 10 pods,
-//! 0.92-1.18x at 30). One
-//! bound over a pod's sandbox and its containers together (the bare
-//! client's 8 lanes) was tried and measured slower in three pairs of
-//! consecutive runs, each against its own bare client (10 pods: 1.50x
-//! against 1.14x with these two bounds; 30 pods: 1.55x and 1.26x against
-//! 1.14x and 0.92x), so the two bounds stay: 8 calls do not saturate the
-//! runtime, and the sandboxes' slots keep feeding the container starts.
-//!
-//! A third round (issue #13) cut the calls a new pod makes before its
-//! sandbox: its first sync used to read the runtime (a filtered
-//! ListPodSandbox and ListContainers) to learn that nothing was there.
-//! When the PLEG's last relist lacks the pod and began after the agent
-//! last forgot a pod, the first sync starts from nothing instead
-//! ([`crate::pleg::nothing_yet`] says why that is safe): 60 fewer calls
-//! while the runtime builds 30 sandboxes.
-//!
-//! The idle path (issue #13): a sync on the worker's timer alone plans
+//! The idle path: a sync on the worker's timer alone plans
 //! from the pod's last observation instead of reading the runtime when
 //! [`crate::pleg::observation_holds`] says the PLEG's later relist vouches
 //! for it (the invariant is written there). The plan still runs, with the
