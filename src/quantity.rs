@@ -10,6 +10,8 @@
 //! QoS saturates instead of failing, the pod translator rejects negatives.
 //!
 //! It is **pure**: no I/O, no clock, no logging, no allocation on success.
+//! [`total`] adds and compares quantities and prints the results as
+//! apimachinery does (a pod's request and limit totals in its status).
 //!
 //! Grammar (as `k8s.io/apimachinery/pkg/api/resource`), with surrounding
 //! whitespace ignored:
@@ -174,6 +176,11 @@ impl Quantity {
 
     /// `ceil(amount × 10^scale)`.
     fn ceil_scaled(&self, scale: i64) -> Result<u64, QuantityError> {
+        u64::try_from(self.ceil_scaled_wide(scale)?).map_err(|_| QuantityError::TooLarge)
+    }
+
+    /// `ceil(amount × 10^scale)` in 128 bits.
+    fn ceil_scaled_wide(&self, scale: i64) -> Result<u128, QuantityError> {
         if self.is_zero() {
             return Ok(0);
         }
@@ -200,7 +207,7 @@ impl Quantity {
                 None => 1, // a positive amount far below one unit rounds up to 1
             }
         };
-        u64::try_from(num).map_err(|_| QuantityError::TooLarge)
+        Ok(num)
     }
 }
 
@@ -252,6 +259,8 @@ pub fn format_binary(bytes: u64) -> String {
     }
     bytes.to_string()
 }
+
+pub mod total;
 
 #[cfg(test)]
 mod tests {

@@ -47,6 +47,9 @@
 //! the runtime holds also has `resources` and `allocatedResources`
 //! (InPlacePodVerticalScaling, GA).
 //!
+//! The pod's own `resources` and `allocatedResources` are its totals and,
+//! once Running, what its cgroup holds (see `status::pod_resources`).
+//!
 //! Deliberate simplifications against kubelet:
 //! - a pod being deleted reports `Ready=False` (reason `PodTerminating`)
 //!   at once, so nothing keeps routing to it while it shuts down.
@@ -63,7 +66,7 @@ use k8s_openapi::jiff::Timestamp;
 use crate::pleg::State;
 use crate::pod::accessors::{app_containers, init_containers, restart_policy};
 use crate::pod::facts;
-use crate::pod::{ObservedContainer, ObservedPod};
+use crate::pod::{ObservedContainer, ObservedPod, RuntimeResources};
 use crate::qos::is_sidecar;
 
 /// Why a container is not running, as the agent recorded it when a start
@@ -102,6 +105,10 @@ pub struct StatusInput<'a> {
     pub start_time_unix: Option<i64>,
     /// The pod is being deleted.
     pub terminating: bool,
+    /// What the pod's cgroup holds, in kubelet's units (CPU request from
+    /// the shares, CPU limit from the CFS quota, memory limit); `None` when
+    /// it was not read. Read for the pod-level `resources` of a Running pod.
+    pub pod_cgroup: Option<RuntimeResources>,
     /// Wall-clock now, Unix seconds. Not read today: conditions are returned
     /// without `lastTransitionTime`, which the caller stamps with its
     /// [`Transitions`].
@@ -645,6 +652,12 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
         container_statuses: Some(app_statuses),
         ephemeral_container_statuses: ephemeral::ephemeral_container_statuses(input),
         observed_generation: generation,
+        resources: Some(pod_resources::resources(
+            crate::pod::accessors::spec(pod),
+            phase == RUNNING,
+            input.pod_cgroup.as_ref(),
+        )),
+        allocated_resources: pod_resources::allocated_resources(crate::pod::accessors::spec(pod)),
         ..Default::default()
     }
 }
@@ -652,6 +665,8 @@ pub fn pod_status(input: &StatusInput) -> PodStatus {
 mod ephemeral;
 
 mod fields;
+
+mod pod_resources;
 
 #[cfg(test)]
 mod fields_tests;

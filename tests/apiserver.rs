@@ -122,6 +122,8 @@ fn a_joined_node_becomes_ready_runs_api_pods_reports_them_and_mirrors_static_pod
     assert!(pod["status"]["hostIP"].is_string(), "{pod}");
     assert!(pod["status"]["startTime"].is_string(), "{pod}");
     assert_eq!(pod["status"]["containerStatuses"][0]["ready"], true);
+    // The API server keeps the pod-level resources kubelet v1.36 reports.
+    assert!(pod["status"]["resources"].is_object(), "{pod}");
 
     // A static pod appears as a mirror pod owned by the Node.
     p.write_manifest(

@@ -554,6 +554,57 @@ fn the_oci_spec_has_kubelets_masked_paths_swap_limit_and_hugepage_limits() {
         serde_json::json!({"cpu": "100m", "memory": "32Mi"}),
         "{main}"
     );
+    // The pod's own: its total requests allocated and, Running, what its
+    // cgroup holds (cgroup v2's cpu.weight cannot hold 100m: it reads back
+    // as 79m, as kubelet reports it there).
+    let pod = wait_phase(&p, "defaults", "Running");
+    let cpu_request = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        "79m"
+    } else {
+        "100m"
+    };
+    assert_eq!(
+        pod["status"]["allocatedResources"],
+        serde_json::json!({"cpu": "100m", "memory": "32Mi"}),
+        "{pod}"
+    );
+    assert_eq!(
+        pod["status"]["resources"],
+        serde_json::json!({
+            "requests": {"cpu": cpu_request, "memory": "32Mi"},
+            "limits": {"cpu": "250m", "memory": "64Mi"},
+        }),
+        "{pod}"
+    );
+    // A BestEffort pod allocates nothing; its cgroup holds no CPU request
+    // or limit kubelet reports, and its memory limit as the file says it
+    // (cgroup v1 writes a huge number for none, which kubelet reports).
+    p.write_manifest("plain", &busybox_pod("plain", "", "", ""));
+    let best_effort = wait_phase(&p, "plain", "Running");
+    assert!(
+        best_effort["status"].get("allocatedResources").is_none(),
+        "{best_effort}"
+    );
+    let rel = format!(
+        "{}/kubepods/besteffort/pod{}",
+        p.cgroup_root().trim_start_matches('/'),
+        best_effort["metadata"]["uid"].as_str().unwrap()
+    );
+    let resources = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        serde_json::json!({})
+    } else {
+        let file = PathBuf::from("/sys/fs/cgroup/memory").join(&rel);
+        let bytes: u64 = read(&file.join("memory.limit_in_bytes"))
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{}", file.display()));
+        let memory = picolet::quantity::total::Total::from_bytes(bytes).to_go_string();
+        serde_json::json!({"limits": {"memory": memory}})
+    };
+    assert_eq!(
+        best_effort["status"]["resources"], resources,
+        "{best_effort}"
+    );
     // The sandbox carries kubelet's first-seen annotation:
     // RFC3339NanoFixed (nine fraction digits), here UTC.
     let socket = picolet::cri::socket_path(&c.endpoint()).expect("unix endpoint");

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 
 use super::{now_unix_nanos, Agent, PodEntry, StatusSink};
 use crate::cri::RuntimeService;
-use crate::pod::facts;
+use crate::pod::{facts, RuntimeResources};
 use crate::status::{self, Waiting};
 
 /// kubelet's status of a pod evicted for node pressure: phase Failed,
@@ -91,6 +91,25 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 
+    /// What the pod's cgroup holds, converted as kubelet converts it
+    /// (`GetPodCgroupConfig`, then `CPURequestsFromConfig`,
+    /// `CPULimitsFromConfig`, `MemoryLimitsFromConfig`); `None` without pod
+    /// cgroups, and each value `None` when its files cannot be read (the
+    /// pod cgroup is made with the sandbox and goes with the pod).
+    fn pod_cgroup_resources(&self, pod: &Pod) -> Option<RuntimeResources> {
+        let cg = self.cgroups.as_ref().filter(|cg| cg.per_qos())?;
+        let path = super::start::cgroup_parent(pod, Some(cg));
+        let cpu = cg.read_cpu_config(&path).ok();
+        let memory = cg.read_memory_limit_raw(&path).ok().flatten();
+        let as_i64 = |v: u64| i64::try_from(v).unwrap_or(-1);
+        RuntimeResources::from_runtime(
+            cpu.map_or(0, |c| as_i64(c.period_us)),
+            cpu.and_then(|c| c.quota_us).map_or(-1, as_i64),
+            cpu.map_or(0, |c| as_i64(c.shares)),
+            memory.map_or(0, as_i64),
+        )
+    }
+
     /// The status of one pod right now.
     pub(super) fn pod_status(&self, e: &PodEntry) -> PodStatus {
         let mut waiting: HashMap<String, Waiting> = HashMap::new();
@@ -121,6 +140,7 @@ impl<R: RuntimeService> Agent<R> {
             terminating: e.deleted,
             now_unix,
             runtime_name: &runtime_name,
+            pod_cgroup: self.pod_cgroup_resources(&e.pod),
         });
         match &e.evicted {
             Some(ev) if ev.condition.is_none() => {

@@ -34,6 +34,31 @@ pub fn parse_v2_max(s: &str) -> Option<(Option<u64>, u64)> {
     it.next().is_none().then_some((quota, period))
 }
 
+/// A cgroup's CPU settings as kubelet reads them back (`ResourceConfig`):
+/// the shares, the CFS quota in µs (`None`: unlimited) and its period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuConfig {
+    pub shares: u64,
+    pub quota_us: Option<u64>,
+    pub period_us: u64,
+}
+
+/// kubelet's `cpuWeightToCPUShares`: a v2 `cpu.weight` (1..=10000) as
+/// v1 shares (2..=262144). Not the inverse of the runtime's conversion:
+/// a weight holds less than a share does, so 102 shares (100m) come back
+/// as 80.
+pub fn weight_to_shares(weight: u64) -> u64 {
+    (weight.saturating_sub(1) * 262_142) / 9_999 + 2
+}
+
+/// Parses v1 `cpu.cfs_quota_us`: `-1` (unlimited, `Some(None)`) or µs.
+pub fn parse_v1_quota(s: &str) -> Option<Option<u64>> {
+    match s.trim().parse::<i64>().ok()? {
+        -1 => Some(None),
+        q => u64::try_from(q).ok().map(Some),
+    }
+}
+
 /// CPU accounting for one cgroup.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CpuStat {
@@ -110,5 +135,22 @@ mod tests {
         assert_eq!(parse_v2_max("max 100000\n"), Some((None, 100_000)));
         assert_eq!(parse_v2_max("25000 50000"), Some((Some(25_000), 50_000)));
         assert_eq!(parse_v2_max("nope"), None);
+    }
+
+    #[test]
+    fn a_weight_comes_back_as_fewer_shares_than_were_written() {
+        // 100m is 102 shares, written as weight 4, read back as 80 (79m).
+        assert_eq!(crate::qos::shares_to_weight(102), 4);
+        assert_eq!(weight_to_shares(4), 80);
+        assert_eq!(weight_to_shares(1), 2);
+        assert_eq!(weight_to_shares(10_000), 262_144);
+    }
+
+    #[test]
+    fn v1_quota_minus_one_is_unlimited() {
+        assert_eq!(parse_v1_quota("-1\n"), Some(None));
+        assert_eq!(parse_v1_quota("50000"), Some(Some(50_000)));
+        assert_eq!(parse_v1_quota("-5"), None);
+        assert_eq!(parse_v1_quota("x"), None);
     }
 }

@@ -39,7 +39,7 @@ pub mod pids;
 mod v1;
 mod v2;
 
-pub use cpu::CpuStat;
+pub use cpu::{CpuConfig, CpuStat};
 
 use crate::qos::allocatable::{KubepodsLimits, QosShares};
 use crate::qos::{
@@ -386,6 +386,55 @@ impl PodCgroups {
             ),
             CgroupVersion::V2 => parse_file(&self.v2_file(cgroup, memory::V2_MAX)?, parse_max),
         }
+    }
+
+    /// The CPU shares, quota and period (v2: shares from `cpu.weight`, as
+    /// kubelet's `getCgroupCPUConfig` converts it, quota and period from
+    /// `cpu.max`).
+    pub fn read_cpu_config(&self, cgroup: &str) -> Result<CpuConfig, CgroupError> {
+        match self.version {
+            CgroupVersion::V1 => Ok(CpuConfig {
+                shares: parse_file(&self.v1_file(cgroup, "cpu", cpu::V1_SHARES)?, parse_u64)?,
+                quota_us: parse_file(
+                    &self.v1_file(cgroup, "cpu", cpu::V1_CFS_QUOTA)?,
+                    cpu::parse_v1_quota,
+                )?,
+                period_us: parse_file(
+                    &self.v1_file(cgroup, "cpu", cpu::V1_CFS_PERIOD)?,
+                    parse_u64,
+                )?,
+            }),
+            CgroupVersion::V2 => {
+                let (quota_us, period_us) =
+                    parse_file(&self.v2_file(cgroup, cpu::V2_MAX)?, cpu::parse_v2_max)?;
+                let weight = parse_file(&self.v2_file(cgroup, cpu::V2_WEIGHT)?, parse_u64)?;
+                Ok(CpuConfig {
+                    shares: cpu::weight_to_shares(weight),
+                    quota_us,
+                    period_us,
+                })
+            }
+        }
+    }
+
+    /// The memory limit as kubelet reads it back (`readCgroupMemoryConfig`):
+    /// v1's `memory.limit_in_bytes` as it stands, however large (an
+    /// unlimited v1 cgroup reports about 8 EiB), v2's `memory.max` with
+    /// `max` as `None`.
+    pub fn read_memory_limit_raw(&self, cgroup: &str) -> Result<Option<u64>, CgroupError> {
+        match self.version {
+            CgroupVersion::V1 => {
+                parse_file(&self.v1_file(cgroup, "memory", memory::V1_LIMIT)?, |s| {
+                    parse_u64(s).map(Some)
+                })
+            }
+            CgroupVersion::V2 => parse_file(&self.v2_file(cgroup, memory::V2_MAX)?, parse_max),
+        }
+    }
+
+    /// Whether pods have cgroups of their own (`cgroupsPerQOS`).
+    pub fn per_qos(&self) -> bool {
+        self.per_qos
     }
 
     /// The `memory.stat` key/value pairs.

@@ -116,6 +116,7 @@ mod tests {
             qos_class: "BestEffort",
             start_time_unix: None,
             terminating: false,
+            pod_cgroup: None,
             now_unix: 0,
         };
         ephemeral_container_statuses(&input)

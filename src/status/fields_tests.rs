@@ -52,6 +52,7 @@ fn status(pod: &Pod, observed: &ObservedPod) -> PodStatus {
         qos_class: "Burstable",
         start_time_unix: Some(1_700_000_000),
         terminating: false,
+        pod_cgroup: None,
         now_unix: 1_700_000_100,
     })
 }

@@ -100,6 +100,7 @@ impl Facts {
             qos_class: "BestEffort",
             start_time_unix: Some(1_700_000_000),
             terminating: self.terminating,
+            pod_cgroup: None,
             now_unix: 1_700_000_100,
         })
     }
