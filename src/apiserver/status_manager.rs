@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 
 use super::reflector::ObjectKey;
 use k8s_openapi::api::core::v1::PodStatus;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 /// The content type of [`status_patch`].
 pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
@@ -35,11 +36,17 @@ pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json"
 /// strategic merge patch (conditions merge by type, in this order), with
 /// the UID precondition.
 ///
-/// A condition without a reason or message says so with `null`: merged by
-/// type, a True `Ready` would otherwise keep the `ContainersNotReady` reason
-/// and message the API server holds from when it was False. (kubelet's
-/// two-way patch between the old and the new status deletes them the same
-/// way.)
+/// A merge patch only adds and replaces keys; what the new status no longer
+/// has must be deleted with `null`, as kubelet's two-way patch between the
+/// old and the new status does. With no old status kept (see the module
+/// docs), the keys that can disappear are named:
+/// - a condition without a reason or message: merged by type, a True
+///   `Ready` would otherwise keep the `ContainersNotReady` reason and
+///   message the API server holds from when it was False;
+/// - the pod-level `resources`: its CPU and memory limits and requests
+///   come from the spec while the pod starts and from the pod cgroup once
+///   it runs, and a limit the cgroup does not have must not stay behind;
+///   no `resources` at all deletes the field.
 ///
 /// Written by hand around `serde_json::to_vec` (the serializer the rest of
 /// picolet uses) rather than through `serde_json::Value`, which would add a
@@ -48,51 +55,106 @@ pub fn status_patch(uid: &str, status: &PodStatus) -> Vec<u8> {
     let json = |v: &str| serde_json::to_vec(v).expect("a string always serializes");
     let mut out = b"{\"metadata\":{\"uid\":".to_vec();
     out.extend(json(uid));
-    out.extend_from_slice(b"},\"status\":");
-    match status.conditions.as_deref() {
-        Some(conds) if !conds.is_empty() => {
-            let rest = PodStatus {
-                conditions: None,
-                ..status.clone()
-            };
-            let body = serde_json::to_vec(&rest).expect("a PodStatus always serializes");
-            out.extend_from_slice(b"{\"$setElementOrder/conditions\":[");
-            for (i, c) in conds.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                out.extend_from_slice(b"{\"type\":");
-                out.extend(json(&c.type_));
-                out.push(b'}');
-            }
-            out.extend_from_slice(b"],\"conditions\":[");
-            for (i, c) in conds.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                // `type` and `status` are always there: never `{}`.
-                let c_body = serde_json::to_vec(c).expect("a PodCondition always serializes");
-                out.push(b'{');
-                if c.reason.is_none() {
-                    out.extend_from_slice(b"\"reason\":null,");
-                }
-                if c.message.is_none() {
-                    out.extend_from_slice(b"\"message\":null,");
-                }
-                out.extend_from_slice(&c_body[1..]);
-            }
-            out.push(b']');
-            if body.as_slice() != b"{}" {
-                out.push(b',');
-                out.extend_from_slice(&body[1..]);
-            } else {
-                out.push(b'}');
-            }
+    out.extend_from_slice(b"},\"status\":{");
+    let rest = PodStatus {
+        conditions: None,
+        resources: None,
+        ..status.clone()
+    };
+    let body = serde_json::to_vec(&rest).expect("a PodStatus always serializes");
+    let mut first = true;
+    let mut field = |out: &mut Vec<u8>| {
+        if !std::mem::take(&mut first) {
+            out.push(b',');
         }
-        _ => out.extend(serde_json::to_vec(status).expect("a PodStatus always serializes")),
+    };
+    if let Some(conds) = status.conditions.as_deref().filter(|c| !c.is_empty()) {
+        field(&mut out);
+        out.extend_from_slice(b"\"$setElementOrder/conditions\":[");
+        for (i, c) in conds.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"type\":");
+            out.extend(json(&c.type_));
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"],\"conditions\":[");
+        for (i, c) in conds.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            // `type` and `status` are always there: never `{}`.
+            let c_body = serde_json::to_vec(c).expect("a PodCondition always serializes");
+            out.push(b'{');
+            if c.reason.is_none() {
+                out.extend_from_slice(b"\"reason\":null,");
+            }
+            if c.message.is_none() {
+                out.extend_from_slice(b"\"message\":null,");
+            }
+            out.extend_from_slice(&c_body[1..]);
+        }
+        out.push(b']');
+    }
+    field(&mut out);
+    out.extend_from_slice(b"\"resources\":");
+    match &status.resources {
+        None => out.extend_from_slice(b"null"),
+        Some(r) => {
+            out.extend_from_slice(b"{\"limits\":");
+            resource_list_patch(&mut out, r.limits.as_ref());
+            out.extend_from_slice(b",\"requests\":");
+            resource_list_patch(&mut out, r.requests.as_ref());
+            out.push(b'}');
+        }
+    }
+    if body.as_slice() != b"{}" {
+        out.push(b',');
+        out.extend_from_slice(&body[1..]);
+    } else {
+        out.push(b'}');
     }
     out.push(b'}');
     out
+}
+
+/// The pod-level resource names whose values can come and go between two
+/// statuses of one pod (spec totals, then the pod cgroup's).
+const POD_RESOURCE_NAMES: [&str; 2] = ["cpu", "memory"];
+
+/// A resource list as a merge patch: its entries, and `null` for each of
+/// [`POD_RESOURCE_NAMES`] it lacks.
+fn resource_list_patch(
+    out: &mut Vec<u8>,
+    list: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >,
+) {
+    let json = |v: &str| serde_json::to_vec(v).expect("a string always serializes");
+    out.push(b'{');
+    let mut first = true;
+    let mut key = |out: &mut Vec<u8>, k: &str| {
+        if !std::mem::take(&mut first) {
+            out.push(b',');
+        }
+        out.extend(json(k));
+        out.push(b':');
+    };
+    for name in POD_RESOURCE_NAMES {
+        if list.is_none_or(|l| !l.contains_key(name)) {
+            key(out, name);
+            out.extend_from_slice(b"null");
+        }
+    }
+    for (name, q) in list.into_iter().flatten() {
+        key(out, name);
+        out.extend(json(&q.0));
+    }
+    out.push(b'}');
 }
 
 /// The body of the final `DELETE .../pods/<name>` once the pod's
@@ -283,7 +345,8 @@ impl StatusQueue {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::PodCondition;
+    use k8s_openapi::api::core::v1::{PodCondition, ResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use serde_json::json;
 
     use super::*;
@@ -441,6 +504,32 @@ mod tests {
     }
 
     #[test]
+    fn a_pod_resource_the_new_status_lacks_is_deleted_by_the_patch() {
+        let q = |v: &str| Quantity(v.into());
+        let mut s = status("Running");
+        s.resources = Some(ResourceRequirements {
+            limits: Some([("memory".to_string(), q("128Mi"))].into()),
+            requests: Some(
+                [
+                    ("cpu".to_string(), q("79m")),
+                    ("ephemeral-storage".to_string(), q("1Gi")),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        });
+        let v: serde_json::Value = serde_json::from_slice(&status_patch("u1", &s)).unwrap();
+        assert_eq!(
+            v["status"]["resources"],
+            json!({
+                "limits": {"cpu": null, "memory": "128Mi"},
+                "requests": {"cpu": "79m", "memory": null, "ephemeral-storage": "1Gi"},
+            })
+        );
+        assert_eq!(v["status"]["phase"], "Running");
+    }
+
+    #[test]
     fn the_patch_carries_the_uid_precondition_and_the_condition_order() {
         let mut s = status("Running");
         s.conditions = Some(vec![
@@ -466,7 +555,7 @@ mod tests {
             serde_json::from_slice(&status_patch("u\"2", &status("Pending"))).unwrap();
         assert_eq!(
             v,
-            json!({"metadata": {"uid": "u\"2"}, "status": {"phase": "Pending"}})
+            json!({"metadata": {"uid": "u\"2"}, "status": {"resources": null, "phase": "Pending"}})
         );
         let s = PodStatus {
             conditions: Some(vec![PodCondition {
@@ -482,7 +571,9 @@ mod tests {
             json!([{"type": "Ready"}])
         );
         assert_eq!(v["status"]["conditions"][0]["status"], "False");
-        assert_eq!(v["status"].as_object().unwrap().len(), 2, "{v}");
+        // The order, the conditions, and no `resources` (deleted).
+        assert_eq!(v["status"].as_object().unwrap().len(), 3, "{v}");
+        assert_eq!(v["status"]["resources"], serde_json::Value::Null);
         let d: serde_json::Value = serde_json::from_slice(&final_delete_options("u1")).unwrap();
         assert_eq!(d["gracePeriodSeconds"], 0);
         assert_eq!(d["preconditions"]["uid"], "u1");
