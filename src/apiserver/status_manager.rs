@@ -125,15 +125,7 @@ const POD_RESOURCE_NAMES: [&str; 2] = ["cpu", "memory"];
 
 /// A resource list as a merge patch: its entries, and `null` for each of
 /// [`POD_RESOURCE_NAMES`] it lacks.
-fn resource_list_patch(
-    out: &mut Vec<u8>,
-    list: Option<
-        &std::collections::BTreeMap<
-            String,
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
-        >,
-    >,
-) {
+fn resource_list_patch(out: &mut Vec<u8>, list: Option<&BTreeMap<String, Quantity>>) {
     let json = |v: &str| serde_json::to_vec(v).expect("a string always serializes");
     out.push(b'{');
     let mut first = true;
