@@ -58,12 +58,8 @@ release_lane() {
 # in `make test-full`: each target's test build is a whole debug build of
 # the dependency graph (about 200 CPU-seconds), which CI's 40 minutes on 2
 # cores do not hold.
-# Dependencies unoptimised there (the host's dev profile builds them at
-# opt-level 1): the armv7 test build took 141 CPU-seconds, and its 993
-# unit tests still ran in 16 s under qemu-user.
 cross_lane() {
     CARGO_TARGET_DIR="$target/lane-cross" CARGO_PROFILE_DEV_DEBUG=0 \
-        CROSS_TEST_DEPS_OPT_LEVEL=0 \
         stage test-cross "${make[@]}" test-cross CROSS_TARGETS="${CI_CROSS_TEST_TARGETS:-armv7-unknown-linux-gnueabihf}"
 }
 
