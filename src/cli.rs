@@ -1030,6 +1030,32 @@ mod tests {
     }
 
     #[test]
+    fn every_flag_a_command_declares_is_in_that_commands_help() {
+        for (command, table) in [
+            ("run", RUN_FLAGS),
+            ("check", CHECK_FLAGS),
+            ("get", GET_FLAGS),
+            ("logs", LOGS_FLAGS),
+            ("describe", describe::FLAGS),
+            ("exec", exec::FLAGS),
+        ] {
+            let mut help = command_usage(command);
+            if command == "check" {
+                // check's help names run's flags as `[flags...]`.
+                help.push_str(&command_usage("run"));
+            }
+            for spec in table {
+                let long = format!("--{}", spec.long);
+                let short = spec.short.map(|c| format!("-{c}"));
+                assert!(
+                    help.contains(&long) || short.is_some_and(|s| help.contains(&s)),
+                    "{command}: {long} is not in its help"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn non_utf8_values_are_rejected_naming_the_flag() {
         use std::os::unix::ffi::OsStringExt;
         let bad = OsString::from_vec(vec![b'/', 0xff]);

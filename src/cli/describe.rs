@@ -23,7 +23,7 @@ pub struct DescribeArgs {
 }
 
 /// The flags of `describe`.
-const FLAGS: &[Spec] = &[
+pub(super) const FLAGS: &[Spec] = &[
     Spec::long("admin-socket", Takes::Value),
     Spec::both("namespace", 'n', Takes::Value),
     Spec::both("output", 'o', Takes::Value),

@@ -66,7 +66,7 @@ impl ExecArgs {
 }
 
 /// The flags of `exec` (kubectl's).
-const FLAGS: &[Spec] = &[
+pub(super) const FLAGS: &[Spec] = &[
     Spec::long("admin-socket", Takes::Value),
     Spec::both("namespace", 'n', Takes::Value),
     Spec::both("container", 'c', Takes::Value),
