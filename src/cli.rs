@@ -25,9 +25,12 @@
 //! the same rules as the config file, so a bad value gets the same message
 //! whichever way it was given. Which flags exist, how each takes its value
 //! and what the help says about it come from the one table
-//! [`crate::config::FLAGS`]. This module decides only how flags are spelled
-//! (`--flag=value`, `--flag value`, bare booleans, `-v`) and which command
-//! was asked for.
+//! [`crate::config::FLAGS`]. How flags are spelled (`--flag=value`,
+//! `--flag value`, bare booleans, `-v`), `-h`/`--help`, and the wording of
+//! an unknown flag or a missing value are the one parser's, `cli/flags.rs`; each
+//! command here (and in `describe`, `exec`) declares its table of flags to
+//! it. This module decides what each value means and which command was
+//! asked for.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -40,6 +43,8 @@ pub mod describe;
 pub use describe::DescribeArgs;
 mod exec;
 pub use exec::{ExecArgs, RawMode};
+mod flags;
+use flags::{Arg, FlagParser, Given, Spec, Takes};
 mod help;
 pub use help::{command_usage, usage, COMMANDS};
 
@@ -285,77 +290,93 @@ fn parse_help(mut parser: lexopt::Parser) -> Result<Command, CliError> {
     }
 }
 
+/// `run`'s own flags; every other long flag is a kubelet flag of
+/// [`config::FLAGS`].
+const RUN_FLAGS: &[Spec] = &[
+    Spec::long("config", Takes::Value),
+    Spec::both("v", 'v', Takes::Value),
+];
+
+/// `check`'s: `run`'s and `-o`.
+const CHECK_FLAGS: &[Spec] = &[
+    Spec::both("output", 'o', Takes::Value),
+    Spec::long("config", Takes::Value),
+    Spec::both("v", 'v', Takes::Value),
+];
+
+/// How the kubelet flag `name` takes its value, if there is one.
+fn kubelet_flag(name: &str) -> Option<Takes> {
+    Flag::named(name).map(|f| {
+        if f.kind.needs_value() {
+            Takes::Value
+        } else {
+            Takes::ValueOrTrue
+        }
+    })
+}
+
 /// `run`'s flags; `command` is `run` or `check` (whose help `-h` asks).
-fn parse_run(mut parser: lexopt::Parser, command: &'static str) -> Result<Command, CliError> {
+fn parse_run(parser: lexopt::Parser, command: &'static str) -> Result<Command, CliError> {
+    let table = if command == "check" {
+        CHECK_FLAGS
+    } else {
+        RUN_FLAGS
+    };
+    // An unknown flag is reported for `run`, whose flags `check` takes.
+    let mut parser = FlagParser::new(parser, "run", table).with_extra(kubelet_flag);
     let mut args = RunArgs::default();
     while let Some(arg) = parser.next()? {
-        match arg {
-            Short('h') | Long("help") => return Ok(Command::Help(Some(command))),
-            Short('o') | Long("output") if command == "check" => {
-                let flag = if matches!(arg, Short(_)) {
-                    "-o"
-                } else {
-                    "--output"
-                };
-                let value = take_value(&mut parser, flag)?;
-                args.output = output_format(flag, value, false)?;
-            }
-            Long("config") => {
-                let value = take_value(&mut parser, "--config")?;
+        let Given {
+            name,
+            spelled,
+            value,
+        } = match arg {
+            Arg::Help => return Ok(Command::Help(Some(command))),
+            Arg::Value(v) => return Err(unexpected(v)),
+            Arg::Flag(given) => given,
+        };
+        match name.as_str() {
+            "output" => args.output = output_format(&spelled, value, false)?,
+            "config" => {
                 if value.is_empty() {
                     return Err(CliError::InvalidValue {
-                        flag: "--config".to_string(),
+                        flag: spelled,
                         value,
                         reason: "expected a file path",
                     });
                 }
                 args.config = Some(PathBuf::from(value));
             }
-            Short('v') | Long("v") => {
-                let flag = if matches!(arg, Short(_)) { "-v" } else { "--v" };
-                let value = take_value(&mut parser, flag)?;
+            "v" => {
                 let level = value
                     .parse::<u8>()
                     .ok()
                     .filter(|v| *v <= config::MAX_VERBOSITY)
                     .ok_or(CliError::InvalidValue {
-                        flag: flag.to_string(),
+                        flag: spelled,
                         value,
                         reason: "expected a log level between 0 and 10",
                     })?;
                 args.flags.set("v", level.to_string());
             }
-            Long(name) => {
-                let name = name.to_string();
-                let flag = format!("--{name}");
-                let value = match Flag::named(&name).map(|f| f.kind.needs_value()) {
-                    Some(false) => match parser.optional_value() {
-                        Some(v) => v.into_string().map_err(|_| CliError::NotUnicode { flag })?,
-                        None => "true".to_string(),
-                    },
-                    Some(true) => take_value(&mut parser, &flag)?,
-                    None => {
-                        return Err(CliError::UnknownFlag {
-                            command: "run",
-                            flag,
-                        })
-                    }
-                };
+            _ => {
                 args.flags.set(&name, value);
             }
-            Short(c) => {
-                return Err(CliError::UnknownFlag {
-                    command: "run",
-                    flag: format!("-{c}"),
-                })
-            }
-            Value(v) => return Err(unexpected(v)),
         }
     }
     Ok(Command::Run(args))
 }
 
-fn parse_get(mut parser: lexopt::Parser, admin_socket: PathBuf) -> Result<Command, CliError> {
+/// The flags of `get`.
+const GET_FLAGS: &[Spec] = &[
+    Spec::long("admin-socket", Takes::Value),
+    Spec::both("output", 'o', Takes::Value),
+    Spec::both("namespace", 'n', Takes::Value),
+    Spec::both("all-namespaces", 'A', Takes::Nothing),
+];
+
+fn parse_get(parser: lexopt::Parser, admin_socket: PathBuf) -> Result<Command, CliError> {
+    let mut parser = FlagParser::new(parser, "get", GET_FLAGS);
     let mut args = GetArgs {
         admin_socket,
         output: OutputFormat::Table,
@@ -363,53 +384,30 @@ fn parse_get(mut parser: lexopt::Parser, admin_socket: PathBuf) -> Result<Comman
         all_namespaces: false,
         name: None,
     };
-    let (admin_socket, output) = (&mut args.admin_socket, &mut args.output);
     let mut resource: Option<String> = None;
     while let Some(arg) = parser.next()? {
         match arg {
-            Short('h') | Long("help") => return Ok(Command::Help(Some("get"))),
-            Long("admin-socket") => {
-                let value = take_value(&mut parser, "--admin-socket")?;
-                if value.is_empty() {
-                    return Err(CliError::InvalidValue {
-                        flag: "--admin-socket".to_string(),
-                        value,
-                        reason: "expected a socket path",
-                    });
+            Arg::Help => return Ok(Command::Help(Some("get"))),
+            Arg::Flag(Given {
+                name,
+                spelled,
+                value,
+            }) => match name.as_str() {
+                "admin-socket" => {
+                    if value.is_empty() {
+                        return Err(CliError::InvalidValue {
+                            flag: spelled,
+                            value,
+                            reason: "expected a socket path",
+                        });
+                    }
+                    args.admin_socket = PathBuf::from(value);
                 }
-                *admin_socket = PathBuf::from(value);
-            }
-            Short('o') | Long("output") => {
-                let flag = if matches!(arg, Short(_)) {
-                    "-o"
-                } else {
-                    "--output"
-                };
-                let value = take_value(&mut parser, flag)?;
-                *output = output_format(flag, value, true)?;
-            }
-            Short('n') | Long("namespace") => {
-                let flag = if matches!(arg, Short(_)) {
-                    "-n"
-                } else {
-                    "--namespace"
-                };
-                args.namespace = take_value(&mut parser, flag)?;
-            }
-            Short('A') | Long("all-namespaces") => args.all_namespaces = true,
-            Long(name) => {
-                return Err(CliError::UnknownFlag {
-                    command: "get",
-                    flag: format!("--{name}"),
-                })
-            }
-            Short(c) => {
-                return Err(CliError::UnknownFlag {
-                    command: "get",
-                    flag: format!("-{c}"),
-                })
-            }
-            Value(v) if resource.is_none() => {
+                "output" => args.output = output_format(&spelled, value, true)?,
+                "namespace" => args.namespace = value,
+                _ => args.all_namespaces = true,
+            },
+            Arg::Value(v) if resource.is_none() => {
                 let v = v.to_string_lossy().into_owned();
                 // kubectl's `pod/NAME` form.
                 match v.split_once('/') {
@@ -420,8 +418,10 @@ fn parse_get(mut parser: lexopt::Parser, admin_socket: PathBuf) -> Result<Comman
                     None => resource = Some(v),
                 }
             }
-            Value(v) if args.name.is_none() => args.name = Some(v.to_string_lossy().into_owned()),
-            Value(v) => return Err(unexpected(v)),
+            Arg::Value(v) if args.name.is_none() => {
+                args.name = Some(v.to_string_lossy().into_owned())
+            }
+            Arg::Value(v) => return Err(unexpected(v)),
         }
     }
     match resource.as_deref() {
@@ -435,7 +435,20 @@ fn parse_get(mut parser: lexopt::Parser, admin_socket: PathBuf) -> Result<Comman
     }
 }
 
-fn parse_logs(mut parser: lexopt::Parser, admin_socket: PathBuf) -> Result<Command, CliError> {
+/// The flags of `logs` (kubectl's).
+const LOGS_FLAGS: &[Spec] = &[
+    Spec::long("admin-socket", Takes::Value),
+    Spec::both("namespace", 'n', Takes::Value),
+    Spec::both("container", 'c', Takes::Value),
+    Spec::both("follow", 'f', Takes::Nothing),
+    Spec::both("previous", 'p', Takes::Nothing),
+    Spec::long("timestamps", Takes::Nothing),
+    Spec::long("tail", Takes::Value),
+    Spec::long("limit-bytes", Takes::Value),
+];
+
+fn parse_logs(parser: lexopt::Parser, admin_socket: PathBuf) -> Result<Command, CliError> {
+    let mut parser = FlagParser::new(parser, "logs", LOGS_FLAGS);
     let mut args = LogsArgs {
         admin_socket,
         namespace: "default".into(),
@@ -455,50 +468,37 @@ fn parse_logs(mut parser: lexopt::Parser, admin_socket: PathBuf) -> Result<Comma
         })
     };
     while let Some(arg) = parser.next()? {
-        let spelled = match &arg {
-            Short(c) => format!("-{c}"),
-            Long(name) => format!("--{name}"),
-            Value(_) => String::new(),
-        };
         match arg {
-            Short('h') | Long("help") => return Ok(Command::Help(Some("logs"))),
-            Long("admin-socket") => {
-                args.admin_socket = PathBuf::from(take_value(&mut parser, &spelled)?)
-            }
-            Short('n') | Long("namespace") => args.namespace = take_value(&mut parser, &spelled)?,
-            Short('c') | Long("container") => {
-                args.container = Some(take_value(&mut parser, &spelled)?)
-            }
-            Short('f') | Long("follow") => args.follow = true,
-            Short('p') | Long("previous") => args.previous = true,
-            Long("timestamps") => args.timestamps = true,
-            Long("tail") => {
-                let n = number(&spelled, take_value(&mut parser, &spelled)?)?;
-                args.tail = u64::try_from(n).ok();
-            }
-            Long("limit-bytes") => {
-                let value = take_value(&mut parser, &spelled)?;
-                let n = number(&spelled, value.clone())?;
-                args.limit_bytes = Some(u64::try_from(n).ok().filter(|n| *n > 0).ok_or(
-                    CliError::InvalidValue {
-                        flag: spelled,
-                        value,
-                        reason: "must be greater than 0",
-                    },
-                )?);
-            }
-            Short(_) | Long(_) => {
-                return Err(CliError::UnknownFlag {
-                    command: "logs",
-                    flag: spelled,
-                })
-            }
-            Value(v) if args.pod.is_empty() => args.pod = v.to_string_lossy().into_owned(),
-            Value(v) if args.container.is_none() => {
+            Arg::Help => return Ok(Command::Help(Some("logs"))),
+            Arg::Flag(Given {
+                name,
+                spelled,
+                value,
+            }) => match name.as_str() {
+                "admin-socket" => args.admin_socket = PathBuf::from(value),
+                "namespace" => args.namespace = value,
+                "container" => args.container = Some(value),
+                "follow" => args.follow = true,
+                "previous" => args.previous = true,
+                "timestamps" => args.timestamps = true,
+                "tail" => args.tail = u64::try_from(number(&spelled, value)?).ok(),
+                _ => {
+                    let n = number(&spelled, value.clone())?;
+                    args.limit_bytes = Some(u64::try_from(n).ok().filter(|n| *n > 0).ok_or(
+                        CliError::InvalidValue {
+                            flag: spelled,
+                            value,
+                            reason: "must be greater than 0",
+                        },
+                    )?);
+                }
+            },
+            Arg::Value(v) if args.pod.is_empty() => args.pod = v.to_string_lossy().into_owned(),
+            Arg::Value(v) if args.container.is_none() => {
                 // kubectl's `logs POD CONTAINER`.
                 args.container = Some(v.to_string_lossy().into_owned())
             }
-            Value(v) => return Err(unexpected(v)),
+            Arg::Value(v) => return Err(unexpected(v)),
         }
     }
     if args.pod.is_empty() {
@@ -521,39 +521,6 @@ fn no_more_args(
             Long(name) => format!("--{name}"),
             Value(_) => unreachable!("handled above"),
         })),
-    }
-}
-
-/// The value of `flag`: attached (`--flag=v`, `-vV`) or the next argument. A
-/// following `--other-flag` is not taken as the value: `--max-pods
-/// --cgroup-root /` is a missing value, not `max-pods = "--cgroup-root"`.
-fn take_value(parser: &mut lexopt::Parser, flag: &str) -> Result<String, CliError> {
-    if let Some(v) = parser.optional_value() {
-        return v.into_string().map_err(|_| CliError::NotUnicode {
-            flag: flag.to_string(),
-        });
-    }
-    let next_is_flag = parser
-        .try_raw_args()
-        .and_then(|raw| {
-            raw.peek()
-                .and_then(|next| next.to_str())
-                .map(|next| next.starts_with("--"))
-        })
-        .unwrap_or(false);
-    if next_is_flag {
-        return Err(CliError::MissingValue {
-            flag: flag.to_string(),
-        });
-    }
-    match parser.value() {
-        Ok(v) => v.into_string().map_err(|_| CliError::NotUnicode {
-            flag: flag.to_string(),
-        }),
-        Err(lexopt::Error::MissingValue { .. }) => Err(CliError::MissingValue {
-            flag: flag.to_string(),
-        }),
-        Err(e) => Err(e.into()),
     }
 }
 
@@ -1060,6 +1027,32 @@ mod tests {
             config::resolve(None, &r.flags).unwrap_err().to_string(),
             r#"flag --max-pods: expected a positive integer, got "lots""#
         );
+    }
+
+    #[test]
+    fn every_flag_a_command_declares_is_in_that_commands_help() {
+        for (command, table) in [
+            ("run", RUN_FLAGS),
+            ("check", CHECK_FLAGS),
+            ("get", GET_FLAGS),
+            ("logs", LOGS_FLAGS),
+            ("describe", describe::FLAGS),
+            ("exec", exec::FLAGS),
+        ] {
+            let mut help = command_usage(command);
+            if command == "check" {
+                // check's help names run's flags as `[flags...]`.
+                help.push_str(&command_usage("run"));
+            }
+            for spec in table {
+                let long = format!("--{}", spec.long);
+                let short = spec.short.map(|c| format!("-{c}"));
+                assert!(
+                    help.contains(&long) || short.is_some_and(|s| help.contains(&s)),
+                    "{command}: {long} is not in its help"
+                );
+            }
+        }
     }
 
     #[test]

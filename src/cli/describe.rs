@@ -5,9 +5,8 @@
 
 use std::path::PathBuf;
 
-use lexopt::prelude::*;
-
-use super::{take_value, unexpected, CliError, Command, OutputFormat};
+use super::flags::{Arg, FlagParser, Spec, Takes};
+use super::{unexpected, CliError, Command, OutputFormat};
 
 /// Arguments of `picolet describe pod`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,10 +22,15 @@ pub struct DescribeArgs {
     pub output: OutputFormat,
 }
 
-pub(super) fn parse(
-    mut parser: lexopt::Parser,
-    admin_socket: PathBuf,
-) -> Result<Command, CliError> {
+/// The flags of `describe`.
+pub(super) const FLAGS: &[Spec] = &[
+    Spec::long("admin-socket", Takes::Value),
+    Spec::both("namespace", 'n', Takes::Value),
+    Spec::both("output", 'o', Takes::Value),
+];
+
+pub(super) fn parse(parser: lexopt::Parser, admin_socket: PathBuf) -> Result<Command, CliError> {
+    let mut parser = FlagParser::new(parser, "describe", FLAGS);
     let mut args = DescribeArgs {
         admin_socket,
         namespace: "default".into(),
@@ -35,28 +39,14 @@ pub(super) fn parse(
     };
     let mut resource: Option<String> = None;
     while let Some(arg) = parser.next()? {
-        let spelled = match &arg {
-            Short(c) => format!("-{c}"),
-            Long(l) => format!("--{l}"),
-            Value(_) => String::new(),
-        };
         match arg {
-            Short('h') | Long("help") => return Ok(Command::Help(Some("describe"))),
-            Long("admin-socket") => {
-                args.admin_socket = PathBuf::from(take_value(&mut parser, &spelled)?)
-            }
-            Short('n') | Long("namespace") => args.namespace = take_value(&mut parser, &spelled)?,
-            Short('o') | Long("output") => {
-                let value = take_value(&mut parser, &spelled)?;
-                args.output = super::output_format(&spelled, value, false)?;
-            }
-            Short(_) | Long(_) => {
-                return Err(CliError::UnknownFlag {
-                    command: "describe",
-                    flag: spelled,
-                })
-            }
-            Value(v) if resource.is_none() => {
+            Arg::Help => return Ok(Command::Help(Some("describe"))),
+            Arg::Flag(given) => match given.name.as_str() {
+                "admin-socket" => args.admin_socket = PathBuf::from(given.value),
+                "namespace" => args.namespace = given.value,
+                _ => args.output = super::output_format(&given.spelled, given.value, false)?,
+            },
+            Arg::Value(v) if resource.is_none() => {
                 let v = v.to_string_lossy().into_owned();
                 // kubectl's `pod/NAME` form.
                 match v.split_once('/') {
@@ -67,8 +57,8 @@ pub(super) fn parse(
                     None => resource = Some(v),
                 }
             }
-            Value(v) if args.pod.is_empty() => args.pod = v.to_string_lossy().into_owned(),
-            Value(v) => return Err(unexpected(v)),
+            Arg::Value(v) if args.pod.is_empty() => args.pod = v.to_string_lossy().into_owned(),
+            Arg::Value(v) => return Err(unexpected(v)),
         }
     }
     match resource.as_deref() {

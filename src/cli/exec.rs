@@ -6,9 +6,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use lexopt::prelude::*;
-
-use super::{take_value, CliError, Command};
+use super::flags::{Arg, FlagParser, Spec, Takes};
+use super::{CliError, Command};
 
 /// Arguments of `picolet exec`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,11 +65,18 @@ impl ExecArgs {
     }
 }
 
+/// The flags of `exec` (kubectl's).
+pub(super) const FLAGS: &[Spec] = &[
+    Spec::long("admin-socket", Takes::Value),
+    Spec::both("namespace", 'n', Takes::Value),
+    Spec::both("container", 'c', Takes::Value),
+    Spec::both("stdin", 'i', Takes::Nothing),
+    Spec::both("tty", 't', Takes::Nothing),
+];
+
 /// Parses `exec`'s arguments (after the word `exec`).
-pub(super) fn parse(
-    mut parser: lexopt::Parser,
-    admin_socket: PathBuf,
-) -> Result<Command, CliError> {
+pub(super) fn parse(parser: lexopt::Parser, admin_socket: PathBuf) -> Result<Command, CliError> {
+    let mut parser = FlagParser::new(parser, "exec", FLAGS);
     let mut args = ExecArgs {
         admin_socket,
         namespace: "default".into(),
@@ -81,32 +87,19 @@ pub(super) fn parse(
         command: Vec::new(),
     };
     while let Some(arg) = parser.next()? {
-        let spelled = match &arg {
-            Short(c) => format!("-{c}"),
-            Long(name) => format!("--{name}"),
-            Value(_) => String::new(),
-        };
         match arg {
-            Short('h') | Long("help") => return Ok(Command::Help(Some("exec"))),
-            Long("admin-socket") => {
-                args.admin_socket = PathBuf::from(take_value(&mut parser, &spelled)?)
-            }
-            Short('n') | Long("namespace") => args.namespace = take_value(&mut parser, &spelled)?,
-            Short('c') | Long("container") => {
-                args.container = Some(take_value(&mut parser, &spelled)?)
-            }
-            Short('i') | Long("stdin") => args.stdin = true,
-            Short('t') | Long("tty") => args.tty = true,
-            Short(_) | Long(_) => {
-                return Err(CliError::UnknownFlag {
-                    command: "exec",
-                    flag: spelled,
-                })
-            }
-            Value(v) if args.pod.is_empty() => args.pod = string(v)?,
-            Value(v) => {
+            Arg::Help => return Ok(Command::Help(Some("exec"))),
+            Arg::Flag(given) => match given.name.as_str() {
+                "admin-socket" => args.admin_socket = PathBuf::from(given.value),
+                "namespace" => args.namespace = given.value,
+                "container" => args.container = Some(given.value),
+                "stdin" => args.stdin = true,
+                _ => args.tty = true,
+            },
+            Arg::Value(v) if args.pod.is_empty() => args.pod = string(v)?,
+            Arg::Value(v) => {
                 args.command.push(string(v)?);
-                for rest in parser.raw_args()? {
+                for rest in parser.rest()? {
                     args.command.push(string(rest)?);
                 }
             }
