@@ -16,6 +16,9 @@
 #   make image-test-powercut BOARD=qemu-x86_64   POWER_CUTS power cuts (kill -9
 #                              of qemu) during pod churn, each boot checked
 #                              offline, then with the link back (tests/power_cuts.rs)
+#   make install [DESTDIR=] [PREFIX=/usr] [BIN=]   the binary, the systemd
+#                              unit, /etc/picolet/config.yaml (if absent) and
+#                              picolet's directories (cross/install.sh)
 #   make clean-board-images    remove out/ (images and the package cache);
 #                              also a prerequisite of `clean-images`
 
@@ -28,10 +31,17 @@ BOARD ?= qemu-x86_64
 # Seconds per boot in image-test.
 IMAGE_TEST_TIMEOUT ?= 300
 
-.PHONY: cross-deps cross test-cross image image-test image-test-eviction image-test-powercut clean-images clean-board-images
+.PHONY: install cross-deps cross test-cross image image-test image-test-eviction image-test-powercut clean-images clean-board-images
 
 cross-deps:
 	bash $(CROSS_DIR)/deps.sh
+
+# BIN: the binary to install (default target/release/picolet: `make build`).
+PREFIX ?= /usr
+DESTDIR ?=
+BIN ?= target/release/picolet
+install:
+	BIN='$(BIN)' DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' bash $(CROSS_DIR)/install.sh
 
 cross: cross-deps
 	bash $(CROSS_DIR)/build.sh $(CROSS_TARGETS)
