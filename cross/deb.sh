@@ -11,7 +11,12 @@
 # (a chroot or an image build has no systemd; deb-systemd-helper's job,
 # without needing it). The package lands in target/deb/.
 #
-# Usage: cross/deb.sh ARCH        Env: BIN (default: make cross's binary)
+# lintian (if installed) is left with what is meant, overridden in the
+# package: systemctl called directly (not deb-systemd-helper), the 0700 state
+# directory, and the static binary read as a library or as embedding libyaml.
+#
+# Usage: cross/deb.sh ARCH        Env: BIN (default: make cross's binary),
+#                                      DEB_MAINTAINER ("Name <mail>")
 set -euo pipefail
 
 here=$(dirname "${BASH_SOURCE[0]}")
@@ -30,6 +35,7 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/Cargo.toml" | head -1)
 # The glibc targets need the C library; the musl ones are static.
 case $triple in *-gnu*) depends="libc6" ;; *) depends="" ;; esac
 
+maintainer=${DEB_MAINTAINER:-picolet developers <picolet@example.org>}
 out=${CARGO_TARGET_DIR:-$REPO/target}/deb
 stage=$out/picolet_${version}_$arch
 rm -rf "$stage"
@@ -42,7 +48,7 @@ installed_size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
     echo "Package: picolet"
     echo "Version: $version"
     echo "Architecture: $arch"
-    echo "Maintainer: picolet developers <picolet@localhost>"
+    echo "Maintainer: $maintainer"
     echo "Installed-Size: $installed_size"
     [[ -n $depends ]] && echo "Depends: $depends"
     echo "Recommends: containerd | cri-o, runc | crun, containernetworking-plugins"
@@ -105,9 +111,33 @@ exit 0
 SH
 chmod 0755 "$stage/DEBIAN/postinst" "$stage/DEBIAN/prerm" "$stage/DEBIAN/postrm"
 {
-    echo "picolet $version"
-    echo "See README.md in picolet's source: Install on a board."
+    echo "picolet ($version) unstable; urgency=medium"
+    echo
+    echo "  * Built from picolet's source with make deb (README: Install on a board)."
+    echo
+    echo " -- $maintainer  $(date -R -d "@${SOURCE_DATE_EPOCH:-$(git -C "$REPO" log -1 --format=%ct 2>/dev/null || date +%s)}")"
 } | gzip -9n >"$stage/usr/share/doc/picolet/changelog.gz"
+{
+    echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
+    echo "Upstream-Name: picolet"
+    echo
+    echo "Files: *"
+    echo "Copyright: picolet developers"
+    echo "License: Apache-2.0"
+    echo " On Debian systems, the full text of the Apache License 2.0 is in"
+    echo " /usr/share/common-licenses/Apache-2.0."
+} >"$stage/usr/share/doc/picolet/copyright"
+install -d -m 0755 "$stage/usr/share/lintian/overrides"
+cat >"$stage/usr/share/lintian/overrides/picolet" <<'TXT'
+# The unit is handled without requiring deb-systemd-helper, only when systemd runs.
+picolet: maintainer-script-calls-systemctl *
+# picolet's state (certificates, cached Secrets) is root's alone.
+picolet: non-standard-dir-perm 0700 != 0755 [var/lib/picolet/]
+# A static (musl) or self-contained binary: no shared library, and its YAML
+# decoder is picolet's own.
+picolet: shared-library-lacks-prerequisites [usr/bin/picolet]
+picolet: embedded-library libyaml [usr/bin/picolet]
+TXT
 
 dpkg-deb --root-owner-group --build "$stage" "$out/picolet_${version}_$arch.deb"
 echo "built $out/picolet_${version}_$arch.deb"
