@@ -137,6 +137,7 @@ picolet: non-standard-dir-perm 0700 != 0755 [var/lib/picolet/]
 # decoder is picolet's own.
 picolet: shared-library-lacks-prerequisites [usr/bin/picolet]
 picolet: embedded-library libyaml [usr/bin/picolet]
+picolet: statically-linked-binary [usr/bin/picolet]
 TXT
 
 dpkg-deb --root-owner-group --build "$stage" "$out/picolet_${version}_$arch.deb"
