@@ -16,6 +16,12 @@
 #   make image-test-powercut BOARD=qemu-x86_64   POWER_CUTS power cuts (kill -9
 #                              of qemu) during pod churn, each boot checked
 #                              offline, then with the link back (tests/power_cuts.rs)
+#   make install [DESTDIR=] [PREFIX=/usr] [BIN=]   the binary, the systemd
+#                              unit, /etc/picolet/config.yaml (if absent) and
+#                              picolet's directories (cross/install.sh)
+#   make deb ARCH=arm64        a Debian package of `make cross`'s binary for
+#                              ARCH (arm64 armhf riscv64 amd64) in target/deb/
+#                              (cross/deb.sh)
 #   make clean-board-images    remove out/ (images and the package cache);
 #                              also a prerequisite of `clean-images`
 
@@ -28,10 +34,22 @@ BOARD ?= qemu-x86_64
 # Seconds per boot in image-test.
 IMAGE_TEST_TIMEOUT ?= 300
 
-.PHONY: cross-deps cross test-cross image image-test image-test-eviction image-test-powercut clean-images clean-board-images
+.PHONY: install deb cross-deps cross test-cross image image-test image-test-eviction image-test-powercut clean-images clean-board-images
 
 cross-deps:
 	bash $(CROSS_DIR)/deps.sh
+
+# BIN: the binary to install (default target/release/picolet: `make build`).
+PREFIX ?= /usr
+DESTDIR ?=
+BIN ?= target/release/picolet
+install:
+	BIN='$(BIN)' DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' bash $(CROSS_DIR)/install.sh
+
+# ARCH: Debian's name; the binary is `make cross`'s for it (BIN= overrides).
+ARCH ?= arm64
+deb:
+	$(if $(filter-out target/release/picolet,$(BIN)),BIN='$(BIN)') bash $(CROSS_DIR)/deb.sh $(ARCH)
 
 cross: cross-deps
 	bash $(CROSS_DIR)/build.sh $(CROSS_TARGETS)

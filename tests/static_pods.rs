@@ -654,3 +654,40 @@ fn pods_beyond_max_pods_are_not_admitted() {
                 .map(str::to_string)
                 .as_ref()));
 }
+
+#[test]
+fn picolet_tells_systemd_it_is_ready_and_then_that_it_is_stopping() {
+    let c = Containerd::start();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("notify");
+    let socket = std::os::unix::net::UnixDatagram::bind(&path).expect("bind the notify socket");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .expect("read timeout");
+    let mut p = Picolet::start_with_env(&c, vec![("NOTIFY_SOCKET".into(), path.into())]);
+    // Every datagram received until `until` matches, as text.
+    let mut seen = Vec::new();
+    let mut receive_until = |what: &str, until: &dyn Fn(&str) -> bool| {
+        wait_until(what, LONG, || {
+            let mut buf = [0u8; 512];
+            let n = socket.recv(&mut buf).ok()?;
+            let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+            seen.push(msg.clone());
+            until(&msg).then_some(())
+        })
+    };
+    receive_until("READY=1 on NOTIFY_SOCKET", &|m| {
+        m.lines().any(|l| l == "READY=1") && m.lines().any(|l| l.starts_with("STATUS="))
+    });
+    // Ready means the admin socket answers.
+    assert_eq!(p.get("/pods").0, 200);
+    p.stop();
+    receive_until("STOPPING=1 on NOTIFY_SOCKET", &|m| {
+        m.lines().any(|l| l == "STOPPING=1")
+    });
+    assert!(
+        seen.iter()
+            .any(|m| m.contains("STATUS=waiting for the runtime at unix://")),
+        "a waiting status before READY=1: {seen:?}"
+    );
+}

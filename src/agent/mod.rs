@@ -24,6 +24,7 @@
 //! - `eviction.rs`: node-pressure eviction (kernel stats, the pure
 //!   manager, reclaim, one pod per pass) and the pressure conditions;
 //! - `image_gc.rs`: image GC (thresholds, LRU), run by the eviction task;
+//! - `sd_notify.rs`: systemd's readiness notifications (`Type=notify`);
 //! - `gc.rs`: the GC task ([`crate::gc::collect`], log dirs, cgroups);
 //! - `summary.rs`: `/stats/summary` and `/metrics/resource` (kernel
 //!   stats per node, pod and container; CPU rates between scrapes);
@@ -80,6 +81,7 @@ mod observe;
 mod probes;
 mod recent_events;
 mod running;
+mod sd_notify;
 mod sources;
 mod start;
 mod status;
@@ -420,11 +422,13 @@ impl<R: RuntimeService> Agent<R> {
                 None
             }
         };
+        let waiting_for = format!(
+            "waiting for the runtime at unix://{}",
+            self.cfg.runtime_socket.display()
+        );
+        sd_notify::notify(sd_notify::Notice::Waiting(&waiting_for));
         let waiting = listener.clone().map(|l| {
-            let router = crate::admin::waiting_router(format!(
-                "waiting for the runtime at unix://{}",
-                self.cfg.runtime_socket.display()
-            ));
+            let router = crate::admin::waiting_router(waiting_for.clone());
             let path = socket.clone();
             rt::spawn(async move {
                 if let Err(e) = crate::admin::serve_router(&l, &path, router).await {
@@ -460,10 +464,14 @@ impl<R: RuntimeService> Agent<R> {
                     }
                 }));
             }
+            // Up: the admin socket serves the pods, the runtime answered and
+            // the static pod source is running its first sync.
+            sd_notify::notify(sd_notify::Notice::Ready("running"));
             // The tasks live as long as this future: until `shutdown`.
             std::future::pending::<()>().await
         };
         smol::future::or(work, shutdown).await;
+        sd_notify::notify(sd_notify::Notice::Stopping);
         log::info!("shutting down; pods keep running and are adopted on the next start");
         let _ = std::fs::remove_file(&self.cfg.admin_socket);
     }

@@ -974,3 +974,25 @@ fn a_misspelt_key_suggests_the_known_key_nearest_it() {
         "a kubelet field picolet does not implement is no typo"
     );
 }
+
+#[test]
+fn the_installed_example_config_is_valid_and_has_no_unknown_fields() {
+    // cross/install/config.yaml: what `make install` and the Debian
+    // package put in /etc/picolet/config.yaml.
+    let text = include_str!("../../cross/install/config.yaml");
+    let loaded = from_str(text, Path::new(ORIGIN)).expect("the example config parses");
+    assert!(
+        loaded.unknown_fields.is_empty(),
+        "{:?}",
+        loaded.unknown_fields
+    );
+    let c = loaded.config;
+    assert_eq!(
+        c.static_pod_path,
+        Some(PathBuf::from("/etc/kubernetes/manifests"))
+    );
+    assert_eq!(
+        c.container_runtime_endpoint,
+        "unix:///run/containerd/containerd.sock"
+    );
+}

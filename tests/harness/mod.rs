@@ -311,6 +311,9 @@ pub struct Picolet {
     cgroup_root: String,
     /// Flags after the harness's own (e.g. `--kubeconfig`).
     extra_args: Vec<String>,
+    /// Environment variables set for picolet beyond the inherited ones
+    /// (e.g. `NOTIFY_SOCKET`).
+    extra_env: Vec<(String, std::ffi::OsString)>,
 }
 
 impl Picolet {
@@ -347,6 +350,24 @@ impl Picolet {
         extra_config: &str,
         args: impl FnOnce(&Picolet) -> Vec<String>,
     ) -> Picolet {
+        Picolet::start_full(runtime, name, extra_config, args, Vec::new())
+    }
+
+    /// Like [`Picolet::start`], with `env` added to picolet's environment.
+    pub fn start_with_env(
+        runtime: &ContainerRuntime,
+        env: Vec<(String, std::ffi::OsString)>,
+    ) -> Picolet {
+        Picolet::start_full(runtime, None, "", |_| Vec::new(), env)
+    }
+
+    fn start_full(
+        runtime: &ContainerRuntime,
+        name: Option<&str>,
+        extra_config: &str,
+        args: impl FnOnce(&Picolet) -> Vec<String>,
+        extra_env: Vec<(String, std::ffi::OsString)>,
+    ) -> Picolet {
         let dir = tempfile::Builder::new()
             .prefix("picolet-test.")
             .tempdir()
@@ -363,6 +384,7 @@ impl Picolet {
             hostname,
             cgroup_root,
             extra_args: Vec::new(),
+            extra_env,
         };
         for sub in ["manifests", "logs", "root", "staging"] {
             fs::create_dir_all(p.dir().join(sub)).expect("picolet dirs");
@@ -592,6 +614,7 @@ impl Picolet {
             .arg(self.admin_socket())
             .args(&self.extra_args)
             .env("RUST_BACKTRACE", "1")
+            .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log fd"))
             .stderr(log)
