@@ -11,16 +11,11 @@
 #               other lanes. Then the test images and the integration suite
 #               (tests/suite.sh): every test binary on containerd and on
 #               CRI-O, the runtime-free ones once, several at a time.
-#   release     (background, niced) the release binaries of all four
-#               targets in one cargo run (`make cross`: size, static
-#               linkage and start-up checked), then the qemu-x86_64
-#               firmware image booted twice (`image-test`) and once more
-#               with 256 MiB and cgroup v2 for eviction. The builds come
-#               first: they are CPU-bound and the boots mostly wait, so
-#               the boots overlap the end of the suite instead of the
-#               builds running alone at the end (measured: with the x86_64
-#               build, the boots, then the boards, the boards' build was
-#               the last five minutes of the run, on a half-idle machine).
+#   release     (background, niced) the x86_64 musl release binary, the
+#               qemu-x86_64 firmware image booted twice (`image-test`) and
+#               once more with 256 MiB and cgroup v2 for eviction, then the
+#               release binaries of the boards (`make cross`: size, static
+#               linkage and start-up checked for all four).
 #   The power cuts (`make image-test-powercut`, 3 cuts) are not a stage:
 #   they took 7 min of this lane, the longest, and one cut in five timed out
 #   when the suite beside them loaded the machine; `make test-full` runs 100.
@@ -46,9 +41,10 @@ target="${CARGO_TARGET_DIR:-target}"
 mkdir -p "$target"
 
 release_lane() {
-    stage cross "${make[@]}" cross
+    stage cross-x86_64 "${make[@]}" cross CROSS_TARGETS=x86_64-unknown-linux-musl
     stage image-test "${make[@]}" image-test BOARD=qemu-x86_64
     stage image-test-eviction "${make[@]}" image-test-eviction BOARD=qemu-x86_64
+    stage cross "${make[@]}" cross
 }
 
 # A target dir of its own: `cargo test` holds its build directory's lock
