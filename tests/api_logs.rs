@@ -106,20 +106,13 @@ fn kubectl_logs_follows_across_a_rotation_and_answers_kubelets_options() {
     let c = Containerd::start();
     let ip = host_ip();
     let port = free_port();
-    let config = format!(
-        "address: {ip}\nport: {port}\nhealthzPort: 0\n\
-         containerLogMaxSize: 10Ki\ncontainerLogMaxFiles: 3\n\
-         authentication:\n  x509:\n    clientCAFile: {ca}\n  webhook:\n    enabled: true\n\
-         authorization:\n  mode: Webhook\n",
-        ca = cp.ca_cert().display()
+    let config = cp.node_api_config(
+        ip,
+        port,
+        0,
+        "containerLogMaxSize: 10Ki\ncontainerLogMaxFiles: 3\n",
     );
-    let p = Picolet::start_with_args(&c, &config, |p| {
-        vec![
-            "--kubeconfig".to_string(),
-            cp.node_kubeconfig(p.hostname()).display().to_string(),
-            format!("--node-ip={ip}"),
-        ]
-    });
+    let p = Picolet::start_with_args(&c, &config, |p| cp.join_args(p.hostname(), ip));
     let node = p.hostname().to_string();
     let signal = tempfile::tempdir().unwrap();
     cp.apply(&chatty(&node, signal.path()));

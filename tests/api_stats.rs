@@ -33,19 +33,8 @@ fn stats_summary_and_metrics_resource_parse_through_the_node_proxy() {
     let c = Containerd::start();
     let ip = host_ip();
     let port = free_port();
-    let config = format!(
-        "address: {ip}\nport: {port}\nhealthzPort: 0\n\
-         authentication:\n  x509:\n    clientCAFile: {ca}\n  webhook:\n    enabled: true\n\
-         authorization:\n  mode: Webhook\n",
-        ca = cp.ca_cert().display()
-    );
-    let p = Picolet::start_with_args(&c, &config, |p| {
-        vec![
-            "--kubeconfig".to_string(),
-            cp.node_kubeconfig(p.hostname()).display().to_string(),
-            format!("--node-ip={ip}"),
-        ]
-    });
+    let config = cp.node_api_config(ip, port, 0, "");
+    let p = Picolet::start_with_args(&c, &config, |p| cp.join_args(p.hostname(), ip));
     let node = p.hostname().to_string();
     cp.apply(&format!(
         "apiVersion: v1\nkind: Pod\nmetadata: {{name: busy, namespace: default}}\n\

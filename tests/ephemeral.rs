@@ -47,19 +47,8 @@ fn kubectl_debug_runs_ephemeral_containers_once_in_the_targets_pid_namespace_and
     let c = Containerd::start();
     let ip = host_ip();
     let port = free_port();
-    let config = format!(
-        "address: {ip}\nport: {port}\nhealthzPort: 0\n\
-         authentication:\n  x509:\n    clientCAFile: {ca}\n  webhook:\n    enabled: true\n\
-         authorization:\n  mode: Webhook\n",
-        ca = cp.ca_cert().display()
-    );
-    let p = Picolet::start_with_args(&c, &config, |p| {
-        vec![
-            "--kubeconfig".to_string(),
-            cp.node_kubeconfig(p.hostname()).display().to_string(),
-            format!("--node-ip={ip}"),
-        ]
-    });
+    let config = cp.node_api_config(ip, port, 0, "");
+    let p = Picolet::start_with_args(&c, &config, |p| cp.join_args(p.hostname(), ip));
     let node = p.hostname().to_string();
     cp.apply(&target_pod(&node));
     let pod = || cp.get_json(&["pod", "-n", "default", "debugged"]);

@@ -189,19 +189,11 @@ fn the_node_api_serves_the_api_server_and_refuses_anonymous_and_unauthorized_use
     let ip = host_ip();
     let port = free_port();
     let healthz_port = free_port();
-    let config = format!(
-        "address: {ip}\nport: {port}\nhealthzPort: {healthz_port}\n\
-         authentication:\n  x509:\n    clientCAFile: {ca}\n  webhook:\n    enabled: true\n\
-         authorization:\n  mode: Webhook\n",
-        ca = cp.ca_cert().display()
-    );
+    let config = cp.node_api_config(ip, port, healthz_port, "");
     let p = Picolet::start_with_args(&c, &config, |p| {
-        vec![
-            "--kubeconfig".to_string(),
-            cp.node_kubeconfig(p.hostname()).display().to_string(),
-            format!("--node-ip={ip}"),
-            "--v=4".to_string(),
-        ]
+        let mut args = cp.join_args(p.hostname(), ip);
+        args.push("--v=4".to_string());
+        args
     });
     let node = p.hostname().to_string();
 

@@ -253,19 +253,11 @@ fn kubectl_exec_and_port_forward_reach_a_pod_through_the_node_api() {
     let c = Containerd::start();
     let ip = host_ip();
     let port = free_port();
-    let config = format!(
-        "address: {ip}\nport: {port}\nhealthzPort: 0\n\
-         authentication:\n  x509:\n    clientCAFile: {ca}\n  webhook:\n    enabled: true\n\
-         authorization:\n  mode: Webhook\n",
-        ca = cp.ca_cert().display()
-    );
+    let config = cp.node_api_config(ip, port, 0, "");
     let p = Picolet::start_with_args(&c, &config, |p| {
-        vec![
-            "--kubeconfig".to_string(),
-            cp.node_kubeconfig(p.hostname()).display().to_string(),
-            format!("--node-ip={ip}"),
-            "--v=4".to_string(),
-        ]
+        let mut args = cp.join_args(p.hostname(), ip);
+        args.push("--v=4".to_string());
+        args
     });
     let node = p.hostname().to_string();
     wait_until("the Node with the node API's port", LONG, || {

@@ -135,19 +135,11 @@ fn server_tls_bootstrap_serves_a_certificate_of_the_cluster_ca_once_its_csr_is_a
     let c = Containerd::start();
     let ip = host_ip();
     let port = free_port();
-    let config = format!(
-        "address: {ip}\nport: {port}\nhealthzPort: 0\nserverTLSBootstrap: true\n\
-         authentication:\n  x509:\n    clientCAFile: {ca}\n  webhook:\n    enabled: true\n\
-         authorization:\n  mode: Webhook\n",
-        ca = cp.ca_cert().display()
-    );
+    let config = cp.node_api_config(ip, port, 0, "serverTLSBootstrap: true\n");
     let p = Picolet::start_with_args(&c, &config, |p| {
-        vec![
-            "--kubeconfig".to_string(),
-            cp.node_kubeconfig(p.hostname()).display().to_string(),
-            format!("--node-ip={ip}"),
-            "--v=4".to_string(),
-        ]
+        let mut args = cp.join_args(p.hostname(), ip);
+        args.push("--v=4".to_string());
+        args
     });
     let node = p.hostname().to_string();
     let base = format!("https://{ip}:{port}");

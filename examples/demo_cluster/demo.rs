@@ -169,12 +169,7 @@ impl Demo<'_> {
         // authorized by the API server (SubjectAccessReview).
         let ip = host_ip();
         let port = free_port();
-        let config = format!(
-            "address: {ip}\nport: {port}\nhealthzPort: 0\n\
-             authentication:\n  x509:\n    clientCAFile: {ca}\n  webhook:\n    enabled: true\n\
-             authorization:\n  mode: Webhook\n",
-            ca = cp.ca_cert().display()
-        );
+        let config = cp.node_api_config(ip, port, 0, "");
         say(&format!(
             "joining picolet as node {NODE_NAME} (a system:node:{NODE_NAME} certificate; node API on {ip}:{port})"
         ));
@@ -183,13 +178,9 @@ impl Demo<'_> {
             Some(NODE_NAME),
             &config,
             |p| {
-                vec![
-                    "--kubeconfig".into(),
-                    cp.node_kubeconfig(p.hostname()).display().to_string(),
-                    format!("--node-ip={ip}"),
-                    "--node-labels".into(),
-                    "example.com/board=demo".into(),
-                ]
+                let mut args = cp.join_args(p.hostname(), ip);
+                args.extend(["--node-labels".into(), "example.com/board=demo".into()]);
+                args
             },
         ));
         let node = picolet.hostname().to_string();

@@ -275,6 +275,36 @@ impl ControlPlane {
         self.pki.ca().cert
     }
 
+    /// A picolet config serving the node API as a cluster's kubelet does:
+    /// on `ip:port`, clients checked against this cluster's CA, each request
+    /// authorized by the API server (Webhook). `healthz_port` 0 turns the
+    /// healthz listener off; `extra` is more config lines, each ending in
+    /// a newline.
+    pub fn node_api_config(
+        &self,
+        ip: impl std::fmt::Display,
+        port: u16,
+        healthz_port: u16,
+        extra: &str,
+    ) -> String {
+        format!(
+            "address: {ip}\nport: {port}\nhealthzPort: {healthz_port}\n{extra}\
+             authentication:\n  x509:\n    clientCAFile: {ca}\n  webhook:\n    enabled: true\n\
+             authorization:\n  mode: Webhook\n",
+            ca = self.ca_cert().display()
+        )
+    }
+
+    /// The flags that join node `name` to this cluster with its own
+    /// certificate, reachable by the API server at `node_ip`.
+    pub fn join_args(&self, name: &str, node_ip: impl std::fmt::Display) -> Vec<String> {
+        vec![
+            "--kubeconfig".to_string(),
+            self.node_kubeconfig(name).display().to_string(),
+            format!("--node-ip={node_ip}"),
+        ]
+    }
+
     /// The PKI: CA, admin and node certificates, service-account keys.
     pub fn pki(&self) -> &Pki {
         &self.pki
