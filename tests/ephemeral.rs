@@ -108,6 +108,24 @@ fn kubectl_debug_runs_ephemeral_containers_once_in_the_targets_pid_namespace_and
     let logs = cp.kubectl_ok(&["logs", "-n", "default", "debugged", "-c", "debugger"]);
     assert_eq!(logs, "debug-hello\nsees-target\n", "{}", p.log());
 
+    // Two more relists later (time has passed and the pod was looked at
+    // again), still the one run: the same container, not restarted.
+    let relists = || p.metric("kubelet_pleg_relist_duration_seconds_count");
+    let seen = relists().expect("the PLEG's relist count");
+    wait_until("two more relists", LONG, || {
+        (relists()? >= seen + 2.0).then_some(())
+    });
+    let later = wait_until("the ephemeral container's status", LONG, || {
+        pod()?["status"]["ephemeralContainerStatuses"]
+            .as_array()?
+            .iter()
+            .find(|s| s["name"] == "debugger")
+            .cloned()
+    });
+    assert_eq!(later["restartCount"], 0, "{later:#}");
+    assert_eq!(later["containerID"], status["containerID"], "{later:#}");
+    assert!(later["state"]["terminated"].is_object(), "{later:#}");
+
     // kubelet's events about it, at its field path.
     let reasons = wait_until("Pulled, Created and Started events", LONG, || {
         let events = cp.get_json(&[
