@@ -26,6 +26,8 @@ pub mod net;
 pub mod node;
 #[cfg(feature = "node-api")]
 pub mod nodeapi;
+#[cfg(feature = "apiserver")]
+pub mod pki;
 pub mod pleg;
 pub mod pod;
 pub mod probe;

@@ -1,7 +1,7 @@
 //! The last few events of each pod, in memory, for `picolet describe pod`.
 //!
 //! Events go to the API server through the event sink
-//! ([`crate::apiserver::event_sync`]) when there is one; a standalone board,
+//! ([`crate::apiserver::pods::event_sync`]) when there is one; a standalone board,
 //! or one whose uplink is down, still wants to see why a pod is stuck. So
 //! the agent also keeps, for every event it records, a small copy here,
 //! served as a v1 `EventList` on the admin socket's `GET /events`.

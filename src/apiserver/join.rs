@@ -29,22 +29,22 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use super::bootstrap_join::{
+use crate::agent::Agent;
+use crate::apiserver::client::kubeconfig::{self, KubeconfigError};
+use crate::apiserver::client::tls::TlsError;
+use crate::apiserver::client::transport::{Client, Options};
+use crate::apiserver::credentials::bootstrap_join::{
     bootstrap_client_certificate, needs_bootstrap, rotate_client_certificates, BootstrapJoinError,
 };
-use super::configs::ConfigWatches;
-use super::event_sync::EventSync;
-use super::heartbeat::{Heartbeat, HeartbeatConfig};
-use super::kubeconfig::{self, KubeconfigError};
-use super::node::{validate_node_labels, NodeLabelError};
-use super::node_watch::NodeWatch;
-use super::pods::{ApiPodSource, MirrorPods};
-use super::services::ServiceWatches;
-use super::status_sync::StatusSync;
-use super::tls::TlsError;
-use super::token_sync::{ApiObjects, TokenSync, WithTokens};
-use super::transport::{Client, Options};
-use crate::agent::Agent;
+use crate::apiserver::pods::event_sync::EventSync;
+use crate::apiserver::pods::source::{ApiPodSource, MirrorPods};
+use crate::apiserver::pods::status_sync::StatusSync;
+use crate::apiserver::presence::heartbeat::{Heartbeat, HeartbeatConfig};
+use crate::apiserver::presence::node_object::{validate_node_labels, NodeLabelError};
+use crate::apiserver::presence::node_watch::NodeWatch;
+use crate::apiserver::referenced::configs::ConfigWatches;
+use crate::apiserver::referenced::services::ServiceWatches;
+use crate::apiserver::referenced::token_sync::{ApiObjects, TokenSync, WithTokens};
 use crate::config::KubeletConfig;
 use crate::rt;
 

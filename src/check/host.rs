@@ -183,8 +183,8 @@ fn serving(cfg: &KubeletConfig) -> Serving {
 #[cfg(feature = "apiserver")]
 fn review(cfg: &KubeletConfig) -> Option<(String, super::Review)> {
     use super::Review;
-    use crate::apiserver::kubeconfig;
-    use crate::apiserver::transport::{Body, Client, Options};
+    use crate::apiserver::client::kubeconfig;
+    use crate::apiserver::client::transport::{Body, Client, Options};
 
     const PATH: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
     const BODY: &str = r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#;
@@ -234,7 +234,8 @@ fn review(cfg: &KubeletConfig) -> Option<(String, super::Review)> {
             }
         }
         Ok(r) => {
-            let e = crate::apiserver::request::ApiError::from_reply(r.status.as_u16(), &r.body);
+            let e =
+                crate::apiserver::client::request::ApiError::from_reply(r.status.as_u16(), &r.body);
             Review::Refused {
                 code: e.code,
                 message: e.message,
@@ -358,7 +359,8 @@ fn swap_total() -> u64 {
 /// none (a token).
 #[cfg(feature = "apiserver")]
 fn client_certificate_not_after(path: &Path, allow_insecure: bool) -> Option<Result<i64, String>> {
-    use crate::apiserver::{csr, kubeconfig};
+    use crate::apiserver::client::kubeconfig;
+    use crate::pki::csr;
     let kc = match kubeconfig::load(path, allow_insecure) {
         Ok(kc) => kc,
         Err(e) => return Some(Err(e.to_string())),

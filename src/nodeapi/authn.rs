@@ -12,7 +12,7 @@
 
 use serde::Deserialize;
 
-use crate::apiserver::der::{tag, DerError, Reader};
+use crate::pki::der::{tag, DerError, Reader};
 
 const OID_COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
 const OID_ORGANIZATION: &[u8] = &[0x55, 0x04, 0x0a];
@@ -110,7 +110,7 @@ pub fn decode_review(body: &[u8]) -> Result<Option<User>, serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::der;
+    use crate::pki::der;
 
     fn name(attrs: &[(&[u64], &str)]) -> Vec<u8> {
         let rdns: Vec<Vec<u8>> = attrs

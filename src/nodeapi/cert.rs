@@ -15,8 +15,8 @@ use std::net::IpAddr;
 use ring::rand::SecureRandom;
 use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
 
-use crate::apiserver::csr::{alt_names, pem, CsrError};
-use crate::apiserver::der::{self, tag};
+use crate::pki::csr::{alt_names, pem, CsrError};
+use crate::pki::der::{self, tag};
 
 const OID_EC_PUBLIC_KEY: &[u64] = &[1, 2, 840, 10045, 2, 1];
 const OID_PRIME256V1: &[u64] = &[1, 2, 840, 10045, 3, 1, 7];
@@ -154,8 +154,8 @@ fn time(unix: i64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::csr::{first_certificate_der, Validity};
-    use crate::apiserver::der::Reader;
+    use crate::pki::csr::{first_certificate_der, Validity};
+    use crate::pki::der::Reader;
     use std::net::Ipv4Addr;
 
     #[test]

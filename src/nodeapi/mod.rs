@@ -27,7 +27,7 @@
 //! only.
 //!
 //! This module must NOT know the agent: it serves a [`Router`], and asks
-//! the API server through [`crate::apiserver::transport::Client`] only.
+//! the API server through [`crate::apiserver::client::transport::Client`] only.
 //! Anonymous requests are always refused (401); there is no read-only
 //! port.
 
@@ -67,7 +67,7 @@ pub enum NodeApiError {
         source: futures_rustls::rustls::Error,
     },
     #[error("the self-signed serving certificate: {0}")]
-    SelfSigned(#[from] crate::apiserver::csr::CsrError),
+    SelfSigned(#[from] crate::pki::csr::CsrError),
     #[error("listening on {addr} ({field}): {source}")]
     Bind {
         field: &'static str,

@@ -40,7 +40,7 @@ use super::tls::{server_config, TlsFiles};
 use super::NodeApiError;
 use crate::admin::router::{text, Handler, Reply, Router};
 use crate::admin::{CONNECTION_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS};
-use crate::apiserver::transport::{self, Client};
+use crate::apiserver::client::transport::{self, Client};
 use crate::config::{AuthorizationMode, KubeletConfig};
 use crate::rt;
 

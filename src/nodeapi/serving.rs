@@ -19,7 +19,7 @@
 use std::net::IpAddr;
 
 use super::cert::civil;
-use crate::apiserver::csr::Validity;
+use crate::pki::csr::Validity;
 
 /// The symlink to the issued serving certificate and key.
 pub const SERVER_CURRENT_PEM: &str = "kubelet-server-current.pem";

@@ -37,11 +37,11 @@ use super::serving::{
 };
 use super::tls::{certified_key, self_signed_files, validity_of, ServingCert, TlsFiles};
 use super::NodeApiError;
-use crate::apiserver::bootstrap::{serving_csr_object, BootstrapError};
-use crate::apiserver::bootstrap_join::{create_csr, read_csr, CsrCall};
-use crate::apiserver::csr::{alt_names, first_certificate_der, CsrError, NodeKey, Validity};
-use crate::apiserver::rotation::{Next, Rotation};
-use crate::apiserver::transport::Client;
+use crate::apiserver::client::transport::Client;
+use crate::apiserver::credentials::bootstrap::{serving_csr_object, BootstrapError};
+use crate::apiserver::credentials::bootstrap_join::{create_csr, read_csr, CsrCall};
+use crate::pki::csr::{alt_names, first_certificate_der, CsrError, NodeKey, Validity};
+use crate::pki::rotation::{Next, Rotation};
 use crate::rt;
 
 /// Why one attempt at a serving certificate failed (retried).

@@ -31,8 +31,8 @@ use rustls::{RootCertStore, ServerConfig};
 use super::cert;
 use super::serving::{choose_source, CertSource, SERVER_CURRENT_PEM};
 use super::NodeApiError;
-use crate::apiserver::csr::{first_certificate_der, Validity};
-use crate::apiserver::tls::{provider, ALPN_HTTP11};
+use crate::apiserver::client::tls::{provider, ALPN_HTTP11};
+use crate::pki::csr::{first_certificate_der, Validity};
 
 /// What the TLS configuration is made from.
 #[derive(Debug, Clone)]

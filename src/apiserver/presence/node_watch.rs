@@ -18,11 +18,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::cache::Cache;
-use super::informer::Informer;
-use super::node::{NodeView, WatchedNode};
-use super::request::{collection_path, Selectors};
-use super::transport::Client;
+use super::node_object::{NodeView, WatchedNode};
+use crate::apiserver::client::request::{collection_path, Selectors};
+use crate::apiserver::client::transport::Client;
+use crate::apiserver::listwatch::cache::Cache;
+use crate::apiserver::listwatch::informer::Informer;
 
 /// The cache directory of the Node (under `--root-dir`).
 pub fn cache_dir(root_dir: &Path) -> PathBuf {
@@ -132,6 +132,9 @@ mod tests {
             cache_dir(root),
             Path::new("/var/lib/picolet/apiserver/node")
         );
-        assert_ne!(cache_dir(root), super::super::pods::cache_dir(root));
+        assert_ne!(
+            cache_dir(root),
+            crate::apiserver::pods::source::cache_dir(root)
+        );
     }
 }

@@ -25,7 +25,7 @@
 
 use std::collections::BTreeMap;
 
-use super::reflector::ObjectKey;
+use crate::apiserver::listwatch::reflector::ObjectKey;
 use k8s_openapi::api::core::v1::PodStatus;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 

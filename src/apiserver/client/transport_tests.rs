@@ -20,8 +20,8 @@ use smol::io::{AsyncReadExt, AsyncWriteExt};
 use smol::stream::StreamExt;
 
 use super::*;
-use crate::apiserver::kubeconfig::Source;
-use crate::apiserver::tls::testpki::{self, Pki};
+use crate::apiserver::client::kubeconfig::Source;
+use crate::apiserver::client::tls::testpki::{self, Pki};
 
 type ResBody = UnsyncBoxBody<Bytes, Infallible>;
 
@@ -429,7 +429,7 @@ fn an_error_status_is_a_response_with_its_body() {
         let c = Client::new(&kubeconfig(&pki, srv.addr), Options::default()).unwrap();
         let r = get(&c, "/bad-gateway").await.unwrap();
         assert_eq!(r.status, StatusCode::BAD_GATEWAY);
-        let e = crate::apiserver::request::ApiError::from_reply(r.status.as_u16(), &r.body);
+        let e = crate::apiserver::client::request::ApiError::from_reply(r.status.as_u16(), &r.body);
         assert_eq!(e.message, "HTML page: 502 Bad Gateway");
         let s = c.stream("/bad-gateway", LONG).await.unwrap();
         assert_eq!(s.status, StatusCode::BAD_GATEWAY);

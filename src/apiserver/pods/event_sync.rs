@@ -23,9 +23,9 @@ use k8s_openapi::jiff::Timestamp;
 use smol::channel::{Receiver, Sender};
 
 use super::events::{EventType, Involved, Outcome, Recorder, Write};
-use super::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
-use super::transport::{Body, Client, ERROR_BODY_LIMIT};
 use crate::agent::EventSink;
+use crate::apiserver::client::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
+use crate::apiserver::client::transport::{Body, Client, ERROR_BODY_LIMIT};
 use crate::rt;
 
 /// Writes waiting at most while offline (client-go's broadcaster queues

@@ -1,6 +1,6 @@
 //! When to renew the node's client certificate (`rotateCertificates`):
 //! the sans-I/O state of the rotation task in
-//! [`super::bootstrap_join::rotate_client_certificates`].
+//! [`crate::apiserver::credentials::bootstrap_join::rotate_client_certificates`].
 //!
 //! kubelet's rule: renew at a deadline picked at random between 70 % and
 //! 90 % of the certificate's lifetime (`notBefore + total * (0.7..0.9)`),

@@ -4,7 +4,7 @@
 //! Paths follow the API server's layout (`/api/v1/...` for the core group,
 //! `/apis/<group>/<version>/...` otherwise), built from k8s-openapi's
 //! [`Resource`] constants. Query strings for LIST and WATCH are built from
-//! a [`reflector::Request`](super::reflector::Request) plus the resource's
+//! a [`reflector::Request`](crate::apiserver::listwatch::reflector::Request) plus the resource's
 //! [`Selectors`]. A non-2xx reply becomes an [`ApiError`]: the
 //! `metav1.Status` the API server sends, or, for anything else (an HTML
 //! page from a proxy, plain text, nothing), the HTTP status and a short,
@@ -16,7 +16,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use k8s_openapi::Resource;
 
-use super::reflector::Request;
+use crate::apiserver::listwatch::reflector::Request;
 
 /// How long a LIST page (or any non-watch request) may take.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(60);

@@ -15,8 +15,8 @@ use base64::Engine as _;
 use serde_json::Value;
 use thiserror::Error;
 
-use super::csr::{SERVING_SIGNER_NAME, SERVING_USAGES, SIGNER_NAME, USAGES};
-use super::kubeconfig::{Kubeconfig, Source};
+use crate::apiserver::client::kubeconfig::{Kubeconfig, Source};
+use crate::pki::csr::{SERVING_SIGNER_NAME, SERVING_USAGES, SIGNER_NAME, USAGES};
 
 /// kubelet's file for the current client certificate and key.
 pub const CLIENT_CURRENT_PEM: &str = "kubelet-client-current.pem";
@@ -135,7 +135,7 @@ fn yaml_str(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::kubeconfig::{parse, Material};
+    use crate::apiserver::client::kubeconfig::{parse, Material};
     use std::path::{Path, PathBuf};
 
     fn bootstrap_kubeconfig() -> Kubeconfig {

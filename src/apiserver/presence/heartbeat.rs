@@ -4,7 +4,7 @@
 //!   first status), or, when it exists, merge our labels into it. Retried
 //!   with back-off until it works; the pods run meanwhile.
 //! - Status: computed every `nodeStatusUpdateFrequency`, posted when it
-//!   changed or every `nodeStatusReportFrequency` ([`node::should_post`]).
+//!   changed or every `nodeStatusReportFrequency` ([`node_object::should_post`]).
 //!   Ready follows the container runtime: a failed CRI `Version` call makes
 //!   the node NotReady with kubelet's "container runtime is down".
 //!   `status.images` comes from the runtime's `ListImages`, asked at most
@@ -35,15 +35,15 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ContainerImage, Node, NodeStatus, Taint};
 use k8s_openapi::jiff::Timestamp;
 
-use super::event_sync::EventSync;
-use super::events::{reason, EventType};
+use super::csi_node;
 use super::lease;
-use super::node::{self, HugePages, NodeFacts, NodeView, Readiness, Resources};
-use super::node_csi;
 use super::node_events;
 use super::node_images::{node_images, RuntimeImage};
-use super::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
-use super::transport::{Body, Client};
+use super::node_object::{self, HugePages, NodeFacts, NodeView, Readiness, Resources};
+use crate::apiserver::client::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
+use crate::apiserver::client::transport::{Body, Client};
+use crate::apiserver::pods::event_sync::EventSync;
+use crate::apiserver::pods::events::{reason, EventType};
 use crate::config::{EvictionThreshold, KubeletConfig};
 use crate::cri::{api, Runtime};
 use crate::node::eviction::Condition;
@@ -370,14 +370,14 @@ impl Heartbeat {
     async fn try_register(&self, path: &str) -> Result<NodeView, String> {
         let (code, body) = self.send(Method::GET, path, None).await?;
         // A NodeView, not a Node: the full Node deserializer stays out of
-        // the binary (see `node::NodeView`).
+        // the binary (see `node_object::NodeView`).
         let decode = |body: &[u8]| decode_json::<NodeView>(body, "the Node");
         match code {
             StatusCode::OK => {
                 // It exists: make its labels and annotations ours
                 // (kubelet reconciles them).
-                let labels = node::labels(&self.facts().await);
-                let annotations = node::annotations();
+                let labels = node_object::labels(&self.facts().await);
+                let annotations = node_object::annotations();
                 let existing = decode(&body)?;
                 let current = existing.metadata.labels.clone().unwrap_or_default();
                 let current_annotations = existing.metadata.annotations.clone().unwrap_or_default();
@@ -405,7 +405,7 @@ impl Heartbeat {
             }
             StatusCode::NOT_FOUND if self.cfg.register_node => {
                 let facts = self.facts().await;
-                let node = node::node(&facts, wall_clock());
+                let node = node_object::node(&facts, wall_clock());
                 let bytes = serde_json::to_vec(&node).map_err(|e| e.to_string())?;
                 let (code, body) = self
                     .send(
@@ -489,7 +489,7 @@ impl Heartbeat {
                 }
             }
             let facts = self.facts().await;
-            let status = node::status(&facts, last_posted.as_ref(), wall_clock());
+            let status = node_object::status(&facts, last_posted.as_ref(), wall_clock());
             let conditions = status.conditions.clone().unwrap_or_default();
             for reason in node_events::condition_events(&event_conditions, &conditions) {
                 let message = node_events::status_event_message(&self.cfg.node_name, reason);
@@ -509,7 +509,7 @@ impl Heartbeat {
                     "Updated Node Allocatable limit across pods",
                 );
             }
-            if node::should_post(
+            if node_object::should_post(
                 &status,
                 last_posted.as_ref(),
                 posted_at.elapsed(),
@@ -554,7 +554,7 @@ impl Heartbeat {
     /// kubelet's.
     async fn ensure_csinode(&self, node_uid: &str) -> Result<(), String> {
         let name = &self.cfg.node_name;
-        let path = node_csi::path(name);
+        let path = csi_node::path(name);
         let (code, body) = self.send(Method::GET, &path, None).await?;
         let reply = |code: StatusCode, body: &[u8]| match code {
             c if c.is_success() || c == StatusCode::CONFLICT => Ok(()),
@@ -562,16 +562,16 @@ impl Heartbeat {
         };
         match code {
             StatusCode::NOT_FOUND => {
-                let bytes = serde_json::to_vec(&node_csi::csinode(name, node_uid))
+                let bytes = serde_json::to_vec(&csi_node::csinode(name, node_uid))
                     .map_err(|e| e.to_string())?;
                 let (code, body) = self
-                    .send(Method::POST, node_csi::COLLECTION, Some((bytes, JSON)))
+                    .send(Method::POST, csi_node::COLLECTION, Some((bytes, JSON)))
                     .await?;
                 reply(code, &body)
             }
             StatusCode::OK => {
                 let existing: serde_json::Value = decode_json(&body, "the CSINode")?;
-                let Some(patch) = node_csi::annotation_patch(&existing) else {
+                let Some(patch) = csi_node::annotation_patch(&existing) else {
                     return Ok(());
                 };
                 let (code, body) = self

@@ -35,7 +35,7 @@
 //!   After a failure of the link (no answer), the wait ends early when
 //!   another request on the same connection gets an answer: the driver
 //!   calls [`Reflector::link_recovered`], and the retry follows within
-//!   [`super::link::RECOVERY_JITTER`] with the back-off reset.
+//!   [`crate::apiserver::client::link::RECOVERY_JITTER`] with the back-off reset.
 //! - A server that clearly does not do the streaming list is remembered:
 //!   LIST from then on. The clear signals are a plain bookmark before the
 //!   initial events end (what a server that ignores `sendInitialEvents`
@@ -87,8 +87,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, Resource};
 
 use super::reflector_backoff::{unit, Backoff};
-use super::request::ApiError;
 use super::watch::{Bookmark, ListPage, WatchEvent};
+use crate::apiserver::client::request::ApiError;
 
 /// LIST page size (client-go's default).
 pub const PAGE_SIZE: u32 = 500;
@@ -489,7 +489,7 @@ impl<K: Object> Reflector<K> {
     /// while this reflector waits out a back-off: after a failure of the
     /// link (not an error status, which the link's return does not
     /// change), the back-off is reset and the retry comes within
-    /// [`super::link::RECOVERY_JITTER`]. Returns what to do next.
+    /// [`crate::apiserver::client::link::RECOVERY_JITTER`]. Returns what to do next.
     pub fn link_recovered(&mut self, now: Instant, rand: u64) -> Next {
         if let State::Waiting { until } = self.state {
             if self.backoff.after_link_failure() {

@@ -32,14 +32,14 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use smol::channel::{Receiver, Sender};
 
 use super::mirror::{self, MirrorAction};
-use super::pods::MirrorPods;
-use super::reflector::ObjectKey;
-use super::request::{object_path, REQUEST_DEADLINE};
+use super::source::MirrorPods;
 use super::status_manager::{
     final_delete_options, status_patch, StatusQueue, STRATEGIC_MERGE_PATCH,
 };
-use super::transport::{Body, Client, ERROR_BODY_LIMIT};
 use crate::agent::StatusSink;
+use crate::apiserver::client::request::{object_path, REQUEST_DEADLINE};
+use crate::apiserver::client::transport::{Body, Client, ERROR_BODY_LIMIT};
+use crate::apiserver::listwatch::reflector::ObjectKey;
 use crate::pod::labels::CONFIG_SOURCE_ANNOTATION;
 use crate::rt;
 
@@ -183,7 +183,9 @@ impl StatusSync {
             match action {
                 MirrorAction::Create(pod) => {
                     let key = key_of(&pod);
-                    let path = super::request::collection_path::<Pod>(key.namespace.as_deref());
+                    let path = crate::apiserver::client::request::collection_path::<Pod>(
+                        key.namespace.as_deref(),
+                    );
                     let body = match serde_json::to_vec(&*pod) {
                         Ok(b) => b,
                         Err(e) => {
@@ -375,7 +377,7 @@ impl StatusSync {
         path: &str,
         body: Vec<u8>,
         content_type: &'static str,
-    ) -> Result<(StatusCode, Vec<u8>), super::transport::TransportError> {
+    ) -> Result<(StatusCode, Vec<u8>), crate::apiserver::client::transport::TransportError> {
         let body = Body {
             content_type,
             bytes: body,
@@ -394,8 +396,8 @@ impl StatusSync {
     }
 }
 
-fn api_error(code: StatusCode, body: &[u8]) -> super::request::ApiError {
-    super::request::ApiError::from_reply(code.as_u16(), body)
+fn api_error(code: StatusCode, body: &[u8]) -> crate::apiserver::client::request::ApiError {
+    crate::apiserver::client::request::ApiError::from_reply(code.as_u16(), body)
 }
 
 impl StatusSink for StatusSync {

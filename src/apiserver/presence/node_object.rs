@@ -787,7 +787,7 @@ pub(crate) mod tests {
         let back: NodeView = serde_json::from_slice(&serde_json::to_vec(&v).unwrap()).unwrap();
         assert_eq!(back, v);
         assert_eq!(
-            crate::apiserver::request::object_path::<NodeView>(None, "pi"),
+            crate::apiserver::client::request::object_path::<NodeView>(None, "pi"),
             "/api/v1/nodes/pi"
         );
     }

@@ -39,9 +39,9 @@ use serde::{Deserialize, Serialize};
 use smol::channel::{Receiver, Sender};
 
 use super::configs::ConfigWatches;
-use super::request::ApiError;
 use super::tokens::{self, Manager, Token, TokenKey, TokenLookup, TokenReplyError};
-use super::transport::{Body, Client, TransportError};
+use crate::apiserver::client::request::ApiError;
+use crate::apiserver::client::transport::{Body, Client, TransportError};
 use crate::pod::config_objects::{ConfigObjects, Lookup};
 use crate::rt;
 use crate::source::{PodSource, Source, SourceUpdate};
@@ -439,15 +439,16 @@ fn read_file(path: &Path) -> Option<Vec<Cached>> {
 
 /// Creates `dir` (and parents) with `dir` itself 0700.
 fn private_dir(dir: &Path) -> Result<(), String> {
-    super::cache::private_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))
+    crate::apiserver::listwatch::cache::private_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))
 }
 
 /// Writes `path` with mode 0600, atomically (see
-/// [`write_atomically`](super::cache::write_atomically)).
+/// [`write_atomically`](crate::apiserver::listwatch::cache::write_atomically)).
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.tmp"));
-    super::cache::write_atomically(path, &tmp, bytes, 0o600)
+    crate::apiserver::listwatch::cache::write_atomically(path, &tmp, bytes, 0o600)
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 

@@ -75,7 +75,7 @@ fn the_link_answering_again_ends_a_back_off_after_a_link_failure() {
     let Next::Wait(until) = t.r.link_recovered(t.at(3.2), u64::MAX) else {
         panic!("waiting")
     };
-    assert!(until - t.at(3.2) <= crate::apiserver::link::RECOVERY_JITTER);
+    assert!(until - t.at(3.2) <= crate::apiserver::client::link::RECOVERY_JITTER);
 }
 
 #[test]
@@ -136,7 +136,7 @@ fn a_thousand_nodes_whose_shared_uplink_returns_spread_their_retries_over_a_seco
     assert!(
         retries
             .iter()
-            .all(|r| *r <= crate::apiserver::link::RECOVERY_JITTER),
+            .all(|r| *r <= crate::apiserver::client::link::RECOVERY_JITTER),
         "{retries:?}"
     );
     let fullest = fullest_bucket(&retries);
@@ -150,7 +150,10 @@ fn a_thousand_nodes_whose_shared_uplink_returns_spread_their_retries_over_a_seco
         .iter()
         .map(|&rand| {
             let unit = (rand >> 11) as f64 / (1u64 << 53) as f64;
-            crate::apiserver::link::dial_wait(crate::apiserver::link::DIAL_BACKOFF_INITIAL, unit)
+            crate::apiserver::client::link::dial_wait(
+                crate::apiserver::client::link::DIAL_BACKOFF_INITIAL,
+                unit,
+            )
         })
         .collect();
     assert!(dials

@@ -25,9 +25,9 @@ use serde::Serialize;
 
 use super::cache::{Cache, Loaded};
 use super::reflector::{Event, Failure, Input, Next, Object, ObjectKey, Reflector, Request};
-use super::request::{ApiError, Selectors};
-use super::transport::{BodyStream, Client, BODY_LIMIT, ERROR_BODY_LIMIT};
 use super::watch::{self, Decoder, WatchEvent};
+use crate::apiserver::client::request::{ApiError, Selectors};
+use crate::apiserver::client::transport::{BodyStream, Client, BODY_LIMIT, ERROR_BODY_LIMIT};
 
 /// During a watch, the sync point is written at most this often.
 pub const RESOURCE_VERSION_PERSIST: Duration = Duration::from_secs(300);
@@ -55,7 +55,7 @@ where
     K: Object + ListableResource + DeserializeOwned + Serialize,
 {
     /// An informer for `collection` (see
-    /// [`collection_path`](super::request::collection_path)) filtered by
+    /// [`collection_path`](crate::apiserver::client::request::collection_path)) filtered by
     /// `selectors`. With a cache, the store starts as the cache's objects
     /// and the first request resumes the watch from its sync point (or
     /// relists when it has none).

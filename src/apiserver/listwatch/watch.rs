@@ -28,7 +28,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, Status};
 use serde::de::{self, DeserializeOwned, MapAccess, Visitor};
 use serde::Deserialize;
 
-use super::request::ApiError;
+use crate::apiserver::client::request::ApiError;
 
 /// The default bound of one watch line. etcd stores objects up to 1.5 MiB;
 /// their JSON with the event envelope fits well within this.

@@ -34,10 +34,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{ListableResource, Metadata, NamespaceResourceScope, Resource};
 use serde::{Deserialize, Serialize};
 
-use super::cache::Cache;
-use super::informer::Informer;
-use super::request::{collection_path, Selectors};
-use super::transport::Client;
+use crate::apiserver::client::request::{collection_path, Selectors};
+use crate::apiserver::client::transport::Client;
+use crate::apiserver::listwatch::cache::Cache;
+use crate::apiserver::listwatch::informer::Informer;
 use crate::pod::config_objects::Lookup;
 use crate::pod::spec::{namespaces_needed, ServiceInfo, ServicePortInfo, Services};
 use crate::rt;
@@ -342,7 +342,8 @@ mod tests {
     #[test]
     fn a_plain_service_list_is_read() {
         let body = r#"{"kind":"ServiceList","apiVersion":"v1","metadata":{"resourceVersion":"41"},"items":[{"metadata":{"name":"kubernetes","namespace":"default","resourceVersion":"40"},"spec":{"clusterIP":"10.96.0.1","ports":[{"name":"https","port":443}]}}]}"#;
-        let page = super::super::watch::decode_list::<ServiceData>(body.as_bytes()).unwrap();
+        let page = crate::apiserver::listwatch::watch::decode_list::<ServiceData>(body.as_bytes())
+            .unwrap();
         assert_eq!(page.items.len(), 1);
         assert_eq!(to_info(&page.items[0]).cluster_ip, "10.96.0.1");
     }

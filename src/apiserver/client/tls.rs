@@ -390,7 +390,7 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     use super::*;
-    use crate::apiserver::kubeconfig::{Server, Source};
+    use crate::apiserver::client::kubeconfig::{Server, Source};
 
     fn kubeconfig(pki: &testpki::Pki) -> Kubeconfig {
         Kubeconfig {

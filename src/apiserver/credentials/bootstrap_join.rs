@@ -10,7 +10,7 @@
 //! and the kubeconfig naming it. Both are written to a temporary file and
 //! renamed, so a reboot mid-way leaves either the old state or the new.
 //! The decisions (the CSR object, its status, the kubeconfig text) are in
-//! [`super::bootstrap`] and [`super::csr`].
+//! [`super::bootstrap`] and [`crate::pki::csr`].
 
 use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
@@ -21,11 +21,11 @@ use http::{Method, StatusCode};
 use ring::rand::SystemRandom;
 
 use super::bootstrap::{self, BootstrapError, CLIENT_CURRENT_PEM, CSR_PATH};
-use super::csr::{CsrError, NodeKey, Validity};
-use super::kubeconfig::{self, KubeconfigError, Source};
-use super::rotation::{Next, Rotation};
-use super::tls::{self, TlsError};
-use super::transport::{Body, Client, Options, BODY_LIMIT};
+use crate::apiserver::client::kubeconfig::{self, KubeconfigError, Source};
+use crate::apiserver::client::tls::{self, TlsError};
+use crate::apiserver::client::transport::{Body, Client, Options, BODY_LIMIT};
+use crate::pki::csr::{CsrError, NodeKey, Validity};
+use crate::pki::rotation::{Next, Rotation};
 use crate::rt;
 
 /// Why the bootstrap could not give the node its kubeconfig.
@@ -205,7 +205,7 @@ const MAX_SLEEP: i64 = 3600;
 fn current_validity(kubeconfig_path: &Path, allow_insecure: bool) -> Option<Validity> {
     let kc = kubeconfig::load(kubeconfig_path, allow_insecure).ok()?;
     let pem = kc.client_certificate.as_ref()?.read(kubeconfig_path).ok()?;
-    let der = super::csr::first_certificate_der(&pem).ok()?;
+    let der = crate::pki::csr::first_certificate_der(&pem).ok()?;
     Validity::of_certificate(&der).ok()
 }
 
@@ -330,11 +330,11 @@ async fn renew(
         Some(r) => r?,
         None => return Err(failed(&name, format!("not issued within {RENEWAL_WAIT:?}"))),
     };
-    let der = super::csr::first_certificate_der(&cert)?;
+    let der = crate::pki::csr::first_certificate_der(&cert)?;
     let validity = Validity::of_certificate(&der)?;
     let pem_path = write_client_pem(root_dir, cert, &key)?;
     let kc = kubeconfig::load(kubeconfig_path, allow_insecure)?;
-    let names_pem = |m: &Option<super::kubeconfig::Material>| matches!(m.as_ref().map(|m| &m.source), Some(Source::File(p)) if p == &pem_path);
+    let names_pem = |m: &Option<crate::apiserver::client::kubeconfig::Material>| matches!(m.as_ref().map(|m| &m.source), Some(Source::File(p)) if p == &pem_path);
     let kc = if names_pem(&kc.client_certificate) && names_pem(&kc.client_key) {
         kc
     } else {
@@ -394,8 +394,8 @@ pub fn needs_bootstrap(kubeconfig_path: &Path, allow_insecure: bool, now_unix: i
     let validity = cert
         .read(kubeconfig_path)
         .ok()
-        .and_then(|pem| super::csr::first_certificate_der(&pem).ok())
-        .and_then(|der| super::csr::Validity::of_certificate(&der).ok());
+        .and_then(|pem| crate::pki::csr::first_certificate_der(&pem).ok())
+        .and_then(|der| crate::pki::csr::Validity::of_certificate(&der).ok());
     match validity {
         Some(v) if v.expired_at(now_unix) => {
             log::warn!(
@@ -448,8 +448,8 @@ mod tests {
         let mut both = std::fs::read(dir.path().join("cert.pem")).unwrap();
         both.extend(std::fs::read(&pem).unwrap());
         std::fs::write(&pem, &both).unwrap();
-        let v = crate::apiserver::csr::Validity::of_certificate(
-            &crate::apiserver::csr::first_certificate_der(&both).unwrap(),
+        let v = crate::pki::csr::Validity::of_certificate(
+            &crate::pki::csr::first_certificate_der(&both).unwrap(),
         )
         .unwrap();
         let kc = dir.path().join("kubelet.conf");

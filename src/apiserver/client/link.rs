@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 pub const DIAL_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 /// The longest wait between dials (see the module docs for why 4 s).
 pub const DIAL_BACKOFF_MAX: Duration = Duration::from_secs(4);
-pub use super::reflector_backoff::RECOVERY_JITTER;
+pub use crate::apiserver::listwatch::reflector_backoff::RECOVERY_JITTER;
 
 /// How often the warning that the API server is still unreachable is
 /// repeated.

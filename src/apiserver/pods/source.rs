@@ -18,7 +18,7 @@
 //!   start and then from the informer's events, and a digest of the set it
 //!   handed over ([`SetDigest`]); the informer's store keeps only each
 //!   pod's uid and resourceVersion (what its staleness check and the diff
-//!   of a relist compare, [`super::reflector::Reflector::keep_versions_only`]),
+//!   of a relist compare, [`crate::apiserver::listwatch::reflector::Reflector::keep_versions_only`]),
 //!   and the disk cache the slimmed API object. With 110 API pods that
 //!   store was a second copy of every pod, ~5.7 KB each (heaptrack on the
 //!   debug build). A desired pod is made again only when
@@ -50,12 +50,12 @@ use std::rc::Rc;
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 
-use super::cache::Cache;
-use super::informer::Informer;
 use super::mirror;
-use super::reflector::{Event, ObjectKey};
-use super::request::{collection_path, Selectors};
-use super::transport::Client;
+use crate::apiserver::client::request::{collection_path, Selectors};
+use crate::apiserver::client::transport::Client;
+use crate::apiserver::listwatch::cache::Cache;
+use crate::apiserver::listwatch::informer::Informer;
+use crate::apiserver::listwatch::reflector::{Event, ObjectKey};
 use crate::pod::labels::CONFIG_SOURCE_ANNOTATION;
 use crate::source::{PodSource, Source, SourceUpdate};
 
@@ -79,7 +79,7 @@ pub struct ApiPodSource {
     /// terminal then: those are not run.
     seen: RefCell<BTreeMap<String, bool>>,
     /// Told the pods of every set, to watch what they reference.
-    configs: Option<Rc<super::configs::ConfigWatches>>,
+    configs: Option<Rc<crate::apiserver::referenced::configs::ConfigWatches>>,
 }
 
 /// What the source keeps of one API pod, decided when the pod arrives (from
@@ -157,7 +157,10 @@ impl ApiPodSource {
 
     /// Watches the ConfigMaps and Secrets of the pods handed out, before
     /// the agent sees them.
-    pub fn with_configs(mut self, configs: Rc<super::configs::ConfigWatches>) -> Self {
+    pub fn with_configs(
+        mut self,
+        configs: Rc<crate::apiserver::referenced::configs::ConfigWatches>,
+    ) -> Self {
         self.configs = Some(configs);
         self
     }

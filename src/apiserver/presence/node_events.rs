@@ -39,7 +39,7 @@ pub fn status_event_message(node: &str, reason: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::node::{conditions, tests::facts, tests::t, Readiness};
+    use crate::apiserver::presence::node_object::{conditions, tests::facts, tests::t, Readiness};
 
     #[test]
     fn pressure_events_name_each_new_or_changed_condition() {

@@ -45,10 +45,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{ByteString, ListableResource, Metadata, NamespaceResourceScope, Resource};
 use serde::{Deserialize, Serialize};
 
-use super::cache::Cache;
-use super::informer::Informer;
-use super::request::{collection_path, Selectors};
-use super::transport::Client;
+use crate::apiserver::client::request::{collection_path, Selectors};
+use crate::apiserver::client::transport::Client;
+use crate::apiserver::listwatch::cache::Cache;
+use crate::apiserver::listwatch::informer::Informer;
 use crate::pod::config_objects::{self, ConfigObjects, Kind, Lookup, ObjectRef};
 use crate::rt;
 
@@ -400,9 +400,10 @@ async fn run(mut informer: Informer<ConfigData>, r: ObjectRef, watches: Weak<Con
 
 /// Opens a cache directory whose parent is root-only too (Cache::open
 /// would create missing parents with the default mode).
-fn open_private(dir: &Path) -> Result<(Cache, super::cache::Loaded), String> {
+fn open_private(dir: &Path) -> Result<(Cache, crate::apiserver::listwatch::cache::Loaded), String> {
     if let Some(parent) = dir.parent() {
-        super::cache::private_dir(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        crate::apiserver::listwatch::cache::private_dir(parent)
+            .map_err(|e| format!("{}: {e}", parent.display()))?;
     }
     Cache::open(dir, 0o700).map_err(|e| e.to_string())
 }
@@ -441,7 +442,7 @@ mod tests {
         );
         assert_ne!(
             kind_dir(root, Kind::ConfigMap),
-            super::super::pods::cache_dir(root)
+            crate::apiserver::pods::source::cache_dir(root)
         );
     }
 
@@ -463,8 +464,9 @@ mod tests {
             let body = format!(
                 r#"{{"kind":"{kind}","apiVersion":"v1","metadata":{{"resourceVersion":"41"}},"items":[{{"kind":"{item}","metadata":{{"name":"cfg","namespace":"team","resourceVersion":"40"}},"data":{{"a":"MQ=="}}}}]}}"#
             );
-            let page = super::super::watch::decode_list::<ConfigData>(body.as_bytes())
-                .unwrap_or_else(|e| panic!("{kind}: {e}"));
+            let page =
+                crate::apiserver::listwatch::watch::decode_list::<ConfigData>(body.as_bytes())
+                    .unwrap_or_else(|e| panic!("{kind}: {e}"));
             assert_eq!(page.resource_version, "41");
             assert_eq!(page.items.len(), 1);
             assert_eq!(page.items[0].metadata.name.as_deref(), Some("cfg"));

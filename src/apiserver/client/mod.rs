@@ -1,0 +1,15 @@
+//! The connection to one API server: who it is and how we prove who we
+//! are ([`kubeconfig`], [`tls`]), the hyper transport on our executor
+//! ([`transport`], its errors in [`transport_error`]), what every loop on
+//! that connection shares ([`link`]: last contact, dial back-off, the
+//! link's metrics), and the pure wire shape of requests and error replies
+//! ([`request`]).
+//!
+//! Must not know: which resources are listed or why, pods, the agent.
+
+pub mod kubeconfig;
+pub mod link;
+pub mod request;
+pub mod tls;
+pub mod transport;
+pub mod transport_error;
