@@ -360,4 +360,18 @@ fn kubectl_exec_and_port_forward_reach_a_pod_through_the_node_api() {
     assert!(page.starts_with("HTTP/1."), "{page}");
     let _ = forward.kill();
     let _ = forward.wait();
+
+    // The node declares `ExtendWebSocketsToKubelet`, so the API server
+    // passed kubectl's WebSocket streams to the node API as they came,
+    // not translated to SPDY: the relay above carried them.
+    let metrics = text(&cp.kubectl(&["get", "--raw", "/metrics"]).stdout);
+    for subresource in ["exec", "portforward"] {
+        let proxied = format!(
+            "apiserver_websocket_streaming_requests_total{{proxy_type=\"proxied_to_kubelet\",subresource=\"{subresource}\"}}"
+        );
+        assert!(
+            metrics.lines().any(|l| l.starts_with(&proxied)),
+            "no {proxied} in the API server's metrics"
+        );
+    }
 }

@@ -335,6 +335,7 @@ pub fn status(facts: &NodeFacts, previous: Option<&NodeStatus>, now: Timestamp) 
         capacity: Some(capacity),
         allocatable: Some(allocatable),
         images: Some(facts.images.clone()).filter(|i| !i.is_empty()),
+        declared_features: Some(DECLARED_FEATURES.iter().map(|f| f.to_string()).collect()),
         addresses: Some(addresses),
         conditions: Some(conditions(facts, prev, now)),
         daemon_endpoints: Some(NodeDaemonEndpoints {
@@ -358,6 +359,19 @@ pub fn status(facts: &NodeFacts, previous: Option<&NodeStatus>, now: Timestamp) 
         ..Default::default()
     }
 }
+
+/// `status.declaredFeatures` (KEP-5328, `NodeDeclaredFeatures`, on by
+/// default in v1.36): the features this node declares so that the API
+/// server and scheduler know what it does. kubelet declares each feature
+/// of its registry whose gate is on; with v1.36's defaults that is
+/// `ExtendWebSocketsToKubelet`, `InPlacePodLevelResourcesVerticalScaling`,
+/// `InPlacePodVerticalScalingInitContainers` and
+/// `RestartAllContainersOnContainerExits`. picolet declares only what it
+/// does: the node API relays a WebSocket exec, attach or port-forward from
+/// the API server to the runtime as it relays SPDY. It resizes no pod in
+/// place and has no container restart rules, so declaring those would send
+/// it pods it would run wrong. Sorted, as kubelet sends them.
+pub const DECLARED_FEATURES: &[&str] = &["ExtendWebSocketsToKubelet"];
 
 fn resource_list(r: Resources) -> BTreeMap<String, Quantity> {
     let mut m = BTreeMap::new();
@@ -653,6 +667,19 @@ pub(crate) mod tests {
             size_bytes: Some(1),
         }];
         assert_eq!(status(&f, None, t(0)).images.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn the_node_declares_websocket_streaming_and_no_feature_it_does_not_do() {
+        let declared = status(&facts(), None, t(0)).declared_features.unwrap();
+        assert_eq!(declared, ["ExtendWebSocketsToKubelet"]);
+        for not_done in [
+            "InPlacePodLevelResourcesVerticalScaling",
+            "InPlacePodVerticalScalingInitContainers",
+            "RestartAllContainersOnContainerExits",
+        ] {
+            assert!(!declared.iter().any(|f| f == not_done), "{not_done}");
+        }
     }
 
     #[test]
