@@ -39,9 +39,16 @@ use lexopt::prelude::*;
 
 use crate::config::{self, Flag};
 
+pub mod client;
 pub mod describe;
 pub use describe::DescribeArgs;
+pub mod describe_text;
 mod exec;
+pub mod exec_client;
+pub mod spdy;
+pub mod table;
+pub mod term;
+pub mod yaml;
 pub use exec::{ExecArgs, RawMode};
 mod flags;
 use flags::{Arg, FlagParser, Given, Spec, Takes};
@@ -640,7 +647,7 @@ mod tests {
     #[test]
     fn an_error_and_its_causes_are_said_once() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
-        let e = crate::admin::AdminError::Connect {
+        let e = crate::cli::client::ClientError::Connect {
             path: PathBuf::from("/run/p.sock"),
             source: io,
         };

@@ -67,7 +67,7 @@ fn real_main() -> Result<()> {
 /// `GET path` on the admin socket, decoded as JSON (`what` names it in an
 /// error); any answer but 200 is an error with the socket and the body.
 fn admin_json(socket: &std::path::Path, path: &str, what: &str) -> Result<serde_json::Value> {
-    let (status, body) = picolet::admin::get(socket, path)?;
+    let (status, body) = picolet::cli::client::get(socket, path)?;
     if status == 503 {
         // The agent is up and says what it waits for.
         bail!("{}", String::from_utf8_lossy(&body).trim_end());
@@ -87,7 +87,7 @@ fn admin_json(socket: &std::path::Path, path: &str, what: &str) -> Result<serde_
 fn print_document(v: &serde_json::Value, output: cli::OutputFormat) -> Result<bool> {
     match output {
         cli::OutputFormat::Json => println!("{}", serde_json::to_string_pretty(v)?),
-        cli::OutputFormat::Yaml => print!("{}", picolet::admin::yaml::to_yaml(v)),
+        cli::OutputFormat::Yaml => print!("{}", picolet::cli::yaml::to_yaml(v)),
         _ => return Ok(false),
     }
     Ok(true)
@@ -102,7 +102,7 @@ fn now_unix() -> Result<i64> {
 fn get_pods(args: &cli::GetArgs) -> Result<()> {
     let mut list = admin_json(&args.admin_socket, "/pods", "the pod list")?;
     let namespace = (!args.all_namespaces).then_some(args.namespace.as_str());
-    let items = picolet::admin::select_pods(&list, namespace, args.name.as_deref());
+    let items = picolet::cli::client::select_pods(&list, namespace, args.name.as_deref());
     if let Some(name) = &args.name {
         // kubectl's `get pod NAME`: that pod, or its error.
         let Some(pod) = items.first() else {
@@ -123,14 +123,14 @@ fn get_pods(args: &cli::GetArgs) -> Result<()> {
     if print_document(&list, args.output)? {
         return Ok(());
     }
-    let columns = picolet::admin::PodColumns {
+    let columns = picolet::cli::table::PodColumns {
         wide: args.output == cli::OutputFormat::Wide,
         namespace: args.all_namespaces,
     };
-    let style = picolet::admin::Style::detect();
+    let style = picolet::cli::term::Style::detect();
     print!(
         "{}",
-        picolet::admin::pods_table(&list, now_unix()?, columns, style)
+        picolet::cli::table::pods_table(&list, now_unix()?, columns, style)
     );
     Ok(())
 }
@@ -140,14 +140,14 @@ fn get_node(args: &cli::GetArgs) -> Result<()> {
     if print_document(&node, args.output)? {
         return Ok(());
     }
-    let style = picolet::admin::Style::detect();
-    print!("{}", picolet::admin::node_table(&node, style));
+    let style = picolet::cli::term::Style::detect();
+    print!("{}", picolet::cli::table::node_table(&node, style));
     Ok(())
 }
 
 fn describe(args: &cli::DescribeArgs) -> Result<()> {
     let list = admin_json(&args.admin_socket, "/pods", "the pod list")?;
-    let Some(pod) = picolet::admin::describe::find_pod(&list, &args.namespace, &args.pod) else {
+    let Some(pod) = picolet::cli::describe_text::find_pod(&list, &args.namespace, &args.pod) else {
         bail!(
             "pods {:?} not found in namespace {:?}",
             args.pod,
@@ -155,7 +155,7 @@ fn describe(args: &cli::DescribeArgs) -> Result<()> {
         );
     };
     // An older agent without `/events` still describes, without events.
-    let events = match picolet::admin::get(&args.admin_socket, "/events")? {
+    let events = match picolet::cli::client::get(&args.admin_socket, "/events")? {
         (200, body) => serde_json::from_slice(&body).context("decoding the events")?,
         _ => serde_json::json!({"items": []}),
     };
@@ -175,10 +175,10 @@ fn describe(args: &cli::DescribeArgs) -> Result<()> {
     }
     let pod: k8s_openapi::api::core::v1::Pod =
         serde_json::from_str(&pod.to_string()).context("decoding the pod")?;
-    let style = picolet::admin::Style::detect();
+    let style = picolet::cli::term::Style::detect();
     print!(
         "{}",
-        picolet::admin::describe::describe_pod(&pod, &mine, now_unix()?, style)
+        picolet::cli::describe_text::describe_pod(&pod, &mine, now_unix()?, style)
     );
     Ok(())
 }
@@ -214,7 +214,7 @@ fn print_check(lines: &[picolet::check::Line], output: cli::OutputFormat) -> Res
     if !print_document(&picolet::check::document(lines), output)? {
         print!(
             "{}",
-            picolet::check::render(lines, picolet::admin::Style::detect())
+            picolet::check::render(lines, picolet::cli::term::Style::detect())
         );
     }
     let code = picolet::check::exit_code(lines);
@@ -230,13 +230,13 @@ fn logs(args: &cli::LogsArgs) -> Result<()> {
         Some(c) => c.clone(),
         None => {
             let list = admin_json(&args.admin_socket, "/pods", "the pod list")?;
-            picolet::admin::log_container(&list, &args.namespace, &args.pod)
+            picolet::cli::client::log_container(&list, &args.namespace, &args.pod)
                 .map_err(anyhow::Error::msg)?
         }
     };
     let mut out = std::io::stdout().lock();
     let (status, body) =
-        picolet::admin::stream(&args.admin_socket, &args.uri(&container), &mut out)?;
+        picolet::cli::client::stream(&args.admin_socket, &args.uri(&container), &mut out)?;
     if status != 200 {
         bail!("{}", String::from_utf8_lossy(&body).trim_end());
     }
@@ -249,7 +249,7 @@ fn exec(args: &cli::ExecArgs) -> Result<()> {
         Some(c) => c.clone(),
         None => {
             let list = admin_json(&args.admin_socket, "/pods", "the pod list")?;
-            picolet::admin::log_container(&list, &args.namespace, &args.pod)
+            picolet::cli::client::log_container(&list, &args.namespace, &args.pod)
                 .map_err(anyhow::Error::msg)?
         }
     };
@@ -265,14 +265,14 @@ fn exec(args: &cli::ExecArgs) -> Result<()> {
         args.tty = false;
     }
     let uri = args.uri(&container);
-    let session = picolet::admin::exec_client::Session {
+    let session = picolet::cli::exec_client::Session {
         socket: &args.admin_socket,
         uri: &uri,
         stdin: args.stdin,
         tty: args.tty,
         size: raw.as_ref().map(|r| r.1),
     };
-    let code = picolet::admin::exec_client::run(
+    let code = picolet::cli::exec_client::run(
         &session,
         &mut std::io::stdout().lock(),
         &mut std::io::stderr().lock(),

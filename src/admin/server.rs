@@ -360,7 +360,7 @@ fn is_transient(e: &io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admin::client::get;
+    use crate::cli::client::get;
     use serde_json::json;
     use std::io::{Read, Write};
 
@@ -482,8 +482,7 @@ mod tests {
             let client_path = path.clone();
             let client = std::thread::spawn(move || {
                 let mut out = Vec::new();
-                let r =
-                    crate::admin::client::stream(&client_path, "/containerLogs/a/b/c", &mut out);
+                let r = crate::cli::client::stream(&client_path, "/containerLogs/a/b/c", &mut out);
                 tx.send_blocking((r.unwrap(), out)).unwrap();
             });
             let ((status, _), out) = rx.recv().await.unwrap();

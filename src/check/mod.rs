@@ -48,7 +48,7 @@ pub mod host;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use crate::admin::term::{Style, Tone};
+use crate::cli::term::{Style, Tone};
 use crate::config::UnknownField;
 use crate::node::eviction::{Signal, Threshold};
 use crate::source::file::Outcome;
@@ -279,8 +279,8 @@ pub fn filesystem(
 /// The clock: `now` and this build's time (unix seconds), and the kernel's
 /// NTP state (`None`: unknown).
 pub fn clock(now: i64, built: i64, synchronised: Option<bool>) -> Line {
-    let year = |t: i64| crate::admin::describe::civil(t).0;
-    let shown = crate::admin::describe::rfc1123z(now);
+    let year = |t: i64| crate::cli::describe_text::civil(t).0;
+    let shown = crate::cli::describe_text::rfc1123z(now);
     if year(now) < year(built) {
         return line(
             "clock",
@@ -626,7 +626,7 @@ pub fn certificate(path: &str, not_after: Option<Result<i64, String>>, now: i64)
         ),
         Some(Err(e)) => line(what, Verdict::Fail, format!("{path}: {e}")),
         Some(Ok(t)) => {
-            let when = crate::admin::describe::rfc1123z(t);
+            let when = crate::cli::describe_text::rfc1123z(t);
             if t <= now {
                 line(what, Verdict::Fail, format!("{path}: expired {when}"))
             } else if t - now < WEEK {

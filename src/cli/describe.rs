@@ -1,7 +1,7 @@
 //! `picolet describe pod NAME [-n NS] [-o json|yaml] [--admin-socket PATH]`
 //! on the command line: kubectl's spelling (`describe pod web`,
 //! `describe pods/web`, `describe po web -n kube-system`). Parsing only;
-//! the text is [`crate::admin::describe`]'s.
+//! the text is [`crate::cli::describe_text`]'s.
 
 use std::path::PathBuf;
 

@@ -1,7 +1,7 @@
 //! `picolet exec POD [-c C] [-n NS] [-i] [-t] -- CMD...`: the command line
 //! ([`parse`], pure), the request URI ([`ExecArgs::uri`], pure), and the
 //! terminal's raw mode for `-t` ([`RawMode`], restored when dropped).
-//! The session itself is [`crate::admin::exec_client`]'s.
+//! The session itself is [`crate::cli::exec_client`]'s.
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -22,8 +22,8 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use super::client::ClientError;
 use super::spdy::{self, Frame};
-use super::AdminError;
 use crate::net::upgrade::{parse_head, HEAD_LIMIT};
 
 /// The stream protocol asked for.
@@ -110,16 +110,16 @@ pub struct Session<'a> {
 }
 
 /// Runs an exec session; the command's exit code.
-pub fn run(s: &Session<'_>, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, AdminError> {
-    let io_err = |source| AdminError::Io {
+pub fn run(s: &Session<'_>, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, ClientError> {
+    let io_err = |source| ClientError::Io {
         path: s.socket.to_path_buf(),
         source,
     };
-    let protocol = |what: String| AdminError::Protocol {
+    let protocol = |what: String| ClientError::Protocol {
         path: s.socket.to_path_buf(),
         what,
     };
-    let mut conn = UnixStream::connect(s.socket).map_err(|source| AdminError::Connect {
+    let mut conn = UnixStream::connect(s.socket).map_err(|source| ClientError::Connect {
         path: s.socket.to_path_buf(),
         source,
     })?;
@@ -148,7 +148,7 @@ pub fn run(s: &Session<'_>, out: &mut dyn Write, err: &mut dyn Write) -> Result<
         let mut body = buf.split_off(len);
         let _ = (&mut conn).take(64 * 1024).read_to_end(&mut body);
         let text = String::from_utf8_lossy(&body).trim_end().to_string();
-        return Err(AdminError::Refused(if text.is_empty() {
+        return Err(ClientError::Refused(if text.is_empty() {
             format!("the admin socket answered HTTP {}", status.as_u16())
         } else {
             text
@@ -254,7 +254,7 @@ pub fn run(s: &Session<'_>, out: &mut dyn Write, err: &mut dyn Write) -> Result<
     match status {
         // No status: the stream ended without one (an old server): done.
         None => Ok(0),
-        Some(s) => exit_code(&s).map_err(AdminError::Refused),
+        Some(s) => exit_code(&s).map_err(ClientError::Refused),
     }
 }
 

@@ -14,7 +14,7 @@
 
 use std::io::{self, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -24,20 +24,60 @@ use http_body_util::{BodyExt, Empty};
 use smol::io::{AsyncRead, AsyncWrite};
 use smol::Async;
 
-use super::server::CONNECTION_TIMEOUT;
-use super::AdminError;
+use crate::admin::server::CONNECTION_TIMEOUT;
 use crate::net::http1;
 use crate::rt;
+
+/// The admin socket client's errors. `Debug` prints the message, like
+/// `Display`: a derived one costs half a KiB of binary and says less.
+#[derive(thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot connect to {}: {source}{}", path.display(), connect_hint(source))]
+    Connect { path: PathBuf, source: io::Error },
+    /// The agent refused the request, or the command of an exec session
+    /// could not run: its message alone, as kubectl prints it.
+    #[error("{0}")]
+    Refused(String),
+    #[error("admin socket {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    /// The request failed (printed in full, not chained as a source).
+    #[error("admin socket {}: {error}", path.display())]
+    Request {
+        path: PathBuf,
+        error: crate::net::http1::Http1Error,
+    },
+    #[error("admin socket {}: malformed HTTP response: {what}", path.display())]
+    Protocol { path: PathBuf, what: String },
+}
+
+impl std::fmt::Debug for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+/// What to do about a failed connect to the admin socket.
+fn connect_hint(e: &io::Error) -> &'static str {
+    match e.kind() {
+        io::ErrorKind::PermissionDenied => {
+            "; the admin socket is root-only (mode 0600): run this as root (sudo)"
+        }
+        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => {
+            "; is picolet running? (--admin-socket or PICOLET_ADMIN_SOCKET name another socket)"
+        }
+        _ => "",
+    }
+}
 
 /// The largest response the client accepts.
 pub const MAX_RESPONSE: usize = 64 << 20;
 
 /// `GET uri` on the admin socket at `path`: the status code and the body.
-pub fn get(path: &Path, uri: &str) -> Result<(u16, Vec<u8>), AdminError> {
+pub fn get(path: &Path, uri: &str) -> Result<(u16, Vec<u8>), ClientError> {
     smol::block_on(async {
         match rt::timeout(CONNECTION_TIMEOUT, exchange(path, uri)).await {
             Some(r) => r,
-            None => Err(AdminError::Io {
+            None => Err(ClientError::Io {
                 path: path.to_path_buf(),
                 source: io::Error::new(
                     io::ErrorKind::TimedOut,
@@ -52,11 +92,11 @@ pub fn get(path: &Path, uri: &str) -> Result<(u16, Vec<u8>), AdminError> {
 /// `out` as it arrives (flushed after each chunk). Returns the status, and
 /// the body (at most 64 KiB) when it is not 200. A writer that fails (a
 /// closed pipe) ends the exchange quietly.
-pub fn stream(path: &Path, uri: &str, out: &mut dyn Write) -> Result<(u16, Vec<u8>), AdminError> {
+pub fn stream(path: &Path, uri: &str, out: &mut dyn Write) -> Result<(u16, Vec<u8>), ClientError> {
     smol::block_on(async {
         let req = request(path, uri)?;
         let io = connect(path)?;
-        let failed = |error: hyper::Error| AdminError::Request {
+        let failed = |error: hyper::Error| ClientError::Request {
             path: path.to_path_buf(),
             error: http1::Http1Error::Http(error),
         };
@@ -161,9 +201,9 @@ pub fn log_container(
 }
 
 /// The GET request for `uri`, with the admin client's headers.
-fn request(path: &Path, uri: &str) -> Result<http::Request<Empty<Bytes>>, AdminError> {
+fn request(path: &Path, uri: &str) -> Result<http::Request<Empty<Bytes>>, ClientError> {
     let mut req = http::Request::new(Empty::<Bytes>::new());
-    *req.uri_mut() = uri.parse().map_err(|e| AdminError::Protocol {
+    *req.uri_mut() = uri.parse().map_err(|e| ClientError::Protocol {
         path: path.to_path_buf(),
         what: format!("cannot request {uri:?}: {e}"),
     })?;
@@ -178,28 +218,28 @@ fn request(path: &Path, uri: &str) -> Result<http::Request<Empty<Bytes>>, AdminE
 
 /// Connects to the socket. A local connect does not block: it succeeds or
 /// fails at once.
-fn connect(path: &Path) -> Result<Plain, AdminError> {
+fn connect(path: &Path) -> Result<Plain, ClientError> {
     UnixStream::connect(path)
         .and_then(Async::new)
         .map(Plain)
-        .map_err(|source| AdminError::Connect {
+        .map_err(|source| ClientError::Connect {
             path: path.to_path_buf(),
             source,
         })
 }
 
-async fn exchange(path: &Path, uri: &str) -> Result<(u16, Vec<u8>), AdminError> {
+async fn exchange(path: &Path, uri: &str) -> Result<(u16, Vec<u8>), ClientError> {
     let req = request(path, uri)?;
     let stream = connect(path)?;
     // One byte over the limit tells "too large" from "exactly the limit".
     let resp = http1::send(Box::new(stream), req, MAX_RESPONSE + 1)
         .await
-        .map_err(|error| AdminError::Request {
+        .map_err(|error| ClientError::Request {
             path: path.to_path_buf(),
             error,
         })?;
     if resp.body.len() > MAX_RESPONSE {
-        return Err(AdminError::Protocol {
+        return Err(ClientError::Protocol {
             path: path.to_path_buf(),
             what: "response too large".into(),
         });
@@ -248,7 +288,7 @@ mod tests {
 
     /// What [`get`] makes of `raw`, sent by a server on a private socket
     /// once the request head is in.
-    fn parse_response(raw: &'static [u8]) -> Result<(u16, Vec<u8>), AdminError> {
+    fn parse_response(raw: &'static [u8]) -> Result<(u16, Vec<u8>), ClientError> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("raw.sock");
         let listener = UnixListener::bind(&path).unwrap();
@@ -371,5 +411,34 @@ mod tests {
         assert!(msg.starts_with("cannot connect to "), "{msg}");
         assert!(msg.contains("absent.sock"), "{msg}");
         assert!(msg.contains("is picolet running?"), "{msg}");
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    fn connect(kind: io::ErrorKind) -> String {
+        ClientError::Connect {
+            path: PathBuf::from("/run/picolet/picolet.sock"),
+            source: io::Error::from(kind),
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn a_refused_connect_says_why_and_what_to_do() {
+        let denied = connect(io::ErrorKind::PermissionDenied);
+        assert!(
+            denied.starts_with("cannot connect to /run/picolet/picolet.sock: permission denied"),
+            "{denied}"
+        );
+        assert!(
+            denied.ends_with("root-only (mode 0600): run this as root (sudo)"),
+            "{denied}"
+        );
+        let missing = connect(io::ErrorKind::NotFound);
+        assert!(missing.contains("is picolet running?"), "{missing}");
+        assert!(missing.contains("PICOLET_ADMIN_SOCKET"), "{missing}");
     }
 }
