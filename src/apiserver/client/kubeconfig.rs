@@ -365,50 +365,14 @@ pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig
     let cf = |name: &str| format!("clusters[{cli}].cluster.{name}");
     let cluster = &cluster.item;
 
-    let server = match cluster.server.as_deref() {
-        Some(s) if !s.is_empty() => parse_server(s).map_err(|m| err(&cf("server"), &m))?,
-        _ => return Err(err(&cf("server"), "not set")),
-    };
-    if cluster.proxy_url.as_deref().is_some_and(|p| !p.is_empty()) {
-        return Err(err(&cf("proxy-url"), "proxies are not supported"));
-    }
-    let certificate_authority = material(
-        &cf("certificate-authority"),
-        cluster.certificate_authority.as_deref(),
-        &cf("certificate-authority-data"),
-        cluster.certificate_authority_data.as_deref(),
-        dir,
-    )
-    .map_err(|(f, m)| err(&f, &m))?;
-    let insecure = cluster.insecure_skip_tls_verify.unwrap_or(false);
-    if insecure {
-        if certificate_authority.is_some() {
-            return Err(err(
-                &cf("insecure-skip-tls-verify"),
-                "specifying a root certificates file with the insecure flag is not allowed",
-            ));
-        }
-        if !allow_insecure {
-            return Err(err(
-                &cf("insecure-skip-tls-verify"),
-                "is true: the API server's certificate would not be verified, so anyone on the \
-                 path could impersonate it; refusing unless explicitly allowed",
-            ));
-        }
-        log::warn!(
-            "kubeconfig {}: {}: the API server's certificate is NOT VERIFIED; anyone on the \
-             path to {server} can impersonate it and read this node's credentials",
-            path.display(),
-            cf("insecure-skip-tls-verify"),
-        );
-    } else if certificate_authority.is_none() {
-        return Err(err(
-            &cf("certificate-authority-data"),
-            "no certificate-authority or certificate-authority-data: picolet ships no system \
-             roots, the cluster's CA is required",
-        ));
-    }
-    let tls_server_name = cluster.tls_server_name.clone().filter(|s| !s.is_empty());
+    let cluster =
+        cluster_part(cluster, &cf, dir, allow_insecure, path).map_err(|(f, m)| err(&f, &m))?;
+    let ClusterPart {
+        server,
+        certificate_authority,
+        insecure,
+        tls_server_name,
+    } = cluster;
 
     let users = raw.users;
     let (ui, user) = users
@@ -421,20 +385,119 @@ pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig
                 &format!("no user named {:?}", ctx.user),
             )
         })?;
-    let uf = |name: &str| format!("users[{ui}].user.{name}");
     let user = &user.item;
+    let UserPart {
+        client_certificate,
+        client_key,
+        token,
+    } = user_part(user, ui, dir).map_err(|(f, m)| err(&f, &m))?;
+
+    Ok(Kubeconfig {
+        path: path.to_path_buf(),
+        context,
+        server,
+        tls_server_name,
+        certificate_authority,
+        insecure_skip_tls_verify: insecure,
+        client_certificate,
+        client_key,
+        token,
+    })
+}
+
+/// The parts of a kubeconfig's cluster picolet uses, checked.
+struct ClusterPart {
+    server: Server,
+    certificate_authority: Option<Material>,
+    insecure: bool,
+    tls_server_name: Option<String>,
+}
+
+/// The current context's cluster: its server, CA and TLS settings.
+/// `cf` names a field of it; `path` is the kubeconfig's, for the warning.
+fn cluster_part(
+    cluster: &RawCluster,
+    cf: &dyn Fn(&str) -> String,
+    dir: &Path,
+    allow_insecure: bool,
+    path: &Path,
+) -> Result<ClusterPart, FieldError> {
+    let fail = |field: String, message: &str| -> FieldError { (field, message.to_string()) };
+    let server = match cluster.server.as_deref() {
+        Some(s) if !s.is_empty() => parse_server(s).map_err(|m| fail(cf("server"), &m))?,
+        _ => return Err(fail(cf("server"), "not set")),
+    };
+    if cluster.proxy_url.as_deref().is_some_and(|p| !p.is_empty()) {
+        return Err(fail(cf("proxy-url"), "proxies are not supported"));
+    }
+    let certificate_authority = material(
+        &cf("certificate-authority"),
+        cluster.certificate_authority.as_deref(),
+        &cf("certificate-authority-data"),
+        cluster.certificate_authority_data.as_deref(),
+        dir,
+    )?;
+    let insecure = cluster.insecure_skip_tls_verify.unwrap_or(false);
+    if insecure {
+        if certificate_authority.is_some() {
+            return Err(fail(
+                cf("insecure-skip-tls-verify"),
+                "specifying a root certificates file with the insecure flag is not allowed",
+            ));
+        }
+        if !allow_insecure {
+            return Err(fail(
+                cf("insecure-skip-tls-verify"),
+                "is true: the API server's certificate would not be verified, so anyone on the \
+                 path could impersonate it; refusing unless explicitly allowed",
+            ));
+        }
+        log::warn!(
+            "kubeconfig {}: {}: the API server's certificate is NOT VERIFIED; anyone on the \
+             path to {server} can impersonate it and read this node's credentials",
+            path.display(),
+            cf("insecure-skip-tls-verify"),
+        );
+    } else if certificate_authority.is_none() {
+        return Err(fail(
+            cf("certificate-authority-data"),
+            "no certificate-authority or certificate-authority-data: picolet ships no system \
+             roots, the cluster's CA is required",
+        ));
+    }
+    let tls_server_name = cluster.tls_server_name.clone().filter(|s| !s.is_empty());
+    Ok(ClusterPart {
+        server,
+        certificate_authority,
+        insecure,
+        tls_server_name,
+    })
+}
+
+/// The credentials of a kubeconfig's user, checked.
+struct UserPart {
+    client_certificate: Option<Material>,
+    client_key: Option<Material>,
+    token: Option<Material>,
+}
+
+/// The current context's user: a client certificate and key, a token, or
+/// both; what picolet does not support is refused by field.
+fn user_part(user: &RawUser, ui: usize, dir: &Path) -> Result<UserPart, FieldError> {
+    let fail = |field: String, message: &str| -> FieldError { (field, message.to_string()) };
+    let uf = |name: &str| format!("users[{ui}].user.{name}");
     if user.exec {
-        return Err(err(&uf("exec"), "credential plugins are not supported"));
+        return Err(fail(uf("exec"), "credential plugins are not supported"));
     }
     if user.auth_provider {
-        return Err(err(
-            &uf("auth-provider"),
+        return Err(fail(
+            uf("auth-provider"),
             "auth providers are not supported",
         ));
     }
     if user.username.as_deref().is_some_and(|u| !u.is_empty()) {
-        return Err(err(
-            &uf("username"),
+        return Err(fail(
+            uf("username"),
             "basic authentication is not supported",
         ));
     }
@@ -444,27 +507,25 @@ pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig
         &uf("client-certificate-data"),
         user.client_certificate_data.as_deref(),
         dir,
-    )
-    .map_err(|(f, m)| err(&f, &m))?;
+    )?;
     let client_key = material(
         &uf("client-key"),
         user.client_key.as_deref(),
         &uf("client-key-data"),
         user.client_key_data.as_deref(),
         dir,
-    )
-    .map_err(|(f, m)| err(&f, &m))?;
+    )?;
     match (&client_certificate, &client_key) {
         (Some(_), None) => {
-            return Err(err(
-                &uf("client-key-data"),
+            return Err(fail(
+                uf("client-key-data"),
                 "client-key-data or client-key must be specified to use the clientCert \
                  authentication method",
             ))
         }
         (None, Some(_)) => {
-            return Err(err(
-                &uf("client-certificate-data"),
+            return Err(fail(
+                uf("client-certificate-data"),
                 "client-certificate-data or client-certificate must be specified to use the \
                  clientCert authentication method",
             ))
@@ -483,19 +544,13 @@ pub fn parse(text: &str, path: &Path, allow_insecure: bool) -> Result<Kubeconfig
         _ => None,
     };
     if client_certificate.is_none() && token.is_none() {
-        return Err(err(
-            &format!("users[{ui}].user"),
+        return Err(fail(
+            format!("users[{ui}].user"),
             "no credentials: a client certificate and key, a token or a tokenFile is required",
         ));
     }
 
-    Ok(Kubeconfig {
-        path: path.to_path_buf(),
-        context,
-        server,
-        tls_server_name,
-        certificate_authority,
-        insecure_skip_tls_verify: insecure,
+    Ok(UserPart {
         client_certificate,
         client_key,
         token,
