@@ -325,89 +325,74 @@ fn started(c: &Container, ctx: &Context) -> bool {
     c.startup_probe.is_none() || ctx.health.started.get(&c.name) == Some(&true)
 }
 
-/// Computes the actions that move the pod towards its spec.
-pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
-    let uid = pod.metadata.uid.as_deref().unwrap_or("");
-    let policy = restart_policy(pod);
-    let mut actions = Vec::new();
-
-    // 1. The sandbox.
+/// The actions for a pod whose sandbox is missing or not ready: a new
+/// sandbox with the first container to start, or, when nothing is left to
+/// run, only the pod killed.
+fn without_ready_sandbox(pod: &Pod, observed: &ObservedPod, policy: &str) -> Vec<Action> {
     let sandbox = observed.latest_sandbox();
-    if !sandbox.map(|s| s.ready).unwrap_or(false) {
-        let ran_before = sandbox.is_some() && !observed.containers.is_empty();
-        if policy == "Never" && ran_before {
-            // Finished for good: just make sure nothing is left running.
-            if observed.is_active() {
-                actions.push(Action::KillPod);
-            }
-            return actions;
-        }
-        let apps: Vec<(String, bool)> = app_containers(pod)
-            .iter()
-            .filter(|c| {
-                // With OnFailure, a container that already succeeded stays done.
-                !(policy == "OnFailure"
-                    && observed
-                        .latest(&c.name)
-                        .map(|o| o.state == State::Exited && o.exit_code == 0)
-                        .unwrap_or(false))
-            })
-            .map(|c| (c.name.clone(), false))
-            .collect();
-        // A pod with nothing left to run gets no new sandbox, whatever its
-        // init containers (kubelet's computePodActions).
-        let to_start = match init_containers(pod).first() {
-            Some(first) if !apps.is_empty() => vec![(first.name.clone(), true)],
-            _ => apps,
-        };
-        if to_start.is_empty() {
-            if observed.is_active() {
-                actions.push(Action::KillPod);
-            }
-            return actions;
-        }
+    let mut actions = Vec::new();
+    let ran_before = sandbox.is_some() && !observed.containers.is_empty();
+    if policy == "Never" && ran_before {
+        // Finished for good: just make sure nothing is left running.
         if observed.is_active() {
             actions.push(Action::KillPod);
         }
-        actions.push(Action::CreateSandbox {
-            attempt: sandbox.map(|s| s.attempt + 1).unwrap_or(0),
-        });
-        for (name, init) in to_start {
-            let attempt = next_attempt(observed, &name);
-            actions.push(Action::StartContainer {
-                name,
-                init,
-                attempt,
-                restart: attempt > 0,
-            });
+        return actions;
+    }
+    let apps: Vec<(String, bool)> = app_containers(pod)
+        .iter()
+        .filter(|c| {
+            // With OnFailure, a container that already succeeded stays done.
+            !(policy == "OnFailure"
+                && observed
+                    .latest(&c.name)
+                    .map(|o| o.state == State::Exited && o.exit_code == 0)
+                    .unwrap_or(false))
+        })
+        .map(|c| (c.name.clone(), false))
+        .collect();
+    // A pod with nothing left to run gets no new sandbox, whatever its
+    // init containers (kubelet's computePodActions).
+    let to_start = match init_containers(pod).first() {
+        Some(first) if !apps.is_empty() => vec![(first.name.clone(), true)],
+        _ => apps,
+    };
+    if to_start.is_empty() {
+        if observed.is_active() {
+            actions.push(Action::KillPod);
         }
         return actions;
     }
-    let sandbox_id = &sandbox.expect("checked above").id;
-    actions.extend(prune_init_containers(pod, observed));
-
-    // 2a. Ephemeral containers, whatever the initialization's progress.
-    for ec in ephemeral_containers(pod) {
-        if observed.latest(&ec.name).is_none() {
-            actions.push(Action::StartEphemeralContainer {
-                name: ec.name.clone(),
-            });
-        }
+    if observed.is_active() {
+        actions.push(Action::KillPod);
     }
-
-    // 2. Init containers and sidecars.
-    match init_container_actions(pod, observed, sandbox_id, ctx, &mut actions) {
-        None => {
-            actions.retain(|a| matches!(a, Action::RemoveContainer { .. }));
-            actions.push(Action::KillPod);
-            return actions;
-        }
-        Some(false) => return actions,
-        Some(true) => {}
+    actions.push(Action::CreateSandbox {
+        attempt: sandbox.map(|s| s.attempt + 1).unwrap_or(0),
+    });
+    for (name, init) in to_start {
+        let attempt = next_attempt(observed, &name);
+        actions.push(Action::StartContainer {
+            name,
+            init,
+            attempt,
+            restart: attempt > 0,
+        });
     }
-    let init_actions = actions.len();
+    actions
+}
 
-    // 3. App containers.
+/// The app containers' actions (step 3 of [`plan`]), after the
+/// `init_actions` first entries of `actions`: start, kill, restart or wait,
+/// and kill the pod when every app container is done for good.
+fn app_container_actions(
+    pod: &Pod,
+    observed: &ObservedPod,
+    uid: &str,
+    policy: &str,
+    ctx: &Context,
+    actions: &mut Vec<Action>,
+    init_actions: usize,
+) {
     let mut keep = 0usize;
     let mut waiting = false;
     for ac in app_containers(pod) {
@@ -447,7 +432,7 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
                     actions.push(kill(c, KillReason::UnknownState));
                 }
                 if should_restart(policy, exit_code) {
-                    restart_or_wait(&mut actions, uid, c, false, ctx);
+                    restart_or_wait(actions, uid, c, false, ctx);
                     waiting |= matches!(actions.last(), Some(Action::BackOff { .. }));
                 }
             }
@@ -462,6 +447,45 @@ pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
         actions.retain(|a| matches!(a, Action::RemoveContainer { .. }));
         actions.push(Action::KillPod);
     }
+}
+
+/// Computes the actions that move the pod towards its spec.
+pub fn plan(pod: &Pod, observed: &ObservedPod, ctx: &Context) -> Vec<Action> {
+    let uid = pod.metadata.uid.as_deref().unwrap_or("");
+    let policy = restart_policy(pod);
+    let mut actions = Vec::new();
+
+    // 1. The sandbox.
+    let sandbox = observed.latest_sandbox();
+    if !sandbox.map(|s| s.ready).unwrap_or(false) {
+        return without_ready_sandbox(pod, observed, policy);
+    }
+    let sandbox_id = &sandbox.expect("checked above").id;
+    actions.extend(prune_init_containers(pod, observed));
+
+    // 2a. Ephemeral containers, whatever the initialization's progress.
+    for ec in ephemeral_containers(pod) {
+        if observed.latest(&ec.name).is_none() {
+            actions.push(Action::StartEphemeralContainer {
+                name: ec.name.clone(),
+            });
+        }
+    }
+
+    // 2. Init containers and sidecars.
+    match init_container_actions(pod, observed, sandbox_id, ctx, &mut actions) {
+        None => {
+            actions.retain(|a| matches!(a, Action::RemoveContainer { .. }));
+            actions.push(Action::KillPod);
+            return actions;
+        }
+        Some(false) => return actions,
+        Some(true) => {}
+    }
+    let init_actions = actions.len();
+
+    // 3. App containers.
+    app_container_actions(pod, observed, uid, policy, ctx, &mut actions, init_actions);
     actions
 }
 
