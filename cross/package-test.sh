@@ -58,7 +58,9 @@ tdir="$img/test"
 rm -rf "$tdir"
 mkdir -p "$tdir"
 logf="$tdir/console.log"
-cmdline="$(cat "$img/cmdline.txt") picolet.test=1 picolet.timeout=$((timeout_s - 60))"
+# no_timer_check: the kernel's IO-APIC timer check panics ("IO-APIC + timer
+# doesn't work!") when a loaded host starves the emulated CPU at that moment.
+cmdline="$(cat "$img/cmdline.txt") no_timer_check picolet.test=1 picolet.timeout=$((timeout_s - 60))"
 log "boot: $QEMU_SYSTEM $QEMU_MACHINE -m $mem (TCG, timeout ${timeout_s}s), console in $logf"
 start=$(date +%s)
 set +e
@@ -78,7 +80,7 @@ set -e
 boot_s=$(($(date +%s) - start))
 
 console() { tr -d '\r' <"$logf"; }
-console | grep -a -E '^(PICOLET-PKG|package check:)' | sed 's/^/  | /'
+console | grep -a -E '^(PICOLET-PKG|package check:)' | sed 's/^/  | /' || true
 done_line="$(console | grep -a '^PICOLET-PKG-DONE ' | tail -n 1 || true)"
 fails="$(console | grep -a -c '^PICOLET-PKG FAIL ' || true)"
 passes="$(console | grep -a -c '^PICOLET-PKG PASS ' || true)"
