@@ -108,14 +108,16 @@ test-suite: deps promtool images
 # replays the corpus and every saved crasher, tests/fuzz_regressions.rs,
 # but does not fuzz), the unit tests of every cross target (`make test`
 # runs armv7's), the aarch64 image booted under
-# emulation, and 100 power cuts of the qemu-x86_64 image (not in `make
-# test`: see tests/test.sh).
+# emulation, 100 power cuts of the qemu-x86_64 image, and the Debian
+# package installed, upgraded in place and purged under systemd in a qemu
+# image (image-test-package; neither in `make test`: see tests/test.sh).
 test-full: test
 	$(MAKE) fuzz
 	$(MAKE) soak
 	$(MAKE) test-cross
 	$(MAKE) image-test BOARD=qemu-aarch64
 	$(MAKE) image-test-powercut BOARD=qemu-x86_64 POWER_CUTS=100
+	$(MAKE) image-test-package BOARD=qemu-x86_64
 
 # The chaos soak of tests/api_chaos.rs at full length, on each of
 # TEST_RUNTIMES: SOAK_SECONDS of link faults with an API server outage, a

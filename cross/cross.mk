@@ -13,6 +13,10 @@
 #   make image-test BOARD=qemu-x86_64   boot it twice under qemu-system (TCG)
 #   make image-test-eviction BOARD=qemu-x86_64   boot it once with 256 MiB,
 #                              cgroup v2 and a memory hog: the hog is evicted
+#   make image-test-package BOARD=qemu-x86_64   the Debian package on a systemd
+#                              image: dpkg -i, Type=notify, a static pod, an
+#                              in-place upgrade that keeps its container,
+#                              remove and purge (cross/package-test.sh)
 #   make image-test-powercut BOARD=qemu-x86_64   POWER_CUTS power cuts (kill -9
 #                              of qemu) during pod churn, each boot checked
 #                              offline, then with the link back (tests/power_cuts.rs)
@@ -34,7 +38,7 @@ BOARD ?= qemu-x86_64
 # Seconds per boot in image-test.
 IMAGE_TEST_TIMEOUT ?= 300
 
-.PHONY: install deb cross-deps cross test-cross image image-test image-test-eviction image-test-powercut clean-images clean-board-images
+.PHONY: install deb cross-deps cross test-cross image image-test image-test-eviction image-test-package image-test-powercut clean-images clean-board-images
 
 cross-deps:
 	bash $(CROSS_DIR)/deps.sh
@@ -46,7 +50,8 @@ BIN ?= target/release/picolet
 install:
 	BIN='$(BIN)' DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' bash $(CROSS_DIR)/install.sh
 
-# ARCH: Debian's name; the binary is `make cross`'s for it (BIN= overrides).
+# ARCH: Debian's name; the binary is `make cross`'s for it (BIN= overrides;
+# DEB_VERSION= overrides Cargo.toml's version).
 ARCH ?= arm64
 deb:
 	$(if $(filter-out target/release/picolet,$(BIN)),BIN='$(BIN)') bash $(CROSS_DIR)/deb.sh $(ARCH)
@@ -67,6 +72,14 @@ image-test: image
 # eviction scenario, one boot.
 image-test-eviction: image
 	IMAGE_TEST_TIMEOUT=$(IMAGE_TEST_TIMEOUT) IMAGE_TEST_SCENARIO=eviction bash $(CROSS_DIR)/image-test.sh $(BOARD)
+
+# The Debian package under systemd (issue #25): `make deb`'s package for the
+# board's architecture, and the same binary repacked with a higher version,
+# installed, upgraded in place, removed and purged by dpkg in a qemu image
+# whose PID 1 is Debian's systemd (out/<board>-package/), one boot.
+PACKAGE_TEST_TIMEOUT ?= 420
+image-test-package: cross-deps
+	PACKAGE_TEST_TIMEOUT=$(PACKAGE_TEST_TIMEOUT) bash $(CROSS_DIR)/package-test.sh $(BOARD)
 
 # Power cuts (issue #23): the image joined to a real control plane on the
 # host through qemu's user network, its power cut POWER_CUTS times at seeded

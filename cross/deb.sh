@@ -16,7 +16,11 @@
 # directory, and the static binary read as a library or as embedding libyaml.
 #
 # Usage: cross/deb.sh ARCH        Env: BIN (default: make cross's binary),
-#                                      DEB_MAINTAINER ("Name <mail>")
+#                                      DEB_MAINTAINER ("Name <mail>"),
+#                                      DEB_VERSION (default: Cargo.toml's;
+#                                      `make image-test-package` packs the
+#                                      same binary twice, the second with a
+#                                      higher version, to test an upgrade)
 set -euo pipefail
 
 here=$(dirname "${BASH_SOURCE[0]}")
@@ -31,7 +35,8 @@ case $arch in
 esac
 bin=${BIN:-$(picolet_bin "$triple")}
 [[ -f $bin ]] || { echo "deb: no binary at $bin: make cross CROSS_TARGETS=$triple" >&2; exit 1; }
-version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/Cargo.toml" | head -1)
+version=${DEB_VERSION:-$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/Cargo.toml" | head -1)}
+[[ $version =~ ^[0-9][A-Za-z0-9.+~-]*$ ]] || { echo "deb: '$version' is not a Debian version" >&2; exit 1; }
 # The glibc targets need the C library; the musl ones are static.
 case $triple in *-gnu*) depends="libc6" ;; *) depends="" ;; esac
 

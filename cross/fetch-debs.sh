@@ -20,8 +20,20 @@ shift 2
 debs="$CACHE/debs/$arch"
 mkdir -p "$debs" "$dest"
 
+# apt's candidate versions, all asked in one `apt-cache policy` (each run
+# loads apt's whole cache: seconds apiece on a busy machine).
+declare -A cand=()
+candidates() {
+    local name ver
+    while read -r name ver; do
+        cand[$name]="$ver"
+    done < <(apt-cache policy "${@/%/:$arch}" 2>/dev/null | awk -v a=":$arch" '
+        /^[^ ].*:$/ { name = substr($0, 1, length($0) - 1); sub(a "$", "", name) }
+        /^  Candidate:/ { print name, $2 }')
+}
 candidate() {
-    apt-cache policy "$1:$arch" 2>/dev/null | awk '/Candidate:/ { print $2 }'
+    [[ -n "${cand[$1]+x}" ]] || candidates "$1"
+    echo "${cand[$1]:-}"
 }
 
 resolve() {
@@ -36,8 +48,10 @@ resolve() {
     esac
 }
 
-for want in "$@"; do
-    pkg="$(resolve "$want")"
+resolved=()
+for want in "$@"; do resolved+=("$(resolve "$want")"); done
+candidates "${resolved[@]}"
+for pkg in "${resolved[@]}"; do
     ver="$(candidate "$pkg")"
     if [[ -z "$ver" || "$ver" == "(none)" ]]; then
         die "no $pkg for $arch in apt's lists (did 'make cross-deps' add the $arch architecture and run apt-get update?)"

@@ -13,8 +13,14 @@
 # Debian packages are downloaded (never installed) by cross/fetch-debs.sh
 # into out/cache/. Nothing here needs a network at boot.
 #
+# IMAGE_VARIANT=package builds the package test image into
+# out/<board>-package/ instead (cross/package-image/stage.sh: systemd as
+# PID 1, dpkg, and the picolet .debs of $PACKAGE_DEBS to install at boot in
+# place of the picolet binary and cross/init.sh; `make image-test-package`).
+#
 # Usage: cross/mkimage.sh BOARD
 # Env:   PICOLET_BIN=/path  use this picolet binary instead of `make cross`'s
+#        IMAGE_VARIANT=package, PACKAGE_DEBS="old.deb new.deb"
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -25,18 +31,27 @@ bdir="$REPO/boards/$board"
 IMAGE_UNSUPPORTED="" RPI_CONFIG_TXT=0 MODULES="" QEMU_SYSTEM=""
 # shellcheck source=/dev/null
 source "$bdir/board.env"
-dest="$OUT/$board"
+variant="${IMAGE_VARIANT:-}"
+case "$variant" in
+    "" | package) ;;
+    *) die "unknown IMAGE_VARIANT '$variant' (known: package)" ;;
+esac
+dest="$OUT/$board${variant:+-$variant}"
 mkdir -p "$dest"
 
 # --- picolet ---------------------------------------------------------------------
-if [[ -n "${PICOLET_BIN:-}" ]]; then
+if [[ "$variant" == package ]]; then
+    picolet=""   # the image carries picolet's packages instead
+    for deb in ${PACKAGE_DEBS:-}; do [[ -f "$deb" ]] || die "PACKAGE_DEBS: no $deb"; done
+    [[ -n "${PACKAGE_DEBS:-}" ]] || die "IMAGE_VARIANT=package needs PACKAGE_DEBS (make image-test-package builds them)"
+elif [[ -n "${PICOLET_BIN:-}" ]]; then
     picolet="$PICOLET_BIN"
     log "using PICOLET_BIN=$picolet"
 else
     bash "$CROSS_DIR/build.sh" "$TARGET_TRIPLE"
     picolet="$(picolet_bin "$TARGET_TRIPLE")"
 fi
-[[ -f "$picolet" ]] || die "picolet binary $picolet missing"
+[[ "$variant" == package || -f "$picolet" ]] || die "picolet binary $picolet missing"
 
 if [[ -n "$IMAGE_UNSUPPORTED" ]]; then
     cp "$picolet" "$dest/picolet"
@@ -70,6 +85,11 @@ log "fetching Debian packages for $DEB_ARCH"
 bash "$CROSS_DIR/fetch-debs.sh" "$DEB_ARCH" "$pkgs" \
     "$KERNEL_PACKAGE" busybox-static containerd runc containernetworking-plugins \
     libc6 libseccomp2 libgcc-s1 >"$work/packages.txt"
+if [[ "$variant" == package ]]; then
+    # shellcheck source=package-image/stage.sh
+    source "$CROSS_DIR/package-image/stage.sh"
+    package_image_fetch
+fi
 sed 's/^/  /' "$work/packages.txt" >&2
 
 kver="$(ls "$pkgs/lib/modules")"
@@ -113,7 +133,8 @@ add_elf_deps() {
         [[ -z "${seen_lib[$lib]:-}" ]] || continue
         seen_lib[$lib]=1
         found=""
-        for dir in "/lib/$multiarch" "/usr/lib/$multiarch" /lib /usr/lib; do
+        for dir in "/lib/$multiarch" "/usr/lib/$multiarch" /lib /usr/lib \
+                   "/lib/$multiarch/systemd" "/usr/lib/$multiarch/systemd"; do
             if [[ -e "$pkgs$dir/$lib" || -L "$pkgs$dir/$lib" ]]; then found="$dir/$lib"; break; fi
         done
         [[ -n "$found" ]] || die "$(basename "$f") needs $lib, not found in the fetched $DEB_ARCH packages"
@@ -127,13 +148,13 @@ log "staging the initramfs"
 mkdir -p "$stage"/{bin,sbin,dev,proc,sys,run,tmp,root,etc/picolet,usr/bin,usr/sbin,usr/lib/cni,var/lib,var/log,usr/share/picolet/images}
 chmod 1777 "$stage/tmp"
 chmod 0700 "$stage/root"
-install -m 0755 "$CROSS_DIR/init.sh" "$stage/init"
+[[ "$variant" == package ]] || install -m 0755 "$CROSS_DIR/init.sh" "$stage/init"
 install -m 0755 "$pkgs/bin/busybox" "$stage/bin/busybox"
 ln -sf busybox "$stage/bin/sh"
 # The kernel opens /dev/console for /init before devtmpfs is mounted.
 mknod -m 0600 "$stage/dev/console" c 5 1
 mknod -m 0666 "$stage/dev/null" c 1 3
-install -m 0755 "$picolet" "$stage/usr/bin/picolet"
+[[ "$variant" == package ]] || install -m 0755 "$picolet" "$stage/usr/bin/picolet"
 for b in containerd containerd-shim-runc-v2 ctr; do
     install -m 0755 "$pkgs/usr/bin/$b" "$stage/usr/bin/$b"
 done
@@ -147,6 +168,7 @@ for f in "$stage/usr/bin/"* "$stage/usr/sbin/runc" "$stage/usr/lib/cni/"*; do
 done
 printf 'root:x:0:0:root:/root:/bin/sh\n' >"$stage/etc/passwd"
 printf 'root:x:0:\n' >"$stage/etc/group"
+[[ "$variant" != package ]] || package_image_stage
 
 # --- kernel modules --------------------------------------------------------------------
 moddir="$pkgs/lib/modules/$kver"
@@ -204,15 +226,23 @@ echo registry.k8s.io/pause:3.9 >"$stage/usr/share/picolet/images/pause.ref"
 mkdir -p "$stage/usr/share/picolet/scenarios"
 cp -a "$CROSS_DIR/scenarios/." "$stage/usr/share/picolet/scenarios/"
 cp -a "$bdir/rootfs/." "$stage/"
-install -m 0644 "$bdir/config.yaml" "$stage/etc/picolet/config.yaml"
-echo "$board" >"$stage/etc/picolet/board"
-echo "${DATA_DEVICE:-none}" >"$stage/etc/picolet/data-device"
+# The package test image gets picolet's config from the package.
+[[ "$variant" == package ]] || install -m 0644 "$bdir/config.yaml" "$stage/etc/picolet/config.yaml"
+info="$stage/etc/picolet/image-info"
+if [[ "$variant" == package ]]; then
+    # /etc/picolet is the package's: a purge must find only its own files.
+    rmdir "$stage/etc/picolet"
+    info="$stage/usr/share/picolet/image-info"
+else
+    echo "$board" >"$stage/etc/picolet/board"
+    echo "${DATA_DEVICE:-none}" >"$stage/etc/picolet/data-device"
+fi
 {
     echo "board=$board"
     echo "triple=$TARGET_TRIPLE"
     echo "kernel=$kver"
     sed 's/^/package=/' "$work/packages.txt"
-} >"$stage/etc/picolet/image-info"
+} >"$info"
 
 # --- outputs ---------------------------------------------------------------------------------
 log "writing $dest"
@@ -237,10 +267,14 @@ fi
 rm -rf "$work"
 
 echo
-echo "image for $board ($BOARD_DESCRIPTION):"
+echo "image for $board${variant:+ ($variant variant)} ($BOARD_DESCRIPTION):"
 printf '  %-12s %10s  %s\n' FILE BYTES NOTE
 printf '  %-12s %10d  %s\n' vmlinuz "$(stat -c %s "$dest/vmlinuz")" "Debian $kver"
-printf '  %-12s %10d  %s\n' initrd.img "$(stat -c %s "$dest/initrd.img")" "cpio.gz (picolet $(stat -c %s "$picolet") bytes)"
+if [[ "$variant" == package ]]; then
+    printf '  %-12s %10d  %s\n' initrd.img "$(stat -c %s "$dest/initrd.img")" "cpio.gz (systemd, dpkg, $(for d in $PACKAGE_DEBS; do basename "$d"; done | tr '\n' ' '))"
+else
+    printf '  %-12s %10d  %s\n' initrd.img "$(stat -c %s "$dest/initrd.img")" "cpio.gz (picolet $(stat -c %s "$picolet") bytes)"
+fi
 printf '  %-12s %10s  %s\n' cmdline.txt "" "$KERNEL_CMDLINE"
 [[ -f "$dest/config.txt" ]] && printf '  %-12s %10s  %s\n' config.txt "" "Raspberry Pi firmware configuration"
 echo

@@ -19,6 +19,11 @@
 #   The power cuts (`make image-test-powercut`, 3 cuts) are not a stage:
 #   they took 7 min of this lane, the longest, and one cut in five timed out
 #   when the suite beside them loaded the machine; `make test-full` runs 100.
+#   Nor is the Debian package under systemd (`make image-test-package`:
+#   its own image with systemd and dpkg, one boot that installs, upgrades
+#   and purges): about 6 min on a loaded machine, and this lane is the
+#   run's longest, so each minute here is a minute of CI; `make test-full`
+#   runs it.
 #   cross       (background, niced) the unit tests of armv7 under
 #               qemu-user (`make test-cross`), in a target dir of its own
 #               (aarch64's and riscv64's run in `make test-full`).
