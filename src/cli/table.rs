@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod, PodStatus};
 
 use super::term::{status_tone, Style};
 
@@ -58,6 +58,39 @@ fn since(
     }
 }
 
+/// When a container's last run ended (its last state's `finishedAt`).
+fn finished(c: &ContainerStatus) -> Option<i64> {
+    c.last_state
+        .as_ref()?
+        .terminated
+        .as_ref()?
+        .finished_at
+        .as_ref()
+        .map(|t| t.0.as_second())
+}
+
+/// A terminated container's STATUS cell: its reason, else its signal,
+/// else its exit code, after `prefix` (`Init:` for an init container).
+fn terminated_reason(t: &ContainerStateTerminated, prefix: &str) -> String {
+    match (
+        t.reason.as_deref().filter(|r| !r.is_empty()),
+        t.signal.filter(|s| *s != 0),
+    ) {
+        (Some(r), _) => format!("{prefix}{r}"),
+        (None, Some(sig)) => format!("{prefix}Signal:{sig}"),
+        (None, None) => format!("{prefix}ExitCode:{}", t.exit_code),
+    }
+}
+
+/// The pod's condition `type_` is `True`.
+fn condition_true(status: &PodStatus, type_: &str) -> bool {
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == type_ && c.status == "True")
+}
+
 /// One pod's READY, STATUS and RESTARTS cells, by kubectl's `printPod`.
 pub fn pod_row(pod: &Pod, now_unix: i64) -> (String, String, String) {
     let spec = pod.spec.as_ref();
@@ -77,15 +110,6 @@ pub fn pod_row(pod: &Pod, now_unix: i64) -> (String, String, String) {
     let mut sidecar_restarts = 0i64;
     let mut last_restart: Option<i64> = None;
     let mut last_sidecar_restart: Option<i64> = None;
-    let finished = |c: &ContainerStatus| -> Option<i64> {
-        c.last_state
-            .as_ref()?
-            .terminated
-            .as_ref()?
-            .finished_at
-            .as_ref()
-            .map(|t| t.0.as_second())
-    };
 
     let phase = status.phase.clone().unwrap_or_default();
     let mut reason = status
@@ -122,16 +146,7 @@ pub fn pod_row(pod: &Pod, now_unix: i64) -> (String, String, String) {
                 ready += usize::from(c.ready);
                 continue;
             }
-            (Some(t), _) => {
-                reason = match (
-                    t.reason.as_deref().filter(|r| !r.is_empty()),
-                    t.signal.filter(|s| *s != 0),
-                ) {
-                    (Some(r), _) => format!("Init:{r}"),
-                    (None, Some(sig)) => format!("Init:Signal:{sig}"),
-                    (None, None) => format!("Init:ExitCode:{}", t.exit_code),
-                };
-            }
+            (Some(t), _) => reason = terminated_reason(t, "Init:"),
             (None, Some(w))
                 if w.reason
                     .as_deref()
@@ -145,12 +160,7 @@ pub fn pod_row(pod: &Pod, now_unix: i64) -> (String, String, String) {
         break;
     }
 
-    let initialized = status
-        .conditions
-        .iter()
-        .flatten()
-        .any(|c| c.type_ == "Initialized" && c.status == "True");
-    if !initializing || initialized {
+    if !initializing || condition_true(&status, "Initialized") {
         restarts = sidecar_restarts;
         last_restart = last_sidecar_restart;
         let mut has_running = false;
@@ -168,25 +178,14 @@ pub fn pod_row(pod: &Pod, now_unix: i64) -> (String, String, String) {
             {
                 reason = r;
             } else if let Some(t) = &state.terminated {
-                reason = match (
-                    t.reason.as_deref().filter(|r| !r.is_empty()),
-                    t.signal.filter(|s| *s != 0),
-                ) {
-                    (Some(r), _) => r.to_string(),
-                    (None, Some(sig)) => format!("Signal:{sig}"),
-                    (None, None) => format!("ExitCode:{}", t.exit_code),
-                };
+                reason = terminated_reason(t, "");
             } else if c.ready && state.running.is_some() {
                 has_running = true;
                 ready += 1;
             }
         }
         if reason == "Completed" && has_running {
-            let pod_ready = status
-                .conditions
-                .iter()
-                .flatten()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
+            let pod_ready = condition_true(&status, "Ready");
             reason = if pod_ready { "Running" } else { "NotReady" }.into();
         }
     }
