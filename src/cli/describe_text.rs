@@ -326,6 +326,14 @@ pub fn describe_pod(pod: &Pod, events: &[Value], now_unix: i64, style: Style) ->
         "QoS Class",
         status.qos_class.as_deref().unwrap_or("<none>"),
     );
+    events_section(&mut out, pod, events, now_unix, style);
+    out
+}
+
+/// The `Events:` section: the pod's own events (by UID, else by name),
+/// oldest first, as kubectl's table.
+fn events_section(out: &mut String, pod: &Pod, events: &[Value], now_unix: i64, style: Style) {
+    let md = &pod.metadata;
     let uid = md.uid.as_deref().unwrap_or("");
     let mut mine: Vec<&Value> = events
         .iter()
@@ -339,7 +347,7 @@ pub fn describe_pod(pod: &Pod, events: &[Value], now_unix: i64, style: Style) ->
         .collect();
     if mine.is_empty() {
         out.push_str("Events:           <none>\n");
-        return out;
+        return;
     }
     mine.sort_by_key(|e| event_time(e, "lastTimestamp"));
     let _ = writeln!(out, "{}", style.paint("Events:", Tone::Bold));
@@ -375,7 +383,6 @@ pub fn describe_pod(pod: &Pod, events: &[Value], now_unix: i64, style: Style) ->
         };
         let _ = writeln!(out, "  {l}");
     }
-    out
 }
 
 #[cfg(test)]
