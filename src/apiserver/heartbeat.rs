@@ -45,7 +45,7 @@ use super::node_images::{node_images, RuntimeImage};
 use super::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
 use super::transport::{Body, Client};
 use crate::config::{EvictionThreshold, KubeletConfig};
-use crate::cri::{api, Runtime};
+use crate::cri::{api, Runtime, RuntimeService};
 use crate::node::eviction::Condition;
 use crate::rt;
 
@@ -155,11 +155,12 @@ fn reserved(c: &HeartbeatConfig, capacity: Resources) -> Resources {
     }
 }
 
-/// The Node and the Lease of this node, kept current.
-pub struct Heartbeat {
+/// The Node and the Lease of this node, kept current, asking `R` (the
+/// CRI client; a hollow node's in-memory runtime) for readiness and images.
+pub struct Heartbeat<R: RuntimeService = Runtime> {
     client: Client,
     cfg: HeartbeatConfig,
-    runtime: Runtime,
+    runtime: R,
     /// Filled in once the Node exists: status sync and Lease need it.
     node_uid: Rc<RefCell<Option<String>>>,
     /// Where the Node's events go (Starting, Rebooted, NodeReady, ...).
@@ -173,11 +174,11 @@ pub struct Heartbeat {
     runtime_version: RefCell<String>,
 }
 
-impl Heartbeat {
+impl<R: RuntimeService> Heartbeat<R> {
     pub fn new(
         client: Client,
         cfg: HeartbeatConfig,
-        runtime: Runtime,
+        runtime: R,
         node_uid: Rc<RefCell<Option<String>>>,
     ) -> Self {
         Heartbeat {
