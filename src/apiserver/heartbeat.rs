@@ -18,7 +18,10 @@
 //!   migrated-plugins annotation), or its annotation reconciled; retried
 //!   with the status until it works.
 //! - Lease: `kube-node-lease/<node>` renewed every quarter of
-//!   `nodeLeaseDurationSeconds`, retried sooner after a failure.
+//!   `nodeLeaseDurationSeconds`, retried sooner after a failure. A renewal
+//!   is a merge patch of `spec.renewTime` alone (with the resourceVersion
+//!   as precondition) while the Lease is held as we hold it: the idle
+//!   node's largest upload (docs/fleet.md).
 //!
 //! Every request is one the Node authorizer and NodeRestriction allow a
 //! `system:node:<name>` credential. This module must not know the agent;
@@ -617,8 +620,10 @@ impl<R: RuntimeService> Heartbeat<R> {
         }
     }
 
-    /// One renewal: update the Lease we know (optimistic concurrency), or
-    /// read it, or create it.
+    /// One renewal: patch the renew time of the Lease we know (or update
+    /// it whole when it is not held as we hold it), both with its
+    /// resourceVersion as precondition; or read it, or create it. A failed
+    /// renewal reads the Lease again.
     async fn renew(
         &self,
         path: &str,
@@ -649,9 +654,21 @@ impl<R: RuntimeService> Heartbeat<R> {
                 }
             }
         };
-        let l = lease::renewed(&known, name, uid.as_deref(), duration, wall_clock());
-        let bytes = serde_json::to_vec(&l).map_err(|e| e.to_string())?;
-        let (code, body) = self.send(Method::PUT, path, Some((bytes, JSON))).await?;
+        let rv = known.metadata.resource_version.as_deref();
+        let (method, bytes, content_type) = match rv {
+            // Held as we hold it: move the renew time alone.
+            Some(rv) if lease::held_as(&known, name, uid.as_deref(), duration) => (
+                Method::PATCH,
+                lease::renewal_patch(rv, wall_clock()),
+                MERGE_PATCH,
+            ),
+            _ => {
+                let l = lease::renewed(&known, name, uid.as_deref(), duration, wall_clock());
+                let bytes = serde_json::to_vec(&l).map_err(|e| e.to_string())?;
+                (Method::PUT, bytes, JSON)
+            }
+        };
+        let (code, body) = self.send(method, path, Some((bytes, content_type))).await?;
         match code {
             c if c.is_success() => decode(&body),
             c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
