@@ -20,8 +20,9 @@
 //! - Lease: `kube-node-lease/<node>` renewed every quarter of
 //!   `nodeLeaseDurationSeconds`, retried sooner after a failure. A renewal
 //!   is a merge patch of `spec.renewTime` alone (with the resourceVersion
-//!   as precondition) while the Lease is held as we hold it: the idle
-//!   node's largest upload (docs/fleet.md).
+//!   as precondition) while the Lease is held as we hold it, its answer
+//!   asked in protobuf ([`lease_proto`]): the idle node's largest cost
+//!   on the wire (docs/fleet.md).
 //!
 //! Every request is one the Node authorizer and NodeRestriction allow a
 //! `system:node:<name>` credential. This module must not know the agent;
@@ -41,6 +42,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::event_sync::EventSync;
 use super::events::{reason, EventType};
 use super::lease;
+use super::lease_proto;
 use super::node::{self, HugePages, NodeFacts, NodeView, Readiness, Resources};
 use super::node_csi;
 use super::node_events;
@@ -655,20 +657,33 @@ impl<R: RuntimeService> Heartbeat<R> {
             }
         };
         let rv = known.metadata.resource_version.as_deref();
-        let (method, bytes, content_type) = match rv {
-            // Held as we hold it: move the renew time alone.
-            Some(rv) if lease::held_as(&known, name, uid.as_deref(), duration) => (
-                Method::PATCH,
-                lease::renewal_patch(rv, wall_clock()),
-                MERGE_PATCH,
-            ),
-            _ => {
-                let l = lease::renewed(&known, name, uid.as_deref(), duration, wall_clock());
-                let bytes = serde_json::to_vec(&l).map_err(|e| e.to_string())?;
-                (Method::PUT, bytes, JSON)
-            }
-        };
-        let (code, body) = self.send(method, path, Some((bytes, content_type))).await?;
+        if let Some(rv) = rv.filter(|_| lease::held_as(&known, name, uid.as_deref(), duration)) {
+            // Held as we hold it: move the renew time alone, the answer
+            // in protobuf.
+            let body = Body {
+                content_type: MERGE_PATCH,
+                bytes: lease::renewal_patch(rv, wall_clock()),
+            };
+            let r = self
+                .client
+                .request_accepting(
+                    Method::PATCH,
+                    path,
+                    Some(body),
+                    lease_proto::PROTOBUF,
+                    BODY_LIMIT,
+                    REQUEST_DEADLINE,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            return match r.status {
+                c if c.is_success() => lease_proto::decode(&r.body).map_err(|e| e.to_string()),
+                c => Err(ApiError::from_reply(c.as_u16(), &r.body).to_string()),
+            };
+        }
+        let l = lease::renewed(&known, name, uid.as_deref(), duration, wall_clock());
+        let bytes = serde_json::to_vec(&l).map_err(|e| e.to_string())?;
+        let (code, body) = self.send(Method::PUT, path, Some((bytes, JSON))).await?;
         match code {
             c if c.is_success() => decode(&body),
             c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),

@@ -60,7 +60,8 @@
 //! - [`node`], [`lease`], [`status_manager`], [`mirror`]: pure builders of
 //!   what the node writes: its Node object and conditions, its heartbeat
 //!   Lease, pod status patches and the queue keeping the latest status per
-//!   pod, and the mirror pods of its static pods.
+//!   pod, and the mirror pods of its static pods. [`lease_proto`]: the
+//!   renewal's protobuf answer, read.
 //!
 //! # Build
 //!
@@ -77,7 +78,7 @@
 //! pod sources: the agent (or a source built on this module) decides what
 //! to do with [`reflector::Event`]s. The pure modules ([`request`],
 //! [`watch`], [`reflector`], [`node`], [`node_csi`], [`node_events`], [`node_images`],
-//! [`lease`], [`status_manager`],
+//! [`lease`], [`lease_proto`], [`status_manager`],
 //! [`mirror`], [`events`], [`csr`], [`der`],
 //! [`bootstrap`], [`tokens`], [`rotation`])
 //! never import smol, hyper, rustls or `std::fs`;
@@ -96,6 +97,7 @@ pub mod informer;
 pub mod join;
 pub mod kubeconfig;
 pub mod lease;
+pub mod lease_proto;
 pub mod link;
 pub mod mirror;
 pub mod node;
