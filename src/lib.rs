@@ -17,6 +17,8 @@ pub mod config;
 pub mod cri;
 pub mod decode;
 pub mod gc;
+#[cfg(feature = "hollow")]
+pub mod hollow;
 #[cfg(test)]
 mod import_rules;
 pub mod logger;

@@ -364,14 +364,26 @@ impl Agent<Runtime> {
         agent.node.replace(node::NodeFacts::detect());
         agent
     }
+}
 
-    /// The CRI client.
-    pub fn runtime(&self) -> &Runtime {
-        &self.runtime
+#[cfg(feature = "hollow")]
+impl Agent<crate::cri::memory::MemoryRuntime> {
+    /// A hollow node's agent (`picolet hollow`): the in-memory `runtime`,
+    /// no pod cgroups, the machine's facts as the node's.
+    pub fn hollow(cfg: AgentConfig, runtime: crate::cri::memory::MemoryRuntime) -> Rc<Self> {
+        let host = host_files::HostFacts::detect(&cfg);
+        let agent = Agent::with_runtime(cfg, runtime, None, host);
+        agent.node.replace(node::NodeFacts::detect());
+        agent
     }
 }
 
 impl<R: RuntimeService> Agent<R> {
+    /// The runtime the agent calls (the CRI client in the binary).
+    pub fn runtime(&self) -> &R {
+        &self.runtime
+    }
+
     /// Creates the agent over any runtime (the in-memory one in tests).
     fn with_runtime(
         cfg: AgentConfig,

@@ -8,7 +8,7 @@
 //! `systemReserved` and the hard eviction thresholds of `memory.available`
 //! (against memory) and `nodefs.available` (against ephemeral-storage),
 //! never below zero; `pods` is `maxPods`. The same rule as the Node status
-//! the API server gets (`apiserver::node`), computed here too because a
+//! the API server gets (`apiserver::presence::node_object`), computed here too because a
 //! standalone picolet has no Node object to read it from.
 //!
 //! [`resources`] is pure; the agent reads the machine.

@@ -46,6 +46,7 @@ use crate::apiserver::referenced::configs::ConfigWatches;
 use crate::apiserver::referenced::services::ServiceWatches;
 use crate::apiserver::referenced::token_sync::{ApiObjects, TokenSync, WithTokens};
 use crate::config::KubeletConfig;
+use crate::cri::RuntimeService;
 use crate::rt;
 
 /// Why picolet cannot join the cluster as configured.
@@ -72,10 +73,10 @@ pub struct Joined {
 
 /// Starts the API-server side of `agent` with `cfg.kubeconfig`. Call it
 /// before [`Agent::run`], so that the API source is tracked from the start.
-pub fn join(
+pub fn join<R: RuntimeService + Clone>(
     cfg: &KubeletConfig,
     node_name: &str,
-    agent: &Rc<Agent>,
+    agent: &Rc<Agent<R>>,
 ) -> Result<Option<Joined>, JoinError> {
     let Some(path) = &cfg.kubeconfig else {
         return Ok(None);

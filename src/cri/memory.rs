@@ -16,6 +16,7 @@
 //! [`MemoryRuntime::add_image`], [`MemoryRuntime::fail_pulls`],
 //! [`MemoryRuntime::restart`] (the runtime came back), and
 //! [`MemoryRuntime::calls`] to see which CRI calls the agent made.
+//! [`MemoryRuntime::hollow`] is a hollow node's (`picolet hollow`).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -83,6 +84,9 @@ struct State {
     images: BTreeSet<String>,
     failing_pulls: BTreeSet<String>,
     calls: Vec<&'static str>,
+    /// A hollow node's runtime: it keeps no call record (it would grow for
+    /// as long as the node runs), and every probe and hook succeeds.
+    hollow: bool,
     connects: u64,
 }
 
@@ -147,6 +151,15 @@ impl MemoryRuntime {
         Self::default()
     }
 
+    /// A hollow node's runtime: every pull succeeds (images are present
+    /// at once), containers run until stopped, every probe and hook
+    /// succeeds, and no call is recorded.
+    pub fn hollow() -> Self {
+        let runtime = Self::default();
+        runtime.state.borrow_mut().hollow = true;
+        runtime
+    }
+
     /// Makes an image present (as if pulled earlier).
     pub fn add_image(&self, image: &str) {
         self.state.borrow_mut().images.insert(image.to_string());
@@ -207,7 +220,9 @@ impl MemoryRuntime {
 
     fn record(&self, op: &'static str) -> std::cell::RefMut<'_, State> {
         let mut s = self.state.borrow_mut();
-        s.calls.push(op);
+        if !s.hollow {
+            s.calls.push(op);
+        }
         s
     }
 
@@ -584,5 +599,9 @@ impl RuntimeService for MemoryRuntime {
 
     fn connects(&self) -> u64 {
         self.state.borrow().connects
+    }
+
+    fn handlers_succeed(&self) -> bool {
+        self.state.borrow().hollow
     }
 }

@@ -146,6 +146,13 @@ pub trait RuntimeService: 'static {
     fn cri(&self) -> Option<&Runtime> {
         None
     }
+
+    /// Whether every probe and hook succeeds without being run: a hollow
+    /// node's simulated runtime (`picolet hollow`), whose containers have
+    /// no processes to probe.
+    fn handlers_succeed(&self) -> bool {
+        false
+    }
 }
 
 macro_rules! forward {

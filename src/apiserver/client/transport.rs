@@ -116,6 +116,9 @@ pub struct Body {
     pub bytes: Vec<u8>,
 }
 
+/// What every request asks for unless it says otherwise.
+const JSON: &str = "application/json";
+
 /// A buffered answer.
 #[derive(Clone, Debug)]
 pub struct Response {
@@ -263,9 +266,26 @@ impl Client {
         limit: usize,
         deadline: Duration,
     ) -> Result<Response, TransportError> {
+        self.request_accepting(method, path_and_query, body, JSON, limit, deadline)
+            .await
+    }
+
+    /// [`Client::request`] asking for the answer as `accept` (e.g. the
+    /// API server's protobuf, a fraction of the JSON's bytes).
+    pub async fn request_accepting(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<Body>,
+        accept: &'static str,
+        limit: usize,
+        deadline: Duration,
+    ) -> Result<Response, TransportError> {
         let what = format!("{method} {path_and_query}");
         let exchange = async {
-            let (status, incoming, h1) = self.send(method, path_and_query, body, &what).await?;
+            let (status, incoming, h1) = self
+                .send(method, path_and_query, body, accept, &what)
+                .await?;
             let body = collect(incoming, limit, &what, &self.inner.stats).await?;
             if let Some(s) = h1 {
                 self.give_back(s);
@@ -293,7 +313,7 @@ impl Client {
         let until = Instant::now() + deadline;
         let sent = rt::timeout(
             deadline,
-            Box::pin(self.send(Method::GET, path_and_query, None, &what)),
+            Box::pin(self.send(Method::GET, path_and_query, None, JSON, &what)),
         )
         .await;
         match sent {
@@ -319,11 +339,12 @@ impl Client {
         method: Method,
         path_and_query: &str,
         body: Option<Body>,
+        accept: &'static str,
         what: &str,
     ) -> Result<(StatusCode, Incoming, Option<http1::SendRequest<ReqBody>>), TransportError> {
         let sender = Box::pin(self.sender()).await?;
         let is_h2 = matches!(sender, Sender::H2(_));
-        let req = self.build(method, path_and_query, body, is_h2, what)?;
+        let req = self.build(method, path_and_query, body, accept, is_h2, what)?;
         self.count(|s| s.requests += 1);
         let http = |source| TransportError::Http {
             what: what.to_string(),
@@ -358,6 +379,7 @@ impl Client {
         method: Method,
         path_and_query: &str,
         body: Option<Body>,
+        accept: &'static str,
         h2: bool,
         what: &str,
     ) -> Result<http::Request<ReqBody>, TransportError> {
@@ -374,7 +396,7 @@ impl Client {
         let mut b = http::Request::builder()
             .method(method)
             .uri(uri)
-            .header(header::ACCEPT, "application/json")
+            .header(header::ACCEPT, accept)
             .header(header::USER_AGENT, self.inner.user_agent.clone());
         if !h2 {
             b = b.header(header::HOST, server.authority());

@@ -18,7 +18,11 @@
 //!   migrated-plugins annotation), or its annotation reconciled; retried
 //!   with the status until it works.
 //! - Lease: `kube-node-lease/<node>` renewed every quarter of
-//!   `nodeLeaseDurationSeconds`, retried sooner after a failure.
+//!   `nodeLeaseDurationSeconds`, retried sooner after a failure. A renewal
+//!   is a merge patch of `spec.renewTime` alone (with the resourceVersion
+//!   as precondition) while the Lease is held as we hold it, its answer
+//!   asked in protobuf ([`lease_proto`]): the idle node's largest cost
+//!   on the wire (docs/fleet.md).
 //!
 //! Every request is one the Node authorizer and NodeRestriction allow a
 //! `system:node:<name>` credential. This module must not know the agent;
@@ -37,6 +41,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::csi_node;
 use super::lease;
+use super::lease_proto;
 use super::node_events;
 use super::node_images::{node_images, RuntimeImage};
 use super::node_object::{self, HugePages, NodeFacts, NodeView, Readiness, Resources};
@@ -45,7 +50,7 @@ use crate::apiserver::client::transport::{Body, Client};
 use crate::apiserver::pods::event_sync::EventSync;
 use crate::apiserver::pods::events::{reason, EventType};
 use crate::config::{EvictionThreshold, KubeletConfig};
-use crate::cri::{api, Runtime};
+use crate::cri::{api, Runtime, RuntimeService};
 use crate::node::eviction::Condition;
 use crate::rt;
 
@@ -155,11 +160,12 @@ fn reserved(c: &HeartbeatConfig, capacity: Resources) -> Resources {
     }
 }
 
-/// The Node and the Lease of this node, kept current.
-pub struct Heartbeat {
+/// The Node and the Lease of this node, kept current, asking `R` (the
+/// CRI client; a hollow node's in-memory runtime) for readiness and images.
+pub struct Heartbeat<R: RuntimeService = Runtime> {
     client: Client,
     cfg: HeartbeatConfig,
-    runtime: Runtime,
+    runtime: R,
     /// Filled in once the Node exists: status sync and Lease need it.
     node_uid: Rc<RefCell<Option<String>>>,
     /// Where the Node's events go (Starting, Rebooted, NodeReady, ...).
@@ -173,11 +179,11 @@ pub struct Heartbeat {
     runtime_version: RefCell<String>,
 }
 
-impl Heartbeat {
+impl<R: RuntimeService> Heartbeat<R> {
     pub fn new(
         client: Client,
         cfg: HeartbeatConfig,
-        runtime: Runtime,
+        runtime: R,
         node_uid: Rc<RefCell<Option<String>>>,
     ) -> Self {
         Heartbeat {
@@ -616,8 +622,10 @@ impl Heartbeat {
         }
     }
 
-    /// One renewal: update the Lease we know (optimistic concurrency), or
-    /// read it, or create it.
+    /// One renewal: patch the renew time of the Lease we know (or update
+    /// it whole when it is not held as we hold it), both with its
+    /// resourceVersion as precondition; or read it, or create it. A failed
+    /// renewal reads the Lease again.
     async fn renew(
         &self,
         path: &str,
@@ -648,6 +656,31 @@ impl Heartbeat {
                 }
             }
         };
+        let rv = known.metadata.resource_version.as_deref();
+        if let Some(rv) = rv.filter(|_| lease::held_as(&known, name, uid.as_deref(), duration)) {
+            // Held as we hold it: move the renew time alone, the answer
+            // in protobuf.
+            let body = Body {
+                content_type: MERGE_PATCH,
+                bytes: lease::renewal_patch(rv, wall_clock()),
+            };
+            let r = self
+                .client
+                .request_accepting(
+                    Method::PATCH,
+                    path,
+                    Some(body),
+                    lease_proto::PROTOBUF,
+                    BODY_LIMIT,
+                    REQUEST_DEADLINE,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            return match r.status {
+                c if c.is_success() => lease_proto::decode(&r.body).map_err(|e| e.to_string()),
+                c => Err(ApiError::from_reply(c.as_u16(), &r.body).to_string()),
+            };
+        }
         let l = lease::renewed(&known, name, uid.as_deref(), duration, wall_clock());
         let bytes = serde_json::to_vec(&l).map_err(|e| e.to_string())?;
         let (code, body) = self.send(Method::PUT, path, Some((bytes, JSON))).await?;

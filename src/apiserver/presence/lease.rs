@@ -78,6 +78,44 @@ pub fn renewed(
     l
 }
 
+/// Whether `current` is held as this node renews it: its holder and
+/// duration, and owned by the Node once its UID is known. Then a renewal
+/// moves only `spec.renewTime` ([`renewal_patch`]); otherwise the whole
+/// Lease is written ([`renewed`]).
+pub fn held_as(
+    current: &Lease,
+    node_name: &str,
+    node_uid: Option<&str>,
+    duration_seconds: i32,
+) -> bool {
+    let Some(spec) = &current.spec else {
+        return false;
+    };
+    let owned = node_uid.is_none_or(|uid| {
+        current
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.kind == "Node" && r.uid == uid)
+    });
+    spec.holder_identity.as_deref() == Some(node_name)
+        && spec.lease_duration_seconds == Some(duration_seconds)
+        && owned
+}
+
+/// A renewal as a JSON merge patch: `spec.renewTime` alone, with the
+/// `resourceVersion` last read as a precondition (the API server answers
+/// 409 Conflict when the Lease changed since, as an update would), a
+/// tenth of the bytes of the whole Lease.
+pub fn renewal_patch(resource_version: &str, now: Timestamp) -> Vec<u8> {
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": resource_version},
+        "spec": {"renewTime": MicroTime(now)},
+    });
+    serde_json::to_vec(&patch).unwrap_or_default()
+}
+
 /// How often the Lease is renewed: a quarter of its duration.
 pub fn renew_interval(duration_seconds: i32) -> Duration {
     Duration::from_millis(u64::from(duration_seconds.max(1).unsigned_abs()) * 1000 / 4)
@@ -130,6 +168,25 @@ mod tests {
         assert_eq!(r.metadata.owner_references.as_ref().unwrap().len(), 1);
         let again = renewed(&r, "pi", Some("u"), 40, t(20));
         assert_eq!(again.metadata.owner_references.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_lease_held_as_the_node_renews_it_is_renewed_by_a_patch_of_its_renew_time() {
+        let mut l = lease("pi", Some("u"), 40, t(0));
+        assert!(held_as(&l, "pi", Some("u"), 40));
+        assert!(!held_as(&l, "pi", Some("u"), 60));
+        assert!(!held_as(&l, "other", Some("u"), 40));
+        assert!(!held_as(&l, "pi", Some("new-uid"), 40));
+        l.metadata.owner_references = None;
+        assert!(held_as(&l, "pi", None, 40));
+        let patch: serde_json::Value = serde_json::from_slice(&renewal_patch("77", t(10))).unwrap();
+        assert_eq!(
+            patch,
+            serde_json::json!({
+                "metadata": {"resourceVersion": "77"},
+                "spec": {"renewTime": "2023-11-14T22:13:30.000000Z"},
+            })
+        );
     }
 
     #[test]

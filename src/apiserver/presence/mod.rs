@@ -11,6 +11,7 @@
 pub mod csi_node;
 pub mod heartbeat;
 pub mod lease;
+pub mod lease_proto;
 pub mod node_events;
 pub mod node_images;
 pub mod node_object;
