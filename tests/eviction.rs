@@ -4,10 +4,13 @@
 //! really run and really allocate.
 //!
 //! Disk pressure comes from a tmpfs of the test's own, so its margin is
-//! the test's and no other work on the machine moves it. Memory pressure is
-//! not tested here: its signal is the host's memory.available, which CI's
-//! builds beside the suite move by gigabytes. It is tested where the memory
-//! is the test's own, in a 256 MiB qemu guest (`make image-test-eviction`,
+//! the test's and no other work on the machine moves it. Memory pressure
+//! is tested on `allocatableMemory.available`, the pods' allocatable minus
+//! the pods cgroup's working set: `kubeReserved` leaves the pods 256 MiB of
+//! the machine, so the pressure is entirely the test's own pods. The
+//! host's `memory.available` is not tested here (CI's builds beside the
+//! suite move it by gigabytes); it is tested where the memory is the
+//! test's own, in a 256 MiB qemu guest (`make image-test-eviction`,
 //! cross/scenarios/eviction/). Waits are polls on what picolet reports
 //! (`GET /pods`, `GET /node`); nothing asserts on timing.
 
@@ -289,4 +292,89 @@ fn the_kubepods_cgroup_gets_capacity_minus_reservations_and_burstable_shares_fol
     wait_until("burstable shares follow the pod's request", LONG, || {
         (read_trimmed(&burstable)? == want.to_string()).then_some(())
     });
+}
+
+/// `MemTotal` in bytes.
+fn mem_total() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").expect("meminfo");
+    meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("MemTotal")
+        * 1024
+}
+
+/// `allocatableMemory.available` as picolet's last eviction pass saw it.
+fn allocatable_available(p: &Picolet) -> Option<i64> {
+    node(p)["signals"]["allocatableMemory.available"]["available"].as_i64()
+}
+
+fn eviction_passes(p: &Picolet) -> u64 {
+    node(p)["passes"].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn started_under_memory_pressure_picolet_evicts_the_besteffort_hog_and_keeps_the_guaranteed_pod() {
+    let runtime = ContainerRuntime::start();
+    // The pods' allocatable is 256 MiB whatever the machine has; the
+    // threshold is crossed once the pods' working set passes 56 MiB, which
+    // the hog's 96 MiB does on its own.
+    let reserved = mem_total() - 256 * MI as u64;
+    let threshold = 200 * MI;
+    let before = "evictionHard: {nodefs.available: 1Mi}\n";
+    let after = "evictionHard: {allocatableMemory.available: 200Mi}\n";
+    let mut p = Picolet::start_with(
+        &runtime,
+        &format!(
+            "kubeReserved: {{memory: \"{reserved}\"}}\n{before}evictionPressureTransitionPeriod: 10s\n"
+        ),
+    );
+    p.write_manifest(
+        "guaranteed",
+        &pod_manifest("guaranteed", GUARANTEED, SLEEP, ""),
+    );
+    // Grows a shell variable to 96 MiB of its own heap, then holds it.
+    let hog = "a=$(head -c 1048576 /dev/zero | tr '\\000' x); s=; i=0; \
+               while [ $i -lt 96 ]; do s=\"$s$a\"; i=$((i+1)); done; \
+               while :; do sleep 1000; done";
+    p.write_manifest("hog", &pod_manifest("hog", "", hog, ""));
+    let guaranteed = wait_running(&p, "guaranteed");
+    wait_running(&p, "hog");
+    // The pressure is there before the threshold is: picolet observes the
+    // signal on every pass, thresholds or not.
+    wait_until("the pods' working set past the threshold", LONG, || {
+        (allocatable_available(&p)? < threshold).then_some(())
+    });
+    assert!(!pressure(&p, "MemoryPressure"), "{}", node(&p));
+
+    // Stopped, picolet leaves the containers running; it starts again
+    // with the threshold already crossed.
+    p.stop();
+    let config = std::fs::read_to_string(p.config_path()).expect("config");
+    assert!(config.contains(before), "{config}");
+    std::fs::write(p.config_path(), config.replace(before, after)).expect("config");
+    p.restart();
+
+    let evicted = wait_until("pod hog evicted", LONG, || {
+        let pod = p.find_pod("hog")?;
+        (pod["status"]["reason"] == "Evicted").then_some(pod)
+    });
+    let message = evicted["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("allocatableMemory.available"), "{message}");
+    assert_untouched(&p, "guaranteed", &guaranteed);
+    // Passes after the eviction (the hog is static: it comes back once the
+    // pressure is over, grows, and goes again) never choose the
+    // Guaranteed pod, which uses less than it requests.
+    let seen = eviction_passes(&p);
+    wait_until("three more eviction passes", LONG, || {
+        (eviction_passes(&p) >= seen + 3).then_some(())
+    });
+    assert_untouched(&p, "guaranteed", &guaranteed);
+    let log = p.log();
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("evicting pod") && l.contains("guaranteed")),
+        "{log}"
+    );
 }

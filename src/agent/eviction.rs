@@ -380,7 +380,7 @@ impl<R: RuntimeService> Agent<R> {
             *failing = first_error;
         }
         self.eviction.separate_imagefs.set(stats.imagefs.is_some());
-        eviction::observe(&stats, None)
+        eviction::observe(&stats, self.host.allocatable.memory_bytes)
     }
 
     /// One pass: measure, decide, reclaim, evict at most one pod.
