@@ -10,7 +10,9 @@
 #               a slip fails the run in its first minutes, and stops the
 #               other lanes. Then the test images and the integration suite
 #               (tests/suite.sh): every test binary on containerd and on
-#               CRI-O, the runtime-free ones once, several at a time.
+#               CRI-O, the runtime-free ones once, several at a time. Then
+#               a fixed subset of Kubernetes' node conformance tests with
+#               picolet as the node (`make conformance-ci`, issue #27).
 #   release     (background, niced) the x86_64 musl release binary, the
 #               qemu-x86_64 firmware image booted twice (`image-test`) and
 #               once more with 256 MiB and cgroup v2 for eviction, then the
@@ -66,7 +68,8 @@ cross_lane() {
 foreground() {
     stage check "${make[@]}" check || return 99
     stage images "${make[@]}" images || return 1
-    stage suite "${make[@]}" test-suite
+    stage suite "${make[@]}" test-suite || return 1
+    stage conformance "${make[@]}" conformance-ci
 }
 
 # `tests/test.sh --lane NAME`: one background lane, as started below.
