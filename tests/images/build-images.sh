@@ -15,7 +15,8 @@
 #   OUTDIR/agnhost.tar  registry.k8s.io/e2e-test-images/agnhost:2.63.0 (and
 #                       the suite's other agnhost tags): the e2e suite's
 #                       agnhost binary ($AGNHOST, from ../shared/kube) as
-#                       /agnhost, the entrypoint, and /agnhost-2, over the
+#                       /agnhost, the entrypoint (command `pause`, as
+#                       upstream), and /agnhost-2, over the
 #                       busybox rootfs, with the host's bash and curl and
 #                       the libraries they link (tests run them in it, as in
 #                       the upstream image). For `make conformance`
@@ -362,7 +363,7 @@ build_agnhost() {
     copy_with_libs "$(command -v bash)" "$stage/agnhost" /bin/bash
     copy_with_libs "$(command -v curl)" "$stage/agnhost" /usr/bin/curl
     make_image registry.k8s.io/e2e-test-images/agnhost 2.63.0 "$stage/agnhost" \
-        "$env_path,\"Entrypoint\":[\"/agnhost\"],\"WorkingDir\":\"/\"" "$outdir/agnhost.tar" \
+        "$env_path,\"Entrypoint\":[\"/agnhost\"],\"Cmd\":[\"pause\"],\"WorkingDir\":\"/\"" "$outdir/agnhost.tar" \
         "${agnhost_names[@]}"
 }
 
