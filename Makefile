@@ -31,7 +31,7 @@ CRIO_PACKAGES := conmon skopeo libseccomp2 libgpgme11 libsqlite3-0 libassuan0 li
 CLUSTER_PACKAGES := xz-utils openssl curl ca-certificates
 DEB_PACKAGES := $(BUILD_PACKAGES) $(RUNTIME_PACKAGES) $(CRIO_PACKAGES) $(CLUSTER_PACKAGES)
 
-.PHONY: all build check test test-full test-suite test-fleet deps promtool images clean clean-images demo demo-cluster bench fuzz soak
+.PHONY: all build check test test-full test-suite test-fleet deps promtool images clean clean-images demo demo-cluster conformance conformance-ci bench fuzz soak
 
 all: build
 
@@ -118,9 +118,11 @@ test-fleet:
 # replays the corpus and every saved crasher, tests/fuzz_regressions.rs,
 # but does not fuzz), the unit tests of every cross target (`make test`
 # runs armv7's), the aarch64 image booted under
-# emulation, 100 power cuts of the qemu-x86_64 image, and the Debian
+# emulation, 100 power cuts of the qemu-x86_64 image, the Debian
 # package installed, upgraded in place and purged under systemd in a qemu
-# image (image-test-package; neither in `make test`: see tests/test.sh).
+# image (image-test-package; neither in `make test`: see tests/test.sh),
+# and the whole node conformance focus on picolet (`make conformance`; CI
+# runs its ci-focus subset).
 test-full: test
 	$(MAKE) fuzz
 	$(MAKE) soak
@@ -128,6 +130,7 @@ test-full: test
 	$(MAKE) image-test BOARD=qemu-aarch64
 	$(MAKE) image-test-powercut BOARD=qemu-x86_64 POWER_CUTS=100
 	$(MAKE) image-test-package BOARD=qemu-x86_64
+	$(MAKE) conformance CONFORMANCE_PROFILE=dev
 
 # The chaos soak of tests/api_chaos.rs at full length, on each of
 # TEST_RUNTIMES: SOAK_SECONDS of link faults with an API server outage, a
@@ -176,6 +179,49 @@ demo-cluster:
 	$(CARGO) build --release --example demo_cluster
 	PICOLET_BIN=$(CURDIR)/target/release/picolet PICOLET_TEST_IMAGES=$(abspath $(TEST_IMAGES)) \
 	  $(CURDIR)/target/release/examples/demo_cluster
+
+# Kubernetes' node conformance tests (issue #27): the e2e suite's
+# `[NodeConformance]` tests (e2e.test and ginkgo from $KUBE_ASSETS or
+# ../shared/kube) against a cluster whose only node is picolet
+# (CONFORMANCE_NODE=kubelet: upstream kubelet, the reference), on the
+# harness's control plane and a private CONFORMANCE_RUNTIME, with the
+# suite's images built here (examples/conformance/). Prints `PASS|FAIL|SKIP
+# name` per test and the counts, and fails on a failure that
+# examples/conformance/known-failures.txt does not explain; the JUnit
+# report, ginkgo's output and the node's log stay in CONFORMANCE_OUT.
+# CONFORMANCE_FOCUS/SKIP override the ginkgo regexes (empty: the whole
+# focus, see examples/conformance/main.rs); CONFORMANCE_PROCS tests run at
+# once; CONFORMANCE_PROFILE=dev runs the debug picolet that the tests
+# build, instead of the release one.
+CONFORMANCE_NODE ?= picolet
+CONFORMANCE_RUNTIME ?= containerd
+CONFORMANCE_PROCS ?= 2
+CONFORMANCE_FOCUS ?=
+CONFORMANCE_SKIP ?=
+CONFORMANCE_PROFILE ?= release
+CONFORMANCE_OUT ?= $(CURDIR)/target/conformance/$(CONFORMANCE_NODE)
+CONFORMANCE_TARGET := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+CONFORMANCE_PICOLET := $(CONFORMANCE_TARGET)/$(if $(filter dev,$(CONFORMANCE_PROFILE)),debug,release)/picolet
+conformance:
+	@bash tests/tools/debs.sh conformance $(BUILD_PACKAGES) $(RUNTIME_PACKAGES) $(CLUSTER_PACKAGES) $(if $(filter crio cri-o,$(CONFORMANCE_RUNTIME)),$(CRIO_PACKAGES))
+	@$(MAKE) --no-print-directory images IMAGES="busybox pause"
+	$(if $(filter picolet,$(CONFORMANCE_NODE)),$(CARGO) build --bin picolet $(if $(filter dev,$(CONFORMANCE_PROFILE)),,--release))
+	$(CARGO) build --example conformance
+	PICOLET_BIN=$(CONFORMANCE_PICOLET) PICOLET_TEST_IMAGES=$(abspath $(TEST_IMAGES)) \
+	  PICOLET_TEST_RUNTIME=$(CONFORMANCE_RUNTIME) CONFORMANCE_NODE=$(CONFORMANCE_NODE) \
+	  CONFORMANCE_PROCS=$(CONFORMANCE_PROCS) CONFORMANCE_OUT=$(CONFORMANCE_OUT) \
+	  CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' CONFORMANCE_SKIP='$(CONFORMANCE_SKIP)' \
+	  $(CONFORMANCE_TARGET)/debug/examples/conformance
+
+# CI's stage (tests/test.sh): a fixed subset of fast tests that pass on
+# picolet (pods, probes, downward API, configmap and secret volumes,
+# emptyDir, termination messages, lifecycle hooks, init containers), on the
+# debug picolet the suite built. examples/conformance/ci-focus.txt lists
+# them, one ginkgo regex a line.
+conformance-ci:
+	CONFORMANCE_FOCUS_FILE=$(CURDIR)/examples/conformance/ci-focus.txt \
+	  $(MAKE) --no-print-directory conformance CONFORMANCE_PROFILE=dev CONFORMANCE_PROCS=2 \
+	  CONFORMANCE_OUT=$(CURDIR)/target/conformance/ci
 
 # Footprint and speed on real parts, printed as a table (tests/bench.rs),
 # of the static musl build the boards ship (BENCH_TARGET=host: the glibc one).

@@ -12,7 +12,9 @@
 #               (tests/suite.sh): every test binary on containerd and on
 #               CRI-O, the runtime-free ones once, several at a time;
 #               then the fleet test (`make test-fleet`: hollow nodes, its
-#               own build with the `hollow` feature).
+#               own build with the `hollow` feature) and a fixed subset of
+#               Kubernetes' node conformance tests with picolet as the node
+#               (`make conformance-ci`, issue #27).
 #   release     (background, niced) the x86_64 musl release binary, the
 #               qemu-x86_64 firmware image booted twice (`image-test`) and
 #               once more with 256 MiB and cgroup v2 for eviction, its power
@@ -95,7 +97,10 @@ foreground() {
     stage check "${make[@]}" check || return 99
     stage images "${make[@]}" images || return 1
     stage suite "${make[@]}" test-suite || return 1
-    stage fleet "${make[@]}" test-fleet
+    local rc=0
+    stage fleet "${make[@]}" test-fleet || rc=1
+    stage conformance "${make[@]}" conformance-ci || rc=1
+    return "$rc"
 }
 
 # `tests/test.sh --lane NAME`: one background lane, as started below.

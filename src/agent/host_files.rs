@@ -202,6 +202,12 @@ pub(super) fn prepare_container_files(
         }
         empty_dirs.insert(name, dir);
     }
+    for (volume, sub_path) in spec::empty_dir_sub_paths(pod, c) {
+        if let Some(root) = empty_dirs.get(&volume) {
+            make_sub_path_dir(root, &sub_path)
+                .map_err(|e| format!("emptyDir {volume}: subPath {sub_path:?}: {e}"))?;
+        }
+    }
     for (path, kind) in spec::host_path_volumes(pod) {
         prepare_host_path(Path::new(&path), kind.as_deref())?;
     }
@@ -239,6 +245,36 @@ pub(super) fn prepare_container_files(
         termination_log,
         etc_hosts,
     })
+}
+
+/// Creates the missing directories of `sub_path` under the volume's `root`,
+/// each with the root's mode (permissions, setgid, sticky) whatever the
+/// umask, as kubelet does before a container mounts a subPath; their group
+/// follows the root's setgid (fsGroup). An existing component that is a
+/// symlink is refused: a container could have pointed it anywhere on the
+/// host.
+fn make_sub_path_dir(root: &Path, sub_path: &str) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let mode = fs::metadata(root)
+        .map_err(|e| format!("reading {}: {e}", root.display()))?
+        .mode()
+        & 0o7777;
+    let mut path = root.to_path_buf();
+    for part in Path::new(sub_path).components() {
+        path.push(part);
+        match fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(format!("{} is a symlink", path.display()))
+            }
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("reading {}: {e}", path.display())),
+        }
+        mkdir(&path, mode)?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("chmod {}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// A `medium: Memory` emptyDir: a tmpfs sized as kubelet sizes it, with

@@ -12,6 +12,21 @@
 #                       /etc/passwd and /etc/group; Cmd ["sh"].
 #   OUTDIR/pause.tar    registry.k8s.io/pause:3.9 (containerd's sandbox_image)
 #                       our tests/images/pause.c built static as /pause.
+#   OUTDIR/agnhost.tar  registry.k8s.io/e2e-test-images/agnhost:2.63.0 (and
+#                       the suite's other agnhost tags): the e2e suite's
+#                       agnhost binary ($AGNHOST, from ../shared/kube) as
+#                       /agnhost, the entrypoint (command `pause`, as
+#                       upstream), and /agnhost-2, over the
+#                       busybox rootfs, with the host's bash and curl and
+#                       the libraries they link (tests run them in it, as in
+#                       the upstream image). For `make conformance`
+#                       (examples/conformance/).
+#   OUTDIR/e2e-busybox.tar  the busybox rootfs under the e2e suite's busybox
+#                       names.
+#   OUTDIR/nonroot.tar  registry.k8s.io/e2e-test-images/nonroot:1.5: the
+#                       busybox rootfs with user 1234.
+#   OUTDIR/e2e-pause.tar  the pause image as registry.k8s.io/pause:3.10.2,
+#                       the suite's name for it.
 #   OUTDIR/grpc-health.tar  docker.io/picolet/grpc-health:test
 #                       tests/images/grpc-health/ (cargo example
 #                       grpc_health_server, with the glibc it links) as
@@ -22,8 +37,8 @@
 #                       dependencies in the dev profile (which the tests
 #                       then reuse), with cargo's progress shown.
 #
-# Only the images named on the command line are built (all three when none
-# is named; the demo needs only busybox and pause). An image that cannot be
+# Only the images named on the command line are built (busybox, pause and
+# grpc-health when none is named; the demo needs only busybox and pause). An image that cannot be
 # built is an error naming what to install, never a warning: a test whose
 # image is missing must fail, not pass by skipping.
 #
@@ -35,7 +50,9 @@
 #
 # Usage: tests/images/build-images.sh [OUTDIR [IMAGE...]]
 #          OUTDIR default target/test-images; IMAGE: busybox pause grpc-health
+#          agnhost e2e-busybox nonroot e2e-pause
 # Env:   BUSYBOX=/path/to/static/busybox  (default /bin/busybox)
+#        AGNHOST=/path/to/agnhost  (for the agnhost image)
 #        CC=gcc  CARGO=cargo
 set -euo pipefail
 umask 022
@@ -45,9 +62,10 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 outdir="${1:-$repo/target/test-images}"
 (($# > 0)) && shift
-all_images=(busybox pause grpc-health)
+all_images=(busybox pause grpc-health agnhost e2e-busybox nonroot e2e-pause)
+default_images=(busybox pause grpc-health)
 wanted=("$@")
-((${#wanted[@]})) || wanted=("${all_images[@]}")
+((${#wanted[@]})) || wanted=("${default_images[@]}")
 busybox="${BUSYBOX:-/bin/busybox}"
 cc="${CC:-gcc}"
 pause_src="$here/pause.c"
@@ -135,10 +153,14 @@ put_blob() {
     echo "sha256:$d $(size "$file")"
 }
 
-# make_image NAME TAG ROOTFS_DIR CONFIG_FRAGMENT OUT_TAR
+# make_image NAME TAG ROOTFS_DIR CONFIG_FRAGMENT OUT_TAR [NAME:TAG...]
 #   CONFIG_FRAGMENT is the JSON object body of the image config's "config".
+#   Further NAME:TAG arguments name the same image again in the layout's
+#   index (one entry each; `ctr images import` creates one image per entry).
 make_image() {
     local name="$1" tag="$2" rootfs="$3" cfg="$4" out="$5"
+    shift 5
+    local aliases=("$@")
     local work layout entries
     work="$(mktemp -d "$outdir/.work.XXXXXX")"
     layout="$work/layout"
@@ -166,8 +188,14 @@ make_image() {
     read -r manifest_digest manifest_size <<<"$(put_blob "$layout" "$work/manifest.json")"
 
     # Layout index, naming the image for containerd and for OCI tools.
-    printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"%s","size":%s,"platform":{%s},"annotations":{"io.containerd.image.name":"%s:%s","org.opencontainers.image.ref.name":"%s"}}]}' \
-        "$manifest_digest" "$manifest_size" "$platform_json" "$name" "$tag" "$tag" >"$layout/index.json"
+    local entries_json ref
+    entries_json=""
+    for ref in "$name:$tag" "${aliases[@]}"; do
+        entries_json+="${entries_json:+,}$(printf '{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"%s","size":%s,"platform":{%s},"annotations":{"io.containerd.image.name":"%s","org.opencontainers.image.ref.name":"%s"}}' \
+            "$manifest_digest" "$manifest_size" "$platform_json" "$ref" "${ref##*:}")"
+    done
+    printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[%s]}' \
+        "$entries_json" >"$layout/index.json"
     printf '{"imageLayoutVersion":"1.0.0"}' >"$layout/oci-layout"
 
     chmod -R u=rwX,go=rX "$layout"
@@ -249,6 +277,22 @@ grpc_health_rootfs() {
     [[ -n "$(find "$root" -name 'libc.so*' -print -quit)" ]] || die "ldd named no libc for $bin"
 }
 
+# copy_with_libs BIN ROOT DEST: the dynamically linked host binary BIN as
+# ROOT/DEST, with the shared libraries and loader that ldd names, at their
+# host paths.
+copy_with_libs() {
+    local bin="$1" root="$2" dest="$3" lib
+    mkdir -p "$root$(dirname "$dest")"
+    cp -L "$bin" "$root$dest"
+    chmod 0755 "$root$dest"
+    while read -r lib; do
+        [[ -f "$lib" ]] || continue
+        mkdir -p "$root$(dirname "$lib")"
+        cp -L "$lib" "$root$lib"
+        chmod 0755 "$root$lib"
+    done < <(ldd "$bin" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p; s/^[[:space:]]*\(\/[^ ]*\) .*/\1/p')
+}
+
 # --- main ---------------------------------------------------------------------
 
 for image in "${wanted[@]}"; do
@@ -292,6 +336,69 @@ build_grpc_health() {
     make_image docker.io/picolet/grpc-health test "$stage/grpc-health" \
         "$env_path,\"Entrypoint\":[\"/grpc-health-server\"],\"ExposedPorts\":{\"50051/tcp\":{}},\"WorkingDir\":\"/\"" \
         "$outdir/grpc-health.tar"
+}
+
+# The e2e suite's names (`e2e.test --list-images`) that examples/conformance
+# needs, all served by the two images below.
+e2e_busybox_names=(registry.k8s.io/e2e-test-images/busybox:1.37.0-1)
+# glibc-dns-testing runs `hostname` and bash commands, which this image has.
+agnhost_names=(registry.k8s.io/e2e-test-images/agnhost:2.55 gcr.io/k8s-authenticated-test/agnhost:2.6
+    registry.k8s.io/e2e-test-images/glibc-dns-testing:2.0.0)
+
+build_agnhost() {
+    local agnhost="${AGNHOST:-}"
+    [[ -n "$agnhost" && -x "$agnhost" ]] ||
+        die "set AGNHOST to the e2e suite's agnhost binary (../shared/kube/agnhost.xz, unpacked; examples/conformance does this)"
+    if fresh "$outdir/agnhost.tar" "$self" "$busybox" "$agnhost" "$(command -v bash)" "$(command -v curl)"; then
+        echo "up to date: $outdir/agnhost.tar"
+        return
+    fi
+    need bash "apt-get install bash"
+    need curl "apt-get install curl (or run 'make deps')"
+    need ldd "apt-get install libc-bin"
+    busybox_rootfs "$stage/agnhost"
+    cp -L "$agnhost" "$stage/agnhost/agnhost"
+    chmod 0755 "$stage/agnhost/agnhost"
+    ln -s agnhost "$stage/agnhost/agnhost-2"
+    copy_with_libs "$(command -v bash)" "$stage/agnhost" /bin/bash
+    copy_with_libs "$(command -v curl)" "$stage/agnhost" /usr/bin/curl
+    make_image registry.k8s.io/e2e-test-images/agnhost 2.63.0 "$stage/agnhost" \
+        "$env_path,\"Entrypoint\":[\"/agnhost\"],\"Cmd\":[\"pause\"],\"WorkingDir\":\"/\"" "$outdir/agnhost.tar" \
+        "${agnhost_names[@]}"
+}
+
+build_e2e_busybox() {
+    if fresh "$outdir/e2e-busybox.tar" "$self" "$busybox"; then
+        echo "up to date: $outdir/e2e-busybox.tar"
+        return
+    fi
+    busybox_rootfs "$stage/e2e-busybox"
+    make_image registry.k8s.io/e2e-test-images/busybox 1.36.1-1 "$stage/e2e-busybox" \
+        "$env_path,\"Cmd\":[\"sh\"]" "$outdir/e2e-busybox.tar" "${e2e_busybox_names[@]}"
+}
+
+# The suite's pause image, which it also runs as a test container: ours,
+# under the name e2e.test asks for.
+build_e2e_pause() {
+    if fresh "$outdir/e2e-pause.tar" "$self" "$pause_src"; then
+        echo "up to date: $outdir/e2e-pause.tar"
+        return
+    fi
+    pause_rootfs "$stage/e2e-pause"
+    make_image registry.k8s.io/pause 3.10.2 "$stage/e2e-pause" \
+        "$env_path,\"Entrypoint\":[\"/pause\"],\"WorkingDir\":\"/\"" "$outdir/e2e-pause.tar"
+}
+
+# The suite's nonroot image: the busybox rootfs, run as user 1234
+# (runAsNonRoot tests).
+build_nonroot() {
+    if fresh "$outdir/nonroot.tar" "$self" "$busybox"; then
+        echo "up to date: $outdir/nonroot.tar"
+        return
+    fi
+    busybox_rootfs "$stage/nonroot"
+    make_image registry.k8s.io/e2e-test-images/nonroot 1.5 "$stage/nonroot" \
+        "$env_path,\"Cmd\":[\"sh\"],\"User\":\"1234\"" "$outdir/nonroot.tar"
 }
 
 for image in "${wanted[@]}"; do

@@ -73,7 +73,10 @@ pub use service_env::{
     from_services, links_enabled, namespaces_needed, pod_service_env, service_env, ServiceInfo,
     ServicePortInfo, ServiceSource, Services, ServicesNotSynced, MASTER_NAMESPACE, MASTER_SERVICE,
 };
-pub use volumes::{empty_dir_volumes, host_path_volumes, memory_empty_dirs, memory_volume_size};
+pub use volumes::{
+    empty_dir_sub_paths, empty_dir_volumes, host_path_volumes, memory_empty_dirs,
+    memory_volume_size,
+};
 
 /// Where kubelet mounts the managed hosts file.
 pub const ETC_HOSTS_PATH: &str = "/etc/hosts";

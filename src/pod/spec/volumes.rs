@@ -105,6 +105,23 @@ pub fn host_path_volumes(pod: &Pod) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
+/// The literal `subPath`s of `c`'s mounts of emptyDir volumes, as
+/// (volume name, subPath): kubelet creates each before the container, with
+/// the mode of the volume's root, so that a nonexistent one is not left
+/// to the runtime (which makes it 0755). Invalid ones are left out (the
+/// container's mounts refuse them); so are `subPathExpr`s.
+pub fn empty_dir_sub_paths(pod: &Pod, c: &Container) -> Vec<(String, String)> {
+    let empty_dirs = empty_dir_volumes(pod);
+    let no_env = HashMap::new();
+    c.volume_mounts
+        .iter()
+        .flatten()
+        .filter(|m| m.sub_path.as_deref().is_some_and(|s| !s.is_empty()))
+        .filter(|m| empty_dirs.contains(&m.name))
+        .filter_map(|m| Some((m.name.clone(), sub_path(m, &no_env).ok()??)))
+        .collect()
+}
+
 pub(super) fn container_mounts(
     pod: &Pod,
     c: &Container,

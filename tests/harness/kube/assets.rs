@@ -40,7 +40,13 @@ pub const BINARIES: [&str; 5] = [
     "kubectl",
 ];
 
-/// The path of an executable `name` (one of [`BINARIES`]), unpacking or
+/// The references beside them (`make conformance`, examples/conformance):
+/// upstream kubelet, the e2e suite, its runner and its test-image binary.
+/// Found the same way; of these only kubelet is a release download.
+pub const REFERENCE_BINARIES: [&str; 4] = ["kubelet", "e2e.test", "ginkgo", "agnhost"];
+
+/// The path of an executable `name` (one of [`BINARIES`] or
+/// [`REFERENCE_BINARIES`]), unpacking or
 /// downloading it first if needed. Panics with what to set when it cannot
 /// be found. Cached per process.
 pub fn binary(name: &str) -> PathBuf {
@@ -92,7 +98,7 @@ pub fn locate_in(
     download: bool,
 ) -> Result<PathBuf, String> {
     assert!(
-        BINARIES.contains(&name),
+        BINARIES.contains(&name) || REFERENCE_BINARIES.contains(&name),
         "unknown control plane binary {name}"
     );
     if let Some(dir) = kube_assets {
@@ -314,6 +320,12 @@ fn etcd_tarball() -> String {
 /// Downloads `name` from its release URL, checks it against the checksum
 /// published beside it, and installs it into the cache.
 fn download(name: &str) -> Result<PathBuf, String> {
+    if REFERENCE_BINARIES.contains(&name) && name != "kubelet" {
+        return Err(format!(
+            "{name} is released only inside kubernetes-test-linux-{}.tar.gz; unpack it into KUBE_ASSETS",
+            arch()
+        ));
+    }
     let cache = cache_root().join(format!("release-{KUBERNETES_VERSION}-etcd-{ETCD_VERSION}"));
     let out = cache.join(name);
     if is_executable(&out) {
