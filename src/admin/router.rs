@@ -26,6 +26,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -33,7 +34,7 @@ use http::{header, HeaderValue, Method, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Frame;
 use smol::channel::Receiver;
-use smol::stream::Stream;
+use smol::stream::{Stream, StreamExt};
 
 /// A response body: the whole answer in memory.
 pub type Body = Full<Bytes>;
@@ -54,15 +55,60 @@ pub type UpgradeFn = Rc<dyn Fn(Parts) -> Pin<Box<dyn Future<Output = Response<Re
 /// next send fails: that is its signal to stop.
 pub enum Reply {
     Whole(Body),
+    Stream(Streamed),
+}
+
+/// A streamed body: a first chunk already taken off the channel (see
+/// [`Router::serve`]), then what the channel brings.
+pub struct Streamed {
+    first: Option<Bytes>,
     /// Boxed: the receiver's wait for a message is not `Unpin`.
-    Stream(Pin<Box<Receiver<Bytes>>>),
+    rx: Pin<Box<Receiver<Bytes>>>,
+    /// The channel ended and the body said "not yet" once, so that the
+    /// last chunk was flushed before the end.
+    ending: bool,
 }
 
 impl Reply {
     /// A body fed by the senders of `rx`.
     pub fn stream(rx: Receiver<Bytes>) -> Reply {
-        Reply::Stream(Box::pin(rx))
+        Reply::Stream(Streamed {
+            first: None,
+            rx: Box::pin(rx),
+            ending: false,
+        })
     }
+}
+
+/// How long [`Router::serve`] holds a streamed answer's head for its
+/// first chunk: well under the servers' connection timeout, which a
+/// streamed answer is exempt from only once its head is out.
+pub const FIRST_CHUNK_WAIT: Duration = Duration::from_secs(2);
+
+/// Holds a streamed answer until its first chunk is there (or the stream
+/// ended, or [`FIRST_CHUNK_WAIT`] passed), so the head and the first chunk
+/// leave in one write, as Go's kubelet sends them (its head goes out with
+/// the first write). A client that stops reading once the head came, as
+/// the API server's WebSocket log streamer may when its own request's
+/// context ends at the upgrade, still gets the log.
+async fn prime(r: Response<Reply>) -> Response<Reply> {
+    let (parts, body) = r.into_parts();
+    let Reply::Stream(mut s) = body else {
+        return Response::from_parts(parts, body);
+    };
+    if s.first.is_none() {
+        let next = async { Some(s.rx.as_mut().next().await) };
+        let wait = async {
+            smol::Timer::after(FIRST_CHUNK_WAIT).await;
+            None
+        };
+        // `Some(None)`: the stream ended before any chunk; the body then
+        // ends at once too, as the channel is closed.
+        if let Some(Some(chunk)) = smol::future::or(next, wait).await {
+            s.first = Some(chunk);
+        }
+    }
+    Response::from_parts(parts, Reply::Stream(s))
 }
 
 impl hyper::body::Body for Reply {
@@ -75,10 +121,28 @@ impl hyper::body::Body for Reply {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             Reply::Whole(body) => Pin::new(body).poll_frame(cx),
-            Reply::Stream(rx) => rx
-                .as_mut()
-                .poll_next(cx)
-                .map(|chunk| chunk.map(|c| Ok(Frame::data(c)))),
+            Reply::Stream(s) => {
+                if let Some(c) = s.first.take() {
+                    return Poll::Ready(Some(Ok(Frame::data(c))));
+                }
+                match s.rx.as_mut().poll_next(cx) {
+                    Poll::Ready(Some(c)) => Poll::Ready(Some(Ok(Frame::data(c)))),
+                    // The end is held back once: hyper then flushes the
+                    // last chunk, and the chunked body's end goes in a
+                    // write (a TLS record) of its own. The API server's
+                    // WebSocket log streamer (wsstream's messageCopy)
+                    // drops a read's data when the same read also brings
+                    // the end, so a short log sent whole reached a
+                    // `kubectl logs` over WebSocket empty; Go's server,
+                    // kubelet's, writes the end apart too.
+                    Poll::Ready(None) if !s.ending => {
+                        s.ending = true;
+                        cx.waker().wake_by_ref();
+                        Poll::Pending
+                    }
+                    other => other.map(|chunk| chunk.map(|c| Ok(Frame::data(c)))),
+                }
+            }
         }
     }
 
@@ -201,7 +265,7 @@ impl Router {
                 let f = f.clone();
                 f(req).await
             }
-            _ => self.respond(&req),
+            _ => prime(self.respond(&req)).await,
         }
     }
 
@@ -356,6 +420,39 @@ mod tests {
         assert_eq!(r.status(), StatusCode::NOT_IMPLEMENTED);
         let r = router.respond(&head(Method::GET, "/nope"));
         assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn a_served_stream_holds_its_head_until_the_first_chunk_and_an_empty_one_ends() {
+        // A sender that writes only after the handler returned, as the log
+        // task does: serve's answer already holds that chunk.
+        let router = Router::new().get(
+            "/stream",
+            Handler::Stream(Rc::new(|req| {
+                let (tx, rx) = smol::channel::bounded(2);
+                if req.uri.query() != Some("empty") {
+                    crate::rt::spawn(async move {
+                        let _ = tx.send(Bytes::from_static(b"container is alive\n")).await;
+                    })
+                    .detach();
+                }
+                Response::new(Reply::stream(rx))
+            })),
+        );
+        let r = crate::rt::block_on(router.serve(head(Method::GET, "/stream")));
+        let Reply::Stream(s) = r.body() else {
+            panic!("not a stream")
+        };
+        assert_eq!(s.first.as_deref(), Some(&b"container is alive\n"[..]));
+        let bytes = crate::rt::block_on(r.into_body().collect())
+            .unwrap()
+            .to_bytes();
+        assert_eq!(&bytes[..], b"container is alive\n");
+        let r = crate::rt::block_on(router.serve(head(Method::GET, "/stream?empty")));
+        let bytes = crate::rt::block_on(r.into_body().collect())
+            .unwrap()
+            .to_bytes();
+        assert!(bytes.is_empty());
     }
 
     #[test]
