@@ -76,35 +76,6 @@ const E2E_IMAGES: [&str; 4] = ["agnhost", "e2e-busybox", "nonroot", "e2e-pause"]
 const WORKER_ENV: &str = "PICOLET_CONFORMANCE_WORKER";
 static STOP: AtomicBool = AtomicBool::new(false);
 
-fn on_signals(on_signal: impl Fn() + Send + 'static) {
-    let mut signals =
-        async_signal::Signals::new([async_signal::Signal::Int, async_signal::Signal::Term])
-            .expect("signal handlers");
-    std::thread::spawn(move || {
-        smol::block_on(async {
-            use smol::stream::StreamExt;
-            while signals.next().await.is_some() {
-                on_signal();
-            }
-        })
-    });
-}
-
-fn supervise() -> ! {
-    let me = std::env::current_exe().expect("own path");
-    let mut worker = Command::new(me)
-        .env(WORKER_ENV, "1")
-        .process_group(0)
-        .spawn()
-        .expect("starting the conformance worker");
-    let pid = rustix::process::Pid::from_raw(worker.id() as i32).expect("worker pid");
-    on_signals(move || {
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
-    });
-    let status = worker.wait().expect("waiting for the worker");
-    std::process::exit(status.code().unwrap_or(1));
-}
-
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name)
         .ok()
@@ -290,9 +261,9 @@ fn report(opts: &Options) -> usize {
 
 fn main() {
     if std::env::var_os(WORKER_ENV).is_none() {
-        supervise();
+        harness::supervisor::supervise(WORKER_ENV, "conformance");
     }
-    on_signals(|| STOP.store(true, Ordering::SeqCst));
+    harness::supervisor::on_signals(|| STOP.store(true, Ordering::SeqCst));
     let opts = Options::from_env();
     fs::create_dir_all(&opts.out).expect("creating the output folder");
     let _ = fs::remove_file(opts.out.join("junit.xml"));

@@ -35,8 +35,6 @@ mod harness;
 
 mod demo;
 
-use std::os::unix::process::CommandExt;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -48,44 +46,11 @@ const WORKER_ENV: &str = "PICOLET_DEMO_CLUSTER_WORKER";
 /// Set once the worker got SIGINT or SIGTERM.
 static STOP: AtomicBool = AtomicBool::new(false);
 
-/// Waits for SIGINT or SIGTERM on a thread of its own and runs `on_signal`
-/// for each.
-fn on_signals(on_signal: impl Fn() + Send + 'static) {
-    let mut signals =
-        async_signal::Signals::new([async_signal::Signal::Int, async_signal::Signal::Term])
-            .expect("signal handlers");
-    std::thread::spawn(move || {
-        smol::block_on(async {
-            use smol::stream::StreamExt;
-            while signals.next().await.is_some() {
-                on_signal();
-            }
-        })
-    });
-}
-
-/// The process `make` started: runs the worker in its own process group,
-/// forwards Ctrl-C to it alone, and exits as it does.
-fn supervise() -> ! {
-    let me = std::env::current_exe().expect("the demo's own path");
-    let mut worker = Command::new(me)
-        .env(WORKER_ENV, "1")
-        .process_group(0)
-        .spawn()
-        .expect("starting the demo worker");
-    let pid = rustix::process::Pid::from_raw(worker.id() as i32).expect("worker pid");
-    on_signals(move || {
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
-    });
-    let status = worker.wait().expect("waiting for the demo worker");
-    std::process::exit(status.code().unwrap_or(1));
-}
-
 fn main() {
     if std::env::var_os(WORKER_ENV).is_none() {
-        supervise();
+        harness::supervisor::supervise(WORKER_ENV, "demo");
     }
-    on_signals(|| STOP.store(true, Ordering::SeqCst));
+    harness::supervisor::on_signals(|| STOP.store(true, Ordering::SeqCst));
     let mut started = Started::default();
     match (Demo { stop: &STOP }).run(&mut started) {
         Ok(_) if std::env::var("DEMO_WAIT").as_deref() == Ok("0") => {

@@ -46,6 +46,7 @@ pub mod crio;
 pub mod faultproxy;
 pub mod kube;
 pub mod runtime;
+pub mod supervisor;
 pub mod workload;
 
 use std::fs::{self, OpenOptions};
