@@ -88,9 +88,8 @@ pub const FIRST_CHUNK_WAIT: Duration = Duration::from_secs(2);
 /// Holds a streamed answer until its first chunk is there (or the stream
 /// ended, or [`FIRST_CHUNK_WAIT`] passed), so the head and the first chunk
 /// leave in one write, as Go's kubelet sends them (its head goes out with
-/// the first write). A client that stops reading once the head came, as
-/// the API server's WebSocket log streamer may when its own request's
-/// context ends at the upgrade, still gets the log.
+/// the first write). The WebSocket log fix itself is the held-back end in
+/// [`Reply`]'s `poll_frame`; this only matches kubelet's framing.
 async fn prime(r: Response<Reply>) -> Response<Reply> {
     let (parts, body) = r.into_parts();
     let Reply::Stream(mut s) = body else {

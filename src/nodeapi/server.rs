@@ -248,11 +248,10 @@ fn http1() -> hyper::server::conn::http1::Builder {
         .header_read_timeout(HEADER_TIMEOUT)
         .keep_alive(true) // one request all the same: see `admin::finish`
         // One buffer, not vectored writes: over TLS each write is a record
-        // of its own, and a streamed answer's head and first chunk (held
-        // together by `Router::serve`) must arrive in one record, as Go's
-        // kubelet sends them. The API server's WebSocket log streamer
-        // stops reading its request to the node once the client's upgrade
-        // is done, keeping only what its first read brought.
+        // of its own, so a streamed answer's head and first chunk (held
+        // together by `Router::serve`) go in one record, as Go's kubelet
+        // sends them. (The chunked body's end still goes in a write of its
+        // own: see `Reply`'s `poll_frame`.)
         .writev(false)
         .max_buf_size(16 * 1024)
         .max_headers(64);
