@@ -160,6 +160,10 @@ demo:
 	@$(MAKE) --no-print-directory build
 	DEMO_IMAGES=$(abspath $(TEST_IMAGES)) bash examples/demo.sh
 
+# Where cargo puts what it builds (CARGO_TARGET_DIR honoured), for the
+# targets below that run a binary they have just built.
+CARGO_TARGET := $(abspath $(or $(CARGO_TARGET_DIR),$(CURDIR)/target))
+
 # picolet as a node of a real cluster: etcd, kube-apiserver,
 # kube-controller-manager and kube-scheduler from $KUBE_ASSETS or
 # ../shared/kube, a private containerd, the release picolet joined as the
@@ -177,8 +181,8 @@ demo-cluster:
 	@$(MAKE) --no-print-directory build
 	@echo "demo-cluster: building the demo driver (cargo build --release --example demo_cluster, on the release build's dependencies)"
 	$(CARGO) build --release --example demo_cluster
-	PICOLET_BIN=$(CURDIR)/target/release/picolet PICOLET_TEST_IMAGES=$(abspath $(TEST_IMAGES)) \
-	  $(CURDIR)/target/release/examples/demo_cluster
+	PICOLET_BIN=$(CARGO_TARGET)/release/picolet PICOLET_TEST_IMAGES=$(abspath $(TEST_IMAGES)) \
+	  $(CARGO_TARGET)/release/examples/demo_cluster
 
 # Kubernetes' node conformance tests (issue #27): the e2e suite's
 # `[NodeConformance]` tests (e2e.test and ginkgo from $KUBE_ASSETS or
@@ -200,8 +204,7 @@ CONFORMANCE_FOCUS ?=
 CONFORMANCE_SKIP ?=
 CONFORMANCE_PROFILE ?= release
 CONFORMANCE_OUT ?= $(CURDIR)/target/conformance/$(CONFORMANCE_NODE)
-CONFORMANCE_TARGET := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
-CONFORMANCE_PICOLET := $(CONFORMANCE_TARGET)/$(if $(filter dev,$(CONFORMANCE_PROFILE)),debug,release)/picolet
+CONFORMANCE_PICOLET := $(CARGO_TARGET)/$(if $(filter dev,$(CONFORMANCE_PROFILE)),debug,release)/picolet
 conformance:
 	@bash tests/tools/debs.sh conformance $(BUILD_PACKAGES) $(RUNTIME_PACKAGES) $(CLUSTER_PACKAGES) $(if $(filter crio cri-o,$(CONFORMANCE_RUNTIME)),$(CRIO_PACKAGES))
 	@$(MAKE) --no-print-directory images IMAGES="busybox pause"
@@ -211,7 +214,7 @@ conformance:
 	  PICOLET_TEST_RUNTIME=$(CONFORMANCE_RUNTIME) CONFORMANCE_NODE=$(CONFORMANCE_NODE) \
 	  CONFORMANCE_PROCS=$(CONFORMANCE_PROCS) CONFORMANCE_OUT=$(CONFORMANCE_OUT) \
 	  CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' CONFORMANCE_SKIP='$(CONFORMANCE_SKIP)' \
-	  $(CONFORMANCE_TARGET)/debug/examples/conformance
+	  $(CARGO_TARGET)/debug/examples/conformance
 
 # CI's stage (tests/test.sh): a fixed subset of fast tests that pass on
 # picolet (pods, probes, downward API, configmap and secret volumes,

@@ -68,8 +68,11 @@ fn pressure(p: &Picolet, condition: &str) -> bool {
 }
 
 /// The pods that survive must not have been touched: same container, still
-/// running, never evicted.
+/// running, never evicted. A picolet that has just started reports an
+/// adopted pod as Pending until its first sync, so this waits for Running
+/// first; a restarted container would then show another ID.
 fn assert_untouched(p: &Picolet, name: &str, id: &str) {
+    wait_running(p, name);
     let pod = p
         .find_pod(name)
         .unwrap_or_else(|| panic!("pod {name} gone"));

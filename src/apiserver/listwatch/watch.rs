@@ -30,6 +30,42 @@ use serde::Deserialize;
 
 use crate::apiserver::client::request::ApiError;
 
+/// Makes a slim view of a core (`v1`) object listable and watchable: the
+/// `k8s_openapi` traits the informer needs, for a struct with a
+/// `metadata: ObjectMeta` field. Slim views keep only the fields the node
+/// reads, so a cache entry and a decoded list stay small.
+///
+/// `slim_core_v1_object!(Type, kind, url_path_segment, list_kind, scope)`.
+macro_rules! slim_core_v1_object {
+    ($ty:ty, $kind:literal, $segment:literal, $list_kind:literal, $scope:ty) => {
+        impl k8s_openapi::Resource for $ty {
+            const API_VERSION: &'static str = "v1";
+            const GROUP: &'static str = "";
+            const KIND: &'static str = $kind;
+            const VERSION: &'static str = "v1";
+            const URL_PATH_SEGMENT: &'static str = $segment;
+            type Scope = $scope;
+        }
+
+        impl k8s_openapi::ListableResource for $ty {
+            const LIST_KIND: &'static str = $list_kind;
+        }
+
+        impl k8s_openapi::Metadata for $ty {
+            type Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+            fn metadata(&self) -> &Self::Ty {
+                &self.metadata
+            }
+
+            fn metadata_mut(&mut self) -> &mut Self::Ty {
+                &mut self.metadata
+            }
+        }
+    };
+}
+pub(crate) use slim_core_v1_object;
+
 /// The default bound of one watch line. etcd stores objects up to 1.5 MiB;
 /// their JSON with the event envelope fits well within this.
 pub const MAX_LINE: usize = 4 << 20;

@@ -27,8 +27,10 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use k8s_openapi::{ClusterResourceScope, ListableResource, Metadata, Resource};
+use k8s_openapi::ClusterResourceScope;
 use serde::{Deserialize, Serialize};
+
+use crate::apiserver::listwatch::watch::slim_core_v1_object;
 
 /// Well-known labels (`k8s.io/api/core/v1` names).
 pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
@@ -113,30 +115,7 @@ impl NodeView {
     }
 }
 
-impl Resource for NodeView {
-    const API_VERSION: &'static str = "v1";
-    const GROUP: &'static str = "";
-    const KIND: &'static str = "Node";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "nodes";
-    type Scope = ClusterResourceScope;
-}
-
-impl ListableResource for NodeView {
-    const LIST_KIND: &'static str = "NodeList";
-}
-
-impl Metadata for NodeView {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+slim_core_v1_object!(NodeView, "Node", "nodes", "NodeList", ClusterResourceScope);
 
 /// What the node takes from its own Node object, watched: the labels and
 /// taints admission decides on (an admin's `kubectl label node` or

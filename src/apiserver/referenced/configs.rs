@@ -42,8 +42,10 @@ use std::rc::{Rc, Weak};
 use base64::Engine;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::{ByteString, ListableResource, Metadata, NamespaceResourceScope, Resource};
+use k8s_openapi::{ByteString, NamespaceResourceScope};
 use serde::{Deserialize, Serialize};
+
+use crate::apiserver::listwatch::watch::slim_core_v1_object;
 
 use crate::apiserver::client::request::{collection_path, Selectors};
 use crate::apiserver::client::transport::Client;
@@ -83,33 +85,16 @@ pub struct ConfigData {
 }
 
 // The informer is given its collection path explicitly (configmaps or
-// secrets); these constants only name the objects in rare log lines.
-impl Resource for ConfigData {
-    const API_VERSION: &'static str = "v1";
-    const GROUP: &'static str = "";
-    const KIND: &'static str = "ConfigMap/Secret";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "configmaps/secrets";
-    type Scope = NamespaceResourceScope;
-}
-
-// Only a name for logs: `watch::decode_list` takes the list kind the server
-// sends (`ConfigMapList`, `SecretList`, or `List`).
-impl ListableResource for ConfigData {
-    const LIST_KIND: &'static str = "List";
-}
-
-impl Metadata for ConfigData {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+// secrets), and `watch::decode_list` takes the list kind the server sends
+// (`ConfigMapList`, `SecretList`, or `List`): the names here are only for
+// rare log lines.
+slim_core_v1_object!(
+    ConfigData,
+    "ConfigMap/Secret",
+    "configmaps/secrets",
+    "List",
+    NamespaceResourceScope
+);
 
 /// Base64 values decoded; a value that does not decode is left out with a
 /// log line naming the object and key (never the value).

@@ -31,8 +31,10 @@ use std::rc::{Rc, Weak};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::{ListableResource, Metadata, NamespaceResourceScope, Resource};
+use k8s_openapi::NamespaceResourceScope;
 use serde::{Deserialize, Serialize};
+
+use crate::apiserver::listwatch::watch::slim_core_v1_object;
 
 use crate::apiserver::client::request::{collection_path, Selectors};
 use crate::apiserver::client::transport::Client;
@@ -84,30 +86,13 @@ pub struct ServicePortData {
     pub protocol: Option<String>,
 }
 
-impl Resource for ServiceData {
-    const API_VERSION: &'static str = "v1";
-    const GROUP: &'static str = "";
-    const KIND: &'static str = "Service";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "services";
-    type Scope = NamespaceResourceScope;
-}
-
-impl ListableResource for ServiceData {
-    const LIST_KIND: &'static str = "ServiceList";
-}
-
-impl Metadata for ServiceData {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+slim_core_v1_object!(
+    ServiceData,
+    "Service",
+    "services",
+    "ServiceList",
+    NamespaceResourceScope
+);
 
 /// The form `pod::spec::service_env` reads.
 pub fn to_info(d: &ServiceData) -> ServiceInfo {
