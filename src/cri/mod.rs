@@ -89,6 +89,22 @@ impl CriError {
     }
 }
 
+/// True when a runtime's error says a container could not join its pod
+/// sandbox's namespaces because the sandbox's process is gone: runc's
+/// `namespace path: lstat /proc/<pid>/ns/ipc: no such file or directory`,
+/// crun's `cannot open '/proc/<pid>/ns/net': No such file or directory`.
+/// The sandbox is dead whatever the runtime's sandbox state says (a
+/// runtime that missed its pause's exit keeps it ready), so no container
+/// will ever start in it.
+pub fn sandbox_namespaces_gone(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    lower.contains("no such file or directory")
+        && lower.split("/proc/").skip(1).any(|rest| {
+            let pid_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+            pid_len > 0 && rest[pid_len..].starts_with("/ns/")
+        })
+}
+
 /// Parses a `containerRuntimeEndpoint` (`unix:///path` or a bare path).
 pub fn socket_path(endpoint: &str) -> Option<PathBuf> {
     if let Some(p) = endpoint.strip_prefix("unix://") {
@@ -408,6 +424,29 @@ impl Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_sandbox_namespace_is_told_from_other_start_errors() {
+        let gone = [
+            "failed to create containerd task: failed to create shim task: OCI runtime \
+             create failed: runc create failed: unable to start container process: error \
+             during container init: namespace path: lstat /proc/4242/ns/ipc: no such file \
+             or directory: unknown",
+            "container create failed: cannot open `/proc/77/ns/net`: No such file or directory",
+        ];
+        for m in gone {
+            assert!(sandbox_namespaces_gone(m), "{m}");
+        }
+        let other = [
+            "failed to create containerd task: exec: \"nope\": executable file not found in $PATH",
+            "open /proc/self/fd/3: no such file or directory",
+            "lstat /proc/4242/ns/ipc: permission denied",
+            "context deadline exceeded",
+        ];
+        for m in other {
+            assert!(!sandbox_namespaces_gone(m), "{m}");
+        }
+    }
 
     #[test]
     fn unix_endpoints_and_bare_paths_give_a_socket_path() {
