@@ -29,6 +29,9 @@ use super::{api, CriError, RuntimeService};
 struct Sandbox {
     config: api::PodSandboxConfig,
     ready: bool,
+    /// Its process is gone but the runtime missed it: still listed ready,
+    /// and no container starts in it (see [`MemoryRuntime::lose_sandbox_process`]).
+    process_lost: bool,
     created_at: i64,
     ip: String,
 }
@@ -165,6 +168,16 @@ impl MemoryRuntime {
         self.state.borrow_mut().images.insert(image.to_string());
     }
 
+    /// The sandbox's process dies and the runtime does not notice: the
+    /// sandbox stays ready in every answer, and StartContainer in it fails
+    /// as runc does when the namespaces to join are gone. Stopping the
+    /// sandbox makes it not ready, as a real runtime's stop does.
+    pub fn lose_sandbox_process(&self, id: &str) {
+        if let Some(sb) = self.state.borrow_mut().sandboxes.get_mut(id) {
+            sb.process_lost = true;
+        }
+    }
+
     /// Makes every pull of `image` fail until [`Self::allow_pulls`].
     pub fn fail_pulls(&self, image: &str) {
         self.state
@@ -272,6 +285,7 @@ impl RuntimeService for MemoryRuntime {
             Sandbox {
                 config: req.config.unwrap_or_default(),
                 ready: true,
+                process_lost: false,
                 created_at,
                 ip,
             },
@@ -431,6 +445,24 @@ impl RuntimeService for MemoryRuntime {
                 format!("container {} is not created", req.container_id),
             ));
         }
+        let sandbox_id = c.sandbox_id.clone();
+        if s.sandboxes
+            .get(&sandbox_id)
+            .is_some_and(|sb| sb.process_lost)
+        {
+            return Err(failed(
+                "StartContainer",
+                format!(
+                    "failed to create containerd task: OCI runtime create failed: runc create \
+                     failed: unable to start container process: error during container init: \
+                     namespace path: lstat /proc/4242/ns/ipc: no such file or directory \
+                     (sandbox {sandbox_id})"
+                ),
+            ));
+        }
+        let Some(c) = s.containers.get_mut(&req.container_id) else {
+            return Err(not_found("StartContainer", &req.container_id));
+        };
         c.state = api::ContainerState::ContainerRunning;
         c.started_at = at;
         Ok(api::StartContainerResponse {})
