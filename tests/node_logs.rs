@@ -185,13 +185,94 @@ fn stats_summary_answers_kubelets_summary_with_real_numbers() {
 
     let (status, text) = p.get("/metrics/resource");
     assert_eq!(status, 200, "{text}");
-    for name in [
+    let mut names = vec![
         "node_cpu_usage_seconds_total ",
         "node_memory_working_set_bytes ",
+        "node_swap_usage_bytes ",
         "pod_memory_working_set_bytes{",
         "container_memory_working_set_bytes{container=\"main\"",
         "resource_scrape_error 0",
-    ] {
+    ];
+    if swap_accounted() {
+        names.push("container_swap_usage_bytes{container=\"main\"");
+        names.push("pod_swap_usage_bytes{");
+    }
+    for name in names {
         assert!(text.contains(name), "{name} in {text}");
+    }
+
+    // Swap and pressure, where this host's kernel has them.
+    let (_, body) = p.get("/stats/summary");
+    let summary: Value = serde_json::from_str(&body).unwrap();
+    assert_swap_and_pressure(&summary, &pod);
+}
+
+/// cgroup v2 (the unified hierarchy at the mount root).
+fn cgroup_v2() -> bool {
+    Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+}
+
+/// Whether the kernel counts swap per cgroup: v1 with `memsw`, v2 with
+/// `memory.swap.current` in its cgroups.
+fn swap_accounted() -> bool {
+    if !cgroup_v2() {
+        return Path::new("/sys/fs/cgroup/memory/memory.memsw.usage_in_bytes").exists();
+    }
+    std::fs::read_dir("/sys/fs/cgroup")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.path().join("memory.swap.current").exists())
+}
+
+/// `swap` on the node always (from /proc/meminfo), on the pod and the
+/// container where swap is accounted; `psi` in the node's cpu, memory and
+/// io where /proc/pressure exists, in the pod's and container's only on
+/// cgroup v2 with PSI.
+fn assert_swap_and_pressure(summary: &Value, pod: &str) {
+    let node = &summary["node"];
+    assert!(node["swap"]["swapUsageBytes"].is_u64(), "{node}");
+    assert!(node["swap"]["swapAvailableBytes"].is_u64(), "{node}");
+    let mine = summary["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["podRef"]["name"] == pod)
+        .unwrap();
+    let main = mine["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "main")
+        .unwrap();
+    let accounted = swap_accounted();
+    for (what, v) in [("pod", mine), ("container", main)] {
+        assert_eq!(
+            v["swap"]["swapUsageBytes"].is_u64(),
+            accounted,
+            "{what} swap (accounted: {accounted}): {v}"
+        );
+    }
+    let node_psi = Path::new("/proc/pressure/cpu").exists();
+    for key in ["cpu", "memory", "io"] {
+        let psi = &node[key]["psi"];
+        assert_eq!(
+            psi["some"]["total"].is_u64(),
+            node_psi,
+            "node {key}: {node}"
+        );
+        if node_psi {
+            assert!(psi["full"]["avg10"].is_number(), "node {key}: {node}");
+        }
+    }
+    let cgroup_psi = cgroup_v2() && Path::new("/sys/fs/cgroup/cpu.pressure").exists();
+    for (what, v) in [("pod", mine), ("container", main)] {
+        for key in ["cpu", "memory", "io"] {
+            assert_eq!(
+                v[key]["psi"]["some"]["total"].is_u64(),
+                cgroup_psi,
+                "{what} {key} (cgroup PSI: {cgroup_psi}): {v}"
+            );
+        }
     }
 }

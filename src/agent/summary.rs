@@ -9,18 +9,24 @@
 //! scrape. A container's cgroup is its ID under the pod's (the cgroupfs
 //! driver; CRI-O's `crio-<ID>`) or the runtime's `<prefix>-<ID>.scope`
 //! (systemd).
+//!
+//! Swap is read wherever the kernel accounts it (v2; v1 with `memsw`).
+//! Pressure (PSI) is read from each cgroup on v2 and from
+//! `/proc/pressure` for the node; where the files are missing (v1 pod
+//! cgroups, a kernel without PSI) the field is left out. Neither counts as
+//! a scrape error.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::{now_unix_nanos, Agent};
+use super::{now_unix_nanos, Agent, PodEntry};
 use crate::cgroups::CgroupVersion;
 use crate::cri::RuntimeService;
 use crate::node::stats::{self, node::NodePaths, Buf};
 use crate::node::summary::{
-    self, cpu_stats, ContainerStats, CpuSample, FsStats, MemoryStats, PodReference, PodStats,
-    ProcessStats, RlimitStats, RuntimeStats, Summary, VolumeStats,
+    self, cpu_stats, ContainerStats, CpuSample, FsStats, IoStats, MemoryStats, PodReference,
+    PodStats, ProcessStats, PsiStats, RlimitStats, RuntimeStats, Summary, SwapStats, VolumeStats,
 };
 use crate::pleg::State;
 use crate::pod::{accessors, facts};
@@ -41,15 +47,31 @@ struct Reader<'a> {
     buf: &'a mut Buf,
     prev: &'a HashMap<PathBuf, CpuSample>,
     seen: HashMap<PathBuf, CpuSample>,
+    paths: &'a NodePaths,
     now: i128,
     time: String,
-    version: CgroupVersion,
     failed: bool,
 }
 
+/// What one cgroup holds for the Summary.
+#[derive(Default)]
+struct CgroupUsage {
+    cpu: Option<summary::CpuStats>,
+    memory: Option<MemoryStats>,
+    swap: Option<SwapStats>,
+    io: Option<IoStats>,
+}
+
 impl Reader<'_> {
+    /// The directory of `cgroup` in `controller`'s hierarchy (v1) or the
+    /// unified one (v2).
+    fn cg(&self, controller: &str, cgroup: &str) -> PathBuf {
+        let p = self.paths;
+        stats::cgroup_dir(&p.cgroup_mount, p.version, controller, cgroup)
+    }
+
     fn cpu(&mut self, dir: &Path) -> Option<summary::CpuStats> {
-        let usage = stats::cpu::read_usage_ns(dir, self.version, self.buf).ok()?;
+        let usage = stats::cpu::read_usage_ns(dir, self.paths.version, self.buf).ok()?;
         Some(self.cpu_of(dir.to_path_buf(), usage))
     }
 
@@ -64,7 +86,7 @@ impl Reader<'_> {
     }
 
     fn memory(&mut self, dir: &Path) -> Option<MemoryStats> {
-        let m = stats::memory::read(dir, self.version, self.buf).ok()?;
+        let m = stats::memory::read(dir, self.paths.version, self.buf).ok()?;
         Some(MemoryStats {
             time: self.time.clone(),
             usage_bytes: Some(m.usage),
@@ -74,11 +96,160 @@ impl Reader<'_> {
         })
     }
 
+    /// A cgroup's swap; `None` where the kernel does not account it.
+    fn swap(&mut self, dir: &Path) -> Option<SwapStats> {
+        let s = stats::swap::read(dir, self.paths.version, self.buf).ok()?;
+        Some(SwapStats::of(&self.time, &s))
+    }
+
+    /// A pressure file: of a v2 cgroup directory, or of `/proc/pressure`;
+    /// `None` where there is none (v1 cgroups, a kernel without PSI).
+    fn psi(&mut self, dir: &Path, resource: &str) -> Option<PsiStats> {
+        let psi = stats::psi::read(dir, resource, self.buf).ok()?;
+        Some(PsiStats::of(&psi))
+    }
+
+    /// CPU, memory, swap and pressure of one cgroup: its `cpuacct` and
+    /// `memory` directories on v1 (either may be unknown), the same
+    /// directory twice on v2.
+    fn cgroup(&mut self, cpu_dir: Option<&Path>, memory_dir: Option<&Path>) -> CgroupUsage {
+        let mut u = CgroupUsage {
+            cpu: cpu_dir.and_then(|d| self.cpu(d)),
+            memory: memory_dir.and_then(|d| self.memory(d)),
+            swap: memory_dir.and_then(|d| self.swap(d)),
+            io: None,
+        };
+        if self.paths.version == CgroupVersion::V2 {
+            if let (Some(c), Some(d)) = (u.cpu.as_mut(), cpu_dir) {
+                c.psi = self.psi(d, "cpu");
+            }
+            if let Some(d) = memory_dir {
+                if let Some(m) = u.memory.as_mut() {
+                    m.psi = self.psi(d, "memory");
+                }
+                u.io = self.io(d);
+            }
+        }
+        u
+    }
+
+    /// kubelet's IOStats: there only with the pressure file `dir` has.
+    fn io(&mut self, dir: &Path) -> Option<IoStats> {
+        let psi = self.psi(dir, "io")?;
+        Some(IoStats {
+            time: self.time.clone(),
+            psi: Some(psi),
+        })
+    }
+
     /// Notes a value that should have been there.
     fn need<T>(&mut self, v: Option<T>) -> Option<T> {
         self.failed |= v.is_none();
         v
     }
+}
+
+/// The node's part of the Summary: `node_stats` is the pass eviction
+/// makes, the rest is read here.
+fn node_summary(
+    r: &mut Reader,
+    node_name: &str,
+    node_stats: &stats::node::NodeStats,
+) -> summary::NodeStats {
+    let (proc, time) = (r.paths.proc.clone(), r.time.clone());
+    let proc_stat = r.buf.read(&proc.join("stat")).map(str::to_string).ok();
+    let boot = proc_stat
+        .as_deref()
+        .and_then(|t| stats::keyed(t, "btime"))
+        .unwrap_or(0);
+    let mut node = summary::NodeStats {
+        node_name: node_name.to_string(),
+        start_time: summary::time(boot as i64),
+        ..Default::default()
+    };
+    let root_cpu = r.cg("cpuacct", "/");
+    let node_cpu = r.cpu(&root_cpu).or_else(|| {
+        let busy = stats::cpu::parse_proc_stat_busy_ns(proc_stat.as_deref()?)?;
+        Some(r.cpu_of(proc.join("stat"), busy))
+    });
+    node.cpu = r.need(node_cpu);
+    let pressure = proc.join("pressure");
+    if let Some(c) = node.cpu.as_mut() {
+        c.psi = r.psi(&pressure, "cpu");
+    }
+    let meminfo = stats::meminfo::read(&proc, r.buf).ok();
+    let node_memory = node_memory(r, node_stats, meminfo.as_ref());
+    node.memory = r.need(node_memory);
+    if let Some(m) = node.memory.as_mut() {
+        m.psi = r.psi(&pressure, "memory");
+    }
+    node.io = r.io(&pressure);
+    node.swap = meminfo.map(|m| SwapStats::of(&time, &stats::swap::of_node(&m)));
+    node.fs = r.need(
+        node_stats
+            .nodefs
+            .as_ref()
+            .map(|f| FsStats::of_filesystem(&time, f)),
+    );
+    let imagefs = node_stats.imagefs.or(node_stats.nodefs);
+    node.runtime = Some(RuntimeStats {
+        image_fs: imagefs.as_ref().map(|f| FsStats::of_filesystem(&time, f)),
+    });
+    node.rlimit = r.need(node_stats.pids).map(|p| RlimitStats {
+        time: time.clone(),
+        maxpid: p.max,
+        curproc: p.running,
+    });
+    let pods_cgroup = r.paths.pods_cgroup.clone();
+    let (cpu_dir, memory_dir) = (r.cg("cpuacct", &pods_cgroup), r.cg("memory", &pods_cgroup));
+    let pods = r.cgroup(Some(&cpu_dir), Some(&memory_dir));
+    node.system_containers.push(ContainerStats {
+        name: "pods".into(),
+        start_time: node.start_time.clone(),
+        cpu: pods.cpu,
+        memory: pods.memory,
+        logs: None,
+        io: pods.io,
+        swap: pods.swap,
+    });
+    node
+}
+
+/// The node's memory: working set and capacity from the eviction pass,
+/// usage and RSS from the root memcg (v1) or `/proc/meminfo` (v2), page
+/// faults from `/proc/vmstat`.
+fn node_memory(
+    r: &mut Reader,
+    node_stats: &stats::node::NodeStats,
+    meminfo: Option<&stats::meminfo::MemInfo>,
+) -> Option<MemoryStats> {
+    let vmstat = r
+        .buf
+        .read(&r.paths.proc.join("vmstat"))
+        .map(str::to_string)
+        .ok();
+    let root_memory = match r.paths.version {
+        CgroupVersion::V1 => {
+            let root = r.cg("memory", "/");
+            r.memory(&root)
+        }
+        CgroupVersion::V2 => None,
+    };
+    let ws = node_stats.memory_working_set?;
+    let vm = |key| vmstat.as_deref().and_then(|t| stats::keyed(t, key));
+    Some(MemoryStats {
+        time: r.time.clone(),
+        available_bytes: node_stats.memory_capacity.map(|c| c.saturating_sub(ws)),
+        usage_bytes: root_memory
+            .as_ref()
+            .and_then(|m| m.usage_bytes)
+            .or(meminfo.map(|m| m.total.saturating_sub(m.free))),
+        working_set_bytes: Some(ws),
+        rss_bytes: root_memory.as_ref().and_then(|m| m.rss_bytes),
+        page_faults: vm("pgfault"),
+        major_page_faults: vm("pgmajfault"),
+        psi: None,
+    })
 }
 
 /// Bytes of the files directly in `dir` (a container's log directory).
@@ -158,7 +329,6 @@ impl<R: RuntimeService> Agent<R> {
     fn summary(&self) -> Summary {
         let paths: NodePaths = self.stats_paths();
         let now = i128::from(now_unix_nanos());
-        let time = summary::time((now / 1_000_000_000) as i64);
         let mut buf = self.summary.buf.borrow_mut();
         let prev = self.summary.cpu.borrow();
         let node_stats = stats::node::read(&paths, &mut buf, |e| {
@@ -168,171 +338,20 @@ impl<R: RuntimeService> Agent<R> {
             buf: &mut buf,
             prev: &prev,
             seen: HashMap::new(),
+            paths: &paths,
             now,
-            time: time.clone(),
-            version: paths.version,
+            time: summary::time((now / 1_000_000_000) as i64),
             failed: false,
         };
-        let cg = |controller: &str, cgroup: &str| {
-            stats::cgroup_dir(&paths.cgroup_mount, paths.version, controller, cgroup)
-        };
-        let proc_stat = r
-            .buf
-            .read(&paths.proc.join("stat"))
-            .map(str::to_string)
-            .ok();
-        let boot = proc_stat
-            .as_deref()
-            .and_then(|t| stats::keyed(t, "btime"))
-            .unwrap_or(0);
-
-        // The node.
-        let mut node = summary::NodeStats {
-            node_name: self.cfg.node_name.clone(),
-            start_time: summary::time(boot as i64),
-            ..Default::default()
-        };
-        let node_cpu = r.cpu(&cg("cpuacct", "/")).or_else(|| {
-            let busy = stats::cpu::parse_proc_stat_busy_ns(proc_stat.as_deref()?)?;
-            Some(r.cpu_of(paths.proc.join("stat"), busy))
-        });
-        node.cpu = r.need(node_cpu);
-        let vmstat = r
-            .buf
-            .read(&paths.proc.join("vmstat"))
-            .map(str::to_string)
-            .ok();
-        let meminfo = stats::meminfo::read(&paths.proc, r.buf).ok();
-        let root_memory = match paths.version {
-            CgroupVersion::V1 => r.memory(&cg("memory", "/")),
-            CgroupVersion::V2 => None,
-        };
-        let node_memory = node_stats.memory_working_set.map(|ws| MemoryStats {
-            time: time.clone(),
-            available_bytes: node_stats.memory_capacity.map(|c| c.saturating_sub(ws)),
-            usage_bytes: root_memory
-                .as_ref()
-                .and_then(|m| m.usage_bytes)
-                .or(meminfo.map(|m| m.total.saturating_sub(m.free))),
-            working_set_bytes: Some(ws),
-            rss_bytes: root_memory.as_ref().and_then(|m| m.rss_bytes),
-            page_faults: vmstat.as_deref().and_then(|t| stats::keyed(t, "pgfault")),
-            major_page_faults: vmstat
-                .as_deref()
-                .and_then(|t| stats::keyed(t, "pgmajfault")),
-        });
-        node.memory = r.need(node_memory);
-        node.fs = r.need(
-            node_stats
-                .nodefs
-                .as_ref()
-                .map(|f| FsStats::of_filesystem(&time, f)),
-        );
-        let imagefs = node_stats.imagefs.or(node_stats.nodefs);
-        node.runtime = Some(RuntimeStats {
-            image_fs: imagefs.as_ref().map(|f| FsStats::of_filesystem(&time, f)),
-        });
-        node.rlimit = r.need(node_stats.pids).map(|p| RlimitStats {
-            time: time.clone(),
-            maxpid: p.max,
-            curproc: p.running,
-        });
-        let pods_cpu = r.cpu(&cg("cpuacct", &paths.pods_cgroup));
-        let pods_memory = r.memory(&cg("memory", &paths.pods_cgroup));
-        node.system_containers.push(ContainerStats {
-            name: "pods".into(),
-            start_time: node.start_time.clone(),
-            cpu: pods_cpu,
-            memory: pods_memory,
-            logs: None,
-        });
-
-        // The pods.
-        let logfs = node_stats.logfs.or(node_stats.nodefs);
-        let pods = self.pods.borrow();
+        let node = node_summary(&mut r, &self.cfg.node_name, &node_stats);
         let mut out = Summary {
             node,
             pods: Vec::new(),
         };
-        for (uid, e) in pods.iter() {
-            if !e.observed.is_active() {
-                continue;
+        for (uid, e) in self.pods.borrow().iter() {
+            if e.observed.is_active() {
+                out.pods.push(self.pod_summary(&mut r, uid, e, &node_stats));
             }
-            let pod = &e.pod;
-            let cgroup = super::start::cgroup_parent(pod, self.cgroups.as_ref());
-            let start = e
-                .observed
-                .latest_sandbox()
-                .map(|s| s.created_at / 1_000_000_000)
-                .filter(|s| *s > 0)
-                .unwrap_or(e.first_seen_unix);
-            let mut p = PodStats {
-                pod_ref: PodReference {
-                    name: accessors::name(pod).to_string(),
-                    namespace: accessors::namespace(pod).to_string(),
-                    uid: uid.clone(),
-                },
-                start_time: summary::time(start),
-                ..Default::default()
-            };
-            let log_dir = facts::log_dir(&self.cfg.pod_logs_dir, pod);
-            let mut logs_total = 0;
-            let (cpu_dir, memory_dir) = (cg("cpuacct", &cgroup), cg("memory", &cgroup));
-            if !cgroup.is_empty() {
-                p.cpu = r.cpu(&cpu_dir);
-                p.memory = r.memory(&memory_dir);
-                p.process_stats = stats::pids::read_current(&cg("pids", &cgroup), r.buf)
-                    .ok()
-                    .map(|n| ProcessStats { process_count: n });
-            }
-            for c in e
-                .observed
-                .containers
-                .iter()
-                .filter(|c| c.state == State::Running)
-            {
-                let logs = files_size(&log_dir.join(&c.name));
-                logs_total += logs;
-                let mut stats = ContainerStats {
-                    name: c.name.clone(),
-                    start_time: summary::time(c.started_at / 1_000_000_000),
-                    logs: Some(FsStats::part_of(&time, logfs.as_ref(), logs)),
-                    ..Default::default()
-                };
-                if !cgroup.is_empty() {
-                    if let Some(d) = container_cgroup(&cpu_dir, &c.id) {
-                        stats.cpu = r.cpu(&d);
-                    }
-                    if let Some(d) = container_cgroup(&memory_dir, &c.id) {
-                        stats.memory = r.memory(&d);
-                    }
-                }
-                p.containers.push(stats);
-            }
-            let empty_dirs =
-                facts::pod_dir(&self.cfg.root_dir, uid).join("volumes/kubernetes.io~empty-dir");
-            let mut volumes_total = 0;
-            for v in std::fs::read_dir(&empty_dirs)
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let (used, inodes) = disk_usage(&v.path());
-                volumes_total += used;
-                let mut fs = FsStats::part_of(&time, node_stats.nodefs.as_ref(), used);
-                fs.inodes_used = Some(inodes);
-                p.volumes.push(VolumeStats {
-                    fs,
-                    name: v.file_name().to_string_lossy().into_owned(),
-                });
-            }
-            p.volumes.sort_by(|a, b| a.name.cmp(&b.name));
-            p.ephemeral_storage = Some(FsStats::part_of(
-                &time,
-                logfs.as_ref(),
-                logs_total + volumes_total,
-            ));
-            out.pods.push(p);
         }
         let (seen, failed) = (r.seen, r.failed);
         drop(prev);
@@ -340,6 +359,104 @@ impl<R: RuntimeService> Agent<R> {
         self.summary.failed.set(failed);
         out
     }
+
+    /// One active pod: its cgroup's numbers, each running container's, its
+    /// logs and emptyDir volumes.
+    fn pod_summary(
+        &self,
+        r: &mut Reader,
+        uid: &str,
+        e: &PodEntry,
+        node_stats: &stats::node::NodeStats,
+    ) -> PodStats {
+        let pod = &e.pod;
+        let cgroup = super::start::cgroup_parent(pod, self.cgroups.as_ref());
+        let start = e
+            .observed
+            .latest_sandbox()
+            .map(|s| s.created_at / 1_000_000_000)
+            .filter(|s| *s > 0)
+            .unwrap_or(e.first_seen_unix);
+        let mut p = PodStats {
+            pod_ref: PodReference {
+                name: accessors::name(pod).to_string(),
+                namespace: accessors::namespace(pod).to_string(),
+                uid: uid.to_string(),
+            },
+            start_time: summary::time(start),
+            ..Default::default()
+        };
+        let (cpu_dir, memory_dir) = (r.cg("cpuacct", &cgroup), r.cg("memory", &cgroup));
+        if !cgroup.is_empty() {
+            let u = r.cgroup(Some(&cpu_dir), Some(&memory_dir));
+            (p.cpu, p.memory, p.swap, p.io) = (u.cpu, u.memory, u.swap, u.io);
+            let pids_dir = r.cg("pids", &cgroup);
+            p.process_stats = stats::pids::read_current(&pids_dir, r.buf)
+                .ok()
+                .map(|n| ProcessStats { process_count: n });
+        }
+        let logfs = node_stats.logfs.or(node_stats.nodefs);
+        let log_dir = facts::log_dir(&self.cfg.pod_logs_dir, pod);
+        let mut logs_total = 0;
+        for c in e
+            .observed
+            .containers
+            .iter()
+            .filter(|c| c.state == State::Running)
+        {
+            let logs = files_size(&log_dir.join(&c.name));
+            logs_total += logs;
+            let mut stats = ContainerStats {
+                name: c.name.clone(),
+                start_time: summary::time(c.started_at / 1_000_000_000),
+                logs: Some(FsStats::part_of(&r.time, logfs.as_ref(), logs)),
+                ..Default::default()
+            };
+            if !cgroup.is_empty() {
+                let cpu = container_cgroup(&cpu_dir, &c.id);
+                let memory = container_cgroup(&memory_dir, &c.id);
+                let u = r.cgroup(cpu.as_deref(), memory.as_deref());
+                (stats.cpu, stats.memory, stats.swap, stats.io) = (u.cpu, u.memory, u.swap, u.io);
+            }
+            p.containers.push(stats);
+        }
+        let pod_dir = facts::pod_dir(&self.cfg.root_dir, uid);
+        let volumes_total = pod_volumes(&mut p, &r.time, &pod_dir, node_stats.nodefs.as_ref());
+        p.ephemeral_storage = Some(FsStats::part_of(
+            &r.time,
+            logfs.as_ref(),
+            logs_total + volumes_total,
+        ));
+        p
+    }
+}
+
+/// Fills `p.volumes` with the pod's emptyDir volumes (under `pod_dir`),
+/// sorted by name; returns their bytes in total.
+fn pod_volumes(
+    p: &mut PodStats,
+    time: &str,
+    pod_dir: &Path,
+    nodefs: Option<&stats::fs::FsStats>,
+) -> u64 {
+    let empty_dirs = pod_dir.join("volumes/kubernetes.io~empty-dir");
+    let mut total = 0;
+    for v in std::fs::read_dir(&empty_dirs)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let (used, inodes) = disk_usage(&v.path());
+        total += used;
+        let mut fs = FsStats::part_of(time, nodefs, used);
+        fs.inodes_used = Some(inodes);
+        p.volumes.push(VolumeStats {
+            fs,
+            name: v.file_name().to_string_lossy().into_owned(),
+        });
+    }
+    p.volumes.sort_by(|a, b| a.name.cmp(&b.name));
+    total
 }
 
 #[cfg(test)]
@@ -356,6 +473,113 @@ mod tests {
         assert!(bytes >= 64 * 1024, "{bytes}");
         assert_eq!(inodes, 5, "the dir, a, b, f and the link itself");
         assert_eq!(disk_usage(&dir.path().join("none")), (0, 0));
+    }
+
+    fn paths(root: &Path, version: CgroupVersion) -> NodePaths {
+        NodePaths {
+            cgroup_mount: root.join("cg"),
+            version,
+            pods_cgroup: "/kubepods".into(),
+            proc: root.join("proc"),
+            root_dir: root.to_path_buf(),
+            log_dir: root.to_path_buf(),
+            image_dir: None,
+        }
+    }
+
+    const PRESSURE: &str = "some avg10=1.00 avg60=0.50 avg300=0.25 total=100\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=7\n";
+
+    #[test]
+    fn a_v2_cgroup_has_swap_and_pressure_in_cpu_memory_and_io() {
+        let t = crate::cgroups::testutil::TempTree::new("summary-v2");
+        for (file, text) in [
+            ("cpu.stat", "usage_usec 5\n"),
+            ("memory.current", "4096\n"),
+            ("memory.stat", "anon 1024\n"),
+            ("memory.swap.current", "512\n"),
+            ("memory.swap.max", "2048\n"),
+            ("cpu.pressure", PRESSURE),
+            ("memory.pressure", PRESSURE),
+            ("io.pressure", PRESSURE),
+        ] {
+            t.put(&format!("cg/kubepods/pod1/{file}"), text);
+        }
+        t.put("cg/kubepods/pod2/memory.current", "4096\n");
+        t.put("cg/kubepods/pod2/memory.stat", "anon 1024\n");
+        let paths = paths(t.path(), CgroupVersion::V2);
+        let (mut buf, prev) = (Buf::new(), HashMap::new());
+        let mut r = Reader {
+            buf: &mut buf,
+            prev: &prev,
+            seen: HashMap::new(),
+            paths: &paths,
+            now: 1,
+            time: "t".into(),
+            failed: false,
+        };
+        let dir = r.cg("memory", "/kubepods/pod1");
+        let u = r.cgroup(Some(&dir), Some(&dir));
+        let psi = u.cpu.unwrap().psi.unwrap();
+        assert_eq!(
+            (psi.some.avg10, psi.some.total, psi.full.total),
+            (1.0, 100, 7)
+        );
+        assert!(u.memory.unwrap().psi.is_some());
+        assert!(u.io.unwrap().psi.is_some());
+        let swap = u.swap.unwrap();
+        assert_eq!(
+            (swap.swap_usage_bytes, swap.swap_available_bytes),
+            (Some(512), Some(1536))
+        );
+        // Without PSI or swap files: those fields are left out, nothing failed.
+        let dir = r.cg("memory", "/kubepods/pod2");
+        let u = r.cgroup(Some(&dir), Some(&dir));
+        assert!(u.memory.unwrap().psi.is_none());
+        assert!(u.io.is_none() && u.swap.is_none() && u.cpu.is_none());
+        assert!(!r.failed);
+    }
+
+    #[test]
+    fn a_v1_cgroup_has_swap_from_memsw_and_no_pressure() {
+        let t = crate::cgroups::testutil::TempTree::new("summary-v1");
+        for (file, text) in [
+            ("memory.usage_in_bytes", "4096\n"),
+            ("memory.stat", "total_rss 1024\n"),
+            ("memory.memsw.usage_in_bytes", "6144\n"),
+            ("memory.limit_in_bytes", "9223372036854771712\n"),
+            ("memory.memsw.limit_in_bytes", "9223372036854771712\n"),
+            // Not read on v1.
+            ("memory.pressure", PRESSURE),
+            ("io.pressure", PRESSURE),
+        ] {
+            t.put(&format!("cg/memory/kubepods/pod1/{file}"), text);
+        }
+        t.put("cg/cpuacct/kubepods/pod1/cpuacct.usage", "5\n");
+        t.put("cg/cpuacct/kubepods/pod1/cpu.pressure", PRESSURE);
+        let paths = paths(t.path(), CgroupVersion::V1);
+        let (mut buf, prev) = (Buf::new(), HashMap::new());
+        let mut r = Reader {
+            buf: &mut buf,
+            prev: &prev,
+            seen: HashMap::new(),
+            paths: &paths,
+            now: 1,
+            time: "t".into(),
+            failed: false,
+        };
+        let (cpu, memory) = (
+            r.cg("cpuacct", "/kubepods/pod1"),
+            r.cg("memory", "/kubepods/pod1"),
+        );
+        let u = r.cgroup(Some(&cpu), Some(&memory));
+        assert!(u.cpu.unwrap().psi.is_none());
+        assert!(u.memory.unwrap().psi.is_none());
+        assert!(u.io.is_none());
+        let swap = u.swap.unwrap();
+        assert_eq!(
+            (swap.swap_usage_bytes, swap.swap_available_bytes),
+            (Some(2048), None)
+        );
     }
 
     #[test]

@@ -5,7 +5,10 @@
 //!
 //! Only what picolet measures is here: the structs are our own, small, and
 //! serialize only; a value picolet could not read is left out (kubelet
-//! omits nil pointers too). The agent reads the kernel's numbers
+//! omits nil pointers too). Pressure stall information (`psi` in `cpu`,
+//! `memory` and `io`) is there wherever the kernel has it (cgroup v2 and
+//! `/proc/pressure`; kubelet's `KubeletPSI` gate is GA and on in v1.36);
+//! `swap` wherever the kernel accounts it. The agent reads the kernel's numbers
 //! (`agent/summary.rs`, with [`crate::node::stats`]) and fills these;
 //! this file is pure: times come in as arguments.
 
@@ -38,6 +41,10 @@ pub struct NodeStats {
     pub runtime: Option<RuntimeStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rlimit: Option<RlimitStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io: Option<IoStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap: Option<SwapStats>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -62,6 +69,8 @@ pub struct CpuStats {
     pub usage_nano_cores: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage_core_nano_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub psi: Option<PsiStats>,
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -80,6 +89,74 @@ pub struct MemoryStats {
     pub page_faults: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub major_page_faults: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub psi: Option<PsiStats>,
+}
+
+/// kubelet's IOStats: only the time and the I/O pressure, so picolet
+/// writes it only where it has the pressure.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct IoStats {
+    pub time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub psi: Option<PsiStats>,
+}
+
+/// A resource's pressure stall information: kubelet's PSIStats. `full` is
+/// written even where the kernel has no `full` line (CPU before 5.13),
+/// as zeros, as kubelet does.
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub struct PsiStats {
+    pub full: PsiData,
+    pub some: PsiData,
+}
+
+/// One line of a pressure file: averages in percent; `total` is the
+/// kernel's stall time counter as kubelet passes it on (the kernel's
+/// microseconds, though kubelet's type comment says nanoseconds).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Serialize)]
+pub struct PsiData {
+    pub total: u64,
+    pub avg10: f64,
+    pub avg60: f64,
+    pub avg300: f64,
+}
+
+impl PsiStats {
+    pub fn of(psi: &crate::node::stats::psi::Psi) -> PsiStats {
+        let data = |l: &crate::node::stats::psi::PsiLine| PsiData {
+            total: l.total_us,
+            avg10: f64::from(l.avg10) / 100.0,
+            avg60: f64::from(l.avg60) / 100.0,
+            avg300: f64::from(l.avg300) / 100.0,
+        };
+        PsiStats {
+            full: psi.full.as_ref().map(data).unwrap_or_default(),
+            some: data(&psi.some),
+        }
+    }
+}
+
+/// kubelet's SwapStats: bytes swapped out, and what the swap limit leaves
+/// (left out without a limit).
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SwapStats {
+    pub time: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap_available_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap_usage_bytes: Option<u64>,
+}
+
+impl SwapStats {
+    pub fn of(time: &str, swap: &crate::node::stats::swap::SwapStats) -> SwapStats {
+        SwapStats {
+            time: time.to_string(),
+            swap_available_bytes: swap.available,
+            swap_usage_bytes: Some(swap.usage),
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -154,6 +231,10 @@ pub struct PodStats {
     pub ephemeral_storage: Option<FsStats>,
     #[serde(rename = "process_stats", skip_serializing_if = "Option::is_none")]
     pub process_stats: Option<ProcessStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io: Option<IoStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap: Option<SwapStats>,
 }
 
 /// One volume's usage: kubelet's VolumeStats (the FsStats fields and the
@@ -181,6 +262,10 @@ pub struct ContainerStats {
     pub memory: Option<MemoryStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub logs: Option<FsStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io: Option<IoStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swap: Option<SwapStats>,
 }
 
 /// A time as the Summary writes it (RFC 3339, UTC, seconds).
@@ -216,6 +301,7 @@ pub fn cpu_stats(time: &str, prev: Option<CpuSample>, now: CpuSample) -> CpuStat
         time: time.to_string(),
         usage_nano_cores: nano_cores(prev, now),
         usage_core_nano_seconds: Some(now.usage_ns),
+        psi: None,
     }
 }
 
@@ -226,136 +312,196 @@ fn label(v: &str) -> String {
         .replace('\n', r"\n")
 }
 
-/// One metric family's header.
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+/// One metric family: its header, then one sample per `(labels, value)`
+/// (labels with their braces, or empty), each at the scrape's time. A
+/// family without samples is left out, as kubelet leaves it.
+fn family(
+    out: &mut String,
+    now_unix_ms: i64,
+    (name, kind, help): (&str, &str, &str),
+    samples: impl IntoIterator<Item = (String, String)>,
+) {
+    let mut header = false;
+    for (labels, value) in samples {
+        if !header {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            header = true;
+        }
+        let _ = writeln!(out, "{name}{labels} {value} {now_unix_ms}");
+    }
 }
 
-/// `/metrics/resource` in the Prometheus text format, with kubelet's metric
-/// names: node, pod and container CPU time and working set, container
-/// start times, and whether reading failed (`scrape_error` is the older
-/// name of `resource_scrape_error`). Samples carry the scrape's time in
-/// milliseconds.
-pub fn resource_metrics(s: &Summary, scrape_failed: bool, now_unix_ms: i64) -> String {
-    let mut out = String::new();
-    let secs = |ns: u64| ns as f64 / 1e9;
-    let node_cpu = s.node.cpu.as_ref().and_then(|c| c.usage_core_nano_seconds);
-    let node_ws = s.node.memory.as_ref().and_then(|m| m.working_set_bytes);
-    let pod_labels = |p: &PodStats| {
-        format!(
-            "namespace=\"{}\",pod=\"{}\"",
-            label(&p.pod_ref.namespace),
-            label(&p.pod_ref.name)
-        )
-    };
-    if let Some(ns) = node_cpu {
-        family(
-            &mut out,
-            "node_cpu_usage_seconds_total",
-            "counter",
-            "CPU time the node used, in core-seconds.",
-        );
-        let _ = writeln!(
-            out,
-            "node_cpu_usage_seconds_total {} {now_unix_ms}",
-            secs(ns)
-        );
+/// Nanoseconds as seconds.
+fn secs(ns: u64) -> String {
+    (ns as f64 / 1e9).to_string()
+}
+
+fn pod_labels(p: &PodStats) -> String {
+    format!(
+        "namespace=\"{}\",pod=\"{}\"",
+        label(&p.pod_ref.namespace),
+        label(&p.pod_ref.name)
+    )
+}
+
+/// The node's families: CPU time, working set, swap.
+fn node_metrics(out: &mut String, node: &NodeStats, now_unix_ms: i64) {
+    let cpu = node.cpu.as_ref().and_then(|c| c.usage_core_nano_seconds);
+    let ws = node.memory.as_ref().and_then(|m| m.working_set_bytes);
+    let swap = node.swap.as_ref().and_then(|s| s.swap_usage_bytes);
+    let families = [
+        (
+            (
+                "node_cpu_usage_seconds_total",
+                "counter",
+                "CPU time the node used, in core-seconds.",
+            ),
+            cpu.map(secs),
+        ),
+        (
+            (
+                "node_memory_working_set_bytes",
+                "gauge",
+                "The node's working set, in bytes.",
+            ),
+            ws.map(|b| b.to_string()),
+        ),
+        (
+            (
+                "node_swap_usage_bytes",
+                "gauge",
+                "Swap the node uses now, in bytes (Linux only).",
+            ),
+            swap.map(|b| b.to_string()),
+        ),
+    ];
+    for (head, value) in families {
+        family(out, now_unix_ms, head, value.map(|v| (String::new(), v)));
     }
-    if let Some(b) = node_ws {
-        family(
-            &mut out,
-            "node_memory_working_set_bytes",
-            "gauge",
-            "The node's working set, in bytes.",
-        );
-        let _ = writeln!(out, "node_memory_working_set_bytes {b} {now_unix_ms}");
-    }
-    type Get<'a> = &'a dyn Fn(&ContainerStats) -> Option<String>;
-    let containers: [(&str, &str, &str, Get); 3] = [
+}
+
+type ContainerGet = fn(&ContainerStats) -> Option<String>;
+
+/// Each container's families: CPU time, working set, swap used and its
+/// limit (what is available plus what is used), start time.
+const CONTAINER_FAMILIES: [((&str, &str, &str), ContainerGet); 5] = [
+    (
         (
             "container_cpu_usage_seconds_total",
             "counter",
             "CPU time the container used, in core-seconds.",
-            &|c| {
-                let ns = c.cpu.as_ref()?.usage_core_nano_seconds?;
-                Some(secs(ns).to_string())
-            },
         ),
+        |c| Some(secs(c.cpu.as_ref()?.usage_core_nano_seconds?)),
+    ),
+    (
         (
             "container_memory_working_set_bytes",
             "gauge",
             "The container's working set, in bytes.",
-            &|c| Some(c.memory.as_ref()?.working_set_bytes?.to_string()),
         ),
+        |c| Some(c.memory.as_ref()?.working_set_bytes?.to_string()),
+    ),
+    (
+        (
+            "container_swap_usage_bytes",
+            "gauge",
+            "Swap the container uses now, in bytes (Linux only).",
+        ),
+        |c| Some(c.swap.as_ref()?.swap_usage_bytes?.to_string()),
+    ),
+    (
+        (
+            "container_swap_limit_bytes",
+            "gauge",
+            "The container's swap limit, in bytes (Linux only).",
+        ),
+        |c| {
+            let s = c.swap.as_ref()?;
+            let limit = s.swap_available_bytes? + s.swap_usage_bytes.unwrap_or(0);
+            Some(limit.to_string())
+        },
+    ),
+    (
         (
             "container_start_time_seconds",
             "gauge",
             "When the container started, in seconds since the Unix epoch.",
-            &|c| {
-                let t: Timestamp = c.start_time.parse().ok()?;
-                Some(t.as_second().to_string())
-            },
         ),
-    ];
-    for (name, kind, help, get) in containers {
-        let mut header = false;
-        for p in &s.pods {
-            for c in &p.containers {
-                let Some(v) = get(c) else { continue };
-                if !header {
-                    family(&mut out, name, kind, help);
-                    header = true;
-                }
-                let _ = writeln!(
-                    out,
-                    "{name}{{container=\"{}\",{}}} {v} {now_unix_ms}",
-                    label(&c.name),
-                    pod_labels(p)
-                );
-            }
-        }
-    }
-    type PodGet<'a> = &'a dyn Fn(&PodStats) -> Option<String>;
-    let pods: [(&str, &str, &str, PodGet); 2] = [
+        |c| {
+            let t: Timestamp = c.start_time.parse().ok()?;
+            Some(t.as_second().to_string())
+        },
+    ),
+];
+
+type PodGet = fn(&PodStats) -> Option<String>;
+
+/// Each pod's families: CPU time, working set, swap used.
+const POD_FAMILIES: [((&str, &str, &str), PodGet); 3] = [
+    (
         (
             "pod_cpu_usage_seconds_total",
             "counter",
             "CPU time the pod used, in core-seconds.",
-            &|p| Some(secs(p.cpu.as_ref()?.usage_core_nano_seconds?).to_string()),
         ),
+        |p| Some(secs(p.cpu.as_ref()?.usage_core_nano_seconds?)),
+    ),
+    (
         (
             "pod_memory_working_set_bytes",
             "gauge",
             "The pod's working set, in bytes.",
-            &|p| Some(p.memory.as_ref()?.working_set_bytes?.to_string()),
         ),
-    ];
-    for (name, kind, help, get) in pods {
-        let mut header = false;
-        for p in &s.pods {
-            let Some(v) = get(p) else { continue };
-            if !header {
-                family(&mut out, name, kind, help);
-                header = true;
-            }
-            let _ = writeln!(out, "{name}{{{}}} {v} {now_unix_ms}", pod_labels(p));
-        }
+        |p| Some(p.memory.as_ref()?.working_set_bytes?.to_string()),
+    ),
+    (
+        (
+            "pod_swap_usage_bytes",
+            "gauge",
+            "Swap the pod uses now, in bytes (Linux only).",
+        ),
+        |p| Some(p.swap.as_ref()?.swap_usage_bytes?.to_string()),
+    ),
+];
+
+/// `/metrics/resource` in the Prometheus text format, with kubelet's metric
+/// names: node, pod and container CPU time, working set and swap, each
+/// container's swap limit and start time, and whether reading failed
+/// (`scrape_error` is the older name of `resource_scrape_error`). Samples
+/// carry the scrape's time in milliseconds. kubelet has no pressure
+/// families here (they are cAdvisor's, on `/metrics/cadvisor`).
+pub fn resource_metrics(s: &Summary, scrape_failed: bool, now_unix_ms: i64) -> String {
+    let mut out = String::new();
+    node_metrics(&mut out, &s.node, now_unix_ms);
+    for (head, get) in CONTAINER_FAMILIES {
+        let samples = s.pods.iter().flat_map(|p| {
+            p.containers.iter().filter_map(move |c| {
+                let labels = format!("{{container=\"{}\",{}}}", label(&c.name), pod_labels(p));
+                Some((labels, get(c)?))
+            })
+        });
+        family(&mut out, now_unix_ms, head, samples);
+    }
+    for (head, get) in POD_FAMILIES {
+        let samples = s
+            .pods
+            .iter()
+            .filter_map(|p| Some((format!("{{{}}}", pod_labels(p)), get(p)?)));
+        family(&mut out, now_unix_ms, head, samples);
     }
     let failed = u8::from(scrape_failed);
-    family(
-        &mut out,
-        "resource_scrape_error",
-        "gauge",
-        "1 when reading some resource stats failed, else 0.",
-    );
-    let _ = writeln!(out, "resource_scrape_error {failed}");
-    family(
-        &mut out,
-        "scrape_error",
-        "gauge",
-        "The older name of resource_scrape_error.",
-    );
-    let _ = writeln!(out, "scrape_error {failed}");
+    for (name, help) in [
+        (
+            "resource_scrape_error",
+            "1 when reading some resource stats failed, else 0.",
+        ),
+        ("scrape_error", "The older name of resource_scrape_error."),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {failed}"
+        );
+    }
     out
 }
 
@@ -411,6 +557,11 @@ mod tests {
         }
     }
 
+    fn swap(usage: u64, available: Option<u64>) -> SwapStats {
+        let s = crate::node::stats::swap::SwapStats { usage, available };
+        SwapStats::of(T, &s)
+    }
+
     fn summary() -> Summary {
         let mem = |ws| MemoryStats {
             time: T.into(),
@@ -430,6 +581,7 @@ mod tests {
                     maxpid: 100,
                     curproc: 7,
                 }),
+                swap: Some(swap(0, Some(1 << 20))),
                 ..Default::default()
             },
             pods: vec![PodStats {
@@ -445,12 +597,16 @@ mod tests {
                     cpu: Some(cpu(1_500_000_000)),
                     memory: Some(mem(300)),
                     logs: Some(FsStats::part_of(T, None, 42)),
+                    io: None,
+                    swap: Some(swap(4096, Some(8192))),
                 }],
                 cpu: Some(cpu(2_000_000_000)),
                 memory: Some(mem(400)),
                 ephemeral_storage: None,
                 process_stats: Some(ProcessStats { process_count: 2 }),
                 volumes: Vec::new(),
+                io: None,
+                swap: Some(swap(4096, None)),
             }],
         }
     }
@@ -486,6 +642,12 @@ mod tests {
             r#"pod_cpu_usage_seconds_total{namespace="edge",pod="web"} 2 1234"#,
             r#"pod_memory_working_set_bytes{namespace="edge",pod="web"} 400 1234"#,
             "# TYPE container_cpu_usage_seconds_total counter",
+            "node_swap_usage_bytes 0 1234",
+            r#"container_swap_usage_bytes{container="app",namespace="edge",pod="web"} 4096 1234"#,
+            r#"container_swap_limit_bytes{container="app",namespace="edge",pod="web"} 12288 1234"#,
+            r#"pod_swap_usage_bytes{namespace="edge",pod="web"} 4096 1234"#,
+            "# TYPE node_swap_usage_bytes gauge",
+            "# TYPE container_swap_limit_bytes gauge",
             "resource_scrape_error 0",
             "scrape_error 0",
         ] {
@@ -495,5 +657,73 @@ mod tests {
             resource_metrics(&Summary::default(), true, 0).contains("resource_scrape_error 1\n")
         );
         assert_eq!(label("a\"b\\c\nd"), r#"a\"b\\c\nd"#);
+    }
+
+    #[test]
+    fn a_family_without_samples_is_left_out() {
+        let mut s = summary();
+        s.node.swap = None;
+        s.pods[0].containers[0].swap = Some(swap(4096, None));
+        let text = resource_metrics(&s, false, 1);
+        assert!(!text.contains("node_swap_usage_bytes"), "{text}");
+        assert!(
+            !text.contains("container_swap_limit_bytes"),
+            "no limit, no limit family: {text}"
+        );
+        assert!(text.contains("container_swap_usage_bytes{"), "{text}");
+        let empty = resource_metrics(&Summary::default(), false, 1);
+        assert!(!empty.contains("container_"), "{empty}");
+        assert!(!empty.contains("# HELP pod_"), "{empty}");
+    }
+
+    #[test]
+    fn swap_has_kubelets_field_names_and_leaves_out_an_unknown_limit() {
+        let v = serde_json::to_value(summary()).unwrap();
+        assert_eq!(
+            v["node"]["swap"],
+            serde_json::json!({"time": T, "swapAvailableBytes": 1048576, "swapUsageBytes": 0})
+        );
+        let pod = &v["pods"][0];
+        assert_eq!(
+            pod["swap"],
+            serde_json::json!({"time": T, "swapUsageBytes": 4096})
+        );
+        assert_eq!(pod["containers"][0]["swap"]["swapAvailableBytes"], 8192);
+    }
+
+    #[test]
+    fn pressure_is_kubelets_psi_in_percent_with_full_always_written() {
+        use crate::node::stats::psi;
+        let memory = psi::parse(
+            "some avg10=0.05 avg60=12.64 avg300=0.29 total=1191620\nfull avg10=0.04 avg60=0.41 avg300=100.00 total=772809\n",
+        )
+        .unwrap();
+        let old_cpu = psi::parse("some avg10=1.50 avg60=0.00 avg300=0.00 total=3\n").unwrap();
+        let mut s = summary();
+        s.node.memory.as_mut().unwrap().psi = Some(PsiStats::of(&memory));
+        s.node.cpu.as_mut().unwrap().psi = Some(PsiStats::of(&old_cpu));
+        s.pods[0].io = Some(IoStats {
+            time: T.into(),
+            psi: Some(PsiStats::of(&memory)),
+        });
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            v["node"]["memory"]["psi"],
+            serde_json::json!({
+                "full": {"total": 772809, "avg10": 0.04, "avg60": 0.41, "avg300": 100.0},
+                "some": {"total": 1191620, "avg10": 0.05, "avg60": 12.64, "avg300": 0.29},
+            })
+        );
+        assert_eq!(
+            v["node"]["cpu"]["psi"]["full"],
+            serde_json::json!({"total": 0, "avg10": 0.0, "avg60": 0.0, "avg300": 0.0})
+        );
+        assert_eq!(v["node"]["cpu"]["psi"]["some"]["avg10"], 1.5);
+        assert_eq!(v["pods"][0]["io"]["time"], T);
+        assert_eq!(v["pods"][0]["io"]["psi"]["some"]["total"], 1191620);
+        assert!(v["node"].get("io").is_none());
+        assert!(v["pods"][0]["cpu"].get("psi").is_none());
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(text.contains(r#""avg60":12.64"#), "{text}");
     }
 }

@@ -1,16 +1,20 @@
-//! `/proc/meminfo`: the node's memory capacity and, on cgroup v2 (whose
-//! root cgroup has no `memory.current`), the node's working set.
+//! `/proc/meminfo`: the node's memory capacity, its swap, and, on cgroup
+//! v2 (whose root cgroup has no `memory.current`), the node's working set.
 
 use super::{Buf, StatsError};
 use std::path::Path;
 
-/// The few `/proc/meminfo` fields eviction needs, in bytes.
+/// The few `/proc/meminfo` fields eviction and the summary need, in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MemInfo {
     pub total: u64,
     pub free: u64,
     pub available: u64,
     pub inactive_file: u64,
+    /// `SwapTotal`: 0 on a node without swap.
+    pub swap_total: u64,
+    /// `SwapFree`.
+    pub swap_free: u64,
 }
 
 impl MemInfo {
@@ -47,6 +51,8 @@ pub fn parse(text: &str) -> Option<MemInfo> {
             "MemFree" => m.free = bytes,
             "MemAvailable" => m.available = bytes,
             "Inactive(file)" => m.inactive_file = bytes,
+            "SwapTotal" => m.swap_total = bytes,
+            "SwapFree" => m.swap_free = bytes,
             _ => {}
         }
     }
@@ -62,7 +68,7 @@ pub fn read(proc: &Path, buf: &mut Buf) -> Result<MemInfo, StatsError> {
 mod tests {
     use super::*;
 
-    const SAMPLE: &str = "MemTotal:        1000 kB\nMemFree:          200 kB\nMemAvailable:     600 kB\nBuffers:           10 kB\nActive(file):     100 kB\nInactive(file):   300 kB\n";
+    const SAMPLE: &str = "MemTotal:        1000 kB\nMemFree:          200 kB\nMemAvailable:     600 kB\nBuffers:           10 kB\nActive(file):     100 kB\nInactive(file):   300 kB\nSwapCached:         0 kB\nSwapTotal:        512 kB\nSwapFree:         384 kB\nZswap:              0 kB\n";
 
     #[test]
     fn meminfo_fields_are_read_in_bytes() {
@@ -74,6 +80,8 @@ mod tests {
                 free: 200 * 1024,
                 available: 600 * 1024,
                 inactive_file: 300 * 1024,
+                swap_total: 512 * 1024,
+                swap_free: 384 * 1024,
             }
         );
         assert_eq!(m.working_set(), 500 * 1024);
@@ -92,6 +100,7 @@ mod tests {
             free: 8,
             available: 0,
             inactive_file: 5,
+            ..MemInfo::default()
         };
         assert_eq!(m.working_set(), 0);
     }

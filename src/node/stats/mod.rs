@@ -1,6 +1,6 @@
 //! Resource stats read straight from the kernel (no cAdvisor, never the
-//! runtime's stats calls): memory, CPU and pids of a cgroup, PSI, the
-//! node's `/proc/meminfo` and process count, filesystem usage by statfs,
+//! runtime's stats calls): memory, swap, CPU and pids of a cgroup, PSI,
+//! the node's `/proc/meminfo` and process count, filesystem usage by statfs,
 //! and where a container's writable layer is (its root mount).
 //!
 //! One file per source. Each has `&str` parsers (pure, tested by table) and
@@ -20,6 +20,7 @@ pub mod memory;
 pub mod node;
 pub mod pids;
 pub mod psi;
+pub mod swap;
 
 use crate::cgroups::CgroupVersion;
 use std::io::{self, Read};

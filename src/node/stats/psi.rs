@@ -97,6 +97,47 @@ mod tests {
     }
 
     #[test]
+    fn the_nodes_pressure_files_are_parsed_as_the_kernel_writes_them() {
+        // /proc/pressure/cpu on 6.x: `full` is there, always 0 for the node.
+        let cpu = parse(
+            "some avg10=16.70 avg60=6.68 avg300=2.31 total=9713544\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (cpu.some.avg10, cpu.some.avg60, cpu.some.avg300),
+            (1670, 668, 231)
+        );
+        assert_eq!(cpu.some.total_us, 9713544);
+        assert_eq!(cpu.full, Some(PsiLine::default()));
+        let memory = parse(
+            "some avg10=0.00 avg60=0.31 avg300=0.30 total=1750950\nfull avg10=0.00 avg60=0.29 avg300=0.29 total=1639152\n",
+        )
+        .unwrap();
+        assert_eq!(memory.full.unwrap().total_us, 1639152);
+        assert_eq!(memory.full.unwrap().avg60, 29);
+    }
+
+    #[test]
+    fn a_cgroup_and_the_node_name_their_files_differently() {
+        let t = crate::cgroups::testutil::TempTree::new("stats-psi");
+        t.put(
+            "pod/io.pressure",
+            "some avg10=1.00 avg60=0.00 avg300=0.00 total=10\nfull avg10=0.50 avg60=0.00 avg300=0.00 total=5\n",
+        );
+        t.put(
+            "pressure/io",
+            "some avg10=2.00 avg60=0.00 avg300=0.00 total=20\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+        );
+        let mut buf = Buf::new();
+        let pod = read(&t.path().join("pod"), "io", &mut buf).unwrap();
+        assert_eq!((pod.some.total_us, pod.some.avg10), (10, 100));
+        let node = read(&t.path().join("pressure"), "io", &mut buf).unwrap();
+        assert_eq!(node.some.total_us, 20);
+        let err = read(&t.path().join("pod"), "cpu", &mut buf).unwrap_err();
+        assert!(err.is_not_found(), "{err}");
+    }
+
+    #[test]
     fn a_cpu_pressure_file_may_lack_the_full_line() {
         let psi = parse("some avg10=1.5 avg60=0 avg300=0.00 total=3\n").unwrap();
         assert_eq!(psi.some.avg10, 150);
