@@ -59,6 +59,19 @@ impl Images {
     }
 }
 
+/// The image one container start asks for, as `ensure_image`'s steps
+/// share it.
+struct Wanted<'a> {
+    pod: &'a Pod,
+    c: &'a Container,
+    /// As the container spec names it (events and messages say this).
+    user: String,
+    /// As the runtime is asked for it (the name normalized).
+    spec: api::ImageSpec,
+    /// The container's pull back-off key.
+    key: String,
+}
+
 impl<R: RuntimeService> Agent<R> {
     /// Makes the image available per `imagePullPolicy`; returns the image
     /// ID and the user it runs as by default.
@@ -71,27 +84,19 @@ impl<R: RuntimeService> Agent<R> {
         let user = c.image.clone().unwrap_or_default();
         let image = crate::pod::defaults::normalize_image(&user);
         let policy = c.image_pull_policy.as_deref().unwrap_or("IfNotPresent");
-        let spec = api::ImageSpec {
-            image: image.clone(),
-            user_specified_image: user.clone(),
-            ..Default::default()
+        let want = Wanted {
+            pod,
+            c,
+            spec: api::ImageSpec {
+                image,
+                user_specified_image: user.clone(),
+                ..Default::default()
+            },
+            user,
+            key: Backoff::key(uid(pod), &c.name),
         };
-        let present = match self
-            .runtime
-            .image_status(api::ImageStatusRequest {
-                image: Some(spec.clone()),
-                verbose: false,
-            })
-            .await
-        {
-            Ok(r) => r.image.map(|i| (i.id.clone(), image_user(&i))),
-            Err(e) => {
-                return Err(Waiting {
-                    reason: "ErrImageInspect".into(),
-                    message: e.to_string(),
-                })
-            }
-        };
+        let present = self.image_present(&want.spec).await?;
+        let user = &want.user;
         match (policy, present.clone()) {
             ("Never", Some(id)) | ("IfNotPresent", Some(id)) => {
                 let text = format!("Container image \"{user}\" already present on machine");
@@ -108,52 +113,91 @@ impl<R: RuntimeService> Agent<R> {
             }
             _ => {}
         }
-        let key = Backoff::key(uid(pod), &c.name);
         let now = Instant::now();
-        if let Some(wait) = self.images.remaining(&key, now) {
-            let text = format!("Back-off pulling image \"{user}\"");
-            self.event(pod, Some(&c.name), false, "BackOff", &text);
-            return Err(Waiting {
-                reason: "ImagePullBackOff".into(),
-                message: format!(
-                    "Back-off pulling image \"{user}\" ({}s left)",
-                    wait.as_secs()
-                ),
-            });
+        self.pull_backoff(&want, now)?;
+        self.pull(want, sandbox, present, now).await
+    }
+
+    /// The image's ID and default user when the runtime has it.
+    async fn image_present(
+        &self,
+        spec: &api::ImageSpec,
+    ) -> Result<Option<(String, ImageUser)>, Waiting> {
+        match self
+            .runtime
+            .image_status(api::ImageStatusRequest {
+                image: Some(spec.clone()),
+                verbose: false,
+            })
+            .await
+        {
+            Ok(r) => Ok(r.image.map(|i| (i.id.clone(), image_user(&i)))),
+            Err(e) => Err(Waiting {
+                reason: "ErrImageInspect".into(),
+                message: e.to_string(),
+            }),
         }
+    }
+
+    /// `ImagePullBackOff` (with its event) while the container's last
+    /// failed pull still holds it back.
+    fn pull_backoff(&self, want: &Wanted<'_>, now: Instant) -> Result<(), Waiting> {
+        let Some(wait) = self.images.remaining(&want.key, now) else {
+            return Ok(());
+        };
+        let user = &want.user;
+        let text = format!("Back-off pulling image \"{user}\"");
+        self.event(want.pod, Some(&want.c.name), false, "BackOff", &text);
+        Err(Waiting {
+            reason: "ImagePullBackOff".into(),
+            message: format!(
+                "Back-off pulling image \"{user}\" ({}s left)",
+                wait.as_secs()
+            ),
+        })
+    }
+
+    /// Pulls the image (one pull at a time with `serializeImagePulls`);
+    /// `present` is what the node has, for the offline fallback.
+    async fn pull(
+        &self,
+        want: Wanted<'_>,
+        sandbox: &api::PodSandboxConfig,
+        present: Option<(String, ImageUser)>,
+        now: Instant,
+    ) -> Result<(String, ImageUser), Waiting> {
         let _guard = if self.cfg.serialize_image_pulls {
             Some(self.images.pull_lock.lock().await)
         } else {
             None
         };
-        log::info!("pulling image {image} for pod {}", full_name(pod));
+        let (pod, c) = (want.pod, want.c);
+        log::info!(
+            "pulling image {} for pod {}",
+            want.spec.image,
+            full_name(pod)
+        );
         self.event(
             pod,
             Some(&c.name),
             false,
             "Pulling",
-            &format!("Pulling image \"{user}\""),
+            &format!("Pulling image \"{}\"", want.user),
         );
         let pull_started = Instant::now();
         let req = api::PullImageRequest {
-            image: Some(spec.clone()),
+            image: Some(want.spec.clone()),
             auth: None,
             sandbox_config: Some(sandbox.clone()),
         };
         match self.runtime.pull_image(req).await {
             Ok(r) => {
                 let took = pull_started.elapsed().as_secs_f64();
-                let text = format!(
-                    "Successfully pulled image \"{user}\" in {took:.3}s ({took:.3}s including waiting)"
-                );
-                self.event(pod, Some(&c.name), false, "Pulled", &text);
-                self.images.offline.borrow_mut().remove(&key);
-                self.images.backoff.borrow_mut().reset(&key);
-                self.images.failed_at.borrow_mut().remove(&key);
+                self.pulled(&want, took);
                 match self
                     .runtime
                     .image_status(api::ImageStatusRequest {
-                        image: Some(spec),
+                        image: Some(want.spec),
                         verbose: false,
                     })
                     .await
@@ -164,36 +208,66 @@ impl<R: RuntimeService> Agent<R> {
                     _ => Ok((r.image_ref, ImageUser::of(None, ""))),
                 }
             }
-            Err(e) => {
-                if let Some(id) = present
-                    .filter(|_| self.cfg.offline_image_fallback && is_network_failure(&e.message()))
-                {
-                    // Said once per container until a pull works again.
-                    if self.images.offline.borrow_mut().insert(key) {
-                        let text = format!(
-                            "Failed to pull image \"{user}\" ({}); running the image already on the node",
-                            e.message()
-                        );
-                        self.event(pod, Some(&c.name), true, "PullFailedUsingLocalImage", &text);
-                        log::warn!(
-                            "pulling image {image} for pod {} failed for a network reason ({}); \
-                             running the image already on the node",
-                            full_name(pod),
-                            e.message()
-                        );
-                    }
-                    return Ok(id);
-                }
-                let text = format!("Failed to pull image \"{user}\": {}", e.message());
-                self.event(pod, Some(&c.name), true, "Failed", &text);
-                self.images.backoff.borrow_mut().next(&key, now);
-                self.images.failed_at.borrow_mut().insert(key, now);
-                Err(Waiting {
-                    reason: "ErrImagePull".into(),
-                    message: format!("pulling image \"{user}\": {}", e.message()),
-                })
-            }
+            Err(e) => self.pull_failed(want, present, &e.message(), now),
         }
+    }
+
+    /// A pull that worked: its event, the container's back-off and offline
+    /// note forgotten.
+    fn pulled(&self, want: &Wanted<'_>, took: f64) {
+        let text = format!(
+            "Successfully pulled image \"{}\" in {took:.3}s ({took:.3}s including waiting)",
+            want.user
+        );
+        self.event(want.pod, Some(&want.c.name), false, "Pulled", &text);
+        self.images.offline.borrow_mut().remove(&want.key);
+        self.images.backoff.borrow_mut().reset(&want.key);
+        self.images.failed_at.borrow_mut().remove(&want.key);
+    }
+
+    /// A pull that failed: the image already on the node when the registry
+    /// could not be reached and the fallback is on; otherwise
+    /// `ErrImagePull`, its event, and the container's back-off.
+    fn pull_failed(
+        &self,
+        want: Wanted<'_>,
+        present: Option<(String, ImageUser)>,
+        message: &str,
+        now: Instant,
+    ) -> Result<(String, ImageUser), Waiting> {
+        let Wanted {
+            pod,
+            c,
+            user,
+            spec,
+            key,
+        } = want;
+        if let Some(id) =
+            present.filter(|_| self.cfg.offline_image_fallback && is_network_failure(message))
+        {
+            // Said once per container until a pull works again.
+            if self.images.offline.borrow_mut().insert(key) {
+                let text = format!(
+                    "Failed to pull image \"{user}\" ({message}); running the image already on the node"
+                );
+                self.event(pod, Some(&c.name), true, "PullFailedUsingLocalImage", &text);
+                log::warn!(
+                    "pulling image {} for pod {} failed for a network reason ({message}); \
+                     running the image already on the node",
+                    spec.image,
+                    full_name(pod)
+                );
+            }
+            return Ok(id);
+        }
+        let text = format!("Failed to pull image \"{user}\": {message}");
+        self.event(pod, Some(&c.name), true, "Failed", &text);
+        self.images.backoff.borrow_mut().next(&key, now);
+        self.images.failed_at.borrow_mut().insert(key, now);
+        Err(Waiting {
+            reason: "ErrImagePull".into(),
+            message: format!("pulling image \"{user}\": {message}"),
+        })
     }
 }
 

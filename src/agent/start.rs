@@ -15,6 +15,9 @@
 //! the configs, `pod::facts` answers the questions); it performs and
 //! records (events, waiting reasons, kill messages).
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::{host_files, now_unix_nanos, Agent};
@@ -24,6 +27,15 @@ use crate::pod::accessors::{self, full_name};
 use crate::pod::{facts, spec, ObservedPod};
 use crate::qos;
 use crate::status::Waiting;
+
+/// A container whose config cannot be made: kubelet's
+/// `CreateContainerConfigError`.
+fn config_error(message: String) -> Waiting {
+    Waiting {
+        reason: "CreateContainerConfigError".into(),
+        message,
+    }
+}
 
 /// Where a container starts: its pod's sandbox (ID and attempt) and, for
 /// an ephemeral container with a target, the container whose PID
@@ -119,7 +131,6 @@ impl<R: RuntimeService> Agent<R> {
             sandbox_attempt,
             pid_target,
         } = at;
-        let uid = accessors::uid(pod);
         let config_dirs = self.write_config_volumes(pod)?;
         let sandbox_config = self.sandbox_config(pod, sandbox_attempt);
         // Each step that awaits the runtime is boxed, so that a pod waiting
@@ -132,87 +143,13 @@ impl<R: RuntimeService> Agent<R> {
         // taken after the image (a slow pull holds no turn) and released
         // when the container runs (a postStart hook holds none either).
         let permit = self.container_starts.acquire().await;
-        let config_err = |m: String| Waiting {
-            reason: "CreateContainerConfigError".into(),
-            message: m,
-        };
-        spec::verify_run_as_non_root(pod, c, &image_user).map_err(config_err)?;
+        spec::verify_run_as_non_root(pod, c, &image_user).map_err(config_error)?;
         let sandbox = observed.sandboxes.iter().find(|s| s.id == sandbox_id);
         let pod_ips = facts::pod_ips(pod, sandbox, &self.host.host_ips);
         let pod_ip = pod_ips.first().cloned().unwrap_or_default();
-        let files = host_files::prepare_container_files(
-            &self.cfg,
-            pod,
-            c,
-            attempt,
-            &pod_ips,
-            self.host.allocatable.memory_bytes,
-        )
-        .map_err(config_err)?;
-        let volume_dir = |name: &str| {
-            files
-                .empty_dirs
-                .get(name)
-                .or_else(|| config_dirs.get(name))
-                .cloned()
-        };
-        let objects = self.objects_for(pod);
-        let services = self.services.borrow().clone();
-        let wait_for_services = self
-            .pods
-            .borrow()
-            .get(accessors::uid(pod))
-            .is_some_and(|e| e.source == Some(crate::source::PodSource::Api));
-        let parent = cgroup_parent(pod, self.cgroups.as_ref());
-        let seccomp_root = self.cfg.root_dir.join("seccomp");
-        let hugepage_sizes = self.node.borrow().hugepage_sizes.clone();
-        let params = spec::ContainerParams {
-            attempt,
-            image: &image,
-            pod_ip: &pod_ip,
-            pod_ips: &pod_ips,
-            host_ips: &self.host.host_ips,
-            volume_dir: &volume_dir,
-            oom_score_adj: qos::container_oom_score_adj(
-                accessors::spec(pod),
-                c,
-                self.host.node_memory,
-            ),
-            hugepage_sizes: &hugepage_sizes,
-            swap: self.swap(),
-            user_ns: self.user_ns(pod),
-            pod_cgroup_parent: &parent,
-            node_allocatable: self.host.allocatable,
-            termination_log_host_path: Some(&files.termination_log),
-            etc_hosts: files.etc_hosts.as_deref(),
-            seccomp_profile_root: Some(&seccomp_root),
-            objects: objects.as_deref(),
-            services: services.as_deref().map(|s| spec::ServiceSource {
-                services: s,
-                wait_for_sync: wait_for_services,
-            }),
-        };
-        let mut config = spec::container_config(pod, c, &params).map_err(|e| match e.kind {
-            // Not synced yet, nothing cached: wait for the watch.
-            spec::SpecErrorKind::NotYetKnown => Waiting {
-                reason: "ContainerCreating".into(),
-                message: e.to_string(),
-            },
-            _ => config_err(e.to_string()),
-        })?;
+        let mut config = self.container_config(pod, c, attempt, &image, &pod_ips, &config_dirs)?;
         if let Some(target) = pid_target {
             spec::share_target_pid(&mut config, target);
-        }
-        if let Some(objects) = objects.as_deref() {
-            for text in spec::env_from_skipped(pod, c, objects) {
-                self.event(
-                    pod,
-                    Some(&c.name),
-                    true,
-                    "InvalidEnvironmentVariableNames",
-                    &text,
-                );
-            }
         }
         let id = Box::pin(self.runtime.create_container(api::CreateContainerRequest {
             pod_sandbox_id: sandbox_id.to_string(),
@@ -243,23 +180,124 @@ impl<R: RuntimeService> Agent<R> {
             c.name,
             full_name(pod)
         );
-        if let Err(msg) = Box::pin(self.run_post_start(pod, c, &id, &pod_ip)).await {
+        self.post_start_or_kill(pod, c, &id, &pod_ip).await
+    }
+
+    /// Runs the container's postStart hook; when it fails, the container
+    /// is killed (its kill message says why) and its start fails with
+    /// `PostStartHookError`.
+    async fn post_start_or_kill(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        id: &str,
+        pod_ip: &str,
+    ) -> Result<(), Waiting> {
+        if let Err(msg) = Box::pin(self.run_post_start(pod, c, id, pod_ip)).await {
             log::warn!(
                 "postStart hook of container {} in pod {} failed: {msg}; killing it",
                 c.name,
                 full_name(pod)
             );
-            if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+            if let Some(e) = self.pods.borrow_mut().get_mut(accessors::uid(pod)) {
                 e.container(&c.name)
-                    .note_killed(id.clone(), format!("PostStartHook failed: {msg}"));
+                    .note_killed(id.to_string(), format!("PostStartHook failed: {msg}"));
             }
-            let _ = self.stop_container(&id, facts::grace_period(pod)).await;
+            let _ = self.stop_container(id, facts::grace_period(pod)).await;
             return Err(Waiting {
                 reason: "PostStartHookError".into(),
                 message: msg,
             });
         }
         Ok(())
+    }
+
+    /// The container's CRI config, made once its turn is taken: its host
+    /// files (hosts, termination log, emptyDirs) written, the parameters
+    /// gathered for `pod::spec`, and an event for each `envFrom` variable
+    /// skipped for its name.
+    fn container_config(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        attempt: u32,
+        image: &str,
+        pod_ips: &[String],
+        config_dirs: &HashMap<String, PathBuf>,
+    ) -> Result<api::ContainerConfig, Waiting> {
+        let pod_ip = pod_ips.first().cloned().unwrap_or_default();
+        let files = host_files::prepare_container_files(
+            &self.cfg,
+            pod,
+            c,
+            attempt,
+            pod_ips,
+            self.host.allocatable.memory_bytes,
+        )
+        .map_err(config_error)?;
+        let volume_dir = |name: &str| {
+            files
+                .empty_dirs
+                .get(name)
+                .or_else(|| config_dirs.get(name))
+                .cloned()
+        };
+        let objects = self.objects_for(pod);
+        let services = self.services.borrow().clone();
+        let wait_for_services = self
+            .pods
+            .borrow()
+            .get(accessors::uid(pod))
+            .is_some_and(|e| e.source == Some(crate::source::PodSource::Api));
+        let parent = cgroup_parent(pod, self.cgroups.as_ref());
+        let seccomp_root = self.cfg.root_dir.join("seccomp");
+        let hugepage_sizes = self.node.borrow().hugepage_sizes.clone();
+        let params = spec::ContainerParams {
+            attempt,
+            image,
+            pod_ip: &pod_ip,
+            pod_ips,
+            host_ips: &self.host.host_ips,
+            volume_dir: &volume_dir,
+            oom_score_adj: qos::container_oom_score_adj(
+                accessors::spec(pod),
+                c,
+                self.host.node_memory,
+            ),
+            hugepage_sizes: &hugepage_sizes,
+            swap: self.swap(),
+            user_ns: self.user_ns(pod),
+            pod_cgroup_parent: &parent,
+            node_allocatable: self.host.allocatable,
+            termination_log_host_path: Some(&files.termination_log),
+            etc_hosts: files.etc_hosts.as_deref(),
+            seccomp_profile_root: Some(&seccomp_root),
+            objects: objects.as_deref(),
+            services: services.as_deref().map(|s| spec::ServiceSource {
+                services: s,
+                wait_for_sync: wait_for_services,
+            }),
+        };
+        let config = spec::container_config(pod, c, &params).map_err(|e| match e.kind {
+            // Not synced yet, nothing cached: wait for the watch.
+            spec::SpecErrorKind::NotYetKnown => Waiting {
+                reason: "ContainerCreating".into(),
+                message: e.to_string(),
+            },
+            _ => config_error(e.to_string()),
+        })?;
+        if let Some(objects) = objects.as_deref() {
+            for text in spec::env_from_skipped(pod, c, objects) {
+                self.event(
+                    pod,
+                    Some(&c.name),
+                    true,
+                    "InvalidEnvironmentVariableNames",
+                    &text,
+                );
+            }
+        }
+        Ok(config)
     }
 
     /// Starts ephemeral container `name` once (attempt 0): in the PID

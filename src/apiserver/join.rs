@@ -27,6 +27,7 @@
 //! and the node runs its cached and static pods meanwhile.
 
 use std::cell::RefCell;
+use std::path::Path;
 use std::rc::Rc;
 
 use crate::agent::Agent;
@@ -82,23 +83,7 @@ pub fn join<R: RuntimeService + Clone>(
         return Ok(None);
     };
     validate_node_labels(&cfg.node_labels)?;
-    let now_unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    if let Some(bootstrap) = cfg
-        .bootstrap_kubeconfig
-        .as_ref()
-        .filter(|_| needs_bootstrap(path, cfg.allow_insecure_kubeconfig, now_unix))
-    {
-        // kubelet blocks here too: without a certificate there is no node.
-        rt::block_on(bootstrap_client_certificate(
-            bootstrap,
-            path,
-            &cfg.root_dir,
-            node_name,
-            cfg.allow_insecure_kubeconfig,
-        ))?;
-    }
+    ensure_client_certificate(cfg, path, node_name)?;
     let kc = kubeconfig::load(path, cfg.allow_insecure_kubeconfig)?;
     log::info!(
         "joining the cluster at {} as node {node_name} (kubeconfig {})",
@@ -118,23 +103,7 @@ pub fn join<R: RuntimeService + Clone>(
         capacity,
     );
     agent.set_status_sink(status.clone());
-    agent.set_more_metrics({
-        let client = client.clone();
-        Rc::new(move |out| client.link().metrics(std::time::Instant::now()).render(out))
-    });
-    agent.set_api_server_view({
-        let client = client.clone();
-        Rc::new(move || {
-            let now_unix = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs() as i64);
-            client.link().state_json(
-                &client.server().to_string(),
-                std::time::Instant::now(),
-                now_unix,
-            )
-        })
-    });
+    show_link(agent, &client);
     let events = EventSync::new(
         client.clone(),
         node_name,
@@ -142,42 +111,7 @@ pub fn join<R: RuntimeService + Clone>(
         cfg.event_burst,
     );
     agent.set_event_sink(events.clone());
-    // The ConfigMaps and Secrets of the API pods, watched one by one
-    // before the agent sees the pods that reference them.
-    let configs = ConfigWatches::new(client.clone(), &cfg.root_dir);
-    let tokens = TokenSync::new(client.clone(), &cfg.root_dir);
-    agent.set_config_objects(Rc::new(ApiObjects {
-        configs: configs.clone(),
-        tokens: tokens.clone(),
-    }));
-    tokens.set_on_change({
-        let agent = Rc::downgrade(agent);
-        Rc::new(move |uid| {
-            if let Some(agent) = agent.upgrade() {
-                agent.pod_objects_changed(uid);
-            }
-        })
-    });
-    configs.set_on_change({
-        let agent = Rc::downgrade(agent);
-        Rc::new(move |r| {
-            if let Some(agent) = agent.upgrade() {
-                agent.config_object_changed(r);
-            }
-        })
-    });
-    // The Services of default and of the namespaces the node's pods are
-    // in, for their environment; the agent tells it its pods.
-    let services = ServiceWatches::new(client.clone(), &cfg.root_dir);
-    services.set_on_synced({
-        let agent = Rc::downgrade(agent);
-        Rc::new(move |ns| {
-            if let Some(agent) = agent.upgrade() {
-                agent.services_synced(ns);
-            }
-        })
-    });
-    agent.set_services(services);
+    let (configs, tokens) = watch_referenced(cfg, agent, &client);
     let source =
         ApiPodSource::new(client.clone(), node_name, &cfg.root_dir, mirrors).with_configs(configs);
     // The Node's cached labels and taints reach admission before the pod
@@ -231,4 +165,103 @@ pub fn join<R: RuntimeService + Clone>(
         status,
         client,
     }))
+}
+
+/// With `--bootstrap-kubeconfig`, gets the node's client certificate when
+/// `--kubeconfig` has none (or an expired one), waiting for it.
+fn ensure_client_certificate(
+    cfg: &KubeletConfig,
+    path: &Path,
+    node_name: &str,
+) -> Result<(), JoinError> {
+    let now_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    if let Some(bootstrap) = cfg
+        .bootstrap_kubeconfig
+        .as_ref()
+        .filter(|_| needs_bootstrap(path, cfg.allow_insecure_kubeconfig, now_unix))
+    {
+        // kubelet blocks here too: without a certificate there is no node.
+        rt::block_on(bootstrap_client_certificate(
+            bootstrap,
+            path,
+            &cfg.root_dir,
+            node_name,
+            cfg.allow_insecure_kubeconfig,
+        ))?;
+    }
+    Ok(())
+}
+
+/// The link to the API server as the agent shows it: its `/metrics`
+/// families and the `apiServer` of `GET /node`.
+fn show_link<R: RuntimeService>(agent: &Agent<R>, client: &Client) {
+    agent.set_more_metrics({
+        let client = client.clone();
+        Rc::new(move |out| client.link().metrics(std::time::Instant::now()).render(out))
+    });
+    agent.set_api_server_view({
+        let client = client.clone();
+        Rc::new(move || {
+            let now_unix = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+            client.link().state_json(
+                &client.server().to_string(),
+                std::time::Instant::now(),
+                now_unix,
+            )
+        })
+    });
+}
+
+/// The objects the pods reference, each watched or requested by name: the
+/// ConfigMaps and Secrets (returned for the pod source, which tells them
+/// its pods before the agent sees them), the service-account tokens
+/// (returned for the source's pods and their task), and the Services
+/// (handed to the agent, which tells them its pods' namespaces). Each
+/// wakes the agent's pods that a change concerns.
+fn watch_referenced<R: RuntimeService>(
+    cfg: &KubeletConfig,
+    agent: &Rc<Agent<R>>,
+    client: &Client,
+) -> (Rc<ConfigWatches>, Rc<TokenSync>) {
+    // The ConfigMaps and Secrets of the API pods, watched one by one
+    // before the agent sees the pods that reference them.
+    let configs = ConfigWatches::new(client.clone(), &cfg.root_dir);
+    let tokens = TokenSync::new(client.clone(), &cfg.root_dir);
+    agent.set_config_objects(Rc::new(ApiObjects {
+        configs: configs.clone(),
+        tokens: tokens.clone(),
+    }));
+    tokens.set_on_change({
+        let agent = Rc::downgrade(agent);
+        Rc::new(move |uid| {
+            if let Some(agent) = agent.upgrade() {
+                agent.pod_objects_changed(uid);
+            }
+        })
+    });
+    configs.set_on_change({
+        let agent = Rc::downgrade(agent);
+        Rc::new(move |r| {
+            if let Some(agent) = agent.upgrade() {
+                agent.config_object_changed(r);
+            }
+        })
+    });
+    // The Services of default and of the namespaces the node's pods are
+    // in, for their environment; the agent tells it its pods.
+    let services = ServiceWatches::new(client.clone(), &cfg.root_dir);
+    services.set_on_synced({
+        let agent = Rc::downgrade(agent);
+        Rc::new(move |ns| {
+            if let Some(agent) = agent.upgrade() {
+                agent.services_synced(ns);
+            }
+        })
+    });
+    agent.set_services(services);
+    (configs, tokens)
 }

@@ -111,33 +111,73 @@ pub struct Session<'a> {
 
 /// Runs an exec session; the command's exit code.
 pub fn run(s: &Session<'_>, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, ClientError> {
-    let io_err = |source| ClientError::Io {
-        path: s.socket.to_path_buf(),
-        source,
-    };
-    let protocol = |what: String| ClientError::Protocol {
-        path: s.socket.to_path_buf(),
-        what,
-    };
     let mut conn = UnixStream::connect(s.socket).map_err(|source| ClientError::Connect {
         path: s.socket.to_path_buf(),
         source,
     })?;
+    let mut chunk = vec![0u8; 32 * 1024];
+    let pending = upgrade(s, &mut conn, &mut chunk)?;
+    let streams = open_streams(s, &mut conn)?;
+    let sender = Sender(Arc::new(Mutex::new(
+        conn.try_clone().map_err(io_error(s.socket))?,
+    )));
+    if let Some(id) = streams.stdin {
+        copy_stdin(sender.clone(), id);
+    }
+    let mut outputs = Outputs::new(streams, out, err);
+    read_frames(
+        &mut conn,
+        pending,
+        &mut chunk,
+        &mut outputs,
+        &sender,
+        s.socket,
+    )?;
+    let _ = conn.shutdown(std::net::Shutdown::Both);
+    match outputs.status {
+        // No status: the stream ended without one (an old server): done.
+        None => Ok(0),
+        Some(s) => exit_code(&s).map_err(ClientError::Refused),
+    }
+}
+
+fn io_error(socket: &Path) -> impl Fn(io::Error) -> ClientError + '_ {
+    move |source| ClientError::Io {
+        path: socket.to_path_buf(),
+        source,
+    }
+}
+
+fn protocol_error(socket: &Path) -> impl Fn(String) -> ClientError + '_ {
+    move |what| ClientError::Protocol {
+        path: socket.to_path_buf(),
+        what,
+    }
+}
+
+/// Asks the admin socket to upgrade the connection to SPDY/3.1; the bytes
+/// read past the answer's head (the first frames). Any answer but `101`
+/// is a refusal, its body the error's text.
+fn upgrade(
+    s: &Session<'_>,
+    conn: &mut UnixStream,
+    chunk: &mut [u8],
+) -> Result<Vec<u8>, ClientError> {
+    let (io_err, protocol) = (io_error(s.socket), protocol_error(s.socket));
     let request = format!(
         "POST {} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\
          Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: {PROTOCOL}\r\n\r\n",
         s.uri,
     );
-    conn.write_all(request.as_bytes()).map_err(io_err)?;
+    conn.write_all(request.as_bytes()).map_err(&io_err)?;
     let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 32 * 1024];
     let (status, _, len) = loop {
-        let n = conn.read(&mut chunk).map_err(io_err)?;
+        let n = conn.read(chunk).map_err(&io_err)?;
         if n == 0 {
             return Err(protocol("closed before the answer".into()));
         }
         buf.extend_from_slice(&chunk[..n]);
-        if let Some(head) = parse_head(&buf).map_err(protocol)? {
+        if let Some(head) = parse_head(&buf).map_err(&protocol)? {
             break head;
         }
         if buf.len() > HEAD_LIMIT {
@@ -146,7 +186,7 @@ pub fn run(s: &Session<'_>, out: &mut dyn Write, err: &mut dyn Write) -> Result<
     };
     if status != http::StatusCode::SWITCHING_PROTOCOLS {
         let mut body = buf.split_off(len);
-        let _ = (&mut conn).take(64 * 1024).read_to_end(&mut body);
+        let _ = conn.take(64 * 1024).read_to_end(&mut body);
         let text = String::from_utf8_lossy(&body).trim_end().to_string();
         return Err(ClientError::Refused(if text.is_empty() {
             format!("the admin socket answered HTTP {}", status.as_u16())
@@ -154,8 +194,12 @@ pub fn run(s: &Session<'_>, out: &mut dyn Write, err: &mut dyn Write) -> Result<
             text
         }));
     }
-    let mut pending = buf.split_off(len);
+    Ok(buf.split_off(len))
+}
 
+/// Opens the session's streams ([`Streams::plan`]) and, with a TTY, sends
+/// the terminal's size first.
+fn open_streams(s: &Session<'_>, conn: &mut UnixStream) -> Result<Streams, ClientError> {
     let (streams, open) = Streams::plan(s.stdin, s.tty);
     let mut headers = spdy::Headers::default();
     let mut opening = Vec::new();
@@ -166,95 +210,140 @@ pub fn run(s: &Session<'_>, out: &mut dyn Write, err: &mut dyn Write) -> Result<
         let size = format!(r#"{{"Width":{width},"Height":{height}}}"#);
         opening.extend(spdy::data(id, false, size.as_bytes()));
     }
-    conn.write_all(&opening).map_err(io_err)?;
+    conn.write_all(&opening).map_err(io_error(s.socket))?;
+    Ok(streams)
+}
 
-    // Frames are written whole under the lock: the stdin thread's and ours
-    // never interleave.
-    let writer = Arc::new(Mutex::new(conn.try_clone().map_err(io_err)?));
-    let send = {
-        let writer = writer.clone();
-        move |frame: Vec<u8>| -> io::Result<()> {
-            writer.lock().map_or(Ok(()), |mut w| w.write_all(&frame))
-        }
-    };
-    if let Some(id) = streams.stdin {
-        let send = send.clone();
-        std::thread::spawn(move || {
-            let mut input = io::stdin().lock();
-            let mut data = vec![0u8; 16 * 1024];
-            loop {
-                match input.read(&mut data) {
-                    Ok(0) => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
-                    Ok(n) => {
-                        if send(spdy::data(id, false, &data[..n])).is_err() {
-                            return;
-                        }
+/// The session's writing side, shared with the stdin thread. Frames are
+/// written whole under the lock: the stdin thread's and ours never
+/// interleave.
+#[derive(Clone)]
+struct Sender(Arc<Mutex<UnixStream>>);
+
+impl Sender {
+    fn send(&self, frame: &[u8]) -> io::Result<()> {
+        self.0.lock().map_or(Ok(()), |mut w| w.write_all(frame))
+    }
+}
+
+/// Copies our stdin to stream `id` on a thread of its own, then closes
+/// the stream (`FIN`) at its end.
+fn copy_stdin(sender: Sender, id: u32) {
+    std::thread::spawn(move || {
+        let mut input = io::stdin().lock();
+        let mut data = vec![0u8; 16 * 1024];
+        loop {
+            match input.read(&mut data) {
+                Ok(0) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+                Ok(n) => {
+                    if sender.send(&spdy::data(id, false, &data[..n])).is_err() {
+                        return;
                     }
                 }
             }
-            let _ = send(spdy::data(id, true, b""));
-        });
+        }
+        let _ = sender.send(&spdy::data(id, true, b""));
+    });
+}
+
+/// The reading side of a session: where the outputs go, the final status
+/// as it arrives, the streams still open.
+struct Outputs<'a> {
+    streams: Streams,
+    out: &'a mut dyn Write,
+    err: &'a mut dyn Write,
+    /// The error stream's bytes.
+    status: Option<Vec<u8>>,
+    /// The streams the server has not finished: error and the outputs.
+    open: Vec<u32>,
+}
+
+impl<'a> Outputs<'a> {
+    fn new(streams: Streams, out: &'a mut dyn Write, err: &'a mut dyn Write) -> Self {
+        let open = [Some(streams.error), Some(streams.stdout), streams.stderr]
+            .into_iter()
+            .flatten()
+            .collect();
+        Outputs {
+            streams,
+            out,
+            err,
+            status: None,
+            open,
+        }
     }
 
-    let mut status: Option<Vec<u8>> = None;
-    // The streams the server has not finished: error and the outputs.
-    let mut open_outputs: Vec<u32> = [Some(streams.error), Some(streams.stdout), streams.stderr]
-        .into_iter()
-        .flatten()
-        .collect();
-    'read: loop {
-        let mut used = 0;
-        while let Some((frame, n)) = spdy::parse(&pending[used..]).map_err(protocol)? {
-            used += n;
-            match frame {
-                Frame::Data { stream, fin, data } => {
-                    if stream == streams.stdout {
-                        let _ = out.write_all(data).and_then(|_| out.flush());
-                    } else if Some(stream) == streams.stderr {
-                        let _ = err.write_all(data).and_then(|_| err.flush());
-                    } else if stream == streams.error {
-                        status.get_or_insert_with(Vec::new).extend_from_slice(data);
-                    }
-                    if fin {
-                        open_outputs.retain(|id| *id != stream);
+    /// Takes one frame of the server's: output copied out, a PING
+    /// answered, a finished stream noted; false at `GOAWAY`.
+    fn take(&mut self, frame: Frame<'_>, sender: &Sender) -> io::Result<bool> {
+        match frame {
+            Frame::Data { stream, fin, data } => {
+                if stream == self.streams.stdout {
+                    let _ = self.out.write_all(data).and_then(|_| self.out.flush());
+                } else if Some(stream) == self.streams.stderr {
+                    let _ = self.err.write_all(data).and_then(|_| self.err.flush());
+                } else if stream == self.streams.error {
+                    self.status
+                        .get_or_insert_with(Vec::new)
+                        .extend_from_slice(data);
+                }
+                if fin {
+                    self.open.retain(|id| *id != stream);
+                }
+            }
+            Frame::Control { kind, flags, body } => match kind {
+                spdy::PING => {
+                    if let Some(id) = spdy::ping_id(body) {
+                        sender.send(&spdy::ping(id))?;
                     }
                 }
-                Frame::Control { kind, flags, body } => match kind {
-                    spdy::PING => {
-                        if let Some(id) = spdy::ping_id(body) {
-                            send(spdy::ping(id)).map_err(io_err)?;
-                        }
-                    }
-                    // The server's side of a stream ends with it.
-                    spdy::RST_STREAM | spdy::SYN_REPLY
-                        if kind == spdy::RST_STREAM || flags & spdy::FLAG_FIN != 0 =>
-                    {
-                        let id = spdy::stream_id(body);
-                        open_outputs.retain(|s| Some(*s) != id);
-                    }
-                    spdy::GOAWAY => break 'read,
-                    _ => {}
-                },
+                // The server's side of a stream ends with it.
+                spdy::RST_STREAM | spdy::SYN_REPLY
+                    if kind == spdy::RST_STREAM || flags & spdy::FLAG_FIN != 0 =>
+                {
+                    let id = spdy::stream_id(body);
+                    self.open.retain(|s| Some(*s) != id);
+                }
+                spdy::GOAWAY => return Ok(false),
+                _ => {}
+            },
+        }
+        Ok(true)
+    }
+}
+
+/// Reads the server's frames, `pending` first, until every stream of
+/// [`Outputs`] is finished, the server says `GOAWAY` or the connection
+/// closes.
+fn read_frames(
+    conn: &mut UnixStream,
+    mut pending: Vec<u8>,
+    chunk: &mut [u8],
+    outputs: &mut Outputs<'_>,
+    sender: &Sender,
+    socket: &Path,
+) -> Result<(), ClientError> {
+    let (io_err, protocol) = (io_error(socket), protocol_error(socket));
+    loop {
+        let mut used = 0;
+        while let Some((frame, n)) = spdy::parse(&pending[used..]).map_err(&protocol)? {
+            used += n;
+            if !outputs.take(frame, sender).map_err(&io_err)? {
+                return Ok(());
             }
         }
         pending.drain(..used);
-        if open_outputs.is_empty() {
-            break;
+        if outputs.open.is_empty() {
+            return Ok(());
         }
-        match conn.read(&mut chunk) {
-            Ok(0) => break,
+        match conn.read(chunk) {
+            Ok(0) => return Ok(()),
             Ok(n) => pending.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(io_err(e)),
         }
-    }
-    let _ = conn.shutdown(std::net::Shutdown::Both);
-    match status {
-        // No status: the stream ended without one (an old server): done.
-        None => Ok(0),
-        Some(s) => exit_code(&s).map_err(ClientError::Refused),
     }
 }
 

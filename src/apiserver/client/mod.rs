@@ -1,6 +1,7 @@
 //! The connection to one API server: who it is and how we prove who we
 //! are ([`kubeconfig`], [`tls`]), the hyper transport on our executor
-//! ([`transport`], its errors in [`transport_error`]), what every loop on
+//! ([`transport`]: its dials in `transport_dial`, its answers' bodies in
+//! `transport_body`, its errors in [`transport_error`]), what every loop on
 //! that connection shares ([`link`]: last contact, dial back-off, the
 //! link's metrics), and the pure wire shape of requests and error replies
 //! ([`request`]).
@@ -12,4 +13,6 @@ pub mod link;
 pub mod request;
 pub mod tls;
 pub mod transport;
+mod transport_body;
+mod transport_dial;
 pub mod transport_error;

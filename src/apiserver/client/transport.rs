@@ -30,25 +30,23 @@
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_rustls::TlsConnector;
 use http::{header, HeaderValue, Method, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
-use smol::Async;
 
 use super::kubeconfig::{Kubeconfig, Material, Server};
 use super::link::{self, Link, DIAL_BACKOFF_INITIAL};
 use super::tls::{self, TlsError, TlsSetup};
-use crate::rt::{self, Io, LocalExec, SmolTimer};
+use crate::rt;
 
-type ReqBody = Full<Bytes>;
+pub(super) type ReqBody = Full<Bytes>;
 
 /// The default limit of a buffered body (a LIST page, an object).
 pub const BODY_LIMIT: usize = 16 << 20;
@@ -89,6 +87,9 @@ impl Default for Options {
     }
 }
 
+use super::transport_body::collect;
+pub use super::transport_body::BodyStream;
+use super::transport_dial::{dial, Dialed};
 pub use super::transport_error::{Causes, TransportError};
 
 /// The protocol ALPN chose.
@@ -128,12 +129,6 @@ pub struct Response {
 
 enum Sender {
     H2(http2::SendRequest<ReqBody>),
-    H1(http1::SendRequest<ReqBody>),
-}
-
-/// A new connection: HTTP/2 comes with a handle on its socket.
-enum Dialed {
-    H2(http2::SendRequest<ReqBody>, Option<TcpStream>),
     H1(http1::SendRequest<ReqBody>),
 }
 
@@ -317,15 +312,14 @@ impl Client {
         )
         .await;
         match sent {
-            Some(Ok((status, body, h1))) => Ok(BodyStream {
+            Some(Ok((status, body, h1))) => Ok(BodyStream::new(
                 status,
                 body,
-                deadline: until,
-                after: deadline,
+                (until, deadline),
                 what,
-                stats: self.clone(),
-                _h1: h1,
-            }),
+                self.clone(),
+                h1,
+            )),
             Some(Err(e)) => Err(e),
             None => Err(TransportError::Timeout {
                 what,
@@ -454,7 +448,7 @@ impl Client {
         }
     }
 
-    fn count(&self, f: impl FnOnce(&mut Stats)) {
+    pub(super) fn count(&self, f: impl FnOnce(&mut Stats)) {
         let mut s = self.inner.stats.get();
         f(&mut s);
         self.inner.stats.set(s);
@@ -499,17 +493,26 @@ impl Client {
                 });
             }
         }
-        let dialed =
-            match rt::timeout(self.inner.options.connect_timeout, Box::pin(self.dial())).await {
-                Some(r) => r,
-                None => Err(TransportError::Connect {
-                    server: self.inner.server.to_string(),
-                    source: io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "connect and TLS handshake timed out",
-                    ),
-                }),
-            };
+        let dialed = match rt::timeout(
+            self.inner.options.connect_timeout,
+            Box::pin(dial(
+                &self.inner.server,
+                &self.inner.tls,
+                &self.inner.options,
+                &self.inner.resolving,
+            )),
+        )
+        .await
+        {
+            Some(r) => r,
+            None => Err(TransportError::Connect {
+                server: self.inner.server.to_string(),
+                source: io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "connect and TLS handshake timed out",
+                ),
+            }),
+        };
         let mut c = self.inner.conn.borrow_mut();
         match dialed {
             Ok(s) => {
@@ -560,119 +563,6 @@ impl Client {
         }
     }
 
-    async fn dial(&self) -> Result<Dialed, TransportError> {
-        let server = &self.inner.server;
-        let name = || server.to_string();
-        let addrs = self.resolve().await?;
-        let mut last = None;
-        let mut tcp = None;
-        for addr in addrs {
-            match Async::<TcpStream>::connect(addr).await {
-                Ok(s) => {
-                    tcp = Some(s);
-                    break;
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        let tcp = tcp.ok_or_else(|| TransportError::Connect {
-            server: name(),
-            source: last.unwrap_or_else(|| io::Error::other("no address")),
-        })?;
-        tune(&tcp);
-        let socket = tcp.get_ref().try_clone().ok();
-        let setup = self.inner.tls.borrow().clone();
-        let tls = TlsConnector::from(setup.config)
-            .connect(setup.server_name, tcp)
-            .await
-            .map_err(|source| TransportError::Tls {
-                server: name(),
-                source,
-            })?;
-        let h2 = tls.get_ref().1.alpn_protocol() == Some(tls::ALPN_H2);
-        let handshake = |source| TransportError::Handshake {
-            server: name(),
-            source,
-        };
-        if h2 {
-            let o = &self.inner.options;
-            let mut b = http2::Builder::new(LocalExec);
-            b.timer(SmolTimer)
-                .keep_alive_interval(o.keep_alive_interval)
-                .keep_alive_timeout(o.keep_alive_timeout)
-                .keep_alive_while_idle(true)
-                .max_frame_size(16 * 1024)
-                .initial_stream_window_size(256 * 1024)
-                .initial_connection_window_size(1024 * 1024);
-            let (sender, conn) = b.handshake(Io(tls)).await.map_err(handshake)?;
-            let server = name();
-            rt::spawn(async move {
-                if let Err(e) = conn.await {
-                    log::info!("connection to API server {server} ended: {}", Causes(&e));
-                }
-            })
-            .detach();
-            log::debug!("connected to API server {} (HTTP/2)", self.inner.server);
-            Ok(Dialed::H2(sender, socket))
-        } else {
-            let (sender, conn) = http1::handshake::<_, ReqBody>(Io(tls))
-                .await
-                .map_err(handshake)?;
-            rt::spawn(async move {
-                if let Err(e) = conn.await {
-                    log::debug!(
-                        "HTTP/1.1 connection to the API server ended: {}",
-                        Causes(&e)
-                    );
-                }
-            })
-            .detach();
-            log::debug!("connected to API server {} (HTTP/1.1)", self.inner.server);
-            Ok(Dialed::H1(sender))
-        }
-    }
-
-    /// The server's addresses. A host name is resolved on a short-lived
-    /// thread (getaddrinfo blocks), one at a time.
-    async fn resolve(&self) -> Result<Vec<SocketAddr>, TransportError> {
-        let server = &self.inner.server;
-        if let Ok(ip) = server.host.parse::<IpAddr>() {
-            return Ok(vec![SocketAddr::new(ip, server.port)]);
-        }
-        let err = |source| TransportError::Resolve {
-            server: server.to_string(),
-            source,
-        };
-        if self.inner.resolving.get() {
-            return Err(err(io::Error::new(
-                io::ErrorKind::WouldBlock,
-                "the previous lookup has not returned yet",
-            )));
-        }
-        let (tx, rx) = smol::channel::bounded(1);
-        let host = (server.host.clone(), server.port);
-        let busy = self.inner.resolving.clone();
-        busy.set(true);
-        let spawned = std::thread::Builder::new()
-            .name("picolet-dns".into())
-            .spawn(move || {
-                let r = host.to_socket_addrs().map(Vec::from_iter);
-                let _ = tx.send_blocking(r);
-            });
-        if let Err(e) = spawned {
-            busy.set(false);
-            return Err(err(e));
-        }
-        let r = rx.recv().await;
-        busy.set(false);
-        match r {
-            Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
-            Ok(Ok(_)) => Err(err(io::Error::new(io::ErrorKind::NotFound, "no address"))),
-            Ok(Err(e)) => Err(err(e)),
-            Err(_) => Err(err(io::Error::other("resolver thread ended"))),
-        }
-    }
-
     /// Puts an HTTP/1.1 connection back in the pool once it is ready.
     fn give_back(&self, mut s: http1::SendRequest<ReqBody>) {
         let this = self.clone();
@@ -685,117 +575,6 @@ impl Client {
             }
         })
         .detach();
-    }
-}
-
-/// TCP options: no Nagle delay (small requests), and kernel keep-alives so
-/// an HTTP/1.1 connection (which has no PINGs) also notices a dead peer.
-fn tune(tcp: &Async<TcpStream>) {
-    use rustix::net::sockopt;
-    let fd = tcp.get_ref();
-    let _ = sockopt::set_tcp_nodelay(fd, true);
-    let _ = sockopt::set_socket_keepalive(fd, true);
-    let _ = sockopt::set_tcp_keepidle(fd, Duration::from_secs(15));
-    let _ = sockopt::set_tcp_keepintvl(fd, Duration::from_secs(5));
-    let _ = sockopt::set_tcp_keepcnt(fd, 3);
-}
-
-async fn collect(
-    mut body: Incoming,
-    limit: usize,
-    what: &str,
-    stats: &Cell<Stats>,
-) -> Result<Vec<u8>, TransportError> {
-    use http_body::Body as _;
-    let too_large = || TransportError::TooLarge {
-        what: what.to_string(),
-        limit,
-    };
-    if body.size_hint().lower() > limit as u64 {
-        return Err(too_large());
-    }
-    let mut buf = Vec::new();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|source| TransportError::Body {
-            what: what.to_string(),
-            source,
-        })?;
-        if let Ok(data) = frame.into_data() {
-            let mut s = stats.get();
-            s.bytes_received += data.len() as u64;
-            stats.set(s);
-            if buf.len() + data.len() > limit {
-                return Err(too_large());
-            }
-            buf.extend_from_slice(&data);
-        }
-    }
-    Ok(buf)
-}
-
-/// A streamed answer (a watch): its status and its body as it comes.
-pub struct BodyStream {
-    pub status: StatusCode,
-    body: Incoming,
-    deadline: Instant,
-    after: Duration,
-    what: String,
-    stats: Client,
-    /// An HTTP/1.1 connection is the stream's own; dropped with it.
-    _h1: Option<http1::SendRequest<ReqBody>>,
-}
-
-impl fmt::Debug for BodyStream {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BodyStream")
-            .field("status", &self.status)
-            .field("what", &self.what)
-            .finish_non_exhaustive()
-    }
-}
-
-impl BodyStream {
-    /// The next chunk; `None` at the end of the body. Past the deadline the
-    /// stream fails with [`TransportError::Timeout`].
-    pub async fn chunk(&mut self) -> Result<Option<Bytes>, TransportError> {
-        loop {
-            let left = self.deadline.saturating_duration_since(Instant::now());
-            let frame = match rt::timeout(left, self.body.frame()).await {
-                None => {
-                    return Err(TransportError::Timeout {
-                        what: self.what.clone(),
-                        after: self.after,
-                    })
-                }
-                Some(None) => return Ok(None),
-                Some(Some(f)) => f.map_err(|source| TransportError::Body {
-                    what: self.what.clone(),
-                    source,
-                })?,
-            };
-            match frame.into_data() {
-                Ok(data) if !data.is_empty() => {
-                    self.stats.count(|s| s.bytes_received += data.len() as u64);
-                    return Ok(Some(data));
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// The rest of the body, at most `limit` bytes (an error reply).
-    pub async fn collect(mut self, limit: usize) -> Result<Vec<u8>, TransportError> {
-        let mut buf = Vec::new();
-        while let Some(data) = self.chunk().await? {
-            if buf.len() + data.len() > limit {
-                return Err(TransportError::TooLarge {
-                    what: self.what.clone(),
-                    limit,
-                });
-            }
-            buf.extend_from_slice(&data);
-        }
-        Ok(buf)
     }
 }
 

@@ -14,7 +14,7 @@ use futures_rustls::rustls::server::WebPkiClientVerifier;
 use futures_rustls::rustls::{RootCertStore, ServerConfig};
 use futures_rustls::TlsAcceptor;
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::StreamBody;
+use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use smol::io::{AsyncReadExt, AsyncWriteExt};
 use smol::stream::StreamExt;
@@ -22,6 +22,7 @@ use smol::stream::StreamExt;
 use super::*;
 use crate::apiserver::client::kubeconfig::Source;
 use crate::apiserver::client::tls::testpki::{self, Pki};
+use crate::rt::{Io, LocalExec, SmolTimer};
 
 type ResBody = UnsyncBoxBody<Bytes, Infallible>;
 

@@ -80,15 +80,13 @@
 //! is used.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::{Metadata, Resource};
-
 use super::reflector_backoff::{unit, Backoff};
+use super::reflector_objects::{is_newer, rv, stub, uid, versions_of};
+pub use super::reflector_objects::{without_managed_fields, Object, ObjectKey, Version};
+pub use super::reflector_protocol::{Event, Failure, Input, Next, Request, State, Step, Streaming};
 use super::watch::{Bookmark, ListPage, WatchEvent};
-use crate::apiserver::client::request::ApiError;
 
 /// LIST page size (client-go's default).
 pub const PAGE_SIZE: u32 = 500;
@@ -107,209 +105,9 @@ pub const GONE_JITTER: Duration = Duration::from_secs(1);
 /// reconnect in a tight loop).
 pub const MIN_WATCH: Duration = Duration::from_secs(1);
 
-/// What the reflector can hold: any k8s-openapi resource with `ObjectMeta`.
-pub trait Object: Resource + Metadata<Ty = ObjectMeta> + Clone {}
-impl<T: Resource + Metadata<Ty = ObjectMeta> + Clone> Object for T {}
-
-/// An object's identity in a store: namespace (if any) and name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectKey {
-    pub namespace: Option<String>,
-    pub name: String,
-}
-
-impl ObjectKey {
-    /// The key of `obj`; `None` when it has no name (not a valid object).
-    pub fn of<K: Object>(obj: &K) -> Option<Self> {
-        let m = obj.metadata();
-        let name = m.name.as_deref().filter(|n| !n.is_empty())?;
-        Some(ObjectKey {
-            namespace: m.namespace.clone().filter(|n| !n.is_empty()),
-            name: name.to_string(),
-        })
-    }
-}
-
-impl fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "{ns}/{}", self.name),
-            None => f.write_str(&self.name),
-        }
-    }
-}
-
-/// A request the driver must send now (replacing any request in flight).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Request {
-    /// One LIST page; `continue_token` for every page after the first. No
-    /// resourceVersion: a consistent read.
-    List {
-        limit: u32,
-        continue_token: Option<String>,
-    },
-    /// WATCH from `resource_version`, bookmarks on.
-    Watch {
-        resource_version: String,
-        timeout_seconds: u32,
-    },
-    /// The streaming list: WATCH with `sendInitialEvents=true`.
-    StreamingList { timeout_seconds: u32 },
-}
-
-/// Why the request in flight produced no usable answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// The server answered with an error status.
-    Status(ApiError),
-    /// No usable answer: connection, TLS, deadline, malformed or truncated
-    /// body.
-    Transport,
-}
-
-/// What the driver tells the reflector.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Input<K> {
-    /// Nothing happened, or a [`Next::Wait`] elapsed: what now? (Also the
-    /// first input.)
-    Tick,
-    /// The answer to a [`Request::List`].
-    Page(ListPage<K>),
-    /// One event of the watch (or streaming list) in flight.
-    Event(WatchEvent<K>),
-    /// The watch's body ended cleanly (after a complete line).
-    Ended,
-    /// The request in flight failed.
-    Failed(Failure),
-}
-
-/// What the consumer learns.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Event<K> {
-    /// The object was added or changed (the new state).
-    Applied(K),
-    /// The object is gone (its last known state).
-    Deleted(K),
-    /// The store is now an authoritative copy: after the first (re)list or
-    /// streaming list, or, for a store restored from disk, at the first
-    /// bookmark. Never after an error, an empty reply or a timeout.
-    Synced,
-}
-
-/// What the driver does next.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Next {
-    /// Send this request, dropping any request or stream in flight.
-    Send(Request),
-    /// Keep reading the current stream (or waiting for the current reply).
-    Continue,
-    /// Nothing in flight; step with [`Input::Tick`] at this instant.
-    Wait(Instant),
-}
-
-/// The result of one step.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Step<K> {
-    pub events: Vec<Event<K>>,
-    pub next: Next,
-}
-
-/// Where the reflector is.
-#[derive(Clone, Debug, PartialEq)]
-pub enum State<K> {
-    /// Nothing in flight, nothing to wait for: the next tick sends.
-    Idle,
-    /// Backing off after a failure.
-    Waiting { until: Instant },
-    /// LIST pages in flight; `acc` holds the pages received so far.
-    Listing {
-        acc: BTreeMap<ObjectKey, Box<K>>,
-        continue_token: Option<String>,
-    },
-    /// A streaming list in flight, before its initial-events-end bookmark.
-    StreamingList {
-        acc: BTreeMap<ObjectKey, Box<K>>,
-        started: Instant,
-    },
-    /// A watch in flight.
-    Watching { started: Instant, events: bool },
-}
-
-/// Whether the server does the streaming list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Streaming {
-    Untried,
-    Supported,
-    Unsupported,
-}
-
 /// A watch's `timeoutSeconds` from `rand`: 300..=600.
 fn watch_timeout(rand: u64) -> u32 {
     WATCH_TIMEOUT_MIN + (rand % u64::from(WATCH_TIMEOUT_MAX - WATCH_TIMEOUT_MIN + 1)) as u32
-}
-
-/// Whether an object at `incoming` resourceVersion should replace one at
-/// `stored`: numerically newer when both are decimal, else different.
-fn is_newer(incoming: &str, stored: &str) -> bool {
-    match (incoming.parse::<u64>(), stored.parse::<u64>()) {
-        (Ok(a), Ok(b)) => a > b,
-        _ => incoming != stored,
-    }
-}
-
-/// `o` without its `managedFields` (see the module docs).
-pub fn without_managed_fields<K: Object>(mut o: K) -> K {
-    o.metadata_mut().managed_fields = None;
-    o
-}
-
-fn uid<K: Object>(o: &K) -> Option<&str> {
-    o.metadata().uid.as_deref()
-}
-
-fn rv<K: Object>(o: &K) -> Option<&str> {
-    o.metadata().resource_version.as_deref()
-}
-
-/// What the reflector itself compares of a stored object: its identity
-/// and version (the staleness check, the diff of a relist).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Version {
-    pub uid: Option<String>,
-    pub resource_version: Option<String>,
-}
-
-impl Version {
-    fn of<K: Object>(o: &K) -> Self {
-        Version {
-            uid: uid(o).map(str::to_string),
-            resource_version: rv(o).map(str::to_string),
-        }
-    }
-}
-
-/// The versions of `objects`. (A loop of inserts, not `collect`: a B-tree
-/// built by `collect` per iterator type and resource, and `extend`s, cost
-/// ~25 KB of x86_64 code.)
-fn versions_of<K: Object>(objects: &BTreeMap<ObjectKey, Box<K>>) -> BTreeMap<ObjectKey, Version> {
-    let mut versions = BTreeMap::new();
-    for (k, o) in objects {
-        versions.insert(k.clone(), Version::of(&**o));
-    }
-    versions
-}
-
-/// The last known state of an object the store keeps only the version of:
-/// its name, namespace, uid and resourceVersion (what a `Deleted` event's
-/// consumers read).
-fn stub<K: Object + Default>(key: &ObjectKey, v: &Version) -> K {
-    let mut o = K::default();
-    let m = o.metadata_mut();
-    m.name = Some(key.name.clone());
-    m.namespace = key.namespace.clone();
-    m.uid = v.uid.clone();
-    m.resource_version = v.resource_version.clone();
-    o
 }
 
 /// The list/watch state machine and the store it keeps current.

@@ -1,8 +1,10 @@
 //! Tests of [`super`] (reflector.rs).
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;
+use crate::apiserver::client::request::ApiError;
 
 #[path = "reflector_streaming_tests.rs"]
 mod streaming;

@@ -363,25 +363,7 @@ fn validate_spec(spec: &PodSpec, path: &Path, v: &mut Errors) {
     if let Some(resources) = spec.resources.as_ref() {
         resources::validate_pod_resources(resources, &path.child("resources"), v);
     }
-    if spec.host_network.unwrap_or(false) {
-        for (i, c) in spec.containers.iter().enumerate() {
-            for (j, p) in c.ports.iter().flatten().enumerate() {
-                let host_port = p.host_port.unwrap_or(0);
-                if host_port != p.container_port {
-                    v.invalid_int(
-                        &path
-                            .child("containers")
-                            .index(i)
-                            .child("ports")
-                            .index(j)
-                            .child("hostPort"),
-                        host_port.into(),
-                        "must match `containerPort` when `hostNetwork` is true",
-                    );
-                }
-            }
-        }
-    }
+    validate_host_network_ports(spec, path, v);
     v.one_of(
         &path.child("restartPolicy"),
         spec.restart_policy.as_deref(),
@@ -434,13 +416,7 @@ fn validate_spec(spec: &PodSpec, path: &Path, v: &mut Errors) {
     for (i, t) in spec.tolerations.iter().flatten().enumerate() {
         validate_toleration(t, &path.child("tolerations").index(i), v);
     }
-    for (i, alias) in spec.host_aliases.iter().flatten().enumerate() {
-        let p = path.child("hostAliases").index(i);
-        validate_ip(&alias.ip, &p.child("ip"), v);
-        for (j, h) in alias.hostnames.iter().flatten().enumerate() {
-            validate_dns1123_subdomain(h, &p.child("hostnames").index(j), v);
-        }
-    }
+    validate_host_aliases(spec, path, v);
     if let Some(policy) = spec.preemption_policy.as_deref() {
         v.one_of(
             &path.child("preemptionPolicy"),
@@ -448,6 +424,47 @@ fn validate_spec(spec: &PodSpec, path: &Path, v: &mut Errors) {
             &["PreemptLowerPriority", "Never"],
         );
     }
+    validate_os(spec, path, v);
+    containers::check_host_port_conflicts(&spec.containers, &path.child("containers"), v);
+}
+
+/// With `hostNetwork`, each container port's `hostPort` must be its
+/// `containerPort`.
+fn validate_host_network_ports(spec: &PodSpec, path: &Path, v: &mut Errors) {
+    if spec.host_network.unwrap_or(false) {
+        for (i, c) in spec.containers.iter().enumerate() {
+            for (j, p) in c.ports.iter().flatten().enumerate() {
+                let host_port = p.host_port.unwrap_or(0);
+                if host_port != p.container_port {
+                    v.invalid_int(
+                        &path
+                            .child("containers")
+                            .index(i)
+                            .child("ports")
+                            .index(j)
+                            .child("hostPort"),
+                        host_port.into(),
+                        "must match `containerPort` when `hostNetwork` is true",
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `hostAliases`: each an IP and DNS-1123 subdomains.
+fn validate_host_aliases(spec: &PodSpec, path: &Path, v: &mut Errors) {
+    for (i, alias) in spec.host_aliases.iter().flatten().enumerate() {
+        let p = path.child("hostAliases").index(i);
+        validate_ip(&alias.ip, &p.child("ip"), v);
+        for (j, h) in alias.hostnames.iter().flatten().enumerate() {
+            validate_dns1123_subdomain(h, &p.child("hostnames").index(j), v);
+        }
+    }
+}
+
+/// `os.name`: `linux` or `windows` when `os` is set.
+fn validate_os(spec: &PodSpec, path: &Path, v: &mut Errors) {
     if let Some(os) = spec.os.as_ref() {
         match os.name.as_str() {
             "" => v.required(&path.child("os").child("name"), "cannot be empty"),
@@ -455,7 +472,6 @@ fn validate_spec(spec: &PodSpec, path: &Path, v: &mut Errors) {
             other => v.not_supported(&path.child("os"), other, &["linux", "windows"]),
         }
     }
-    containers::check_host_port_conflicts(&spec.containers, &path.child("containers"), v);
 }
 
 /// `IsValidIP`.

@@ -103,10 +103,28 @@ fn a_realistic_pod_using_every_checked_field_passes() {
 }
 
 /// (rule, patch, one error the API server gives for it).
-fn rows() -> Vec<(&'static str, Value, String)> {
+type Row = (&'static str, Value, String);
+
+/// Every table's rows.
+fn rows() -> Vec<Row> {
+    [
+        metadata_rows(),
+        pod_spec_rows(),
+        container_rows(),
+        resource_rows(),
+        port_rows(),
+        probe_and_handler_rows(),
+        env_rows(),
+        volume_and_mount_rows(),
+        container_security_context_rows(),
+    ]
+    .concat()
+}
+
+/// The rows on metadata.
+fn metadata_rows() -> Vec<Row> {
     let s = |x: &str| x.to_string();
     vec![
-        // --- metadata ---
         ("pod name required", json!({"metadata": {"name": ""}}),
          s("metadata.name: Required value: name or generateName is required")),
         ("pod name is a DNS subdomain", json!({"metadata": {"name": "Web_Server"}}),
@@ -125,7 +143,13 @@ fn rows() -> Vec<(&'static str, Value, String)> {
          s("metadata.annotations: Invalid value: \"a/b/c\": a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")),
         ("annotations total at most 256 KiB", json!({"metadata": {"annotations": {"big": "x".repeat(256 * 1024)}}}),
          s("metadata.annotations: Too long: must have at most 262144 bytes")),
-        // --- pod spec ---
+    ]
+}
+
+/// The rows on pod spec.
+fn pod_spec_rows() -> Vec<Row> {
+    let s = |x: &str| x.to_string();
+    vec![
         ("grace period not negative", json!({"spec": {"terminationGracePeriodSeconds": -5}}),
          s("spec.terminationGracePeriodSeconds: Invalid value: -5: must be greater than or equal to 0")),
         ("restartPolicy values", json!({"spec": {"restartPolicy": "Sometimes"}}),
@@ -156,7 +180,13 @@ fn rows() -> Vec<(&'static str, Value, String)> {
          s("spec.resources.limits[pids]: Unsupported value: \"pids\": supported values: \"cpu\", \"memory\"")),
         ("hostNetwork ports: hostPort = containerPort", json!({"spec": {"hostNetwork": true, "containers": [{"name": "app", "image": "busybox", "ports": [{"containerPort": 80, "hostPort": 8080}]}]}}),
          s("spec.containers[0].ports[0].hostPort: Invalid value: 8080: must match `containerPort` when `hostNetwork` is true")),
-        // --- containers ---
+    ]
+}
+
+/// The rows on containers.
+fn container_rows() -> Vec<Row> {
+    let s = |x: &str| x.to_string();
+    vec![
         ("at least one container", json!({"spec": {"containers": []}}),
          s("spec.containers: Required value")),
         ("container name is a DNS label", container(json!({"name": "App"})),
@@ -181,7 +211,13 @@ fn rows() -> Vec<(&'static str, Value, String)> {
          s("spec.initContainers[0].restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"")),
         ("init containers have no probes", json!({"spec": {"initContainers": [{"name": "init", "image": "a", "livenessProbe": {"exec": {"command": ["true"]}}}]}}),
          s("spec.initContainers[0].livenessProbe: Forbidden: may not be set for init containers without restartPolicy=Always")),
-        // --- resources ---
+    ]
+}
+
+/// The rows on resources.
+fn resource_rows() -> Vec<Row> {
+    let s = |x: &str| x.to_string();
+    vec![
         ("no negative quantities", container(json!({"resources": {"limits": {"memory": "-1Gi"}}})),
          s("spec.containers[0].resources.limits[memory]: Invalid value: \"-1Gi\": must be greater than or equal to 0")),
         ("no overflowing cpu", container(json!({"resources": {"limits": {"cpu": "1e400"}}})),
@@ -202,7 +238,13 @@ fn rows() -> Vec<(&'static str, Value, String)> {
          s("spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources")),
         ("extended resources: request equals limit", container(json!({"resources": {"requests": {"example.com/gpu": "1"}, "limits": {"example.com/gpu": "2"}}})),
          s("spec.containers[0].resources.requests: Invalid value: \"1\": must be equal to example.com/gpu limit of 2")),
-        // --- ports ---
+    ]
+}
+
+/// The rows on ports.
+fn port_rows() -> Vec<Row> {
+    let s = |x: &str| x.to_string();
+    vec![
         ("containerPort required", container(json!({"ports": [{"containerPort": 0}]})),
          s("spec.containers[0].ports[0].containerPort: Required value")),
         ("containerPort in range", container(json!({"ports": [{"containerPort": 70000}]})),
@@ -219,7 +261,13 @@ fn rows() -> Vec<(&'static str, Value, String)> {
             {"name": "a", "image": "x", "ports": [{"containerPort": 80, "hostPort": 8080}]},
             {"name": "b", "image": "x", "ports": [{"containerPort": 81, "hostPort": 8080}]}]}}),
          s("spec.containers[1].ports[0].hostPort: Duplicate value: \"TCP//8080\"")),
-        // --- probes and handlers ---
+    ]
+}
+
+/// The rows on probes and handlers.
+fn probe_and_handler_rows() -> Vec<Row> {
+    let s = |x: &str| x.to_string();
+    vec![
         ("a probe needs a handler", container(json!({"livenessProbe": {"periodSeconds": 5}})),
          s("spec.containers[0].livenessProbe: Required value: must specify a handler type")),
         ("a probe has one handler", container(json!({"livenessProbe": {"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}}})),
@@ -248,7 +296,13 @@ fn rows() -> Vec<(&'static str, Value, String)> {
          s("spec.containers[0].lifecycle.postStart: Required value: must specify a handler type")),
         ("a preStop sleep fits the grace period", container(json!({"lifecycle": {"preStop": {"sleep": {"seconds": 60}}}})),
          s("spec.containers[0].lifecycle.preStop.sleep: Invalid value: 60: must be non-negative and less than terminationGracePeriodSeconds (30)")),
-        // --- env ---
+    ]
+}
+
+/// The rows on env.
+fn env_rows() -> Vec<Row> {
+    let s = |x: &str| x.to_string();
+    vec![
         ("env names required", container(json!({"env": [{"name": "", "value": "x"}]})),
          s("spec.containers[0].env[0].name: Required value")),
         ("env names are printable ASCII without '='", container(json!({"env": [{"name": "A=B"}]})),
@@ -265,7 +319,13 @@ fn rows() -> Vec<(&'static str, Value, String)> {
          s("spec.containers[0].env[0].valueFrom.resourceFieldRef.divisor: Invalid value: \"limits.cpu\": only divisor's values 1m and 1 are supported with the cpu resource")),
         ("envFrom needs a source", container(json!({"envFrom": [{"prefix": "P_"}]})),
          s("spec.containers[0].envFrom: Invalid value: \"\": must specify one of: `configMapRef` or `secretRef`")),
-        // --- volumes and mounts ---
+    ]
+}
+
+/// The rows on volumes and mounts.
+fn volume_and_mount_rows() -> Vec<Row> {
+    let s = |x: &str| x.to_string();
+    vec![
         ("volume names are DNS labels", json!({"spec": {"volumes": [{"name": "Data", "emptyDir": {}}]}}),
          format!("spec.volumes[0].name: Invalid value: \"Data\": {LABEL_MSG}")),
         ("volume names unique", json!({"spec": {"volumes": [{"name": "data", "emptyDir": {}}, {"name": "data", "emptyDir": {}}]}}),
@@ -298,7 +358,13 @@ fn rows() -> Vec<(&'static str, Value, String)> {
         ("Bidirectional propagation needs privileged", json!({"spec": {"volumes": [{"name": "d", "emptyDir": {}}], "containers": [{"name": "app", "image": "x",
             "volumeMounts": [{"name": "d", "mountPath": "/x", "mountPropagation": "Bidirectional"}]}]}}),
          s("spec.containers[0].volumeMounts.mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers")),
-        // --- container security context ---
+    ]
+}
+
+/// The rows on container security context.
+fn container_security_context_rows() -> Vec<Row> {
+    let s = |x: &str| x.to_string();
+    vec![
         ("runAsUser in range", container(json!({"securityContext": {"runAsUser": -1}})),
          s("spec.containers[0].securityContext.runAsUser: Invalid value: -1: must be between 0 and 4294967295, inclusive")),
         ("procMount values", container(json!({"securityContext": {"procMount": "Masked"}})),

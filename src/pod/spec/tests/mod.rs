@@ -1,6 +1,8 @@
 //! Unit tests of `pod::spec`: the sandbox (and DNS, hosts) in `sandbox.rs`,
-//! containers (env, mounts, resources, security) in `container.rs`, env from
-//! ConfigMaps and Secrets in `config_env.rs`, resourceFieldRef against the
+//! containers in `container.rs` (labels, annotations, hash) and by subject
+//! in `container_env.rs`, `container_mounts.rs`, `container_resources.rs`
+//! and `container_security.rs`, env from ConfigMaps and Secrets in
+//! `config_env.rs`, resourceFieldRef against the
 //! node's allocatable in `downward.rs`, tmpfs sizes in `memory_volumes.rs`,
 //! the Service variables in `service_env.rs`;
 //! shared pods and parameters here.
@@ -15,6 +17,10 @@ pub(super) use crate::pod::labels::*;
 
 mod config_env;
 mod container;
+mod container_env;
+mod container_mounts;
+mod container_resources;
+mod container_security;
 mod downward;
 mod memory_volumes;
 mod sandbox;
