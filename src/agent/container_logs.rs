@@ -105,7 +105,7 @@ impl<R: RuntimeService> Agent<R> {
                 .filter(|(_, e)| {
                     accessors::namespace(&e.pod) == ns && accessors::name(&e.pod) == pod_name
                 })
-                .min_by_key(|(_, e)| e.deleted)
+                .min_by_key(|(_, e)| e.lifecycle.is_deleted())
             else {
                 return refuse(
                     StatusCode::NOT_FOUND,

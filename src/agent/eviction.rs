@@ -6,17 +6,19 @@
 //! containers through the GC pass), measures again, and evicts at most one
 //! pod, the first of kubelet's ranking.
 //!
-//! Evicting marks the pod's entry; its own worker stops it with the
-//! eviction's grace period, and its status says phase Failed, reason
-//! `Evicted`, with the message naming the signal. An evicted static pod
-//! comes back when the pressure that evicted it is over. This file decides
-//! nothing itself: it reads, asks the pure manager and executes.
+//! Evicting moves the pod to [`super::lifecycle::Lifecycle::Evicted`]; its
+//! own worker stops it with the eviction's grace period, and its status
+//! says phase Failed, reason `Evicted`, with the message naming the
+//! signal. An evicted static pod comes back when the pressure that evicted
+//! it is over. This file decides nothing itself: it reads, asks the pure
+//! manager and executes.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use super::lifecycle::Evicted;
 use super::memory_notify::{keeps, usage_threshold, EventsWatch, MemoryNotifier, PsiTrigger};
 use super::Agent;
 use crate::cri::RuntimeService;
@@ -39,21 +41,6 @@ pub const POD_CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// The least time between a pass a memory notification brought forward
 /// and the next wait for one.
 const EARLY_PASS_GAP: Duration = Duration::from_secs(1);
-
-/// Why and how a pod was evicted (kept on its entry).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Evicted {
-    /// The status message.
-    pub message: String,
-    /// The grace period its containers are stopped with.
-    pub grace: i64,
-    /// The pressure that evicted it; a static pod comes back when it ends.
-    /// `None`: its `activeDeadlineSeconds` passed (reason
-    /// `DeadlineExceeded`, no `DisruptionTarget`), for good.
-    pub condition: Option<Condition>,
-    /// When (Unix seconds), for the `DisruptionTarget` condition.
-    pub at_unix: i64,
-}
 
 /// What the last pass saw, for `picolet get node`.
 #[derive(Clone, Debug, Default)]
@@ -426,7 +413,7 @@ impl<R: RuntimeService> Agent<R> {
         // sees the same pressure and must not take a second pod for it.
         let now_secs = super::now_unix_nanos() / 1_000_000_000;
         let cleaning = self.pods.borrow().values().any(|e| {
-            e.evicted.as_ref().is_some_and(|ev| {
+            e.lifecycle.evicted().is_some_and(|ev| {
                 e.observed.is_active()
                     && now_secs - ev.at_unix < POD_CLEANUP_TIMEOUT.as_secs() as i64
             })
@@ -489,7 +476,7 @@ impl<R: RuntimeService> Agent<R> {
             self.kubelet_metrics
                 .borrow_mut()
                 .evicted(threshold.signal.as_str());
-            e.evicted = Some(Evicted {
+            e.lifecycle.evict(Evicted {
                 message,
                 grace,
                 condition: Some(threshold.signal.condition()),
@@ -561,7 +548,7 @@ impl<R: RuntimeService> Agent<R> {
             let pods = self.pods.borrow();
             qos::allocatable::qos_shares(
                 pods.values()
-                    .filter(|e| e.evicted.is_none() && (!e.deleted || e.observed.is_active()))
+                    .filter(|e| e.lifecycle.requests_count(e.observed.is_active()))
                     .map(|e| accessors::spec(&e.pod)),
             )
         };
@@ -582,18 +569,14 @@ impl<R: RuntimeService> Agent<R> {
         let back: Vec<String> = {
             let mut pods = self.pods.borrow_mut();
             pods.iter_mut()
-                .filter(|(_, e)| !e.deleted && facts::is_critical(&e.pod))
+                .filter(|(_, e)| facts::is_critical(&e.pod))
                 .filter_map(|(uid, e)| {
-                    let condition = e.evicted.as_ref()?.condition?;
-                    if now.get(condition) {
-                        return None;
-                    }
+                    let condition = e.lifecycle.readmit(|c| now.get(c))?;
                     log::info!(
                         "eviction: {} is over; starting static pod {} again",
                         condition.as_str(),
                         accessors::full_name(&e.pod)
                     );
-                    e.evicted = None;
                     Some(uid.clone())
                 })
                 .collect()

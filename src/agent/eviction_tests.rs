@@ -58,9 +58,12 @@ fn a_guaranteed_pod_not_measured_yet_stays_and_the_besteffort_hog_its_cgroup_rep
 
     agent.evict_one(&memory_threshold(), low_memory());
     let pods = agent.pods.borrow();
-    assert!(pods["hog-uid"].evicted.is_some(), "the hog goes");
     assert!(
-        pods["guaranteed-uid"].evicted.is_none(),
+        pods["hog-uid"].lifecycle.evicted().is_some(),
+        "the hog goes"
+    );
+    assert!(
+        pods["guaranteed-uid"].lifecycle.evicted().is_none(),
         "the Guaranteed pod stays"
     );
 }

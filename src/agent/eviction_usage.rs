@@ -31,8 +31,7 @@ impl<R: RuntimeService> Agent<R> {
             // yet): a pod whose first containers are filling memory may not
             // have been observed by the time a notified pass ranks.
             .filter(|(_, e)| {
-                !e.deleted
-                    && e.evicted.is_none()
+                e.lifecycle.should_run()
                     && (e.observed.is_active() || e.observed.sandboxes.is_empty())
             })
             .map(|(uid, e)| {

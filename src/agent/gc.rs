@@ -37,7 +37,7 @@ impl<R: RuntimeService> Agent<R> {
             .pods
             .borrow()
             .iter()
-            .filter(|(_, e)| !e.deleted)
+            .filter(|(_, e)| e.lifecycle.is_wanted())
             .map(|(u, _)| u.clone())
             .collect();
         // A pod whose source has not spoken yet may still be wanted.

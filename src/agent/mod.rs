@@ -8,8 +8,11 @@
 //!   orphan adoption;
 //! - `observe.rs`: CRI answers → [`crate::pod::ObservedPod`], PLEG records
 //!   and GC input (pure), plus the PLEG task;
-//! - `sync.rs`: one worker per pod: observe, [`crate::pod::plan::plan`],
-//!   perform the actions (kills, termination) and call `start.rs` for
+//! - `lifecycle.rs`: a pod's lifecycle (running, evicted, deleted), its
+//!   transitions and the questions other loops ask of it (pure);
+//! - `sync.rs`: one worker per pod: observe, then one sync per lifecycle
+//!   state: [`crate::pod::plan::plan`] and perform the actions (kills,
+//!   termination), calling `start.rs` for
 //!   the starts (a sandbox: cgroup, directories, RunPodSandbox; a
 //!   container: image, files, config, Create/StartContainer, postStart);
 //! - `images.rs`: making an image present per `imagePullPolicy`, with its
@@ -73,6 +76,7 @@ mod gc;
 mod host_files;
 mod image_gc;
 mod images;
+mod lifecycle;
 mod logs;
 mod memory_notify;
 mod node;
@@ -143,7 +147,7 @@ impl ContainerEntry {
 
 /// The agent's state of a pod's containers, by name: a short vector, not
 /// a `BTreeMap`, whose first insert allocates a node for eleven entries
-/// (1.6 KiB for a pod's one container; ~0.17 MiB with 110 pods, issue #8).
+/// even for a pod's one container.
 #[derive(Default)]
 struct Containers(Vec<(String, ContainerEntry)>);
 
@@ -189,16 +193,16 @@ struct PodEntry {
     pod: Rc<Pod>,
     /// Which source wants it; `None` for an orphan.
     source: Option<crate::source::PodSource>,
-    /// Removed from its source (or an orphan): terminate, then forget.
-    deleted: bool,
+    /// Running, evicted, or deleted (terminate, then forget).
+    lifecycle: lifecycle::Lifecycle,
     wake: Sender<()>,
     observed: ObservedPod,
     /// When `observed` was read from the runtime; `None` when the last
     /// sync acted on the runtime after that (see `pleg::observation_holds`).
     observed_at: Option<std::time::Instant>,
-    /// Not synced yet: the first sync may start from nothing
+    /// Never synced: its first sync may start from nothing
     /// (`pleg::nothing_yet`).
-    fresh: bool,
+    never_synced: bool,
     first_seen_unix: i64,
     /// When this run first saw the pod (Unix ns), and whether its start
     /// was measured (`kubelet_pod_start_duration_seconds`).
@@ -209,8 +213,6 @@ struct PodEntry {
     containers: Containers,
     /// The spec's warnings were logged (once per pod).
     warned: bool,
-    /// Evicted for node pressure: stopped, phase Failed, reason Evicted.
-    evicted: Option<eviction::Evicted>,
     /// Digest of the files last written per configMap/secret/downwardAPI/
     /// projected volume (see `config_volumes.rs`).
     volume_digests: HashMap<String, u64>,
@@ -562,7 +564,9 @@ impl<R: RuntimeService> Agent<R> {
     pub fn services_synced(&self, namespace: &str) {
         for e in self.pods.borrow().values() {
             let all = namespace == crate::pod::spec::MASTER_NAMESPACE;
-            if !e.deleted && (all || crate::pod::accessors::namespace(&e.pod) == namespace) {
+            if e.lifecycle.is_wanted()
+                && (all || crate::pod::accessors::namespace(&e.pod) == namespace)
+            {
                 let _ = e.wake.try_send(());
             }
         }
@@ -573,7 +577,8 @@ impl<R: RuntimeService> Agent<R> {
     /// their volumes.
     pub fn config_object_changed(&self, r: &ObjectRef) {
         for e in self.pods.borrow().values() {
-            if !e.deleted && crate::pod::config_objects::references(&e.pod).contains(r) {
+            if e.lifecycle.is_wanted() && crate::pod::config_objects::references(&e.pod).contains(r)
+            {
                 let _ = e.wake.try_send(());
             }
         }

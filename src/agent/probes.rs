@@ -191,7 +191,7 @@ impl<R: RuntimeService> Agent<R> {
     ) -> Option<(String, bool, Instant, bool, String)> {
         let pods = self.pods.borrow();
         let e = pods.get(uid)?;
-        if e.deleted {
+        if e.lifecycle.is_deleted() {
             return None;
         }
         let c = e.observed.latest(name)?;
@@ -219,7 +219,7 @@ impl<R: RuntimeService> Agent<R> {
     /// pending is enough.
     pub(super) fn trigger_readiness(&self, uid: &str) {
         let pods = self.pods.borrow();
-        let Some(e) = pods.get(uid).filter(|e| !e.deleted) else {
+        let Some(e) = pods.get(uid).filter(|e| e.lifecycle.is_wanted()) else {
             return;
         };
         for (name, c) in e.containers.iter() {

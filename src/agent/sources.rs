@@ -19,6 +19,7 @@ use std::rc::Rc;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::lifecycle::Lifecycle;
 use super::{now_unix_nanos, Agent, PodEntry};
 use crate::cri::RuntimeService;
 use crate::pleg;
@@ -29,6 +30,9 @@ use crate::pod::ObservedPod;
 use crate::rt;
 use crate::source::merge::{self, Merged, SourceState};
 use crate::source::{FileSource, PodSource, Source, SourceUpdate};
+
+/// The pods the node should run, by UID, with the source that wants each.
+type Desired = HashMap<String, (PodSource, Rc<Pod>)>;
 
 /// The configured sources: their last sets and readiness.
 #[derive(Debug)]
@@ -60,6 +64,41 @@ impl Sources {
     /// Adds a source to wait for (not ready until its first set).
     pub fn configure(&mut self, source: PodSource) {
         self.states.entry(source).or_default();
+    }
+
+    /// Logs each rejection once (until the pod is admitted); returns the
+    /// pods admission refused, by UID, with why.
+    fn refusals(
+        &mut self,
+        desired: &Desired,
+        rejected: &[merge::Rejected],
+    ) -> BTreeMap<String, (Rc<Pod>, admission::Rejection)> {
+        self.rejected_logged.retain(|u| !desired.contains_key(u));
+        let mut refused = BTreeMap::new();
+        for r in rejected {
+            if let merge::Rejection::Refused(why) = &r.reason {
+                let pod = self
+                    .states
+                    .get(&r.source)
+                    .and_then(|st| st.pods.iter().find(|p| accessors::uid(p) == r.uid));
+                if let Some(pod) = pod {
+                    refused.insert(r.uid.clone(), (pod.clone(), why.clone()));
+                }
+            }
+            if self.rejected_logged.insert(r.uid.clone()) {
+                match &r.reason {
+                    merge::Rejection::Refused(why) => log::warn!(
+                        "pod admission denied: pod {} (uid {}) reason {}: {}",
+                        r.name,
+                        r.uid,
+                        why.reason,
+                        why.message
+                    ),
+                    other => log::error!("pod {} not admitted: {other}", r.name),
+                }
+            }
+        }
+        refused
     }
 }
 
@@ -116,7 +155,7 @@ impl<R: RuntimeService> Agent<R> {
                 .pods
                 .borrow()
                 .values()
-                .filter(|e| !e.deleted)
+                .filter(|e| e.lifecycle.is_wanted())
                 .map(|e| e.pod.clone())
                 .collect();
             services.track(&mut pods.iter().map(|p| &**p));
@@ -136,6 +175,39 @@ impl<R: RuntimeService> Agent<R> {
     /// Applies the set; returns the pods whose probes start (over): new
     /// pods, and changed ones whose probes changed.
     fn apply_update_inner(self: &Rc<Self>, update: SourceUpdate) -> Vec<String> {
+        let (desired, finished) = self.merge_update(update);
+        let mut pods = self.pods.borrow_mut();
+        // Deletions: a pod its source no longer wants.
+        for (uid, e) in pods.iter_mut() {
+            if e.source.is_some() && e.lifecycle.is_wanted() && !desired.contains_key(uid) {
+                log::info!(
+                    "pod {} removed from source {}; terminating",
+                    full_name(&e.pod),
+                    e.source.map(PodSource::as_str).unwrap_or("")
+                );
+                e.lifecycle.delete();
+                let _ = e.wake.try_send(());
+            }
+        }
+        // Additions and updates.
+        let mut sorted: Vec<(String, (PodSource, Rc<Pod>))> = desired.into_iter().collect();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut changed = Vec::new();
+        for (uid, (source, pod)) in sorted {
+            if pod.metadata.deletion_timestamp.is_some() {
+                self.deletion_asked(&mut pods, uid, source, pod, &finished);
+            } else if self.wanted(&mut pods, &uid, source, pod) {
+                changed.push(uid);
+            }
+        }
+        changed
+    }
+
+    /// Records the source's set and merges every source's into the pods
+    /// the node should run, by UID; also returns the pods already
+    /// terminated while being deleted in the API. Refusals are logged, and
+    /// reported to the API server, here.
+    fn merge_update(&self, update: SourceUpdate) -> (Desired, BTreeSet<String>) {
         let mut guard = self.sources.borrow_mut();
         let sources = &mut *guard;
         let state = sources.states.entry(update.source).or_default();
@@ -144,7 +216,7 @@ impl<R: RuntimeService> Agent<R> {
         }
         state.ready |= update.authoritative;
         // One copy of each pod: a pod the agent already runs unchanged
-        // keeps the agent's `Rc` (issue #8's memory budget).
+        // keeps the agent's `Rc`.
         state.pods = {
             let running = self.pods.borrow();
             update
@@ -160,7 +232,7 @@ impl<R: RuntimeService> Agent<R> {
             .pods
             .borrow()
             .iter()
-            .filter(|(_, e)| !e.deleted)
+            .filter(|(_, e)| e.lifecycle.is_wanted())
             .map(|(u, _)| u.clone())
             .collect();
         let node = self.node_view();
@@ -173,36 +245,11 @@ impl<R: RuntimeService> Agent<R> {
         let Merged {
             desired, rejected, ..
         } = merge::merge(&sources.states, &node, &host, &admitted, &refused_before);
-        let logged = &mut sources.rejected_logged;
-        logged.retain(|u| !desired.contains_key(u));
-        let mut refused = BTreeMap::new();
-        for r in &rejected {
-            if let merge::Rejection::Refused(why) = &r.reason {
-                let pod = sources
-                    .states
-                    .get(&r.source)
-                    .and_then(|st| st.pods.iter().find(|p| accessors::uid(p) == r.uid));
-                if let Some(pod) = pod {
-                    refused.insert(r.uid.clone(), (pod.clone(), why.clone()));
-                }
-            }
-            if logged.insert(r.uid.clone()) {
-                match &r.reason {
-                    merge::Rejection::Refused(why) => log::warn!(
-                        "pod admission denied: pod {} (uid {}) reason {}: {}",
-                        r.name,
-                        r.uid,
-                        why.reason,
-                        why.message
-                    ),
-                    other => log::error!("pod {} not admitted: {other}", r.name),
-                }
-            }
-        }
-        let desired: HashMap<String, (PodSource, Rc<Pod>)> = desired
+        let desired: Desired = desired
             .into_iter()
             .map(|(u, (s, p))| (u, (s, p.clone())))
             .collect();
+        let refused = sources.refusals(&desired, &rejected);
         sources.finished.retain(|u| desired.contains_key(u));
         let finished = sources.finished.clone();
         // API pods refused for the first time (in this run) are Failed in
@@ -232,79 +279,74 @@ impl<R: RuntimeService> Agent<R> {
         drop(guard);
         self.report_refused(&newly_refused);
         self.report_refused_deleted(&refused_deleted);
+        (desired, finished)
+    }
 
-        let mut changed = Vec::new();
-        let mut pods = self.pods.borrow_mut();
-        // Deletions: a pod its source no longer wants.
-        for (uid, e) in pods.iter_mut() {
-            if e.source.is_some() && !e.deleted && !desired.contains_key(uid) {
-                log::info!(
-                    "pod {} removed from source {}; terminating",
-                    full_name(&e.pod),
-                    e.source.map(PodSource::as_str).unwrap_or("")
-                );
-                e.deleted = true;
+    /// Deletion asked in the API (`deletionTimestamp`): terminate within
+    /// the pod's `deletionGracePeriodSeconds` and never start it again;
+    /// the status sink sends the final DELETE once the containers are
+    /// gone. A pod already terminated and forgotten (`finished`) is not
+    /// taken up again.
+    fn deletion_asked(
+        self: &Rc<Self>,
+        pods: &mut BTreeMap<String, PodEntry>,
+        uid: String,
+        source: PodSource,
+        pod: Rc<Pod>,
+        finished: &BTreeSet<String>,
+    ) {
+        match pods.get_mut(&uid) {
+            Some(e) if e.lifecycle.is_deleted() && e.pod == pod => {}
+            Some(e) => {
+                log::info!("pod {} is being deleted; terminating it", full_name(&pod));
+                e.source = Some(source);
+                e.pod = pod;
+                e.lifecycle.delete();
                 let _ = e.wake.try_send(());
             }
+            None if finished.contains(&uid) => {}
+            None => {
+                let entry = self.new_entry(uid.clone(), pod, Some(source), Lifecycle::DELETED);
+                pods.insert(uid, entry);
+            }
         }
-        // Additions and updates.
-        let mut sorted: Vec<(String, (PodSource, Rc<Pod>))> = desired.into_iter().collect();
-        sorted.sort_by(|a, b| a.0.cmp(&b.0));
-        for (uid, (source, pod)) in sorted {
-            // Deletion asked in the API (`deletionTimestamp`): terminate
-            // within the pod's `deletionGracePeriodSeconds` and never start
-            // it again; the status sink sends the final DELETE once the
-            // containers are gone.
-            if pod.metadata.deletion_timestamp.is_some() {
-                match pods.get_mut(&uid) {
-                    Some(e) if e.deleted && e.pod == pod => {}
-                    Some(e) => {
-                        log::info!("pod {} is being deleted; terminating it", full_name(&pod));
-                        e.source = Some(source);
-                        e.pod = pod;
-                        e.deleted = true;
-                        let _ = e.wake.try_send(());
-                    }
-                    None if finished.contains(&uid) => {}
-                    None => {
-                        let entry = self.new_entry(uid.clone(), pod, Some(source), true);
-                        pods.insert(uid, entry);
-                    }
-                }
-                continue;
-            }
-            if let Some(e) = pods.get_mut(&uid) {
-                let revived = e.deleted;
-                e.source = Some(source);
-                e.deleted = false;
-                if e.pod != pod || revived {
-                    // Probe results outlive an update that leaves the
-                    // probes as they were (a label, an annotation, a
-                    // readiness gate's condition): the container stays
-                    // Ready, as under kubelet.
-                    let probes_differ = revived || facts::probes_differ(&e.pod, &pod);
-                    e.pod = pod;
-                    e.warned = false;
-                    let _ = e.wake.try_send(());
-                    if probes_differ {
-                        e.probe_tasks.clear();
-                        e.clear_probe_results();
-                        changed.push(uid);
-                    }
-                }
-                continue;
-            }
+    }
+
+    /// A source wants the pod: take it up, update it, or take it up again
+    /// when it was being deleted. Returns whether its probes start (over).
+    fn wanted(
+        self: &Rc<Self>,
+        pods: &mut BTreeMap<String, PodEntry>,
+        uid: &str,
+        source: PodSource,
+        pod: Rc<Pod>,
+    ) -> bool {
+        let Some(e) = pods.get_mut(uid) else {
             log::info!(
                 "pod {} added from source {source} (uid {uid})",
                 full_name(&pod)
             );
-            pods.insert(
-                uid.clone(),
-                self.new_entry(uid.clone(), pod, Some(source), false),
-            );
-            changed.push(uid);
+            let entry = self.new_entry(uid.to_string(), pod, Some(source), Lifecycle::Running);
+            pods.insert(uid.to_string(), entry);
+            return true;
+        };
+        e.source = Some(source);
+        let revived = e.lifecycle.revive();
+        if e.pod == pod && !revived {
+            return false;
         }
-        changed
+        // Probe results outlive an update that leaves the probes as they
+        // were (a label, an annotation, a readiness gate's condition): the
+        // container stays Ready, as under kubelet.
+        let probes_differ = revived || facts::probes_differ(&e.pod, &pod);
+        e.pod = pod;
+        e.warned = false;
+        let _ = e.wake.try_send(());
+        if probes_differ {
+            e.probe_tasks.clear();
+            e.clear_probe_results();
+        }
+        probes_differ
     }
 
     pub(super) fn new_entry(
@@ -312,7 +354,7 @@ impl<R: RuntimeService> Agent<R> {
         uid: String,
         pod: Rc<Pod>,
         source: Option<PodSource>,
-        deleted: bool,
+        lifecycle: Lifecycle,
     ) -> PodEntry {
         let (tx, rx) = smol::channel::bounded(1);
         let me = self.clone();
@@ -321,18 +363,17 @@ impl<R: RuntimeService> Agent<R> {
         PodEntry {
             pod,
             source,
-            deleted,
+            lifecycle,
             wake: tx,
             observed: ObservedPod::default(),
             observed_at: None,
-            fresh: true,
+            never_synced: true,
             first_seen_unix: now_unix_nanos() / 1_000_000_000,
             seen_unix_nanos: now_unix_nanos(),
             start_measured: false,
             sandbox_ips: HashMap::new(),
             containers: Default::default(),
             warned: false,
-            evicted: None,
             volume_digests: HashMap::new(),
             volume_error: None,
             transitions: Default::default(),
@@ -384,7 +425,7 @@ impl<R: RuntimeService> Agent<R> {
             new_entries.push((uid, pod));
         }
         for (uid, pod) in new_entries {
-            let entry = self.new_entry(uid.clone(), Rc::new(pod), None, true);
+            let entry = self.new_entry(uid.clone(), Rc::new(pod), None, Lifecycle::DELETED);
             self.pods.borrow_mut().insert(uid, entry);
         }
     }

@@ -137,12 +137,12 @@ impl<R: RuntimeService> Agent<R> {
             host_ips: &self.host.host_ips,
             qos_class: facts::qos(&e.pod).as_str(),
             start_time_unix: Some(e.first_seen_unix),
-            terminating: e.deleted,
+            terminating: e.lifecycle.is_deleted(),
             now_unix,
             runtime_name: &runtime_name,
             pod_cgroup: self.pod_cgroup_resources(&e.pod),
         });
-        match &e.evicted {
+        match e.lifecycle.evicted() {
             Some(ev) if ev.condition.is_none() => {
                 // kubelet's active deadline handler: Failed, its reason.
                 st.phase = Some(status::FAILED.into());
@@ -210,7 +210,7 @@ impl<R: RuntimeService> Agent<R> {
                 if p.metadata.creation_timestamp.is_none() {
                     p.metadata.creation_timestamp = Some(status::time_from_unix(e.first_seen_unix));
                 }
-                if e.deleted && p.metadata.deletion_timestamp.is_none() {
+                if e.lifecycle.is_deleted() && p.metadata.deletion_timestamp.is_none() {
                     p.metadata.deletion_timestamp =
                         Some(status::time_from_unix(now_unix_nanos() / 1_000_000_000));
                 }

@@ -199,7 +199,7 @@ impl<R: RuntimeService> Agent<R> {
                     && accessors::name(&e.pod) == s.pod
                     && s.uid.as_deref().is_none_or(|u| accessors::uid(&e.pod) == u)
             })
-            .min_by_key(|e| e.deleted);
+            .min_by_key(|e| e.lifecycle.is_deleted());
         let Some(e) = entry else {
             return Err((StatusCode::NOT_FOUND, "pod does not exist".into()));
         };

@@ -1,9 +1,10 @@
-//! Pod sync: one worker per pod. A worker observes its pod in the runtime,
-//! asks [`plan`] what to do, and performs the actions through the runtime:
-//! create the sandbox, start containers (image, host files, CRI config),
-//! kill containers, back off, terminate. It sleeps until woken (a source
-//! change, a PLEG event, a probe), until its back-off expires, or until
-//! `syncFrequency`.
+//! Pod sync: one worker per pod. A worker observes its pod in the runtime
+//! and syncs it as its [`Lifecycle`] says: a running pod as [`plan`] asks
+//! (create the sandbox, start containers (image, host files, CRI config),
+//! kill containers, back off), an evicted pod is kept stopped, a deleted
+//! pod is terminated, removed from the runtime and forgotten. It sleeps
+//! until woken (a source change, a PLEG event, a probe), until its
+//! back-off expires, or until `syncFrequency`.
 //!
 //! The start path: at most [`SANDBOX_STARTS_IN_FLIGHT`] RunPodSandbox
 //! calls are in flight, and as many container starts, so the runtime does
@@ -12,9 +13,8 @@
 //! PodSandboxStatus instead of a full re-observation. A new pod's first
 //! sync starts from nothing, without reading the runtime, when the PLEG's
 //! last relist lacks the pod and began after the agent last forgot a pod
-//! ([`crate::pleg::nothing_yet`] says why that is safe). How these were
-//! measured, and the bounds that were tried and measured slower, are in
-//! docs/performance.md ("The pod start path").
+//! ([`crate::pleg::nothing_yet`] says why that is safe). docs/performance.md
+//! ("The pod start path") has the measurements.
 //!
 //! The idle path: a sync on the worker's timer alone plans
 //! from the pod's last observation instead of reading the runtime when
@@ -26,9 +26,10 @@
 //! unless a relist followed that read.
 //!
 //! What a pod is and what to do with it is decided elsewhere (`pod::plan`,
-//! `pod::spec`, `pod::facts`); this file must not contain such rules, only
-//! their execution and the bookkeeping of what happened (waiting reasons,
-//! kill messages, the crash-loop back-off).
+//! `pod::spec`, `pod::facts`, the lifecycle's transitions in
+//! `lifecycle.rs`); this file must not contain such rules, only their
+//! execution and the bookkeeping of what happened (waiting reasons, kill
+//! messages, the crash-loop back-off).
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -37,6 +38,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use smol::channel::Receiver;
 
+use super::lifecycle::{Evicted, Lifecycle};
 use super::{host_files, now_unix_nanos, start, Agent, RETRY_AFTER_ERROR};
 use crate::backoff::Backoff;
 use crate::cri::{api, CriError, RuntimeService};
@@ -48,13 +50,12 @@ use crate::qos;
 use crate::rt;
 use crate::status::{self, Waiting};
 
-/// RunPodSandbox calls in flight at most. Thirty pods written at once used
-/// to ask for thirty sandboxes together: the runtime then builds them in
-/// lockstep (each network setup waits on the CNI plugins' locks, every
+/// RunPodSandbox calls in flight at most. Without a bound, pods written
+/// together ask for all their sandboxes at once: the runtime builds them
+/// in lockstep (each network setup waits on the CNI plugins' locks, every
 /// runc competes for the same cores) and no container starts before
-/// nearly all sandboxes exist. With a bound, the first pods' containers
-/// start while later sandboxes are still being made, as the bench's bare
-/// CRI client does with its 8 calls in flight (issue #13).
+/// nearly all sandboxes exist. With it, the first pods' containers start
+/// while later sandboxes are still being made.
 pub(super) const SANDBOX_STARTS_IN_FLIGHT: usize = 8;
 
 /// Container starts (CreateContainer then StartContainer) in flight at
@@ -63,6 +64,23 @@ pub(super) const SANDBOX_STARTS_IN_FLIGHT: usize = 8;
 /// sets of CRI calls at once (see `start_container`).
 pub(super) const CONTAINER_STARTS_IN_FLIGHT: usize = 8;
 
+/// What a running pod's sync carries from one action to the next.
+struct Run {
+    /// The ready sandbox containers start in (ID, attempt), if any.
+    sandbox: Option<(String, u32)>,
+    observed: ObservedPod,
+    /// When to sync again.
+    next: Duration,
+}
+
+/// After one action of a running pod's sync: go on with the next action,
+/// skip the rest, or end the sync and retry after the given time.
+enum Step {
+    Next,
+    SkipRest,
+    Retry(Duration),
+}
+
 impl<R: RuntimeService> Agent<R> {
     pub(super) async fn pod_worker(self: Rc<Self>, uid: String, wake: Receiver<()>) {
         let mut woken = true;
@@ -70,10 +88,7 @@ impl<R: RuntimeService> Agent<R> {
             // Boxed: the sync's state machine only lives while a sync runs,
             // not for the life of every pod. Every pod syncs at once when
             // many are created together, so its size is paid per pod: the
-            // sync (now ~3 KB) boxes its larger steps (a container's start
-            // ~25 KB, its kill ~8 KB), and `rt::timeout` no longer triples the
-            // CRI calls (issue #8: 111 KB per starting pod before, 12 MiB
-            // of heap at the peak with 110 API pods).
+            // sync boxes its larger steps (a container's start, its kill).
             let next = match Box::pin(self.sync_pod_after(&uid, woken)).await {
                 Some(d) => d,
                 None => return,
@@ -94,13 +109,13 @@ impl<R: RuntimeService> Agent<R> {
         self.sync_pod_after(uid, true).await
     }
 
-    /// Marks the pod evicted when its `activeDeadlineSeconds` has passed
-    /// (the event `DeadlineExceeded` once); else returns how long until it
+    /// Evicts the pod when its `activeDeadlineSeconds` has passed (the
+    /// event `DeadlineExceeded` once); else returns how long until it
     /// does, when it has one.
     fn past_active_deadline(&self, uid: &str, pod: &Pod) -> Option<Duration> {
         let mut pods = self.pods.borrow_mut();
         let e = pods.get_mut(uid)?;
-        if e.evicted.is_some() {
+        if e.lifecycle.evicted().is_some() {
             return None;
         }
         let now = now_unix_nanos() / 1_000_000_000;
@@ -117,7 +132,7 @@ impl<R: RuntimeService> Agent<R> {
             "pod {} is past its activeDeadlineSeconds; stopping it",
             full_name(pod)
         );
-        e.evicted = Some(super::eviction::Evicted {
+        e.lifecycle.evict(Evicted {
             message: facts::DEADLINE_EXCEEDED_MESSAGE.to_string(),
             grace: facts::grace_period(pod),
             condition: None,
@@ -163,7 +178,7 @@ impl<R: RuntimeService> Agent<R> {
         let relisted = relist.seen(uid);
         let holds = crate::pleg::observation_holds(&crate::pleg::Resync {
             woken,
-            deleted: e.deleted,
+            deleted: e.lifecycle.is_deleted(),
             observed_at: e.observed_at,
             relisted_at: relist.began,
             observed: &observed,
@@ -178,7 +193,7 @@ impl<R: RuntimeService> Agent<R> {
     fn nothing_yet(&self, uid: &str) -> Option<ObservedPod> {
         let mut pods = self.pods.borrow_mut();
         let e = pods.get_mut(uid)?;
-        if !std::mem::take(&mut e.fresh) || e.deleted {
+        if !std::mem::take(&mut e.never_synced) || e.lifecycle.is_deleted() {
             return None;
         }
         let relist = self.relist.borrow();
@@ -186,9 +201,32 @@ impl<R: RuntimeService> Agent<R> {
             .then(ObservedPod::default)
     }
 
+    /// The pod as this sync sees it: its last observation when that still
+    /// holds, nothing for a new pod the last relist vouches for, else a
+    /// read of the runtime. `None` (logged): the read failed.
+    async fn observation(&self, uid: &str, pod: &Pod, woken: bool) -> Option<ObservedPod> {
+        if let Some(o) = self
+            .cached_observation(uid, woken)
+            .or_else(|| self.nothing_yet(uid))
+        {
+            return Some(o);
+        }
+        match Box::pin(self.observe(uid)).await {
+            Ok(o) => {
+                self.record_observed(uid, &o);
+                Some(o)
+            }
+            Err(e) => {
+                log::warn!("observing pod {}: {e}", full_name(pod));
+                None
+            }
+        }
+    }
+
     /// One sync of one pod; `woken` says the worker was woken (by a
-    /// source, a probe, the PLEG) rather than by its timer. Returns when
-    /// to sync again, or `None` when the pod is gone for good.
+    /// source, a probe, the PLEG) rather than by its timer. Observes the
+    /// pod, then syncs it as its [`Lifecycle`] says. Returns when to sync
+    /// again, or `None` when the pod is gone for good.
     pub(super) async fn sync_pod_after(
         self: &Rc<Self>,
         uid: &str,
@@ -197,62 +235,100 @@ impl<R: RuntimeService> Agent<R> {
         let (pod, deleted) = {
             let pods = self.pods.borrow();
             let e = pods.get(uid)?;
-            (e.pod.clone(), e.deleted)
+            (e.pod.clone(), e.lifecycle.is_deleted())
         };
-        let observed = match self
-            .cached_observation(uid, woken)
-            .or_else(|| self.nothing_yet(uid))
-        {
-            Some(o) => o,
-            None => match Box::pin(self.observe(uid)).await {
-                Ok(o) => {
-                    self.record_observed(uid, &o);
-                    o
-                }
-                Err(e) => {
-                    log::warn!("observing pod {}: {e}", full_name(&pod));
-                    return Some(RETRY_AFTER_ERROR);
-                }
-            },
+        let Some(observed) = self.observation(uid, &pod, woken).await else {
+            return Some(RETRY_AFTER_ERROR);
         };
-
         if deleted {
-            return Box::pin(self.finish_pod(uid, &pod, &observed)).await;
+            return Box::pin(self.sync_deleted(uid, &pod, observed)).await;
         }
-
         // Past its activeDeadlineSeconds (set, or shortened since): stop
         // it for good, as an eviction without a pressure.
         let deadline_left = self.past_active_deadline(uid, &pod);
-
-        // Evicted for node pressure: keep it stopped (its status says why).
-        if self
-            .pods
-            .borrow()
-            .get(uid)
-            .is_some_and(|e| e.evicted.is_some())
-        {
-            if observed.is_active() {
-                if let Err(e) = Box::pin(self.terminate_pod(&pod, &observed, false)).await {
-                    log::warn!("stopping evicted pod {}: {e}", full_name(&pod));
-                    return Some(RETRY_AFTER_ERROR);
-                }
-                if let Ok(o) = Box::pin(self.observe(uid)).await {
-                    self.record_observed(uid, &o);
-                }
+        let lifecycle = self.pods.borrow().get(uid).map(|e| e.lifecycle.clone());
+        match lifecycle {
+            // Stopped by the node, now or while it was observed.
+            Some(Lifecycle::Evicted(_) | Lifecycle::Deleted { evicted: Some(_) }) => {
+                Box::pin(self.sync_evicted(uid, &pod, &observed)).await
             }
-            host_files::remove_empty_dirs(&self.cfg, &pod);
-            return Some(self.cfg.sync_frequency);
+            // Deleted while it was observed: the deletion woke the worker,
+            // whose next sync terminates it.
+            Some(Lifecycle::Running | Lifecycle::Deleted { evicted: None }) | None => {
+                Box::pin(self.sync_running(uid, &pod, observed, deadline_left)).await
+            }
         }
+    }
 
+    /// An evicted pod: keep it stopped (its status says why).
+    async fn sync_evicted(&self, uid: &str, pod: &Pod, observed: &ObservedPod) -> Option<Duration> {
+        if observed.is_active() {
+            if let Err(e) = Box::pin(self.terminate_pod(pod, observed, false)).await {
+                log::warn!("stopping evicted pod {}: {e}", full_name(pod));
+                return Some(RETRY_AFTER_ERROR);
+            }
+            if let Ok(o) = Box::pin(self.observe(uid)).await {
+                self.record_observed(uid, &o);
+            }
+        }
+        host_files::remove_empty_dirs(&self.cfg, pod);
+        Some(self.cfg.sync_frequency)
+    }
+
+    /// A running pod: refresh its config volumes, plan, perform the plan's
+    /// actions in order, and read the runtime again when it acted.
+    async fn sync_running(
+        &self,
+        uid: &str,
+        pod: &Pod,
+        observed: ObservedPod,
+        deadline_left: Option<Duration>,
+    ) -> Option<Duration> {
         // A changed ConfigMap or Secret reaches running containers' volumes.
         if observed.is_active() {
-            self.refresh_config_volumes(&pod);
+            self.refresh_config_volumes(pod);
         }
+        let actions = self.plan_actions(uid, pod, &observed);
+        let mut next = self.cfg.sync_frequency;
+        if let Some(left) = deadline_left {
+            next = next.min(left);
+        }
+        if actions.is_empty() {
+            return Some(next);
+        }
+        log::debug!("pod {}: {:?}", full_name(pod), actions);
+        // What follows changes the runtime: the observation no longer
+        // stands for it until the closing read below.
+        if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+            e.observed_at = None;
+        }
+        let mut run = Run {
+            sandbox: observed
+                .latest_sandbox()
+                .filter(|s| s.ready)
+                .map(|s| (s.id.clone(), s.attempt)),
+            observed,
+            next,
+        };
+        for action in actions {
+            match Box::pin(self.perform(uid, pod, action, &mut run)).await {
+                Step::Next => {}
+                Step::SkipRest => break,
+                Step::Retry(after) => return Some(after),
+            }
+        }
+        if let Ok(o) = Box::pin(self.observe(uid)).await {
+            self.record_observed(uid, &o);
+        }
+        Some(run.next)
+    }
 
-        let hashes: HashMap<String, String> = accessors::all_containers(&pod)
+    /// What [`plan::plan`] asks of the pod now.
+    fn plan_actions(&self, uid: &str, pod: &Pod, observed: &ObservedPod) -> Vec<Action> {
+        let hashes: HashMap<String, String> = accessors::all_containers(pod)
             .map(|(c, _)| (c.name.clone(), spec::container_hash(c)))
             .collect();
-        let legacy_hashes: HashMap<String, String> = accessors::all_containers(&pod)
+        let legacy_hashes: HashMap<String, String> = accessors::all_containers(pod)
             .map(|(c, _)| (c.name.clone(), spec::legacy_container_hash(c)))
             .collect();
         let health = self
@@ -261,211 +337,243 @@ impl<R: RuntimeService> Agent<R> {
             .get(uid)
             .map(|e| e.health())
             .unwrap_or_default();
-        let actions = {
-            let backoff = self.backoff.borrow();
-            let ctx = plan::Context {
-                backoff: &backoff,
-                health: &health,
-                now: Instant::now(),
-                now_unix_nanos: now_unix_nanos(),
-                hashes: &hashes,
-                legacy_hashes: &legacy_hashes,
-            };
-            plan::plan(&pod, &observed, &ctx)
+        let backoff = self.backoff.borrow();
+        let ctx = plan::Context {
+            backoff: &backoff,
+            health: &health,
+            now: Instant::now(),
+            now_unix_nanos: now_unix_nanos(),
+            hashes: &hashes,
+            legacy_hashes: &legacy_hashes,
         };
-        let mut next = self.cfg.sync_frequency;
-        if let Some(left) = deadline_left {
-            next = next.min(left);
+        plan::plan(pod, observed, &ctx)
+    }
+
+    /// Performs one action of a running pod's plan.
+    async fn perform(&self, uid: &str, pod: &Pod, action: Action, run: &mut Run) -> Step {
+        match action {
+            Action::KillPod => {
+                if let Err(e) = Box::pin(self.terminate_pod(pod, &run.observed, false)).await {
+                    log::warn!("stopping pod {}: {e}", full_name(pod));
+                    return Step::Retry(RETRY_AFTER_ERROR);
+                }
+                run.sandbox = None;
+                Step::Next
+            }
+            Action::CreateSandbox { attempt } => {
+                Box::pin(self.perform_create_sandbox(uid, pod, attempt, run)).await
+            }
+            Action::StartContainer {
+                name,
+                init,
+                attempt,
+                restart,
+            } => {
+                let start =
+                    self.perform_start_container(uid, pod, &name, init, attempt, restart, run);
+                Box::pin(start).await
+            }
+            Action::StartEphemeralContainer { name } => {
+                let Some((sid, sattempt)) = run.sandbox.clone() else {
+                    return Step::SkipRest;
+                };
+                let start =
+                    self.start_ephemeral_container(pod, &run.observed, &name, &sid, sattempt);
+                match Box::pin(start).await {
+                    Ok(()) => self.set_waiting(uid, &name, None),
+                    Err(w) => {
+                        // Not started: tried again at the next sync (no
+                        // back-off, as kubelet: there is no exit to back
+                        // off from).
+                        self.start_failed(pod, &name, w);
+                        run.next = run.next.min(RETRY_AFTER_ERROR * 5);
+                    }
+                }
+                Step::Next
+            }
+            Action::KillContainer { id, name, reason } => {
+                Box::pin(self.perform_kill_container(uid, pod, name, id, reason)).await;
+                Step::Next
+            }
+            Action::RemoveContainer { id, name } => {
+                log::debug!(
+                    "removing exited init container {name} ({id}) of pod {}",
+                    full_name(pod)
+                );
+                Box::pin(self.remove_container(id)).await;
+                Step::Next
+            }
+            Action::BackOff { name, remaining } => {
+                self.back_off(uid, pod, &name);
+                run.next = run.next.min(remaining + Duration::from_millis(50));
+                Step::Next
+            }
         }
-        if actions.is_empty() {
-            return Some(next);
+    }
+
+    /// Creates the pod's sandbox and observes the pod again.
+    async fn perform_create_sandbox(
+        &self,
+        uid: &str,
+        pod: &Pod,
+        attempt: u32,
+        run: &mut Run,
+    ) -> Step {
+        let id = match Box::pin(self.create_sandbox(pod, attempt)).await {
+            Ok(id) => id,
+            Err(e) => {
+                log::error!("creating sandbox for pod {}: {e}", full_name(pod));
+                self.set_waiting_all(uid, pod, "ContainerCreating", &e);
+                return Step::Retry(RETRY_AFTER_ERROR * 5);
+            }
+        };
+        // A pod that had nothing in the runtime has only this sandbox now:
+        // ask for it alone.
+        let had_nothing = run.observed.sandboxes.is_empty() && run.observed.containers.is_empty();
+        let again = if had_nothing {
+            Box::pin(self.observe_new_sandbox(uid, &id))
+                .await
+                .map(|s| ObservedPod {
+                    sandboxes: vec![s],
+                    ..Default::default()
+                })
+        } else {
+            Box::pin(self.observe(uid)).await
+        };
+        run.sandbox = Some((id, attempt));
+        match again {
+            Ok(o) => {
+                run.observed = o;
+                Step::Next
+            }
+            Err(_) => Step::Retry(RETRY_AFTER_ERROR),
         }
-        log::debug!("pod {}: {:?}", full_name(&pod), actions);
-        // What follows changes the runtime: the observation no longer
-        // stands for it until the closing read below.
-        if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
-            e.observed_at = None;
+    }
+
+    /// Starts (or restarts, counting the crash-loop back-off) one init or
+    /// app container in the pod's sandbox. A regular init container that
+    /// cannot start holds the rest of the plan; a sidecar does not.
+    #[allow(clippy::too_many_arguments)]
+    async fn perform_start_container(
+        &self,
+        uid: &str,
+        pod: &Pod,
+        name: &str,
+        init: bool,
+        attempt: u32,
+        restart: bool,
+        run: &mut Run,
+    ) -> Step {
+        let Some((sid, sattempt)) = run.sandbox.clone() else {
+            return Step::SkipRest;
+        };
+        let Some(container) = accessors::container(pod, name).cloned() else {
+            return Step::Next;
+        };
+        if restart {
+            let key = Backoff::key(uid, name);
+            self.backoff.borrow_mut().next(&key, Instant::now());
+            if let Some(prev) = run.observed.latest(name) {
+                // A container that never started did not run: on
+                // containerd a failed StartContainer leaves it exited with
+                // started_at 0 (CRI-O fails the CreateContainer instead;
+                // runtimes.md #4).
+                let ran = if prev.started_at > 0 {
+                    (prev.finished_at - prev.started_at).max(0) as u64
+                } else {
+                    0
+                };
+                self.backoff
+                    .borrow_mut()
+                    .observe_run(&key, Duration::from_nanos(ran));
+            }
         }
-        let mut sandbox: Option<(String, u32)> = observed
-            .latest_sandbox()
-            .filter(|s| s.ready)
-            .map(|s| (s.id.clone(), s.attempt));
-        let mut observed = observed;
-        for action in actions {
-            match action {
-                Action::KillPod => {
-                    if let Err(e) = Box::pin(self.terminate_pod(&pod, &observed, false)).await {
-                        log::warn!("stopping pod {}: {e}", full_name(&pod));
-                        return Some(RETRY_AFTER_ERROR);
-                    }
-                    sandbox = None;
-                }
-                Action::CreateSandbox { attempt } => {
-                    match Box::pin(self.create_sandbox(&pod, attempt)).await {
-                        Ok(id) => {
-                            // A pod that had nothing in the runtime has
-                            // only this sandbox now: ask for it alone.
-                            let fresh =
-                                observed.sandboxes.is_empty() && observed.containers.is_empty();
-                            let again = if fresh {
-                                Box::pin(self.observe_new_sandbox(uid, &id)).await.map(|s| {
-                                    ObservedPod {
-                                        sandboxes: vec![s],
-                                        ..Default::default()
-                                    }
-                                })
-                            } else {
-                                Box::pin(self.observe(uid)).await
-                            };
-                            sandbox = Some((id, attempt));
-                            match again {
-                                Ok(o) => observed = o,
-                                Err(_) => return Some(RETRY_AFTER_ERROR),
-                            }
-                        }
-                        Err(e) => {
-                            log::error!("creating sandbox for pod {}: {e}", full_name(&pod));
-                            self.set_waiting_all(uid, &pod, "ContainerCreating", &e);
-                            return Some(RETRY_AFTER_ERROR * 5);
-                        }
-                    }
-                }
-                Action::StartContainer {
-                    name,
-                    init,
-                    attempt,
-                    restart,
-                } => {
-                    let Some((sid, sattempt)) = sandbox.clone() else {
-                        break;
-                    };
-                    let Some(container) = accessors::container(&pod, &name).cloned() else {
-                        continue;
-                    };
-                    if restart {
-                        let key = Backoff::key(uid, &name);
-                        self.backoff.borrow_mut().next(&key, Instant::now());
-                        if let Some(prev) = observed.latest(&name) {
-                            // A container that never started did not run: on
-                            // containerd a failed StartContainer leaves it
-                            // exited with started_at 0 (CRI-O fails the
-                            // CreateContainer instead; runtimes.md #4).
-                            let ran = if prev.started_at > 0 {
-                                (prev.finished_at - prev.started_at).max(0) as u64
-                            } else {
-                                0
-                            };
-                            self.backoff
-                                .borrow_mut()
-                                .observe_run(&key, Duration::from_nanos(ran));
-                        }
-                    }
-                    let at = start::Placement {
-                        sandbox_id: &sid,
-                        sandbox_attempt: sattempt,
-                        pid_target: None,
-                    };
-                    let start = self.start_container(&pod, &observed, &container, attempt, at);
-                    match Box::pin(start).await {
-                        Ok(()) => self.set_waiting(uid, &name, None),
-                        Err(w) => {
-                            self.start_failed(&pod, &name, w);
-                            next = next.min(RETRY_AFTER_ERROR * 5);
-                            // A regular init container holds the rest; a
-                            // sidecar that cannot start does not.
-                            if init && !qos::is_sidecar(&container) {
-                                break;
-                            }
-                        }
-                    }
-                }
-                Action::StartEphemeralContainer { name } => {
-                    let Some((sid, sattempt)) = sandbox.clone() else {
-                        break;
-                    };
-                    let start =
-                        self.start_ephemeral_container(&pod, &observed, &name, &sid, sattempt);
-                    match Box::pin(start).await {
-                        Ok(()) => self.set_waiting(uid, &name, None),
-                        Err(w) => {
-                            // Not started: tried again at the next sync (no
-                            // back-off, as kubelet: there is no exit to back
-                            // off from).
-                            self.start_failed(&pod, &name, w);
-                            next = next.min(RETRY_AFTER_ERROR * 5);
-                        }
-                    }
-                }
-                Action::KillContainer { id, name, reason } => {
-                    let why = match reason {
-                        KillReason::SpecChanged => "its spec changed",
-                        KillReason::Unhealthy => "it failed its liveness probe",
-                        KillReason::StartupProbeFailed => "it failed its startup probe",
-                        KillReason::UnknownState => "it is in an unknown state",
-                    };
-                    log::info!("killing container {name} of pod {}: {why}", full_name(&pod));
-                    let grace = {
-                        let mut pods = self.pods.borrow_mut();
-                        let g = pods.get_mut(uid).and_then(|e| {
-                            let c = e.container(&name);
-                            c.unhealthy = None;
-                            if let Some(m) = c.kill_message.take() {
-                                c.note_killed(id.clone(), m);
-                            }
-                            c.kill_grace.take()
-                        });
-                        g.unwrap_or_else(|| facts::grace_period(&pod))
-                    };
-                    if let Err(e) = Box::pin(self.kill_container(&pod, &name, &id, grace)).await {
-                        log::warn!("stopping container {name}: {e}");
-                    }
-                }
-                Action::RemoveContainer { id, name } => {
-                    log::debug!(
-                        "removing exited init container {name} ({id}) of pod {}",
-                        full_name(&pod)
-                    );
-                    Box::pin(self.remove_container(id)).await;
-                }
-                Action::BackOff { name, remaining } => {
-                    let delay = self
-                        .backoff
-                        .borrow()
-                        .delay(&Backoff::key(uid, &name))
-                        .unwrap_or_default();
-                    let msg = format!(
-                        "back-off {} restarting failed container={} pod={}_{}({})",
-                        crate::config::duration::format(delay),
-                        name,
-                        accessors::name(&pod),
-                        accessors::namespace(&pod),
-                        uid
-                    );
-                    let w = Waiting {
-                        reason: "CrashLoopBackOff".into(),
-                        message: msg,
-                    };
-                    let text = format!(
-                        "Back-off restarting failed container {name} in pod {}_{}({uid})",
-                        accessors::name(&pod),
-                        accessors::namespace(&pod),
-                    );
-                    self.event(&pod, Some(&name), true, "BackOff", &text);
-                    self.set_waiting(uid, &name, Some(w));
-                    next = next.min(remaining + Duration::from_millis(50));
+        let at = start::Placement {
+            sandbox_id: &sid,
+            sandbox_attempt: sattempt,
+            pid_target: None,
+        };
+        let start = self.start_container(pod, &run.observed, &container, attempt, at);
+        match Box::pin(start).await {
+            Ok(()) => self.set_waiting(uid, name, None),
+            Err(w) => {
+                self.start_failed(pod, name, w);
+                run.next = run.next.min(RETRY_AFTER_ERROR * 5);
+                if init && !qos::is_sidecar(&container) {
+                    return Step::SkipRest;
                 }
             }
         }
-        if let Ok(o) = Box::pin(self.observe(uid)).await {
-            self.record_observed(uid, &o);
+        Step::Next
+    }
+
+    /// Kills one container the plan says must go, with the grace period
+    /// and message its cause left on its entry.
+    async fn perform_kill_container(
+        &self,
+        uid: &str,
+        pod: &Pod,
+        name: String,
+        id: String,
+        reason: KillReason,
+    ) {
+        let why = match reason {
+            KillReason::SpecChanged => "its spec changed",
+            KillReason::Unhealthy => "it failed its liveness probe",
+            KillReason::StartupProbeFailed => "it failed its startup probe",
+            KillReason::UnknownState => "it is in an unknown state",
+        };
+        log::info!("killing container {name} of pod {}: {why}", full_name(pod));
+        let grace = {
+            let mut pods = self.pods.borrow_mut();
+            let g = pods.get_mut(uid).and_then(|e| {
+                let c = e.container(&name);
+                c.unhealthy = None;
+                if let Some(m) = c.kill_message.take() {
+                    c.note_killed(id.clone(), m);
+                }
+                c.kill_grace.take()
+            });
+            g.unwrap_or_else(|| facts::grace_period(pod))
+        };
+        if let Err(e) = Box::pin(self.kill_container(pod, &name, &id, grace)).await {
+            log::warn!("stopping container {name}: {e}");
         }
-        Some(next)
+    }
+
+    /// A container waits out its crash-loop back-off: its waiting reason
+    /// and kubelet's `BackOff` event.
+    fn back_off(&self, uid: &str, pod: &Pod, name: &str) {
+        let delay = self
+            .backoff
+            .borrow()
+            .delay(&Backoff::key(uid, name))
+            .unwrap_or_default();
+        let msg = format!(
+            "back-off {} restarting failed container={} pod={}_{}({})",
+            crate::config::duration::format(delay),
+            name,
+            accessors::name(pod),
+            accessors::namespace(pod),
+            uid
+        );
+        let w = Waiting {
+            reason: "CrashLoopBackOff".into(),
+            message: msg,
+        };
+        let text = format!(
+            "Back-off restarting failed container {name} in pod {}_{}({uid})",
+            accessors::name(pod),
+            accessors::namespace(pod),
+        );
+        self.event(pod, Some(name), true, "BackOff", &text);
+        self.set_waiting(uid, name, Some(w));
     }
 
     /// A deleted pod: terminate it and forget it (unless a source wants it
     /// again meanwhile).
-    async fn finish_pod(&self, uid: &str, pod: &Pod, observed: &ObservedPod) -> Option<Duration> {
-        let mut observed = observed.clone();
+    async fn sync_deleted(&self, uid: &str, pod: &Pod, observed: ObservedPod) -> Option<Duration> {
+        let mut observed = observed;
         if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
             e.observed_at = None; // terminating changes the runtime
         }
@@ -484,36 +592,32 @@ impl<R: RuntimeService> Agent<R> {
                 observed = o;
             }
         }
-        match Box::pin(self.terminate_pod(pod, &observed, true)).await {
-            Ok(()) => {
-                let last = {
-                    let mut pods = self.pods.borrow_mut();
-                    if !pods.get(uid).is_some_and(|e| e.deleted) {
-                        return Some(Duration::ZERO); // wanted again: sync it
-                    }
-                    log::info!("pod {} terminated", full_name(pod));
-                    let last = pods.get(uid).map(|e| self.pod_status(e));
-                    pods.remove(uid);
-                    self.last_forgotten.set(Some(Instant::now()));
-                    last
-                };
-                if pod.metadata.deletion_timestamp.is_some() {
-                    self.sources.borrow_mut().finished.insert(uid.to_string());
-                }
-                if let Some(status) = last {
-                    self.report_terminated(pod, &status);
-                }
-                self.release_user_ns(uid);
-                self.backoff.borrow_mut().forget_pod(uid);
-                self.images.forget_pod(uid);
-                self.recent_events.borrow_mut().forget(uid);
-                None
-            }
-            Err(e) => {
-                log::warn!("terminating pod {}: {e}; will retry", full_name(pod));
-                Some(RETRY_AFTER_ERROR)
-            }
+        if let Err(e) = Box::pin(self.terminate_pod(pod, &observed, true)).await {
+            log::warn!("terminating pod {}: {e}; will retry", full_name(pod));
+            return Some(RETRY_AFTER_ERROR);
         }
+        let last = {
+            let mut pods = self.pods.borrow_mut();
+            if !pods.get(uid).is_some_and(|e| e.lifecycle.is_deleted()) {
+                return Some(Duration::ZERO); // wanted again: sync it
+            }
+            log::info!("pod {} terminated", full_name(pod));
+            let last = pods.get(uid).map(|e| self.pod_status(e));
+            pods.remove(uid);
+            self.last_forgotten.set(Some(Instant::now()));
+            last
+        };
+        if pod.metadata.deletion_timestamp.is_some() {
+            self.sources.borrow_mut().finished.insert(uid.to_string());
+        }
+        if let Some(status) = last {
+            self.report_terminated(pod, &status);
+        }
+        self.release_user_ns(uid);
+        self.backoff.borrow_mut().forget_pod(uid);
+        self.images.forget_pod(uid);
+        self.recent_events.borrow_mut().forget(uid);
+        None
     }
 
     fn record_observed(&self, uid: &str, observed: &ObservedPod) {
@@ -625,14 +729,9 @@ impl<R: RuntimeService> Agent<R> {
         remove: bool,
     ) -> Result<(), String> {
         // An evicted pod gets the eviction's grace period when shorter.
-        let evicted = self
-            .pods
-            .borrow()
-            .get(accessors::uid(pod))
-            .and_then(|e| e.evicted.as_ref().map(|v| v.grace));
-        let grace = evicted.map_or_else(
+        let grace = self.pods.borrow().get(accessors::uid(pod)).map_or_else(
             || facts::grace_period(pod),
-            |g| g.min(facts::grace_period(pod)),
+            |e| e.lifecycle.grace_period(facts::grace_period(pod)),
         );
         let began = Instant::now();
         for wave in plan::termination_waves(pod, observed.running()) {

@@ -462,7 +462,9 @@ fn a_source_that_is_not_ready_keeps_its_pods_containers() {
     // The first successful read says the pod is gone: now it is removed.
     apply(&second, file_set(Vec::new()));
     pleg_pass(&second);
-    assert!(second.pods.borrow()[crate::pod::uid(&pod)].deleted);
+    assert!(second.pods.borrow()[crate::pod::uid(&pod)]
+        .lifecycle
+        .is_deleted());
     assert_eq!(sync(&second, &pod), None, "terminated and forgotten");
     assert!(node.runtime.containers().is_empty());
     assert!(node.runtime.sandbox_ids().is_empty());
@@ -584,7 +586,7 @@ fn a_pod_deleted_in_the_api_is_terminated_once_and_reported_to_the_sink() {
         ));
     deleting.metadata.deletion_grace_period_seconds = Some(5);
     apply(&agent, api_set(vec![deleting.clone()]));
-    assert!(agent.pods.borrow()["api-uid-9"].deleted);
+    assert!(agent.pods.borrow()["api-uid-9"].lifecycle.is_deleted());
     assert_eq!(sync(&agent, &deleting), None, "terminated and forgotten");
     assert!(node.running().is_empty());
     let stops: Vec<_> = node
