@@ -85,6 +85,8 @@ mod observe;
 mod probes;
 mod recent_events;
 mod running;
+#[cfg(test)]
+mod sandbox_tests;
 mod sd_notify;
 mod sources;
 mod start;
@@ -92,6 +94,7 @@ mod status;
 mod streaming;
 mod summary;
 mod sync;
+mod terminate;
 mod termination_message;
 #[cfg(test)]
 mod tests;
@@ -210,6 +213,11 @@ struct PodEntry {
     start_measured: bool,
     /// Sandbox IPs by sandbox ID (a sandbox's IP never changes).
     sandbox_ips: HashMap<String, (String, Vec<String>)>,
+    /// Sandboxes a container could not join because their namespaces are
+    /// gone (`cri::sandbox_namespaces_gone`): taken as not ready whatever
+    /// the runtime lists, so the plan replaces them. Dropped once the
+    /// runtime no longer lists them ready.
+    dead_sandboxes: Vec<String>,
     containers: Containers,
     /// The spec's warnings were logged (once per pod).
     warned: bool,

@@ -335,8 +335,59 @@ impl<R: RuntimeService> Agent<R> {
             };
             obs.containers.push(observed_container(c, status));
         }
+        self.forget_dead_sandboxes(uid, &mut obs);
         obs.normalize();
         Ok(obs)
+    }
+
+    /// Takes the pod's dead sandboxes (`PodEntry::dead_sandboxes`) as not
+    /// ready in `obs`, and forgets those the runtime no longer lists ready.
+    fn forget_dead_sandboxes(&self, uid: &str, obs: &mut ObservedPod) {
+        let mut pods = self.pods.borrow_mut();
+        let Some(e) = pods.get_mut(uid) else { return };
+        if e.dead_sandboxes.is_empty() {
+            return;
+        }
+        e.dead_sandboxes
+            .retain(|id| obs.sandboxes.iter().any(|s| &s.id == id && s.ready));
+        for s in &mut obs.sandboxes {
+            if e.dead_sandboxes.contains(&s.id) {
+                s.ready = false;
+            }
+        }
+    }
+
+    /// A container could not join sandbox `id`: its namespaces are gone
+    /// (its pause process died and the runtime missed it, as after a power
+    /// cut). The runtime may list it ready forever, and every container
+    /// started in it fails; kubelet would retry them in it until the
+    /// runtime noticed. picolet stops it, and takes it as not ready from
+    /// now on even if the stop fails, so the next sync creates a new
+    /// sandbox.
+    pub(super) async fn sandbox_dead(
+        &self,
+        uid: &str,
+        pod: &k8s_openapi::api::core::v1::Pod,
+        id: &str,
+    ) {
+        log::warn!(
+            "sandbox {id} of pod {}: its namespaces are gone though the runtime lists it ready; \
+             replacing it",
+            crate::pod::accessors::full_name(pod)
+        );
+        if let Some(e) = self.pods.borrow_mut().get_mut(uid) {
+            if !e.dead_sandboxes.iter().any(|d| d == id) {
+                e.dead_sandboxes.push(id.to_string());
+            }
+            e.observed_at = None;
+        }
+        let req = api::StopPodSandboxRequest {
+            pod_sandbox_id: id.to_string(),
+        };
+        match self.runtime.stop_pod_sandbox(req).await {
+            Err(e) if !e.is_not_found() => log::warn!("stopping dead sandbox {id}: {e}"),
+            _ => {}
+        }
     }
 
     /// The sandbox this worker just created, as [`Agent::observe`] would

@@ -372,6 +372,7 @@ impl<R: RuntimeService> Agent<R> {
             seen_unix_nanos: now_unix_nanos(),
             start_measured: false,
             sandbox_ips: HashMap::new(),
+            dead_sandboxes: Vec::new(),
             containers: Default::default(),
             warned: false,
             volume_digests: HashMap::new(),
