@@ -313,11 +313,12 @@ fn label(v: &str) -> String {
 }
 
 /// One metric family: its header, then one sample per `(labels, value)`
-/// (labels with their braces, or empty), each at the scrape's time. A
-/// family without samples is left out, as kubelet leaves it.
+/// (labels with their braces, or empty), each at the scrape's time when
+/// `now_unix_ms` is given. A family without samples is left out, as
+/// kubelet leaves it.
 fn family(
     out: &mut String,
-    now_unix_ms: i64,
+    now_unix_ms: Option<i64>,
     (name, kind, help): (&str, &str, &str),
     samples: impl IntoIterator<Item = (String, String)>,
 ) {
@@ -327,9 +328,17 @@ fn family(
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
             header = true;
         }
-        let _ = writeln!(out, "{name}{labels} {value} {now_unix_ms}");
+        match now_unix_ms {
+            Some(ms) => writeln!(out, "{name}{labels} {value} {ms}"),
+            None => writeln!(out, "{name}{labels} {value}"),
+        }
+        .expect("writing to a String");
     }
 }
+
+/// The one family whose samples carry no time, as kubelet's: its value is
+/// a time already.
+const UNSTAMPED: &str = "container_start_time_seconds";
 
 /// Nanoseconds as seconds.
 fn secs(ns: u64) -> String {
@@ -376,7 +385,12 @@ fn node_metrics(out: &mut String, node: &NodeStats, now_unix_ms: i64) {
         ),
     ];
     for (head, value) in families {
-        family(out, now_unix_ms, head, value.map(|v| (String::new(), v)));
+        family(
+            out,
+            Some(now_unix_ms),
+            head,
+            value.map(|v| (String::new(), v)),
+        );
     }
 }
 
@@ -468,7 +482,8 @@ const POD_FAMILIES: [((&str, &str, &str), PodGet); 3] = [
 /// names: node, pod and container CPU time, working set and swap, each
 /// container's swap limit and start time, and whether reading failed
 /// (`scrape_error` is the older name of `resource_scrape_error`). Samples
-/// carry the scrape's time in milliseconds. kubelet has no pressure
+/// carry the scrape's time in milliseconds, except the containers' start
+/// times, which carry none (as kubelet's). kubelet has no pressure
 /// families here (they are cAdvisor's, on `/metrics/cadvisor`).
 pub fn resource_metrics(s: &Summary, scrape_failed: bool, now_unix_ms: i64) -> String {
     let mut out = String::new();
@@ -480,14 +495,15 @@ pub fn resource_metrics(s: &Summary, scrape_failed: bool, now_unix_ms: i64) -> S
                 Some((labels, get(c)?))
             })
         });
-        family(&mut out, now_unix_ms, head, samples);
+        let stamp = (head.0 != UNSTAMPED).then_some(now_unix_ms);
+        family(&mut out, stamp, head, samples);
     }
     for (head, get) in POD_FAMILIES {
         let samples = s
             .pods
             .iter()
             .filter_map(|p| Some((format!("{{{}}}", pod_labels(p)), get(p)?)));
-        family(&mut out, now_unix_ms, head, samples);
+        family(&mut out, Some(now_unix_ms), head, samples);
     }
     let failed = u8::from(scrape_failed);
     for (name, help) in [
@@ -638,7 +654,7 @@ mod tests {
             "node_memory_working_set_bytes 1000 1234",
             r#"container_cpu_usage_seconds_total{container="app",namespace="edge",pod="web"} 1.5 1234"#,
             r#"container_memory_working_set_bytes{container="app",namespace="edge",pod="web"} 300 1234"#,
-            r#"container_start_time_seconds{container="app",namespace="edge",pod="web"} 1796101200 1234"#,
+            r#"container_start_time_seconds{container="app",namespace="edge",pod="web"} 1796101200"#,
             r#"pod_cpu_usage_seconds_total{namespace="edge",pod="web"} 2 1234"#,
             r#"pod_memory_working_set_bytes{namespace="edge",pod="web"} 400 1234"#,
             "# TYPE container_cpu_usage_seconds_total counter",
