@@ -22,13 +22,12 @@
 //! - `config_volumes.rs`: configMap, secret, downwardAPI and projected
 //!   volumes (tmpfs for secrets), written by `atomic_writer.rs` (kubelet's
 //!   `..data` swap) at a container's start and refreshed at every sync;
-//! - `logs.rs`: container log rotation; `container_logs.rs`: serving a
-//!   container's log (`/containerLogs/...`);
-//! - `eviction.rs`: node-pressure eviction (kernel stats, the pure
-//!   manager, reclaim, one pod per pass) and the pressure conditions;
-//! - `image_gc.rs`: image GC (thresholds, LRU), run by the eviction task;
+//! - `container_logs.rs`: serving a container's log (`/containerLogs/...`);
+//! - `housekeeping/`: node-pressure eviction (kernel stats, the pure
+//!   manager, reclaim, one pod per pass) and the pressure conditions,
+//!   image GC (thresholds, LRU), the GC task ([`crate::gc::collect`], log
+//!   dirs, cgroups) and container log rotation;
 //! - `sd_notify.rs`: systemd's readiness notifications (`Type=notify`);
-//! - `gc.rs`: the GC task ([`crate::gc::collect`], log dirs, cgroups);
 //! - `summary.rs`: `/stats/summary` and `/metrics/resource` (kernel
 //!   stats per node, pod and container; CPU rates between scrapes);
 //! - `status.rs`: pod status assembly for the admin socket and for a
@@ -68,17 +67,10 @@ mod config;
 mod config_tests;
 mod config_volumes;
 mod container_logs;
-mod eviction;
-#[cfg(test)]
-mod eviction_tests;
-mod eviction_usage;
-mod gc;
 mod host_files;
-mod image_gc;
+mod housekeeping;
 mod images;
 mod lifecycle;
-mod logs;
-mod memory_notify;
 mod node;
 mod node_view;
 mod observe;
@@ -322,8 +314,8 @@ pub struct Agent<R: RuntimeService = Runtime> {
     /// CreateContainer + StartContainer in flight at most (see `sync.rs`,
     /// taken in `start.rs`).
     container_starts: smol::lock::Semaphore,
-    eviction: eviction::EvictionState,
-    image_gc: RefCell<image_gc::ImageGcState>,
+    eviction: housekeeping::eviction::EvictionState,
+    image_gc: RefCell<housekeeping::image_gc::ImageGcState>,
     /// Where API pods' ConfigMaps and Secrets are looked up (`None`:
     /// standalone).
     config_objects: RefCell<Option<Rc<dyn ConfigObjects>>>,
@@ -413,8 +405,8 @@ impl<R: RuntimeService> Agent<R> {
             event_sink: RefCell::new(None),
             sandbox_starts: smol::lock::Semaphore::new(sync::SANDBOX_STARTS_IN_FLIGHT),
             container_starts: smol::lock::Semaphore::new(sync::CONTAINER_STARTS_IN_FLIGHT),
-            eviction: eviction::EvictionState::new(&cfg),
-            image_gc: RefCell::new(image_gc::ImageGcState::default()),
+            eviction: housekeeping::eviction::EvictionState::new(&cfg),
+            image_gc: RefCell::new(housekeeping::image_gc::ImageGcState::default()),
             config_objects: RefCell::new(None),
             services: RefCell::new(None),
             tmpfs_warned: std::cell::Cell::new(false),

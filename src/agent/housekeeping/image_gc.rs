@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::Agent;
+use crate::agent::Agent;
 use crate::cri::{api, RuntimeService};
 use crate::node::eviction::{Observations, Signal};
 use crate::node::image_gc::{self, Image, ImageGc, Policy};
@@ -19,7 +19,7 @@ const DETECT_PERIOD: Duration = Duration::from_secs(300);
 
 /// The image GC's memory between passes.
 #[derive(Debug, Default)]
-pub(super) struct ImageGcState {
+pub(in crate::agent) struct ImageGcState {
     gc: ImageGc,
     last_detect: Option<Instant>,
 }
@@ -35,7 +35,7 @@ impl<R: RuntimeService> Agent<R> {
 
     /// Runs image GC when imagefs (`obs`) is past the high threshold, or
     /// records image use when that was last done [`DETECT_PERIOD`] ago.
-    pub(super) async fn image_gc_if_due(&self, obs: &Observations) {
+    pub(in crate::agent) async fn image_gc_if_due(&self, obs: &Observations) {
         let policy = self.image_gc_policy();
         let due = obs
             .get(Signal::ImageFsAvailable)
@@ -53,7 +53,7 @@ impl<R: RuntimeService> Agent<R> {
     /// Lists images and containers and records their use; with `free`,
     /// removes unused images until that many bytes are freed (`u64::MAX`:
     /// every image that may go). Returns the bytes freed.
-    pub(super) async fn image_gc_pass(&self, free: Option<u64>) -> u64 {
+    pub(in crate::agent) async fn image_gc_pass(&self, free: Option<u64>) -> u64 {
         let images = match self
             .runtime
             .list_images(api::ListImagesRequest::default())

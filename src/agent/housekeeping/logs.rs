@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
-use super::Agent;
+use crate::agent::Agent;
 use crate::cri::{api, RuntimeService};
 use crate::pleg::State;
 use crate::pod::facts;
@@ -18,7 +18,7 @@ use crate::rt;
 const ROTATION_PERIOD: Duration = Duration::from_secs(10);
 
 impl<R: RuntimeService> Agent<R> {
-    pub(super) async fn log_rotation_loop(self: Rc<Self>) {
+    pub(in crate::agent) async fn log_rotation_loop(self: Rc<Self>) {
         loop {
             rt::sleep(ROTATION_PERIOD).await;
             self.rotate_logs().await;

@@ -13,8 +13,8 @@ use std::fs;
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::host_files::remove_dir_logged;
-use super::Agent;
+use crate::agent::host_files::remove_dir_logged;
+use crate::agent::Agent;
 use crate::cri::{api, RuntimeService};
 use crate::gc;
 use crate::rt;
@@ -23,7 +23,7 @@ const GC_PERIOD: Duration = Duration::from_secs(60);
 const GC_FIRST: Duration = Duration::from_secs(10);
 
 impl<R: RuntimeService> Agent<R> {
-    pub(super) async fn gc_loop(self: Rc<Self>) {
+    pub(in crate::agent) async fn gc_loop(self: Rc<Self>) {
         rt::sleep(GC_FIRST).await;
         loop {
             self.collect_garbage().await;
@@ -108,7 +108,7 @@ impl<R: RuntimeService> Agent<R> {
 
     /// Removes a dead container and the log file the runtime leaves behind
     /// (GC, and the pod worker's pruning of init containers).
-    pub(super) async fn remove_container(&self, id: String) {
+    pub(in crate::agent) async fn remove_container(&self, id: String) {
         log::debug!("GC: removing dead container {id}");
         let log_path = match self
             .runtime

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::PodSpec;
 
-use super::Agent;
+use crate::agent::Agent;
 use crate::cri::RuntimeService;
 use crate::node::eviction::{self, Condition, PodUsage};
 use crate::node::stats::{self, Buf, StatsError};
@@ -20,7 +20,7 @@ use crate::qos;
 impl<R: RuntimeService> Agent<R> {
     /// The pods eviction may choose from (running, not already evicted or
     /// being deleted), with the usage `signal`'s ranking needs.
-    pub(super) fn pod_usages(&self, signal: eviction::Signal) -> Vec<PodUsage> {
+    pub(in crate::agent) fn pod_usages(&self, signal: eviction::Signal) -> Vec<PodUsage> {
         let condition = signal.condition();
         let parts = eviction::disk_parts(signal, self.eviction.separate_imagefs.get());
         let pods = self.pods.borrow();
@@ -37,7 +37,7 @@ impl<R: RuntimeService> Agent<R> {
             .map(|(uid, e)| {
                 let pod = &e.pod;
                 let spec = accessors::spec(pod);
-                let cgroup = super::start::cgroup_parent(pod, self.cgroups.as_ref());
+                let cgroup = crate::agent::start::cgroup_parent(pod, self.cgroups.as_ref());
                 let cg = |controller| {
                     (!cgroup.is_empty()).then(|| {
                         stats::cgroup_dir(&paths.cgroup_mount, paths.version, controller, &cgroup)

@@ -5,7 +5,7 @@
 //! pod past its `activeDeadlineSeconds`, which is stopped and failed like
 //! an evicted pod.
 
-use super::tests::{
+use crate::agent::tests::{
     api_pod, api_pod_from, api_set, apply, low_memory, memory_threshold, sync, Node,
 };
 use crate::source::PodSource;
@@ -35,12 +35,12 @@ fn a_guaranteed_pod_not_measured_yet_stays_and_the_besteffort_hog_its_cgroup_rep
 
     // Only the hog's cgroup exists (v2: memory.current, memory.stat); the
     // Guaranteed pod's has not been created yet.
-    let cgroup = super::start::cgroup_parent(&hog, agent.cgroups.as_ref());
+    let cgroup = crate::agent::start::cgroup_parent(&hog, agent.cgroups.as_ref());
     let dir = node.cgroup_mount().join(cgroup.trim_start_matches('/'));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("memory.current"), format!("{}\n", 600u64 << 20)).unwrap();
     std::fs::write(dir.join("memory.stat"), "anon 600\ninactive_file 0\n").unwrap();
-    let guaranteed_cgroup = super::start::cgroup_parent(&guaranteed, agent.cgroups.as_ref());
+    let guaranteed_cgroup = crate::agent::start::cgroup_parent(&guaranteed, agent.cgroups.as_ref());
     assert!(!node
         .cgroup_mount()
         .join(guaranteed_cgroup.trim_start_matches('/'))

@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use super::lifecycle::Evicted;
 use super::memory_notify::{keeps, usage_threshold, EventsWatch, MemoryNotifier, PsiTrigger};
-use super::Agent;
+use crate::agent::lifecycle::Evicted;
+use crate::agent::Agent;
 use crate::cri::RuntimeService;
 use crate::node::eviction::{
     self, threshold, Condition, Conditions, Manager, Observation, Observations, PressureCell,
@@ -44,7 +44,7 @@ const EARLY_PASS_GAP: Duration = Duration::from_secs(1);
 
 /// What the last pass saw, for `picolet get node`.
 #[derive(Clone, Debug, Default)]
-pub(super) struct EvictionView {
+pub(in crate::agent) struct EvictionView {
     pub observations: Observations,
     pub met: Vec<Threshold>,
     /// How long reading the node's stats and stepping the manager took
@@ -57,10 +57,10 @@ pub(super) struct EvictionView {
 }
 
 /// The eviction task's state.
-pub(super) struct EvictionState {
+pub(in crate::agent) struct EvictionState {
     manager: RefCell<Manager>,
-    pub(super) paths: RefCell<NodePaths>,
-    pub(super) buf: RefCell<Buf>,
+    pub(in crate::agent) paths: RefCell<NodePaths>,
+    pub(in crate::agent) buf: RefCell<Buf>,
     pressure: PressureCell,
     view: RefCell<EvictionView>,
     /// A stats file that failed, logged once until it works again.
@@ -71,14 +71,14 @@ pub(super) struct EvictionState {
     /// Passes a memory notification brought forward (`picolet get node`).
     notified_passes: std::cell::Cell<u64>,
     /// The last pass found imagefs on its own filesystem (disk ranking).
-    pub(super) separate_imagefs: std::cell::Cell<bool>,
+    pub(in crate::agent) separate_imagefs: std::cell::Cell<bool>,
     /// Node allocatable was written into `kubepods` (the Node's
     /// `NodeAllocatableEnforced` event).
     allocatable_enforced: std::rc::Rc<std::cell::Cell<bool>>,
 }
 
 impl EvictionState {
-    pub fn new(cfg: &super::AgentConfig) -> EvictionState {
+    pub fn new(cfg: &crate::agent::AgentConfig) -> EvictionState {
         let version =
             crate::cgroups::detect(&cfg.cgroup_mount).unwrap_or(crate::cgroups::CgroupVersion::V1);
         let root = cfg.cgroup_root.trim_matches('/');
@@ -116,7 +116,7 @@ impl EvictionState {
 
 impl<R: RuntimeService> Agent<R> {
     /// Where the node's stats are read (`/stats/summary` reads there too).
-    pub(super) fn stats_paths(&self) -> NodePaths {
+    pub(in crate::agent) fn stats_paths(&self) -> NodePaths {
         self.eviction.paths.borrow().clone()
     }
 
@@ -130,7 +130,7 @@ impl<R: RuntimeService> Agent<R> {
         self.eviction.allocatable_enforced.clone()
     }
 
-    pub(super) async fn eviction_loop(self: Rc<Self>) {
+    pub(in crate::agent) async fn eviction_loop(self: Rc<Self>) {
         if self.eviction.manager.borrow().thresholds().is_empty() {
             log::info!("eviction: no thresholds configured; node-pressure eviction is off");
         }
@@ -371,7 +371,7 @@ impl<R: RuntimeService> Agent<R> {
     }
 
     /// One pass: measure, decide, reclaim, evict at most one pod.
-    pub(super) async fn eviction_pass(self: &Rc<Self>) {
+    pub(in crate::agent) async fn eviction_pass(self: &Rc<Self>) {
         let started = Instant::now();
         let obs = self.observe_node();
         let decision = self
@@ -411,7 +411,7 @@ impl<R: RuntimeService> Agent<R> {
         // to POD_CLEANUP_TIMEOUT to stop and hand its memory back before
         // another is chosen; a notified pass a second after an eviction
         // sees the same pressure and must not take a second pod for it.
-        let now_secs = super::now_unix_nanos() / 1_000_000_000;
+        let now_secs = crate::agent::now_unix_nanos() / 1_000_000_000;
         let cleaning = self.pods.borrow().values().any(|e| {
             e.lifecycle.evicted().is_some_and(|ev| {
                 e.observed.is_active()
@@ -447,7 +447,7 @@ impl<R: RuntimeService> Agent<R> {
     }
 
     /// Marks the first pod of the ranking as evicted and wakes its worker.
-    pub(super) fn evict_one(&self, threshold: &Threshold, observed: Observation) {
+    pub(in crate::agent) fn evict_one(&self, threshold: &Threshold, observed: Observation) {
         let mut ranked = self.pod_usages(threshold.signal);
         eviction::rank(threshold.signal, &mut ranked);
         let Some(victim) = ranked.first() else {
@@ -480,7 +480,7 @@ impl<R: RuntimeService> Agent<R> {
                 message,
                 grace,
                 condition: Some(threshold.signal.condition()),
-                at_unix: super::now_unix_nanos() / 1_000_000_000,
+                at_unix: crate::agent::now_unix_nanos() / 1_000_000_000,
             });
         }
         self.wake(&victim.uid);
@@ -565,7 +565,7 @@ impl<R: RuntimeService> Agent<R> {
     }
 
     /// Brings back evicted static (and critical) pods whose pressure ended.
-    pub(super) fn readmit_static_pods(&self, now: Conditions) {
+    pub(in crate::agent) fn readmit_static_pods(&self, now: Conditions) {
         let back: Vec<String> = {
             let mut pods = self.pods.borrow_mut();
             pods.iter_mut()
