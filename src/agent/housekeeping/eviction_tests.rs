@@ -5,6 +5,7 @@
 //! pod past its `activeDeadlineSeconds`, which is stopped and failed like
 //! an evicted pod.
 
+use crate::agent::housekeeping::HousekeepingHost as _;
 use crate::agent::tests::{
     api_pod, api_pod_from, api_set, apply, low_memory, memory_threshold, sync, Node,
 };
@@ -46,7 +47,10 @@ fn a_guaranteed_pod_not_measured_yet_stays_and_the_besteffort_hog_its_cgroup_rep
         .join(guaranteed_cgroup.trim_start_matches('/'))
         .exists());
 
-    let usages = agent.pod_usages(crate::node::eviction::Signal::MemoryAvailable);
+    let usages = agent.housekeeping.pod_usages(
+        &agent.eviction_candidates(),
+        crate::node::eviction::Signal::MemoryAvailable,
+    );
     let of = |uid: &str| {
         usages
             .iter()
@@ -56,7 +60,9 @@ fn a_guaranteed_pod_not_measured_yet_stays_and_the_besteffort_hog_its_cgroup_rep
     };
     assert_eq!((of("hog-uid"), of("guaranteed-uid")), (600 << 20, 0));
 
-    agent.evict_one(&memory_threshold(), low_memory());
+    agent
+        .housekeeping
+        .evict_one(&*agent, &memory_threshold(), low_memory());
     let pods = agent.pods.borrow();
     assert!(
         pods["hog-uid"].lifecycle.evicted().is_some(),

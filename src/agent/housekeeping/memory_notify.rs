@@ -44,7 +44,7 @@ use crate::node::stats::Buf;
 
 /// One armed notification; dropping it (closing the eventfd) unregisters
 /// it in the kernel.
-pub(in crate::agent) struct MemoryNotifier {
+pub(super) struct MemoryNotifier {
     efd: Async<OwnedFd>,
     _usage: File,
     /// The usage it fires at.
@@ -55,13 +55,13 @@ pub(in crate::agent) struct MemoryNotifier {
 /// `wanted` on a node of `capacity`: within 1% of capacity (2.5 MiB on a
 /// 256 MiB board, far inside kubelet's smallest useful thresholds; the 10 s
 /// pass measures exactly either way, the notification only wakes it early).
-pub(in crate::agent) fn keeps(armed: u64, wanted: u64, capacity: u64) -> bool {
+pub(super) fn keeps(armed: u64, wanted: u64, capacity: u64) -> bool {
     armed.abs_diff(wanted) <= capacity / 100
 }
 
 /// The root memcg usage at which `memory.available` (capacity minus usage
 /// plus inactive file pages) falls below `threshold`.
-pub(in crate::agent) fn usage_threshold(capacity: u64, threshold: u64, inactive_file: u64) -> u64 {
+pub(super) fn usage_threshold(capacity: u64, threshold: u64, inactive_file: u64) -> u64 {
     capacity
         .saturating_sub(threshold)
         .saturating_add(inactive_file)
@@ -95,7 +95,7 @@ impl MemoryNotifier {
 }
 
 /// The inotify watch on the `kubepods` cgroup's memory events (cgroup v2).
-pub(in crate::agent) struct EventsWatch {
+pub(super) struct EventsWatch {
     fd: Async<OwnedFd>,
     file: PathBuf,
     last: MemoryEvents,
@@ -157,7 +157,7 @@ impl EventsWatch {
 }
 
 /// A PSI trigger, waited for through its own epoll instance.
-pub(in crate::agent) struct PsiTrigger {
+pub(super) struct PsiTrigger {
     _psi: OwnedFd,
     epoll: Async<OwnedFd>,
 }
