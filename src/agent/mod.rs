@@ -22,13 +22,15 @@
 //! - `config_volumes.rs`: configMap, secret, downwardAPI and projected
 //!   volumes (tmpfs for secrets), written by `atomic_writer.rs` (kubelet's
 //!   `..data` swap) at a container's start and refreshed at every sync;
-//! - `logs.rs`: container log rotation; `container_logs.rs`: serving a
-//!   container's log (`/containerLogs/...`);
-//! - `eviction.rs`: node-pressure eviction (kernel stats, the pure
-//!   manager, reclaim, one pod per pass) and the pressure conditions;
-//! - `image_gc.rs`: image GC (thresholds, LRU), run by the eviction task;
+//! - `container_logs.rs`: serving a container's log (`/containerLogs/...`);
+//! - `housekeeping/`: node-pressure eviction (kernel stats, the pure
+//!   manager, reclaim, one pod per pass) and the pressure conditions,
+//!   image GC (thresholds, LRU), the GC task ([`crate::gc::collect`], log
+//!   dirs, cgroups) and container log rotation: a part of its own, which
+//!   sees the pods only through `HousekeepingHost`;
+//! - `housekeeping_host.rs`: `HousekeepingHost` for the agent (the pod
+//!   registry's answers to housekeeping);
 //! - `sd_notify.rs`: systemd's readiness notifications (`Type=notify`);
-//! - `gc.rs`: the GC task ([`crate::gc::collect`], log dirs, cgroups);
 //! - `summary.rs`: `/stats/summary` and `/metrics/resource` (kernel
 //!   stats per node, pod and container; CPU rates between scrapes);
 //! - `status.rs`: pod status assembly for the admin socket and for a
@@ -68,17 +70,11 @@ mod config;
 mod config_tests;
 mod config_volumes;
 mod container_logs;
-mod eviction;
-#[cfg(test)]
-mod eviction_tests;
-mod eviction_usage;
-mod gc;
 mod host_files;
-mod image_gc;
+mod housekeeping;
+mod housekeeping_host;
 mod images;
 mod lifecycle;
-mod logs;
-mod memory_notify;
 mod node;
 mod node_view;
 mod observe;
@@ -330,8 +326,8 @@ pub struct Agent<R: RuntimeService = Runtime> {
     /// CreateContainer + StartContainer in flight at most (see `sync.rs`,
     /// taken in `start.rs`).
     container_starts: smol::lock::Semaphore,
-    eviction: eviction::EvictionState,
-    image_gc: RefCell<image_gc::ImageGcState>,
+    /// Eviction, image GC, the GC task, log rotation: their state.
+    housekeeping: housekeeping::Housekeeping,
     /// Where API pods' ConfigMaps and Secrets are looked up (`None`:
     /// standalone).
     config_objects: RefCell<Option<Rc<dyn ConfigObjects>>>,
@@ -421,8 +417,7 @@ impl<R: RuntimeService> Agent<R> {
             event_sink: RefCell::new(None),
             sandbox_starts: smol::lock::Semaphore::new(sync::SANDBOX_STARTS_IN_FLIGHT),
             container_starts: smol::lock::Semaphore::new(sync::CONTAINER_STARTS_IN_FLIGHT),
-            eviction: eviction::EvictionState::new(&cfg),
-            image_gc: RefCell::new(image_gc::ImageGcState::default()),
+            housekeeping: housekeeping::Housekeeping::new(&cfg),
             config_objects: RefCell::new(None),
             services: RefCell::new(None),
             tmpfs_warned: std::cell::Cell::new(false),
@@ -473,11 +468,17 @@ impl<R: RuntimeService> Agent<R> {
             let me = self.clone();
             tasks.push(rt::spawn(async move { me.pleg_loop().await }));
             let me = self.clone();
-            tasks.push(rt::spawn(async move { me.gc_loop().await }));
+            tasks.push(rt::spawn(
+                async move { me.housekeeping.gc_loop(&*me).await },
+            ));
             let me = self.clone();
-            tasks.push(rt::spawn(async move { me.eviction_loop().await }));
+            tasks.push(rt::spawn(async move {
+                me.housekeeping.eviction_loop(&*me).await
+            }));
             let me = self.clone();
-            tasks.push(rt::spawn(async move { me.log_rotation_loop().await }));
+            tasks.push(rt::spawn(async move {
+                me.housekeeping.log_rotation_loop(&*me).await
+            }));
             if let Some(l) = listener {
                 let router = self.admin_handlers().router();
                 tasks.push(rt::spawn(async move {
@@ -548,6 +549,16 @@ impl<R: RuntimeService> Agent<R> {
                 }
             }
         }
+    }
+
+    /// The node's pressure conditions, kept current by the eviction task.
+    pub fn pressure(&self) -> crate::node::eviction::PressureCell {
+        self.housekeeping.pressure()
+    }
+
+    /// True once node allocatable is on the `kubepods` cgroup.
+    pub fn allocatable_enforced(&self) -> Rc<std::cell::Cell<bool>> {
+        self.housekeeping.allocatable_enforced()
     }
 
     /// Sends kubelet's events to the API server from now on.

@@ -1,6 +1,6 @@
 //! `GET /node` on the admin socket (`picolet get node`): the node's
 //! capacity and allocatable, next to the eviction task's signals,
-//! thresholds and pressure conditions ([`Agent::eviction_json`]); joined to
+//! thresholds and pressure conditions (housekeeping's `eviction_json`); joined to
 //! a cluster, also the API server's state and whether the Node is cordoned
 //! (`unschedulable`).
 //!
@@ -108,7 +108,7 @@ impl<R: RuntimeService> Agent<R> {
             pods: self.cfg.max_pods as u64,
         };
         let alloc = node_allocatable(capacity, &self.cfg.eviction);
-        let mut v = self.eviction_json();
+        let mut v = self.housekeeping.eviction_json();
         v["name"] = Value::String(self.cfg.node_name.clone());
         v["capacity"] = resources(capacity);
         v["allocatable"] = resources(alloc);

@@ -327,7 +327,7 @@ impl<R: RuntimeService> Agent<R> {
 
     /// Reads everything a Summary holds, now.
     fn summary(&self) -> Summary {
-        let paths: NodePaths = self.stats_paths();
+        let paths: NodePaths = self.housekeeping.stats_paths();
         let now = i128::from(now_unix_nanos());
         let mut buf = self.summary.buf.borrow_mut();
         let prev = self.summary.cpu.borrow();

@@ -400,7 +400,7 @@ impl<R: RuntimeService> Agent<R> {
                     "removing exited init container {name} ({id}) of pod {}",
                     full_name(pod)
                 );
-                Box::pin(self.remove_container(id)).await;
+                Box::pin(super::housekeeping::remove_container(&self.runtime, id)).await;
                 Step::Next
             }
             Action::BackOff { name, remaining } => {

@@ -13,6 +13,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::host_files::HostFacts;
+use super::housekeeping::HousekeepingHost as _;
 use super::{Agent, AgentConfig};
 use crate::cri::api::ContainerState;
 use crate::cri::memory::{MemoryContainer, MemoryRuntime};
@@ -438,7 +439,7 @@ fn a_source_that_is_not_ready_keeps_its_pods_containers() {
     // Restart: the manifest directory cannot be read yet.
     let second = node.agent();
     pleg_pass(&second);
-    block_on(Box::pin(second.collect_garbage()));
+    block_on(Box::pin(second.housekeeping.collect_garbage(&*second)));
     assert!(
         second.pods.borrow().is_empty(),
         "no orphan before the source spoke"
@@ -452,7 +453,7 @@ fn a_source_that_is_not_ready_keeps_its_pods_containers() {
         },
     );
     pleg_pass(&second);
-    block_on(Box::pin(second.collect_garbage()));
+    block_on(Box::pin(second.housekeeping.collect_garbage(&*second)));
     assert!(
         second.pods.borrow().is_empty(),
         "an error is not an empty set"
@@ -500,7 +501,7 @@ fn the_pods_of_a_source_that_is_not_ready_survive_another_source_being_ready() {
     second.sources.borrow_mut().configure(PodSource::Api);
     apply(&second, file_set(Vec::new()));
     pleg_pass(&second);
-    block_on(Box::pin(second.collect_garbage()));
+    block_on(Box::pin(second.housekeeping.collect_garbage(&*second)));
     assert!(
         second.pods.borrow().is_empty(),
         "the API pod is no orphan yet"
@@ -691,7 +692,9 @@ fn an_evicted_pod_is_stopped_and_failed_and_static_pods_go_last_and_come_back() 
     assert_eq!(node.running().len(), 4);
 
     // The API pod goes first: the static pod is critical.
-    agent.evict_one(&memory_threshold(), low_memory());
+    agent
+        .housekeeping
+        .evict_one(&*agent, &memory_threshold(), low_memory());
     sync(&agent, &api);
     assert_eq!(node.running().len(), 2, "only the static pod runs");
     let (phase, reason, message) = phase_reason(&agent, "api-uid-1");
@@ -702,7 +705,9 @@ fn an_evicted_pod_is_stopped_and_failed_and_static_pods_go_last_and_come_back() 
     assert_eq!(node.running().len(), 2, "an evicted pod is not restarted");
 
     // Then the static pod, the only one left.
-    agent.evict_one(&memory_threshold(), low_memory());
+    agent
+        .housekeeping
+        .evict_one(&*agent, &memory_threshold(), low_memory());
     sync(&agent, &web);
     assert!(node.running().is_empty());
     let web_uid = crate::pod::uid(&web).to_string();
@@ -728,7 +733,9 @@ fn an_evicted_pod_is_stopped_and_failed_and_static_pods_go_last_and_come_back() 
 fn with_no_pod_left_eviction_does_nothing() {
     let node = Node::new();
     let agent = node.agent();
-    agent.evict_one(&memory_threshold(), low_memory());
+    agent
+        .housekeeping
+        .evict_one(&*agent, &memory_threshold(), low_memory());
     assert!(agent.pods.borrow().is_empty());
 }
 
@@ -743,7 +750,11 @@ fn image_gc_removes_unused_images_and_keeps_the_one_in_use() {
     sync(&agent, &web);
     assert_eq!(node.running().len(), 2);
 
-    let freed = block_on(Box::pin(agent.image_gc_pass(Some(u64::MAX))));
+    let freed = block_on(Box::pin(
+        agent
+            .housekeeping
+            .image_gc_pass(&agent.runtime, Some(u64::MAX)),
+    ));
     assert_eq!(freed, 2 << 20, "two unused images of 1 MiB");
     let left = block_on(Box::pin(
         agent

@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::Agent;
+use super::Housekeeping;
 use crate::cri::{api, RuntimeService};
 use crate::node::eviction::{Observations, Signal};
 use crate::node::image_gc::{self, Image, ImageGc, Policy};
@@ -24,7 +24,7 @@ pub(super) struct ImageGcState {
     last_detect: Option<Instant>,
 }
 
-impl<R: RuntimeService> Agent<R> {
+impl Housekeeping {
     fn image_gc_policy(&self) -> Policy {
         Policy {
             high_threshold_percent: self.cfg.eviction.image_gc_high_threshold_percent,
@@ -35,7 +35,7 @@ impl<R: RuntimeService> Agent<R> {
 
     /// Runs image GC when imagefs (`obs`) is past the high threshold, or
     /// records image use when that was last done [`DETECT_PERIOD`] ago.
-    pub(super) async fn image_gc_if_due(&self, obs: &Observations) {
+    pub(super) async fn image_gc_if_due(&self, runtime: &impl RuntimeService, obs: &Observations) {
         let policy = self.image_gc_policy();
         let due = obs
             .get(Signal::ImageFsAvailable)
@@ -46,27 +46,26 @@ impl<R: RuntimeService> Agent<R> {
             .last_detect
             .is_none_or(|t| t.elapsed() >= DETECT_PERIOD);
         if due.is_some() || detect_due {
-            self.image_gc_pass(due).await;
+            self.image_gc_pass(runtime, due).await;
         }
     }
 
     /// Lists images and containers and records their use; with `free`,
     /// removes unused images until that many bytes are freed (`u64::MAX`:
     /// every image that may go). Returns the bytes freed.
-    pub(super) async fn image_gc_pass(&self, free: Option<u64>) -> u64 {
-        let images = match self
-            .runtime
-            .list_images(api::ListImagesRequest::default())
-            .await
-        {
+    pub(in crate::agent) async fn image_gc_pass(
+        &self,
+        runtime: &impl RuntimeService,
+        free: Option<u64>,
+    ) -> u64 {
+        let images = match runtime.list_images(api::ListImagesRequest::default()).await {
             Ok(r) => r.images,
             Err(e) => {
                 log::warn!("image GC: listing images: {e}");
                 return 0;
             }
         };
-        let containers = match self
-            .runtime
+        let containers = match runtime
             .list_containers(api::ListContainersRequest::default())
             .await
         {
@@ -122,7 +121,7 @@ impl<R: RuntimeService> Agent<R> {
                     ..Default::default()
                 }),
             };
-            match self.runtime.remove_image(req).await {
+            match runtime.remove_image(req).await {
                 Ok(_) => {
                     log::info!("image GC: removed image {id} ({size} bytes)");
                     freed = freed.saturating_add(size);

@@ -5,7 +5,8 @@
 //! pod past its `activeDeadlineSeconds`, which is stopped and failed like
 //! an evicted pod.
 
-use super::tests::{
+use crate::agent::housekeeping::HousekeepingHost as _;
+use crate::agent::tests::{
     api_pod, api_pod_from, api_set, apply, low_memory, memory_threshold, sync, Node,
 };
 use crate::source::PodSource;
@@ -35,18 +36,21 @@ fn a_guaranteed_pod_not_measured_yet_stays_and_the_besteffort_hog_its_cgroup_rep
 
     // Only the hog's cgroup exists (v2: memory.current, memory.stat); the
     // Guaranteed pod's has not been created yet.
-    let cgroup = super::start::cgroup_parent(&hog, agent.cgroups.as_ref());
+    let cgroup = crate::agent::start::cgroup_parent(&hog, agent.cgroups.as_ref());
     let dir = node.cgroup_mount().join(cgroup.trim_start_matches('/'));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("memory.current"), format!("{}\n", 600u64 << 20)).unwrap();
     std::fs::write(dir.join("memory.stat"), "anon 600\ninactive_file 0\n").unwrap();
-    let guaranteed_cgroup = super::start::cgroup_parent(&guaranteed, agent.cgroups.as_ref());
+    let guaranteed_cgroup = crate::agent::start::cgroup_parent(&guaranteed, agent.cgroups.as_ref());
     assert!(!node
         .cgroup_mount()
         .join(guaranteed_cgroup.trim_start_matches('/'))
         .exists());
 
-    let usages = agent.pod_usages(crate::node::eviction::Signal::MemoryAvailable);
+    let usages = agent.housekeeping.pod_usages(
+        &agent.eviction_candidates(),
+        crate::node::eviction::Signal::MemoryAvailable,
+    );
     let of = |uid: &str| {
         usages
             .iter()
@@ -56,7 +60,9 @@ fn a_guaranteed_pod_not_measured_yet_stays_and_the_besteffort_hog_its_cgroup_rep
     };
     assert_eq!((of("hog-uid"), of("guaranteed-uid")), (600 << 20, 0));
 
-    agent.evict_one(&memory_threshold(), low_memory());
+    agent
+        .housekeeping
+        .evict_one(&*agent, &memory_threshold(), low_memory());
     let pods = agent.pods.borrow();
     assert!(
         pods["hog-uid"].lifecycle.evicted().is_some(),

@@ -6,45 +6,27 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
-use super::Agent;
+use super::{Housekeeping, HousekeepingHost};
 use crate::cri::{api, RuntimeService};
-use crate::pleg::State;
-use crate::pod::facts;
 use crate::rt;
 
 const ROTATION_PERIOD: Duration = Duration::from_secs(10);
 
-impl<R: RuntimeService> Agent<R> {
-    pub(super) async fn log_rotation_loop(self: Rc<Self>) {
+impl Housekeeping {
+    /// The log rotation task: a pass every [`ROTATION_PERIOD`].
+    pub(in crate::agent) async fn log_rotation_loop(&self, host: &impl HousekeepingHost) {
         loop {
             rt::sleep(ROTATION_PERIOD).await;
-            self.rotate_logs().await;
+            self.rotate_logs(host.runtime(), host.running_container_logs())
+                .await;
         }
     }
 
-    async fn rotate_logs(&self) {
-        let running: Vec<(String, PathBuf)> = {
-            let pods = self.pods.borrow();
-            pods.values()
-                .flat_map(|e| {
-                    let dir = facts::log_dir(&self.cfg.pod_logs_dir, &e.pod);
-                    e.observed
-                        .containers
-                        .iter()
-                        .filter(|c| c.state == State::Running)
-                        .map(move |c| {
-                            (
-                                c.id.clone(),
-                                dir.join(&c.name).join(format!("{}.log", c.attempt)),
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                })
-                .collect()
-        };
+    /// Rotates the `running` containers' logs (ID, current file) that
+    /// grew past the limit.
+    async fn rotate_logs(&self, runtime: &impl RuntimeService, running: Vec<(String, PathBuf)>) {
         for (id, path) in running {
             let Ok(meta) = fs::metadata(&path) else {
                 continue;
@@ -59,7 +41,7 @@ impl<R: RuntimeService> Agent<R> {
                 continue;
             }
             let req = api::ReopenContainerLogRequest { container_id: id };
-            if let Err(e) = self.runtime.reopen_container_log(req).await {
+            if let Err(e) = runtime.reopen_container_log(req).await {
                 log::warn!("reopening log {}: {e}", path.display());
                 let _ = fs::rename(&rotated, &path);
                 continue;

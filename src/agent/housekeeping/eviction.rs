@@ -6,28 +6,27 @@
 //! containers through the GC pass), measures again, and evicts at most one
 //! pod, the first of kubelet's ranking.
 //!
-//! Evicting moves the pod to [`super::lifecycle::Lifecycle::Evicted`]; its
-//! own worker stops it with the eviction's grace period, and its status
-//! says phase Failed, reason `Evicted`, with the message naming the
-//! signal. An evicted static pod comes back when the pressure that evicted
-//! it is over. This file decides nothing itself: it reads, asks the pure
-//! manager and executes.
+//! Evicting asks the pod side ([`super::HousekeepingHost::evict`]) to move
+//! the pod to [`crate::agent::lifecycle::Lifecycle::Evicted`]; its own
+//! worker stops it with the eviction's grace period, and its status says
+//! phase Failed, reason `Evicted`, with the message naming the signal. An
+//! evicted static pod comes back when the pressure that evicted it is over
+//! ([`super::HousekeepingHost::readmit_static_pods`]). This file decides
+//! nothing itself: it reads, asks the pure manager and executes.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use super::lifecycle::Evicted;
 use super::memory_notify::{keeps, usage_threshold, EventsWatch, MemoryNotifier, PsiTrigger};
-use super::Agent;
+use super::{Housekeeping, HousekeepingHost};
+use crate::agent::lifecycle::Evicted;
 use crate::cri::RuntimeService;
 use crate::node::eviction::{
-    self, threshold, Condition, Conditions, Manager, Observation, Observations, PressureCell,
-    Threshold,
+    self, threshold, Condition, Manager, Observation, Observations, PressureCell, Threshold,
 };
 use crate::node::stats::{self, node::NodePaths, Buf};
-use crate::pod::{accessors, facts};
+use crate::pod::accessors;
 use crate::qos;
 use crate::rt;
 
@@ -61,7 +60,7 @@ pub(super) struct EvictionState {
     manager: RefCell<Manager>,
     pub(super) paths: RefCell<NodePaths>,
     pub(super) buf: RefCell<Buf>,
-    pressure: PressureCell,
+    pub(super) pressure: PressureCell,
     view: RefCell<EvictionView>,
     /// A stats file that failed, logged once until it works again.
     failing: RefCell<Option<String>>,
@@ -74,11 +73,11 @@ pub(super) struct EvictionState {
     pub(super) separate_imagefs: std::cell::Cell<bool>,
     /// Node allocatable was written into `kubepods` (the Node's
     /// `NodeAllocatableEnforced` event).
-    allocatable_enforced: std::rc::Rc<std::cell::Cell<bool>>,
+    pub(super) allocatable_enforced: std::rc::Rc<std::cell::Cell<bool>>,
 }
 
 impl EvictionState {
-    pub fn new(cfg: &super::AgentConfig) -> EvictionState {
+    pub fn new(cfg: &crate::agent::AgentConfig) -> EvictionState {
         let version =
             crate::cgroups::detect(&cfg.cgroup_mount).unwrap_or(crate::cgroups::CgroupVersion::V1);
         let root = cfg.cgroup_root.trim_matches('/');
@@ -114,28 +113,15 @@ impl EvictionState {
     }
 }
 
-impl<R: RuntimeService> Agent<R> {
-    /// Where the node's stats are read (`/stats/summary` reads there too).
-    pub(super) fn stats_paths(&self) -> NodePaths {
-        self.eviction.paths.borrow().clone()
-    }
-
-    /// The node's pressure conditions, kept current by the eviction task.
-    pub fn pressure(&self) -> PressureCell {
-        self.eviction.pressure.clone()
-    }
-
-    /// True once node allocatable is on the `kubepods` cgroup.
-    pub fn allocatable_enforced(&self) -> std::rc::Rc<std::cell::Cell<bool>> {
-        self.eviction.allocatable_enforced.clone()
-    }
-
-    pub(super) async fn eviction_loop(self: Rc<Self>) {
+impl Housekeeping {
+    /// The eviction task: a pass every [`MONITORING_PERIOD`], or sooner
+    /// when a memory notification says so.
+    pub(in crate::agent) async fn eviction_loop(&self, host: &impl HousekeepingHost) {
         if self.eviction.manager.borrow().thresholds().is_empty() {
             log::info!("eviction: no thresholds configured; node-pressure eviction is off");
         }
-        self.find_image_fs().await;
-        self.enforce_node_allocatable();
+        self.find_image_fs(host.runtime()).await;
+        self.enforce_node_allocatable(host);
         let mut notify_failed = false;
         let mut events = self.watch_memory_events();
         let mut psi = events.as_ref().and_then(|_| arm_psi_trigger());
@@ -143,7 +129,7 @@ impl<R: RuntimeService> Agent<R> {
         let mut buf = Buf::new();
         let mut armed = None;
         loop {
-            self.eviction_pass().await;
+            self.eviction_pass(host).await;
             if events.is_some() || psi.is_some() {
                 self.wait_v2(&mut events, &mut psi, &mut buf).await;
                 continue;
@@ -322,12 +308,11 @@ impl<R: RuntimeService> Agent<R> {
 
     /// Asks the runtime where its images live (CRI `ImageFsInfo`); imagefs
     /// is nodefs unless that is another filesystem.
-    async fn find_image_fs(&self) {
+    async fn find_image_fs(&self, runtime: &impl RuntimeService) {
         if self.eviction.paths.borrow().image_dir.is_some() {
             return;
         }
-        match self
-            .runtime
+        match runtime
             .image_fs_info(crate::cri::api::ImageFsInfoRequest {})
             .await
         {
@@ -348,7 +333,7 @@ impl<R: RuntimeService> Agent<R> {
     }
 
     /// The signals now.
-    fn observe_node(&self) -> Observations {
+    fn observe_node(&self, host: &impl HousekeepingHost) -> Observations {
         let mut first_error = None;
         let stats = stats::node::read(
             &self.eviction.paths.borrow(),
@@ -367,13 +352,13 @@ impl<R: RuntimeService> Agent<R> {
             *failing = first_error;
         }
         self.eviction.separate_imagefs.set(stats.imagefs.is_some());
-        eviction::observe(&stats, self.host.allocatable.memory_bytes)
+        eviction::observe(&stats, host.node_capacity().allocatable_memory_bytes)
     }
 
     /// One pass: measure, decide, reclaim, evict at most one pod.
-    pub(super) async fn eviction_pass(self: &Rc<Self>) {
+    async fn eviction_pass(&self, host: &impl HousekeepingHost) {
         let started = Instant::now();
-        let obs = self.observe_node();
+        let obs = self.observe_node(host);
         let decision = self
             .eviction
             .manager
@@ -401,9 +386,9 @@ impl<R: RuntimeService> Agent<R> {
             max_measure_micros,
             passes,
         };
-        self.readmit_static_pods(decision.conditions);
-        self.update_qos_shares();
-        self.image_gc_if_due(&obs).await;
+        host.readmit_static_pods(decision.conditions);
+        self.update_qos_shares(host);
+        self.image_gc_if_due(host.runtime(), &obs).await;
         let Some((threshold, observed)) = decision.act else {
             return;
         };
@@ -411,14 +396,8 @@ impl<R: RuntimeService> Agent<R> {
         // to POD_CLEANUP_TIMEOUT to stop and hand its memory back before
         // another is chosen; a notified pass a second after an eviction
         // sees the same pressure and must not take a second pod for it.
-        let now_secs = super::now_unix_nanos() / 1_000_000_000;
-        let cleaning = self.pods.borrow().values().any(|e| {
-            e.lifecycle.evicted().is_some_and(|ev| {
-                e.observed.is_active()
-                    && now_secs - ev.at_unix < POD_CLEANUP_TIMEOUT.as_secs() as i64
-            })
-        });
-        if cleaning {
+        let now_secs = crate::agent::now_unix_nanos() / 1_000_000_000;
+        if host.evicted_pod_stopping(now_secs - POD_CLEANUP_TIMEOUT.as_secs() as i64) {
             log::info!(
                 "eviction: {} still below its threshold; waiting for the evicted pod to stop first",
                 threshold.signal.as_str()
@@ -431,9 +410,9 @@ impl<R: RuntimeService> Agent<R> {
                 "eviction: {} below its threshold; removing dead containers and unused images first",
                 threshold.signal.as_str()
             );
-            self.collect_garbage().await;
-            self.image_gc_pass(Some(u64::MAX)).await;
-            let obs = self.observe_node();
+            self.collect_garbage(host).await;
+            self.image_gc_pass(host.runtime(), Some(u64::MAX)).await;
+            let obs = self.observe_node(host);
             if !self.eviction.manager.borrow().still_met(&threshold, &obs) {
                 log::info!(
                     "eviction: node-level reclaim relieved {}",
@@ -443,14 +422,23 @@ impl<R: RuntimeService> Agent<R> {
             }
             observed = obs.get(threshold.signal).unwrap_or(observed);
         }
-        self.evict_one(&threshold, observed);
+        self.evict_one(host, &threshold, observed);
     }
 
     /// Marks the first pod of the ranking as evicted and wakes its worker.
-    pub(super) fn evict_one(&self, threshold: &Threshold, observed: Observation) {
-        let mut ranked = self.pod_usages(threshold.signal);
+    pub(in crate::agent) fn evict_one(
+        &self,
+        host: &impl HousekeepingHost,
+        threshold: &Threshold,
+        observed: Observation,
+    ) {
+        let candidates = host.eviction_candidates();
+        let mut ranked = self.pod_usages(&candidates, threshold.signal);
         eviction::rank(threshold.signal, &mut ranked);
-        let Some(victim) = ranked.first() else {
+        let Some(victim) = ranked
+            .first()
+            .and_then(|v| candidates.iter().find(|c| c.uid == v.uid))
+        else {
             log::warn!(
                 "eviction: {} is below its threshold and no pod is left to evict",
                 threshold.signal.as_str()
@@ -458,40 +446,30 @@ impl<R: RuntimeService> Agent<R> {
             return;
         };
         let message = threshold::message(threshold, observed.capacity, observed.available);
-        {
-            let mut pods = self.pods.borrow_mut();
-            let Some(e) = pods.get_mut(&victim.uid) else {
-                return;
-            };
-            let grace = threshold::pod_grace_period(
-                threshold,
-                self.eviction.max_pod_grace,
-                accessors::spec(&e.pod).termination_grace_period_seconds,
-            );
-            log::warn!(
-                "eviction: evicting pod {} (grace {grace}s): {message}",
-                accessors::full_name(&e.pod)
-            );
-            self.event(&e.pod, None, true, "Evicted", &message);
-            self.kubelet_metrics
-                .borrow_mut()
-                .evicted(threshold.signal.as_str());
-            e.lifecycle.evict(Evicted {
-                message,
-                grace,
-                condition: Some(threshold.signal.condition()),
-                at_unix: super::now_unix_nanos() / 1_000_000_000,
-            });
-        }
-        self.wake(&victim.uid);
+        let grace = threshold::pod_grace_period(
+            threshold,
+            self.eviction.max_pod_grace,
+            accessors::spec(&victim.pod).termination_grace_period_seconds,
+        );
+        log::warn!(
+            "eviction: evicting pod {} (grace {grace}s): {message}",
+            accessors::full_name(&victim.pod)
+        );
+        let eviction = Evicted {
+            message,
+            grace,
+            condition: Some(threshold.signal.condition()),
+            at_unix: crate::agent::now_unix_nanos() / 1_000_000_000,
+        };
+        host.evict(&victim.uid, eviction, threshold.signal);
     }
 
     /// Writes node allocatable (capacity minus `systemReserved` and
     /// `kubeReserved`) into the `kubepods` cgroup, once at start, as
     /// kubelet's container manager does with `enforceNodeAllocatable: [pods]`;
     /// without `pods` there, the capacity (kubelet still sizes the cgroup).
-    fn enforce_node_allocatable(&self) {
-        let Some(cg) = &self.cgroups else { return };
+    fn enforce_node_allocatable(&self, host: &impl HousekeepingHost) {
+        let Some(cg) = host.cgroups() else { return };
         let enforce = self.cfg.eviction.enforce_node_allocatable;
         let [system_cgroup, kube_cgroup] = &self.cfg.eviction.reserved_cgroups;
         for (on, key, cgroup) in [
@@ -504,9 +482,10 @@ impl<R: RuntimeService> Agent<R> {
                 );
             }
         }
+        let node = host.node_capacity();
         let capacity = qos::allocatable::Capacity {
-            cpu_millis: self.node.borrow().cpu_millis.unwrap_or(0),
-            memory_bytes: self.host.node_memory,
+            cpu_millis: node.cpu_millis.unwrap_or(0),
+            memory_bytes: node.memory_bytes,
             pids: std::fs::read_to_string("/proc/sys/kernel/pid_max")
                 .ok()
                 .and_then(|s| s.trim().parse().ok()),
@@ -542,16 +521,10 @@ impl<R: RuntimeService> Agent<R> {
 
     /// Recomputes the Burstable and BestEffort cgroups' CPU shares from the
     /// pods' requests (kubelet's QoS container manager), writing on change.
-    fn update_qos_shares(&self) {
-        let Some(cg) = &self.cgroups else { return };
-        let shares = {
-            let pods = self.pods.borrow();
-            qos::allocatable::qos_shares(
-                pods.values()
-                    .filter(|e| e.lifecycle.requests_count(e.observed.is_active()))
-                    .map(|e| accessors::spec(&e.pod)),
-            )
-        };
+    fn update_qos_shares(&self, host: &impl HousekeepingHost) {
+        let Some(cg) = host.cgroups() else { return };
+        let pods = host.requesting_pods();
+        let shares = qos::allocatable::qos_shares(pods.iter().map(|p| accessors::spec(p)));
         if self.eviction.qos_shares.get() == Some(shares) {
             return;
         }
@@ -564,31 +537,9 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 
-    /// Brings back evicted static (and critical) pods whose pressure ended.
-    pub(super) fn readmit_static_pods(&self, now: Conditions) {
-        let back: Vec<String> = {
-            let mut pods = self.pods.borrow_mut();
-            pods.iter_mut()
-                .filter(|(_, e)| facts::is_critical(&e.pod))
-                .filter_map(|(uid, e)| {
-                    let condition = e.lifecycle.readmit(|c| now.get(c))?;
-                    log::info!(
-                        "eviction: {} is over; starting static pod {} again",
-                        condition.as_str(),
-                        accessors::full_name(&e.pod)
-                    );
-                    Some(uid.clone())
-                })
-                .collect()
-        };
-        for uid in back {
-            self.wake(&uid);
-        }
-    }
-
     /// The last pass's signals, thresholds and conditions as JSON (`picolet
     /// get node`).
-    pub fn eviction_json(&self) -> serde_json::Value {
+    pub(in crate::agent) fn eviction_json(&self) -> serde_json::Value {
         let view = self.eviction.view.borrow();
         let manager = self.eviction.manager.borrow();
         let signals: serde_json::Map<String, serde_json::Value> = view

@@ -10,37 +10,31 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::PodSpec;
 
-use super::Agent;
-use crate::cri::RuntimeService;
+use super::{Candidate, Housekeeping};
 use crate::node::eviction::{self, Condition, PodUsage};
 use crate::node::stats::{self, Buf, StatsError};
 use crate::pod::{accessors, facts};
 use crate::qos;
 
-impl<R: RuntimeService> Agent<R> {
-    /// The pods eviction may choose from (running, not already evicted or
-    /// being deleted), with the usage `signal`'s ranking needs.
-    pub(super) fn pod_usages(&self, signal: eviction::Signal) -> Vec<PodUsage> {
+impl Housekeeping {
+    /// The `candidates` eviction may choose from, with the usage
+    /// `signal`'s ranking needs.
+    pub(super) fn pod_usages(
+        &self,
+        candidates: &[Candidate],
+        signal: eviction::Signal,
+    ) -> Vec<PodUsage> {
         let condition = signal.condition();
         let parts = eviction::disk_parts(signal, self.eviction.separate_imagefs.get());
-        let pods = self.pods.borrow();
         let paths = self.eviction.paths.borrow();
         let mut buf = self.eviction.buf.borrow_mut();
-        pods.iter()
-            // Every pod that runs or is starting (its sandbox not observed
-            // yet): a pod whose first containers are filling memory may not
-            // have been observed by the time a notified pass ranks.
-            .filter(|(_, e)| {
-                e.lifecycle.should_run()
-                    && (e.observed.is_active() || e.observed.sandboxes.is_empty())
-            })
-            .map(|(uid, e)| {
-                let pod = &e.pod;
+        candidates
+            .iter()
+            .map(|Candidate { uid, pod, cgroup }| {
                 let spec = accessors::spec(pod);
-                let cgroup = super::start::cgroup_parent(pod, self.cgroups.as_ref());
                 let cg = |controller| {
                     (!cgroup.is_empty()).then(|| {
-                        stats::cgroup_dir(&paths.cgroup_mount, paths.version, controller, &cgroup)
+                        stats::cgroup_dir(&paths.cgroup_mount, paths.version, controller, cgroup)
                     })
                 };
                 let mut u = PodUsage {
