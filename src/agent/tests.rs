@@ -13,7 +13,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::host_files::HostFacts;
-use super::housekeeping::HousekeepingHost as _;
 use super::{Agent, AgentConfig};
 use crate::cri::api::ContainerState;
 use crate::cri::memory::{MemoryContainer, MemoryRuntime};
@@ -146,7 +145,7 @@ pub(super) fn static_pod(yaml: &str) -> Pod {
     .expect("manifest parses")
 }
 
-const WEB: &str = r#"
+pub(super) const WEB: &str = r#"
 apiVersion: v1
 kind: Pod
 metadata: {name: web}
@@ -649,122 +648,6 @@ fn an_api_pod_the_node_refuses_is_reported_failed_once_stays_refused_and_finishe
         [("api-uid-ssd".to_string(), Vec::<String>::new())]
     );
     assert!(node.running().is_empty());
-}
-
-pub(super) fn memory_threshold() -> crate::node::eviction::Threshold {
-    crate::node::eviction::Threshold {
-        signal: crate::node::eviction::Signal::MemoryAvailable,
-        value: crate::config::EvictionThreshold::Quantity(100 << 20),
-        grace_period: Duration::ZERO,
-        min_reclaim: None,
-        hard: true,
-    }
-}
-
-pub(super) fn low_memory() -> crate::node::eviction::Observation {
-    crate::node::eviction::Observation {
-        available: 10 << 20,
-        capacity: 1 << 30,
-    }
-}
-
-fn phase_reason(agent: &Agent<MemoryRuntime>, uid: &str) -> (String, String, String) {
-    let pods = agent.pods.borrow();
-    let st = agent.pod_status(&pods[uid]);
-    (
-        st.phase.unwrap_or_default(),
-        st.reason.unwrap_or_default(),
-        st.message.unwrap_or_default(),
-    )
-}
-
-#[test]
-fn an_evicted_pod_is_stopped_and_failed_and_static_pods_go_last_and_come_back() {
-    let node = Node::new();
-    let agent = node.agent();
-    agent.sources.borrow_mut().configure(PodSource::Api);
-    let web = static_pod(WEB);
-    let api = api_pod("api-uid-1");
-    apply(&agent, file_set(vec![web.clone()]));
-    apply(&agent, api_set(vec![api.clone()]));
-    sync(&agent, &web);
-    sync(&agent, &api);
-    assert_eq!(node.running().len(), 4);
-
-    // The API pod goes first: the static pod is critical.
-    agent
-        .housekeeping
-        .evict_one(&*agent, &memory_threshold(), low_memory());
-    sync(&agent, &api);
-    assert_eq!(node.running().len(), 2, "only the static pod runs");
-    let (phase, reason, message) = phase_reason(&agent, "api-uid-1");
-    assert_eq!((phase.as_str(), reason.as_str()), ("Failed", "Evicted"));
-    assert!(message.contains("low on resource: memory"), "{message}");
-    assert!(message.contains("memory.available"), "{message}");
-    sync(&agent, &api);
-    assert_eq!(node.running().len(), 2, "an evicted pod is not restarted");
-
-    // Then the static pod, the only one left.
-    agent
-        .housekeeping
-        .evict_one(&*agent, &memory_threshold(), low_memory());
-    sync(&agent, &web);
-    assert!(node.running().is_empty());
-    let web_uid = crate::pod::uid(&web).to_string();
-    assert_eq!(phase_reason(&agent, &web_uid).1, "Evicted");
-
-    // Pressure still on: nothing comes back.
-    let mut pressure = crate::node::eviction::Conditions::default();
-    pressure.set(crate::node::eviction::Condition::MemoryPressure);
-    agent.readmit_static_pods(pressure);
-    sync(&agent, &web);
-    assert!(node.running().is_empty());
-
-    // Pressure over: the static pod runs again, the API pod stays evicted.
-    agent.readmit_static_pods(crate::node::eviction::Conditions::default());
-    sync(&agent, &web);
-    sync(&agent, &api);
-    assert_eq!(node.running().len(), 2);
-    assert_ne!(phase_reason(&agent, &web_uid).1, "Evicted");
-    assert_eq!(phase_reason(&agent, "api-uid-1").1, "Evicted");
-}
-
-#[test]
-fn with_no_pod_left_eviction_does_nothing() {
-    let node = Node::new();
-    let agent = node.agent();
-    agent
-        .housekeeping
-        .evict_one(&*agent, &memory_threshold(), low_memory());
-    assert!(agent.pods.borrow().is_empty());
-}
-
-#[test]
-fn image_gc_removes_unused_images_and_keeps_the_one_in_use() {
-    let node = Node::new();
-    node.runtime.add_image("docker.io/library/old:1");
-    node.runtime.add_image("docker.io/library/older:1");
-    let agent = node.agent();
-    let web = static_pod(WEB);
-    apply(&agent, file_set(vec![web.clone()]));
-    sync(&agent, &web);
-    assert_eq!(node.running().len(), 2);
-
-    let freed = block_on(Box::pin(
-        agent
-            .housekeeping
-            .image_gc_pass(&agent.runtime, Some(u64::MAX)),
-    ));
-    assert_eq!(freed, 2 << 20, "two unused images of 1 MiB");
-    let left = block_on(Box::pin(
-        agent
-            .runtime
-            .list_images(crate::cri::api::ListImagesRequest::default()),
-    ))
-    .unwrap()
-    .images;
-    let tags: Vec<_> = left.iter().flat_map(|i| i.repo_tags.clone()).collect();
-    assert_eq!(tags, [IMAGE]);
 }
 
 /// An event sink that records (container, reason, message).
