@@ -80,6 +80,8 @@ fn stats_summary_and_metrics_resource_parse_through_the_node_proxy() {
     assert!(n["cpu"]["usageCoreNanoSeconds"].is_u64(), "{n}");
     assert!(n["memory"]["workingSetBytes"].is_u64(), "{n}");
     assert!(n["memory"]["availableBytes"].is_u64(), "{n}");
+    // Swap, from /proc/meminfo, whether the node has any or not.
+    assert!(n["swap"]["swapUsageBytes"].is_u64(), "{n}");
     assert_fs(&n["fs"], "node.fs");
     assert_fs(&n["runtime"]["imageFs"], "node.runtime.imageFs");
     assert!(n["rlimit"]["maxpid"].is_u64(), "{n}");
@@ -127,6 +129,7 @@ fn stats_summary_and_metrics_resource_parse_through_the_node_proxy() {
     for name in [
         "node_cpu_usage_seconds_total",
         "node_memory_working_set_bytes",
+        "node_swap_usage_bytes",
         "resource_scrape_error",
         "scrape_error",
     ] {
