@@ -6,7 +6,8 @@
 
 use super::meminfo::MemInfo;
 use super::{single, Buf, StatsError};
-use crate::cgroups::CgroupVersion;
+use crate::cgroups::memory::parse_v1_limit;
+use crate::cgroups::{parse_max, CgroupVersion};
 use std::path::Path;
 
 /// One cgroup's (or the node's) swap, in bytes.
@@ -16,19 +17,6 @@ pub struct SwapStats {
     pub usage: u64,
     /// The limit less the usage; `None` when there is no limit.
     pub available: Option<u64>,
-}
-
-/// Limits at or above this mean "no limit": v1 writes its maximum rounded
-/// down to a page (9223372036854771712), not `max`.
-const UNLIMITED: u64 = 1 << 62;
-
-/// Parses a limit file: `max` or a number at or above [`UNLIMITED`] is
-/// `Some(None)` (no limit), a number below it `Some(Some(n))`.
-pub fn parse_limit(text: &str) -> Option<Option<u64>> {
-    if text.trim() == "max" {
-        return Some(None);
-    }
-    single(text).map(|n| (n < UNLIMITED).then_some(n))
 }
 
 /// v2: `memory.swap.current` and `memory.swap.max` (`None`: `max`).
@@ -73,7 +61,7 @@ pub fn read(dir: &Path, version: CgroupVersion, buf: &mut Buf) -> Result<SwapSta
     match version {
         CgroupVersion::V2 => {
             let current = buf.parse(&dir.join("memory.swap.current"), single)?;
-            let max = match buf.parse(&dir.join("memory.swap.max"), parse_limit) {
+            let max = match buf.parse(&dir.join("memory.swap.max"), parse_max) {
                 Ok(max) => max,
                 Err(e) if e.is_not_found() => None,
                 Err(e) => return Err(e),
@@ -83,8 +71,9 @@ pub fn read(dir: &Path, version: CgroupVersion, buf: &mut Buf) -> Result<SwapSta
         CgroupVersion::V1 => {
             let memsw = buf.parse(&dir.join("memory.memsw.usage_in_bytes"), single)?;
             let memory = buf.parse(&dir.join("memory.usage_in_bytes"), single)?;
-            let memsw_limit = buf.parse(&dir.join("memory.memsw.limit_in_bytes"), parse_limit)?;
-            let memory_limit = buf.parse(&dir.join("memory.limit_in_bytes"), parse_limit)?;
+            let memsw_limit =
+                buf.parse(&dir.join("memory.memsw.limit_in_bytes"), parse_v1_limit)?;
+            let memory_limit = buf.parse(&dir.join("memory.limit_in_bytes"), parse_v1_limit)?;
             Ok(from_v1(memory, memsw, memory_limit, memsw_limit))
         }
     }
@@ -97,17 +86,26 @@ mod tests {
 
     #[test]
     fn a_limit_file_says_max_or_a_number() {
-        let table = [
+        // The limit parsers are the cgroup writer's: v2's `max`, v1's
+        // page-rounded maximum.
+        let v2 = [
             ("max\n", Some(None)),
             ("1073741824\n", Some(Some(1 << 30))),
             ("0\n", Some(Some(0))),
-            // v1's "no limit".
-            ("9223372036854771712\n", Some(None)),
             ("", None),
             ("lots\n", None),
         ];
-        for (text, want) in table {
-            assert_eq!(parse_limit(text), want, "{text:?}");
+        for (text, want) in v2 {
+            assert_eq!(parse_max(text), want, "{text:?}");
+        }
+        let v1 = [
+            ("9223372036854771712\n", Some(None)),
+            ("1073741824\n", Some(Some(1 << 30))),
+            ("", None),
+            ("lots\n", None),
+        ];
+        for (text, want) in v1 {
+            assert_eq!(parse_v1_limit(text), want, "{text:?}");
         }
     }
 
