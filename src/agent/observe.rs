@@ -379,7 +379,6 @@ impl<R: RuntimeService> Agent<R> {
             if !e.dead_sandboxes.iter().any(|d| d == id) {
                 e.dead_sandboxes.push(id.to_string());
             }
-            e.observed_at = None;
         }
         let req = api::StopPodSandboxRequest {
             pod_sandbox_id: id.to_string(),
