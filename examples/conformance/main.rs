@@ -6,7 +6,7 @@
 //! demo-cluster`: etcd, kube-apiserver, kube-controller-manager and
 //! kube-scheduler, a private container runtime (containerd, or CRI-O with
 //! `PICOLET_TEST_RUNTIME=crio`) with the suite's images built locally
-//! (tests/images/build-images.sh: agnhost, busybox and nonroot under the
+//! (tests/images/build-images.sh: agnhost, busybox, nonroot and nonewprivs under the
 //! names `e2e.test --list-images` gives; no registry is reachable), and the
 //! node (node.rs). Then `ginkgo --procs=N ... e2e.test --
 //! --provider=skeleton`, a JUnit report, and one `PASS|FAIL|SKIP name` line
@@ -71,7 +71,13 @@ pub const DEFAULT_SKIP: &str =
     r"\[Serial\]|\[Slow\]|\[Disruptive\]|\[Flaky\]|\[Feature:[^\]]+\]|\[sig-windows\]|\[Windows\]";
 
 /// The suite's images built here (tests/images/build-images.sh).
-const E2E_IMAGES: [&str; 4] = ["agnhost", "e2e-busybox", "nonroot", "e2e-pause"];
+const E2E_IMAGES: [&str; 5] = [
+    "agnhost",
+    "e2e-busybox",
+    "nonroot",
+    "nonewprivs",
+    "e2e-pause",
+];
 
 const WORKER_ENV: &str = "PICOLET_CONFORMANCE_WORKER";
 static STOP: AtomicBool = AtomicBool::new(false);

@@ -25,6 +25,10 @@
 #                       names.
 #   OUTDIR/nonroot.tar  registry.k8s.io/e2e-test-images/nonroot:1.5: the
 #                       busybox rootfs with user 1234.
+#   OUTDIR/nonewprivs.tar  registry.k8s.io/e2e-test-images/nonewprivs:1.4:
+#                       the busybox rootfs with our tests/images/nnp.c as
+#                       /usr/local/bin/nnp, setuid root (Cmd ["nnp"]), for
+#                       the AllowPrivilegeEscalation tests.
 #   OUTDIR/e2e-pause.tar  the pause image as registry.k8s.io/pause:3.10.2,
 #                       the suite's name for it.
 #   OUTDIR/grpc-health.tar  docker.io/picolet/grpc-health:test
@@ -50,7 +54,7 @@
 #
 # Usage: tests/images/build-images.sh [OUTDIR [IMAGE...]]
 #          OUTDIR default target/test-images; IMAGE: busybox pause grpc-health
-#          agnhost e2e-busybox nonroot e2e-pause
+#          agnhost e2e-busybox nonroot nonewprivs e2e-pause
 # Env:   BUSYBOX=/path/to/static/busybox  (default /bin/busybox)
 #        AGNHOST=/path/to/agnhost  (for the agnhost image)
 #        CC=gcc  CARGO=cargo
@@ -62,13 +66,14 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 outdir="${1:-$repo/target/test-images}"
 (($# > 0)) && shift
-all_images=(busybox pause grpc-health agnhost e2e-busybox nonroot e2e-pause)
+all_images=(busybox pause grpc-health agnhost e2e-busybox nonroot nonewprivs e2e-pause)
 default_images=(busybox pause grpc-health)
 wanted=("$@")
 ((${#wanted[@]})) || wanted=("${default_images[@]}")
 busybox="${BUSYBOX:-/bin/busybox}"
 cc="${CC:-gcc}"
 pause_src="$here/pause.c"
+nnp_src="$here/nnp.c"
 cargo="${CARGO:-cargo}"
 grpc_health_srcs=("$here/grpc-health/main.rs" "$here/grpc-health/server.rs" "$repo/src/rt.rs" "$repo/Cargo.lock")
 self="$here/build-images.sh"
@@ -399,6 +404,24 @@ build_nonroot() {
     busybox_rootfs "$stage/nonroot"
     make_image registry.k8s.io/e2e-test-images/nonroot 1.5 "$stage/nonroot" \
         "$env_path,\"Cmd\":[\"sh\"],\"User\":\"1234\"" "$outdir/nonroot.tar"
+}
+
+# The suite's nonewprivs image: the busybox rootfs with nnp setuid root,
+# run as the test's uid; det_tar keeps the mode bits, owner root.
+build_nonewprivs() {
+    if fresh "$outdir/nonewprivs.tar" "$self" "$busybox" "$nnp_src"; then
+        echo "up to date: $outdir/nonewprivs.tar"
+        return
+    fi
+    need_static_libc "the nonewprivs image"
+    busybox_rootfs "$stage/nonewprivs"
+    mkdir -p "$stage/nonewprivs/usr/local/bin"
+    "$cc" -static -Os -Wall -o "$stage/nonewprivs/usr/local/bin/nnp" "$nnp_src" ||
+        die "compiling $nnp_src failed (static libc needs libc6-dev)"
+    strip "$stage/nonewprivs/usr/local/bin/nnp"
+    chmod 4755 "$stage/nonewprivs/usr/local/bin/nnp"
+    make_image registry.k8s.io/e2e-test-images/nonewprivs 1.4 "$stage/nonewprivs" \
+        "$env_path,\"Cmd\":[\"nnp\"]" "$outdir/nonewprivs.tar"
 }
 
 for image in "${wanted[@]}"; do
