@@ -16,7 +16,8 @@
 #                       the suite's other agnhost tags): the e2e suite's
 #                       agnhost binary ($AGNHOST, from ../shared/kube) as
 #                       /agnhost, the entrypoint (command `pause`, as
-#                       upstream), and /agnhost-2, over the
+#                       upstream), /agnhost-2 and /localhost.{crt,key}
+#                       (tests/images/agnhost-tls/), over the
 #                       busybox rootfs, with the host's bash and curl and
 #                       the libraries they link (tests run them in it, as in
 #                       the upstream image). For `make conformance`
@@ -74,6 +75,7 @@ busybox="${BUSYBOX:-/bin/busybox}"
 cc="${CC:-gcc}"
 pause_src="$here/pause.c"
 nnp_src="$here/nnp.c"
+agnhost_tls="$here/agnhost-tls"
 cargo="${CARGO:-cargo}"
 grpc_health_srcs=("$here/grpc-health/main.rs" "$here/grpc-health/server.rs" "$repo/src/rt.rs" "$repo/Cargo.lock")
 self="$here/build-images.sh"
@@ -354,7 +356,8 @@ build_agnhost() {
     local agnhost="${AGNHOST:-}"
     [[ -n "$agnhost" && -x "$agnhost" ]] ||
         die "set AGNHOST to the e2e suite's agnhost binary (../shared/kube/agnhost.xz, unpacked; examples/conformance does this)"
-    if fresh "$outdir/agnhost.tar" "$self" "$busybox" "$agnhost" "$(command -v bash)" "$(command -v curl)"; then
+    if fresh "$outdir/agnhost.tar" "$self" "$busybox" "$agnhost" "$(command -v bash)" "$(command -v curl)" \
+        "$agnhost_tls/localhost.crt" "$agnhost_tls/localhost.key"; then
         echo "up to date: $outdir/agnhost.tar"
         return
     fi
@@ -365,6 +368,11 @@ build_agnhost() {
     cp -L "$agnhost" "$stage/agnhost/agnhost"
     chmod 0755 "$stage/agnhost/agnhost"
     ln -s agnhost "$stage/agnhost/agnhost-2"
+    # netexec's --tls-cert-file /localhost.crt (the https lifecycle hooks'
+    # handler): a throwaway self-signed identity for localhost, made for
+    # these tests with openssl and kept in the repo so the image's digest
+    # stays the same; nothing trusts it.
+    install -m 0644 "$agnhost_tls/localhost.crt" "$agnhost_tls/localhost.key" "$stage/agnhost/"
     copy_with_libs "$(command -v bash)" "$stage/agnhost" /bin/bash
     copy_with_libs "$(command -v curl)" "$stage/agnhost" /usr/bin/curl
     make_image registry.k8s.io/e2e-test-images/agnhost 2.63.0 "$stage/agnhost" \
