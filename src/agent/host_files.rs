@@ -236,10 +236,13 @@ pub(super) fn prepare_container_files(
     let path = pod_dir.join("etc-hosts");
     fs::write(&path, hosts).map_err(|e| format!("writing {}: {e}", path.display()))?;
     let etc_hosts = Some(path);
-    let log_dir = facts::log_dir(&cfg.pod_logs_dir, pod).join(&c.name);
-    mkdir(&log_dir, 0o755)?;
+    let log_file =
+        facts::log_dir(&cfg.pod_logs_dir, pod).join(spec::container_log_path(&c.name, attempt));
+    if let Some(log_dir) = log_file.parent() {
+        mkdir(log_dir, 0o755)?;
+    }
     // A leftover log file of the same attempt (from a failed create) goes.
-    let _ = fs::remove_file(log_dir.join(format!("{attempt}.log")));
+    let _ = fs::remove_file(&log_file);
     Ok(ContainerFiles {
         empty_dirs,
         termination_log,

@@ -18,7 +18,7 @@ use crate::cgroups::PodCgroups;
 use crate::cri::RuntimeService;
 use crate::node::eviction::{Conditions, Signal};
 use crate::pleg::State;
-use crate::pod::{accessors, facts};
+use crate::pod::{accessors, facts, spec};
 
 impl<R: RuntimeService> HousekeepingHost for Agent<R> {
     type Runtime = R;
@@ -121,7 +121,7 @@ impl<R: RuntimeService> HousekeepingHost for Agent<R> {
                     .map(move |c| {
                         (
                             c.id.clone(),
-                            dir.join(&c.name).join(format!("{}.log", c.attempt)),
+                            dir.join(spec::container_log_path(&c.name, c.attempt)),
                         )
                     })
                     .collect::<Vec<_>>()

@@ -290,7 +290,7 @@ pub fn container_config(
         devices: Vec::new(),
         labels: container_labels(pod, c),
         annotations: container_annotations(pod, c, p.attempt),
-        log_path: format!("{}/{}.log", c.name, p.attempt),
+        log_path: super::container_log_path(&c.name, p.attempt),
         stdin: c.stdin.unwrap_or(false),
         stdin_once: c.stdin_once.unwrap_or(false),
         tty: c.tty.unwrap_or(false),

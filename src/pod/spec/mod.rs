@@ -62,8 +62,8 @@ pub use payload::{
     DEFAULT_MODE,
 };
 pub use sandbox::{
-    config_seen, log_directory, namespace_options, pod_hostname_and_domain, sandbox_config,
-    sandbox_labels, SandboxParams, UserNsMapping, CONFIG_SEEN_ANNOTATION,
+    config_seen, container_log_path, log_directory, namespace_options, pod_hostname_and_domain,
+    sandbox_config, sandbox_labels, SandboxParams, UserNsMapping, CONFIG_SEEN_ANNOTATION,
 };
 pub use security::{
     apparmor_profile, verify_run_as_non_root, AppArmorProfile, ImageUser,

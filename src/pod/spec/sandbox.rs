@@ -76,6 +76,14 @@ pub fn log_directory(pod_logs_dir: &Path, namespace: &str, name: &str, uid: &str
     pod_logs_dir.join(format!("{namespace}_{name}_{uid}"))
 }
 
+/// A container instance's log file under its pod's log directory,
+/// `<container>/<attempt>.log`: the CRI `log_path` (relative to the
+/// sandbox's `log_directory`), as kubelet's `BuildContainerLogsDirectory`
+/// and restart count name it. Rotated files add a suffix to it.
+pub fn container_log_path(container: &str, attempt: u32) -> String {
+    format!("{container}/{attempt}.log")
+}
+
 /// The labels kubelet puts on a sandbox: the pod's labels plus the three
 /// `io.kubernetes.pod.*` identity labels.
 pub fn sandbox_labels(pod: &Pod) -> HashMap<String, String> {
