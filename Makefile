@@ -31,7 +31,7 @@ CRIO_PACKAGES := conmon skopeo libseccomp2 libgpgme11 libsqlite3-0 libassuan0 li
 CLUSTER_PACKAGES := xz-utils openssl curl ca-certificates
 DEB_PACKAGES := $(BUILD_PACKAGES) $(RUNTIME_PACKAGES) $(CRIO_PACKAGES) $(CLUSTER_PACKAGES)
 
-.PHONY: all build check test test-full test-suite test-fleet deps promtool images clean clean-images demo demo-cluster conformance conformance-ci bench fuzz soak
+.PHONY: all build check test test-full test-suite test-fleet fleet deps promtool images clean clean-images demo demo-cluster conformance conformance-ci bench fuzz soak
 
 all: build
 
@@ -93,7 +93,7 @@ TEST_THREADS ?= 2
 # `fuzz` itself runs in `make fuzz`, `power_cuts` (the firmware image, with
 # its own containerd) in `make image-test-powercut`.
 RUNTIME_FREE_TESTS := control_plane fuzz_regressions
-RUNTIME_TESTS := $(filter-out $(RUNTIME_FREE_TESTS) fuzz bench power_cuts fleet,$(basename $(notdir $(wildcard tests/*.rs))))
+RUNTIME_TESTS := $(filter-out $(RUNTIME_FREE_TESTS) fuzz bench power_cuts fleet fleet_bench,$(basename $(notdir $(wildcard tests/*.rs))))
 
 # The integration suite: every test file on each of TEST_RUNTIMES and the
 # runtime-free ones once, several binaries at a time, with a table of each
@@ -111,8 +111,24 @@ test-suite: deps promtool images
 # is the shipped feature set), with clippy for the feature's code first.
 # It starts no container runtime.
 test-fleet:
-	$(CARGO) clippy --locked --features hollow --lib --bins --test fleet -- -D warnings
+	$(CARGO) clippy --locked --features hollow --lib --bins --test fleet --test fleet_bench -- -D warnings
 	$(CARGO) test --locked --features hollow --test fleet -- --test-threads=2 --nocapture
+
+# The fleet bench (tests/fleet_bench.rs, issue #24; docs/fleet.md): for
+# each of FLEET_SIZES hollow nodes, a fresh control plane, then join,
+# density (10 pods a node), FLEET_IDLE_SECS idle (the audit log's requests,
+# wire bytes, CPU and RSS), a rolling update, and FLEET_LOSS_SECS of link
+# loss for a quarter of the nodes; a table per size. The release profile
+# with the feature (Cargo.toml profile.fleet).
+FLEET_SIZES ?= 10 100 300 1000
+FLEET_IDLE_SECS ?= 300
+FLEET_LOSS_SECS ?= 60
+fleet: deps
+	$(CARGO) build --profile fleet --features hollow --bin picolet
+	PICOLET_FLEET_BENCH=1 PICOLET_BIN=$(CARGO_TARGET)/fleet/picolet \
+	  PICOLET_FLEET_SIZES="$(FLEET_SIZES)" PICOLET_FLEET_IDLE_SECS=$(FLEET_IDLE_SECS) \
+	  PICOLET_FLEET_LOSS_SECS=$(FLEET_LOSS_SECS) \
+	  $(CARGO) test --features hollow --test fleet_bench
 
 # `make test`, the fuzz targets for FUZZ_SECONDS each (`make test`
 # replays the corpus and every saved crasher, tests/fuzz_regressions.rs,

@@ -44,6 +44,7 @@ pub mod assets;
 pub mod containerd;
 pub mod crio;
 pub mod faultproxy;
+pub mod hollow;
 pub mod kube;
 pub mod runtime;
 pub mod supervisor;

@@ -1,0 +1,614 @@
+//! `make fleet`, the fleet bench (issue #24): N hollow nodes (`picolet
+//! hollow`, one process) against the real control plane (etcd,
+//! kube-apiserver with an audit log at Metadata level for node requests,
+//! controller-manager, scheduler), for each N of `PICOLET_FLEET_SIZES`
+//! (default "10,100"; `make fleet FLEET_SIZES="10 100 300 1000"`), with a
+//! fresh control plane per N. Phases, each printed as it ends and then as
+//! one table per N:
+//!
+//! 1. join: from the process's start until every node is Ready;
+//! 2. density: a Deployment of 10 pods per node, placed by the scheduler;
+//!    each pod's start latency is the time from its first appearance on a
+//!    `kubectl get pods --watch` (the ReplicaSet created it) to the first
+//!    event that shows it Running, both on the bench's clock; p50/p90/p99;
+//! 3. idle (`PICOLET_FLEET_IDLE_SECS`, default 300): the nodes' requests
+//!    per node per minute by verb and resource, from the audit log; the
+//!    API server's CPU and RSS; the hollow process's RSS and CPU per node;
+//!    the wire bytes per node per minute of the quarter of the nodes whose
+//!    link goes through the fault proxy (TLS records, both ways);
+//! 4. churn: a rolling update of the Deployment (`kubectl rollout
+//!    status`), and the new pods' start latency;
+//! 5. link loss: that quarter of the nodes blackholed for
+//!    `PICOLET_FLEET_LOSS_SECS` (default 60), then let back; per node, the
+//!    time from the link's return until the node is Ready with a Lease
+//!    renewed after the return, and the requests those nodes made in the
+//!    30 s after it (a stampede would show here), against their idle rate.
+//!
+//! A phase that does not finish within its bound ends the run at that N,
+//! saying where it stopped and the API server's state: the size the 2-core
+//! machine's control plane does not sustain.
+//!
+//! It asserts nothing: performance is reported, not tested. It only runs
+//! with `PICOLET_FLEET_BENCH=1` (set by `make fleet`), so a plain `cargo
+//! test` skips it. Needs the `hollow` feature (Cargo.toml).
+
+mod harness;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use harness::faultproxy::FaultProxy;
+use harness::hollow::{self, Hollow};
+use harness::kube::{assets, ControlPlane};
+use harness::poll_until;
+
+const PREFIX: &str = "hollow-";
+const NAMESPACE: &str = "fleet";
+const PODS_PER_NODE: usize = 10;
+/// Every fourth node's link goes through the fault proxy.
+const LOSSY_EVERY: usize = 4;
+/// How long after the link returns the return's requests are counted.
+const BURST_WINDOW: Duration = Duration::from_secs(30);
+
+fn env_secs(name: &str, default: u64) -> Duration {
+    Duration::from_secs(
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default),
+    )
+}
+
+/// A phase's bound: generous, growing with the fleet.
+fn bound(nodes: usize) -> Duration {
+    Duration::from_secs(300 + nodes as u64)
+}
+
+fn main() {
+    if std::env::var("PICOLET_FLEET_BENCH").as_deref() != Ok("1") {
+        println!("fleet bench: skipped (run `make fleet`, which sets PICOLET_FLEET_BENCH=1)");
+        return;
+    }
+    let sizes: Vec<usize> = std::env::var("PICOLET_FLEET_SIZES")
+        .unwrap_or_else(|_| "10,100".into())
+        .split([',', ' '])
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let idle = env_secs("PICOLET_FLEET_IDLE_SECS", 300);
+    let loss = env_secs("PICOLET_FLEET_LOSS_SECS", 60);
+    let mut tables = Vec::new();
+    for &n in &sizes {
+        println!("\n== fleet bench: {n} hollow nodes");
+        let (table, finished) = run(n, idle, loss);
+        println!("{table}");
+        tables.push(table);
+        if !finished {
+            println!("fleet bench: stopped at {n} nodes; larger sizes not run");
+            break;
+        }
+    }
+    println!("\n== fleet bench: all sizes\n");
+    for t in tables {
+        println!("{t}");
+    }
+}
+
+/// One row of a size's table.
+struct Row(String, String);
+
+/// Runs the phases for `n` nodes; the table, and false when a phase did
+/// not finish.
+fn run(n: usize, idle: Duration, loss: Duration) -> (String, bool) {
+    let mut rows = Vec::new();
+    let finished = phases(n, idle, loss, &mut rows);
+    let mut t = format!("| {n} nodes | |\n|---|---|\n");
+    for Row(k, v) in rows {
+        t.push_str(&format!("| {k} | {v} |\n"));
+    }
+    (t, finished)
+}
+
+fn phases(n: usize, idle: Duration, loss: Duration, rows: &mut Vec<Row>) -> bool {
+    let say = |rows: &mut Vec<Row>, k: &str, v: String| {
+        println!("fleet bench ({n}): {k}: {v}");
+        rows.push(Row(k.to_string(), v));
+    };
+    let cp = ControlPlane::builder()
+        .with_controller_manager()
+        .with_scheduler()
+        .start();
+    let apiserver = apiserver_pid(&cp);
+    let proxy = FaultProxy::start(cp.apiserver_addr());
+    let dir = tempfile::tempdir().unwrap();
+    let node_ip = format!("--node-ip={}", harness::kube::host_ip());
+    let lossy: Vec<usize> = (0..n).step_by(LOSSY_EVERY).collect();
+    let lossy_names: Vec<String> = lossy.iter().map(|i| format!("{PREFIX}{i}")).collect();
+
+    // 1. join
+    let started = Instant::now();
+    let fleet = Hollow::start(
+        &cp,
+        dir.path(),
+        PREFIX,
+        n,
+        |i| (i % LOSSY_EVERY == 0).then(|| proxy.https_url()),
+        &[node_ip],
+    );
+    if poll_until(bound(n), || (ready_nodes(&cp).len() == n).then_some(())).is_none() {
+        say(
+            rows,
+            "join",
+            format!(
+                "not every node Ready within {:?} ({} of {n})",
+                bound(n),
+                ready_nodes(&cp).len()
+            ),
+        );
+        return false;
+    }
+    say(rows, "join: all Ready after", secs(started.elapsed()));
+    let (rss_joined, _) = fleet.usage();
+    say(
+        rows,
+        "picolet RSS per node, idle, no pods",
+        format!("{:.0} KiB", rss_joined as f64 / n as f64),
+    );
+
+    // 2. density
+    cp.ensure_namespace(NAMESPACE);
+    let watch = PodWatch::start(&cp);
+    let pods = n * PODS_PER_NODE;
+    let started = Instant::now();
+    cp.apply(&deployment(pods, "1"));
+    if poll_until(bound(n), || (watch.running(None) >= pods).then_some(())).is_none() {
+        say(
+            rows,
+            "density",
+            format!(
+                "{} of {pods} pods Running within {:?}",
+                watch.running(None),
+                bound(n)
+            ),
+        );
+        return false;
+    }
+    say(
+        rows,
+        &format!("density: {pods} pods Running after"),
+        secs(started.elapsed()),
+    );
+    say(
+        rows,
+        "pod start latency p50 / p90 / p99 (create → Running, watched)",
+        percentiles(&watch.latencies(None)),
+    );
+    let (rss_pods, _) = fleet.usage();
+    say(
+        rows,
+        "picolet RSS per node with 10 pods each",
+        format!("{:.0} KiB", rss_pods as f64 / n as f64),
+    );
+
+    // 3. idle
+    let (_, fleet_cpu0) = fleet.usage();
+    let (_, api_cpu0) = hollow::usage(apiserver);
+    proxy.reset_stats();
+    let t0 = utc_now();
+    let began = Instant::now();
+    // The window's length is the measurement, not a wait for something.
+    thread::sleep(idle);
+    let t1 = utc_now();
+    let minutes = began.elapsed().as_secs_f64() / 60.0;
+    let wire = proxy.stats();
+    let (rss_idle, fleet_cpu1) = fleet.usage();
+    let (api_rss, api_cpu1) = hollow::usage(apiserver);
+    let audit = fs::read_to_string(cp.audit_log_path()).unwrap_or_default();
+    let requests = node_requests(&audit, &t0, &t1, |_| true);
+    let total: usize = requests.values().sum();
+    say(
+        rows,
+        &format!("idle {:.0} s: requests per node per minute", minutes * 60.0),
+        format!(
+            "{:.2} ({})",
+            total as f64 / n as f64 / minutes,
+            requests
+                .iter()
+                .map(|(k, v)| format!("{k} {:.2}", *v as f64 / n as f64 / minutes))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    );
+    say(
+        rows,
+        "idle wire bytes per node per minute (up / down / both)",
+        format!(
+            "{:.0} / {:.0} / {:.0} B ({} nodes through the proxy)",
+            wire.bytes_up as f64 / lossy.len() as f64 / minutes,
+            wire.bytes_down as f64 / lossy.len() as f64 / minutes,
+            (wire.bytes_up + wire.bytes_down) as f64 / lossy.len() as f64 / minutes,
+            lossy.len()
+        ),
+    );
+    say(
+        rows,
+        "picolet per node, idle with 10 pods: RSS, CPU per minute",
+        format!(
+            "{:.0} KiB, {:.4} s",
+            rss_idle as f64 / n as f64,
+            (fleet_cpu1 - fleet_cpu0) / n as f64 / minutes
+        ),
+    );
+    say(
+        rows,
+        "kube-apiserver, idle: RSS, CPU per minute",
+        format!(
+            "{:.0} MiB, {:.2} s",
+            api_rss as f64 / 1024.0,
+            (api_cpu1 - api_cpu0) / minutes
+        ),
+    );
+
+    // 4. churn
+    let started = Instant::now();
+    let churn_from = watch.mark();
+    cp.apply(&deployment(pods, "2"));
+    let timeout = format!("--timeout={}s", bound(n).as_secs());
+    let rolled = cp.kubectl(&[
+        "rollout",
+        "status",
+        "deployment/fleet",
+        "-n",
+        NAMESPACE,
+        &timeout,
+    ]);
+    if !rolled.status.success() {
+        say(
+            rows,
+            "churn",
+            format!(
+                "the rolling update did not finish: {}",
+                String::from_utf8_lossy(&rolled.stderr).trim()
+            ),
+        );
+        return false;
+    }
+    say(
+        rows,
+        "churn: rolling update of every pod done after",
+        secs(started.elapsed()),
+    );
+    say(
+        rows,
+        "new pods' start latency p50 / p90 / p99",
+        percentiles(&watch.latencies(Some(churn_from))),
+    );
+
+    // 5. link loss
+    proxy.blackhole();
+    thread::sleep(loss); // the outage's length: part of the schedule
+    let back_utc = utc_now();
+    proxy.reset_stats();
+    proxy.pass();
+    let back = Instant::now();
+    let mut ready_after: HashMap<String, Duration> = HashMap::new();
+    let all_back = poll_until(bound(n), || {
+        let ready = ready_nodes(&cp);
+        let renewed = renewed_since(&cp, &back_utc);
+        for name in &lossy_names {
+            if ready.contains(name) && renewed.contains(name) {
+                ready_after
+                    .entry(name.clone())
+                    .or_insert_with(|| back.elapsed());
+            }
+        }
+        (ready_after.len() == lossy_names.len()).then_some(())
+    });
+    let mut times: Vec<f64> = ready_after.values().map(Duration::as_secs_f64).collect();
+    times.sort_by(f64::total_cmp);
+    say(
+        rows,
+        &format!(
+            "link loss {} s, {} nodes: Ready with a renewed Lease after the return, p50 / max",
+            loss.as_secs(),
+            lossy_names.len()
+        ),
+        if all_back.is_some() {
+            format!(
+                "{:.1} / {:.1} s",
+                pick(&times, 0.5),
+                times.last().copied().unwrap_or(0.0)
+            )
+        } else {
+            format!(
+                "{} of {} within {:?}",
+                ready_after.len(),
+                lossy_names.len(),
+                bound(n)
+            )
+        },
+    );
+    // The return's requests: wait out the window on the bench's clock.
+    let rest = BURST_WINDOW.saturating_sub(back.elapsed());
+    thread::sleep(rest);
+    let until = utc_now();
+    let audit = fs::read_to_string(cp.audit_log_path()).unwrap_or_default();
+    let lossy_set: std::collections::HashSet<&str> =
+        lossy_names.iter().map(String::as_str).collect();
+    let burst = node_requests(&audit, &back_utc, &until, |node| lossy_set.contains(node));
+    let burst_total: usize = burst.values().sum();
+    let idle_rate = total as f64 / n as f64 / minutes * BURST_WINDOW.as_secs_f64() / 60.0;
+    say(
+        rows,
+        "requests per returning node in the 30 s after (idle rate for 30 s)",
+        format!(
+            "{:.1} ({:.1}); {} connections dialled; {}",
+            burst_total as f64 / lossy_names.len() as f64,
+            idle_rate,
+            proxy.stats().accepted,
+            burst
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    );
+    drop(watch);
+    cp.kubectl(&[
+        "delete",
+        "deployment",
+        "fleet",
+        "-n",
+        NAMESPACE,
+        "--wait=false",
+    ]);
+    drop(fleet);
+    all_back.is_some()
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+fn pick(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+fn percentiles(latencies: &[f64]) -> String {
+    let mut v = latencies.to_vec();
+    v.sort_by(f64::total_cmp);
+    format!(
+        "{:.2} / {:.2} / {:.2} s ({} pods)",
+        pick(&v, 0.5),
+        pick(&v, 0.9),
+        pick(&v, 0.99),
+        v.len()
+    )
+}
+
+fn deployment(pods: usize, revision: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: fleet\n  namespace: {NAMESPACE}\n\
+         spec:\n  replicas: {pods}\n  selector:\n    matchLabels:\n      app: fleet\n\
+         \x20 template:\n    metadata:\n      labels:\n        app: fleet\n\
+         \x20     annotations:\n        fleet/revision: \"{revision}\"\n    spec:\n\
+         \x20     automountServiceAccountToken: false\n\
+         \x20     terminationGracePeriodSeconds: 1\n\
+         \x20     containers:\n      - name: app\n        image: docker.io/library/busybox:hollow\n\
+         \x20       readinessProbe:\n          httpGet:\n            port: 8080\n\
+         \x20         periodSeconds: 5\n"
+    )
+}
+
+/// The hollow nodes the API server shows Ready.
+fn ready_nodes(cp: &ControlPlane) -> std::collections::HashSet<String> {
+    let Some(list) = cp.get_json(&["nodes"]) else {
+        return Default::default();
+    };
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| {
+            n["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+        .filter_map(|n| n["metadata"]["name"].as_str())
+        .filter(|name| name.starts_with(PREFIX))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The nodes whose Lease was renewed at or after `since` (RFC 3339 UTC).
+fn renewed_since(cp: &ControlPlane, since: &str) -> std::collections::HashSet<String> {
+    let Some(list) = cp.get_json(&["leases", "-n", "kube-node-lease"]) else {
+        return Default::default();
+    };
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["spec"]["renewTime"].as_str().is_some_and(|t| t >= since))
+        .filter_map(|l| l["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Now in UTC as the audit log and the API write it (microseconds), so
+/// the strings compare in time order.
+fn utc_now() -> String {
+    let out = Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%S.%6NZ"])
+        .output()
+        .expect("running date");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The hollow nodes' requests between `from` and `to` (audit stage
+/// timestamps), counted by "verb resource[/subresource]", for the nodes
+/// `node` accepts: a request once, when it completed (a watch when it
+/// started).
+fn node_requests(
+    audit: &str,
+    from: &str,
+    to: &str,
+    node: impl Fn(&str) -> bool,
+) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for line in audit.lines() {
+        let Ok(ev) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let Some(name) = ev["user"]["username"]
+            .as_str()
+            .and_then(|u| u.strip_prefix("system:node:"))
+        else {
+            continue;
+        };
+        if !name.starts_with(PREFIX) || !node(name) {
+            continue;
+        }
+        let verb = ev["verb"].as_str().unwrap_or("");
+        let stage = ev["stage"].as_str().unwrap_or("");
+        let counted = if verb == "watch" {
+            stage == "ResponseStarted"
+        } else {
+            stage == "ResponseComplete"
+        };
+        let at = ev["stageTimestamp"].as_str().unwrap_or("");
+        if !counted || at < from || at >= to {
+            continue;
+        }
+        let resource = ev["objectRef"]["resource"].as_str().unwrap_or("?");
+        let key = match ev["objectRef"]["subresource"].as_str() {
+            Some(sub) => format!("{verb} {resource}/{sub}"),
+            None => format!("{verb} {resource}"),
+        };
+        *counts.entry(key).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// The pid of this control plane's kube-apiserver (its command line names
+/// the control plane's directory).
+fn apiserver_pid(cp: &ControlPlane) -> u32 {
+    let dir = cp.dir().display().to_string();
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            let cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd);
+            cmd.contains("kube-apiserver") && cmd.contains(&dir)
+        })
+        .expect("the control plane's kube-apiserver process")
+}
+
+/// What a `kubectl get pods --watch` of the namespace saw, on the bench's
+/// clock: per pod, when it first appeared and when first Running.
+struct PodWatch {
+    child: Child,
+    seen: Arc<Mutex<PodTimes>>,
+}
+
+#[derive(Default)]
+struct PodTimes {
+    /// Events read so far (a mark for "pods created after this").
+    events: usize,
+    pods: HashMap<String, PodTime>,
+}
+
+struct PodTime {
+    first_event: usize,
+    appeared: Instant,
+    running: Option<Instant>,
+}
+
+impl Drop for PodWatch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl PodWatch {
+    fn start(cp: &ControlPlane) -> PodWatch {
+        let mut child = Command::new(assets::binary("kubectl"))
+            .arg("--kubeconfig")
+            .arg(cp.admin_kubeconfig())
+            .args([
+                "get",
+                "pods",
+                "-n",
+                NAMESPACE,
+                "--watch",
+                "-o",
+                "jsonpath={.metadata.name} {.status.phase}{\"\\n\"}",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting kubectl get pods --watch");
+        let out = child.stdout.take().unwrap();
+        let seen = Arc::new(Mutex::new(PodTimes::default()));
+        let feed = seen.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                let now = Instant::now();
+                let mut parts = line.split_whitespace();
+                let (Some(name), phase) = (parts.next(), parts.next()) else {
+                    continue;
+                };
+                let mut t = feed.lock().unwrap();
+                t.events += 1;
+                let first_event = t.events;
+                let p = t.pods.entry(name.to_string()).or_insert(PodTime {
+                    first_event,
+                    appeared: now,
+                    running: None,
+                });
+                if phase == Some("Running") && p.running.is_none() {
+                    p.running = Some(now);
+                }
+            }
+        });
+        PodWatch { child, seen }
+    }
+
+    /// The events read so far, to ask about the pods that come after.
+    fn mark(&self) -> usize {
+        self.seen.lock().unwrap().events
+    }
+
+    /// Pods seen Running (that appeared after `after`, a [`Self::mark`]).
+    fn running(&self, after: Option<usize>) -> usize {
+        let t = self.seen.lock().unwrap();
+        t.pods
+            .values()
+            .filter(|p| p.first_event > after.unwrap_or(0) && p.running.is_some())
+            .count()
+    }
+
+    /// Seconds from appearing to Running, per pod that appeared after
+    /// `after` and ran.
+    fn latencies(&self, after: Option<usize>) -> Vec<f64> {
+        let t = self.seen.lock().unwrap();
+        t.pods
+            .values()
+            .filter(|p| p.first_event > after.unwrap_or(0))
+            .filter_map(|p| Some((p.running? - p.appeared).as_secs_f64()))
+            .collect()
+    }
+}

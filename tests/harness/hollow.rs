@@ -1,0 +1,111 @@
+//! `picolet hollow` as the fleet test and the fleet bench run it -- owned by
+//! the test harness (tests/harness).
+//!
+//! One process of N simulated nodes (the `hollow` feature; docs/fleet.md),
+//! each with the node certificate the control plane issued for it, named
+//! `<prefix><i>`. A node's kubeconfig may point at another server than the
+//! API server (a fault proxy), so a test can cut some nodes' links and not
+//! the others'. The process is stopped (SIGTERM, then SIGKILL) on drop.
+//!
+//! It knows the control plane's kubeconfigs and `/proc`, nothing of what a
+//! test checks.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::kube::{ControlPlane, Credentials};
+
+/// The running `picolet hollow` process.
+pub struct Hollow {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Drop for Hollow {
+    fn drop(&mut self) {
+        super::signal(self.child.id(), "TERM");
+        if super::wait_child(&mut self.child, Duration::from_secs(20)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Hollow {
+    /// Starts `nodes` hollow nodes `<prefix>0..` under `dir` (their state
+    /// in `dir/state`, the process's log in `dir/hollow.log`). Node `i`
+    /// talks to `server(i)`, or to the API server where that is `None`.
+    /// `args` go to `picolet hollow` as they are.
+    pub fn start(
+        cp: &ControlPlane,
+        dir: &Path,
+        prefix: &str,
+        nodes: usize,
+        server: impl Fn(usize) -> Option<String>,
+        args: &[String],
+    ) -> Hollow {
+        let kubeconfigs = dir.join("kubeconfigs");
+        fs::create_dir_all(&kubeconfigs).unwrap();
+        for i in 0..nodes {
+            let name = format!("{prefix}{i}");
+            let from = match server(i) {
+                Some(url) => cp.node_kubeconfig_with(&name, Credentials::Files, &url),
+                None => cp.node_kubeconfig(&name),
+            };
+            fs::copy(from, kubeconfigs.join(format!("{name}.kubeconfig"))).unwrap();
+        }
+        let log = fs::File::create(dir.join("hollow.log")).unwrap();
+        let child = Command::new(super::picolet_bin())
+            .arg("hollow")
+            .arg(format!("--nodes={nodes}"))
+            .arg(format!("--name-prefix={prefix}"))
+            .arg(format!("--state-dir={}", dir.join("state").display()))
+            .arg(format!("--kubeconfig-dir={}", kubeconfigs.display()))
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("starting picolet hollow");
+        Hollow {
+            child,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// The process's log.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("hollow.log")
+    }
+
+    /// The admin socket of node `name`.
+    pub fn admin_socket(&self, name: &str) -> PathBuf {
+        self.dir.join("state").join(name).join("admin.sock")
+    }
+
+    /// (VmRSS in KiB, user+system CPU seconds) of the process now.
+    pub fn usage(&self) -> (u64, f64) {
+        usage(self.child.id())
+    }
+}
+
+/// (VmRSS in KiB, user+system CPU seconds) of process `pid` now; zeros
+/// when it is gone.
+pub fn usage(pid: u32) -> (u64, f64) {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command's closing parenthesis; utime and stime are
+    // the 14th and 15th fields of the whole line.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    // USER_HZ is 100 on Linux.
+    (rss, ticks as f64 / 100.0)
+}
