@@ -109,6 +109,26 @@ fn a_joined_node_becomes_ready_runs_api_pods_reports_them_and_mirrors_static_pod
         let l = get(&cp, &["lease", "-n", "kube-node-lease", &node])?;
         (l["spec"]["holderIdentity"] == node.as_str()).then_some(())
     });
+    // Renewed by patches whose first cut its managedFields down to the
+    // renew time (README, fleets); still owned by the Node.
+    let lease = wait_until("the Lease's managedFields trimmed", LONG, || {
+        let l = get(
+            &cp,
+            &[
+                "lease",
+                "-n",
+                "kube-node-lease",
+                &node,
+                "--show-managed-fields",
+            ],
+        )?;
+        let fields = l["metadata"]["managedFields"].as_array()?;
+        (fields.len() == 1
+            && fields[0]["fieldsV1"] == serde_json::json!({"f:spec": {"f:renewTime": {}}}))
+        .then_some(l)
+    });
+    assert_eq!(lease["metadata"]["ownerReferences"][0]["kind"], "Node");
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 40);
 
     // A pod bound to the node runs and reports Running and Ready.
     cp.apply(&api_pod_yaml("api-web", &node));

@@ -17,11 +17,11 @@
 
 mod harness;
 
-use std::fs;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use harness::hollow::Hollow;
 use harness::kube::ControlPlane;
 use harness::{picolet_bin, wait_until};
 
@@ -41,68 +41,11 @@ fn nodes() -> usize {
 /// Generous bounds for each wait on two shared cores.
 const LONG: Duration = Duration::from_secs(300);
 
-/// The `picolet hollow` process, stopped (SIGTERM, then SIGKILL) on drop.
-struct Hollow {
-    child: Child,
-}
-
-impl Drop for Hollow {
-    fn drop(&mut self) {
-        harness::signal(self.child.id(), "TERM");
-        if harness::wait_child(&mut self.child, Duration::from_secs(20)).is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-impl Hollow {
-    /// Starts `nodes` hollow nodes under `dir`, each with the node
-    /// certificate the control plane issued for it.
-    fn start(cp: &ControlPlane, dir: &Path, nodes: usize) -> Hollow {
-        let kubeconfigs = dir.join("kubeconfigs");
-        fs::create_dir_all(&kubeconfigs).unwrap();
-        for i in 0..nodes {
-            let name = format!("{PREFIX}{i}");
-            fs::copy(
-                cp.node_kubeconfig(&name),
-                kubeconfigs.join(format!("{name}.kubeconfig")),
-            )
-            .unwrap();
-        }
-        let log = fs::File::create(dir.join("hollow.log")).unwrap();
-        let child = Command::new(picolet_bin())
-            .arg("hollow")
-            .arg(format!("--nodes={nodes}"))
-            .arg(format!("--state-dir={}", dir.join("state").display()))
-            .arg(format!("--kubeconfig-dir={}", kubeconfigs.display()))
-            .arg(format!("--node-ip={}", harness::kube::host_ip()))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("starting picolet hollow");
-        Hollow { child }
-    }
-
-    /// (VmRSS in KiB, user+system CPU seconds) of the process now.
-    fn usage(&self) -> (u64, f64) {
-        let pid = self.child.id();
-        let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let rss = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0);
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // Fields after the command's closing parenthesis; utime and stime
-        // are the 14th and 15th fields of the whole line.
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
-            + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
-        // USER_HZ is 100 on Linux.
-        (rss, ticks as f64 / 100.0)
-    }
+/// Starts the fleet's `nodes` hollow nodes under `dir`, each with the node
+/// certificate the control plane issued for it.
+fn start_fleet(cp: &ControlPlane, dir: &Path, nodes: usize) -> Hollow {
+    let node_ip = format!("--node-ip={}", harness::kube::host_ip());
+    Hollow::start(cp, dir, PREFIX, nodes, |_| None, &[node_ip])
 }
 
 /// The hollow nodes the API server shows Ready.
@@ -158,11 +101,10 @@ fn pods(cp: &ControlPlane) -> Option<Vec<(String, String, String)>> {
 }
 
 /// How many pods node `name`'s agent still knows (its admin socket).
-fn agent_pods(dir: &Path, name: &str) -> Option<usize> {
-    let socket = dir.join("state").join(name).join("admin.sock");
+fn agent_pods(hollow: &Hollow, name: &str) -> Option<usize> {
     let out = Command::new(picolet_bin())
         .args(["get", "pods", "-A", "-o", "json", "--admin-socket"])
-        .arg(&socket)
+        .arg(hollow.admin_socket(name))
         .output()
         .ok()?;
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
@@ -191,7 +133,7 @@ fn twenty_hollow_nodes_run_two_hundred_pods_and_delete_them_all_without_a_stray(
     let dir = tempfile::tempdir().unwrap();
     let (nodes, pods_wanted) = (nodes(), nodes() * PODS_PER_NODE);
     let started = Instant::now();
-    let hollow = Hollow::start(&cp, dir.path(), nodes);
+    let hollow = start_fleet(&cp, dir.path(), nodes);
     wait_until("every hollow node to be Ready", LONG, || {
         (ready_nodes(&cp) == nodes).then_some(())
     });
@@ -219,7 +161,7 @@ fn twenty_hollow_nodes_run_two_hundred_pods_and_delete_them_all_without_a_stray(
         all_running.is_some(),
         "not every pod became Running and Ready: {}; log tail:\n{}",
         summary(&last),
-        harness::tail(&dir.path().join("hollow.log"), 40)
+        harness::tail(&hollow.log_path(), 40)
     );
     let ran = started.elapsed();
     let (rss_pods, cpu_pods) = hollow.usage();
@@ -245,7 +187,7 @@ fn twenty_hollow_nodes_run_two_hundred_pods_and_delete_them_all_without_a_stray(
     for i in 0..nodes {
         let name = format!("{PREFIX}{i}");
         wait_until(&format!("node {name}'s agent to hold no pod"), LONG, || {
-            (agent_pods(dir.path(), &name)? == 0).then_some(())
+            (agent_pods(&hollow, &name)? == 0).then_some(())
         });
     }
     let deleted = started.elapsed();
@@ -315,28 +257,14 @@ fn an_idle_hollow_node_costs_few_bytes_a_minute_on_the_wire() {
     let proxy = harness::faultproxy::FaultProxy::start(cp.apiserver_addr());
     let dir = tempfile::tempdir().unwrap();
     let name = "hollow-idle-0";
-    let kubeconfigs = dir.path().join("kubeconfigs");
-    fs::create_dir_all(&kubeconfigs).unwrap();
-    fs::copy(
-        cp.node_kubeconfig_with(name, harness::kube::Credentials::Files, &proxy.https_url()),
-        kubeconfigs.join(format!("{name}.kubeconfig")),
-    )
-    .unwrap();
-    let log = fs::File::create(dir.path().join("hollow.log")).unwrap();
-    let child = Command::new(picolet_bin())
-        .arg("hollow")
-        .arg("--nodes=1")
-        .arg("--name-prefix=hollow-idle-")
-        .arg(format!(
-            "--state-dir={}",
-            dir.path().join("state").display()
-        ))
-        .arg(format!("--kubeconfig-dir={}", kubeconfigs.display()))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("starting picolet hollow");
-    let hollow = Hollow { child };
+    let hollow = Hollow::start(
+        cp,
+        dir.path(),
+        "hollow-idle-",
+        1,
+        |_| Some(proxy.https_url()),
+        &[],
+    );
     // Past the start: registration, first status, first lists and watches.
     let mut t = wait_until("the node's first Lease", LONG, || renew_time(cp, name));
     for _ in 0..2 {
@@ -362,5 +290,58 @@ fn an_idle_hollow_node_costs_few_bytes_a_minute_on_the_wire() {
         (s.bytes_up + s.bytes_down) as f64 / 6.0,
         s.accepted,
         (cpu_after - cpu_before) / minutes,
+    );
+}
+
+/// The Ready condition's status of node `name` in the API.
+fn ready_status(cp: &ControlPlane, name: &str) -> Option<String> {
+    let n = cp.get_json(&["node", name])?;
+    n["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")?["status"]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// A link outage longer than the node lifecycle controller's grace period:
+/// the controller marks the node `Unknown`; once the link is back, the
+/// node posts its status at once because the watched Node disagrees with
+/// it, as kubelet's status update compares with the Node it reads. With
+/// `nodeStatusReportFrequency` at an hour, nothing else would post it.
+#[test]
+fn a_node_marked_unknown_while_its_link_was_down_is_ready_again_once_the_link_returns() {
+    let cp = ControlPlane::builder()
+        .with_controller_manager()
+        .controller_manager_arg("--node-monitor-grace-period=16s")
+        .controller_manager_arg("--node-monitor-period=2s")
+        .start();
+    let proxy = harness::faultproxy::FaultProxy::start(cp.apiserver_addr());
+    let dir = tempfile::tempdir().unwrap();
+    let name = "hollow-cut-0";
+    let hollow = Hollow::start(
+        &cp,
+        dir.path(),
+        "hollow-cut-",
+        1,
+        |_| Some(proxy.https_url()),
+        &["--node-status-report-frequency=1h".to_string()],
+    );
+    wait_until("the node to be Ready", LONG, || {
+        (ready_status(&cp, name)? == "True").then_some(())
+    });
+    proxy.blackhole();
+    wait_until(
+        "the node lifecycle controller to mark the node Unknown",
+        LONG,
+        || (ready_status(&cp, name)? == "Unknown").then_some(()),
+    );
+    proxy.pass();
+    let ready = harness::poll_until(LONG, || (ready_status(&cp, name)? == "True").then_some(()));
+    assert!(
+        ready.is_some(),
+        "the node stayed {:?} after its link returned; log tail:\n{}",
+        ready_status(&cp, name),
+        harness::tail(&hollow.log_path(), 30)
     );
 }

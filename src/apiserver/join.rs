@@ -139,7 +139,8 @@ pub fn join<R: RuntimeService + Clone>(
             agent.runtime().clone(),
             node_uid,
         )
-        .with_events(events.clone()),
+        .with_events(events.clone())
+        .with_api_node(node_watch.latest()),
     );
     let source = WithTokens {
         source,

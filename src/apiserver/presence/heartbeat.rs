@@ -45,6 +45,7 @@ use super::lease_proto;
 use super::node_events;
 use super::node_images::{node_images, RuntimeImage};
 use super::node_object::{self, HugePages, NodeFacts, NodeView, Readiness, Resources};
+use super::node_watch::LatestNode;
 use crate::apiserver::client::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
 use crate::apiserver::client::transport::{Body, Client};
 use crate::apiserver::pods::event_sync::EventSync;
@@ -177,6 +178,12 @@ pub struct Heartbeat<R: RuntimeService = Runtime> {
     /// The runtime's version as last answered (kept while it is down, as
     /// kubelet keeps the Node's).
     runtime_version: RefCell<String>,
+    /// The Lease's managedFields were cut down to the renew time by a
+    /// renewal of this run, and no whole write has grown them since
+    /// ([`lease::renewal_patch`]).
+    lease_fields_trimmed: std::cell::Cell<bool>,
+    /// The Node as the node's watch last delivered it, when it is watched.
+    api_node: Option<LatestNode>,
 }
 
 impl<R: RuntimeService> Heartbeat<R> {
@@ -195,7 +202,18 @@ impl<R: RuntimeService> Heartbeat<R> {
             created: std::cell::Cell::new(false),
             images: RefCell::new((None, Vec::new())),
             runtime_version: RefCell::new(String::new()),
+            lease_fields_trimmed: std::cell::Cell::new(false),
+            api_node: None,
         }
+    }
+
+    /// Compares each status with the Node as `latest` has it too: a
+    /// condition the API server has otherwise (the node lifecycle
+    /// controller's `Unknown` after the Lease went stale) is posted again
+    /// at once, not at the next `nodeStatusReportFrequency`.
+    pub fn with_api_node(mut self, latest: LatestNode) -> Self {
+        self.api_node = Some(latest);
+        self
     }
 
     /// Records the Node's events with `events`.
@@ -476,6 +494,9 @@ impl<R: RuntimeService> Heartbeat<R> {
         let mut allocatable_recorded = false;
         let mut csinode_done = false;
         let mut csinode_logged: Option<String> = None;
+        // The watch's deliveries when the last status was posted: the API's
+        // conditions are compared once the watch brought something newer.
+        let mut delivered_at_post = 0u64;
         loop {
             if !csinode_done {
                 let uid = self.node_uid.borrow().clone();
@@ -515,12 +536,28 @@ impl<R: RuntimeService> Heartbeat<R> {
                     "Updated Node Allocatable limit across pods",
                 );
             }
-            if node_object::should_post(
-                &status,
-                last_posted.as_ref(),
-                posted_at.elapsed(),
-                self.cfg.report_frequency,
-            ) {
+            let (delivered, api) = self
+                .api_node
+                .as_ref()
+                .map(LatestNode::get)
+                .unwrap_or_default();
+            let api_disagrees = delivered > delivered_at_post
+                && api.as_ref().is_some_and(|n| n.conditions_disagree(&status));
+            if api_disagrees {
+                log::info!(
+                    "node {}: the API server's conditions differ from the node's \
+                     (the node lifecycle controller's, after a stale Lease); posting the status",
+                    self.cfg.node_name
+                );
+            }
+            if api_disagrees
+                || node_object::should_post(
+                    &status,
+                    last_posted.as_ref(),
+                    posted_at.elapsed(),
+                    self.cfg.report_frequency,
+                )
+            {
                 let body = status_patch(&status, last_posted.as_ref());
                 match self
                     .send(Method::PATCH, &path, Some((body, STRATEGIC_MERGE_PATCH)))
@@ -530,12 +567,20 @@ impl<R: RuntimeService> Heartbeat<R> {
                         if logged.take().is_some() {
                             log::info!("node status posted again");
                         }
-                        if changed_readiness(last_posted.as_ref(), &status) {
+                        let api_ready = api.as_ref().map(|n| {
+                            n.conditions
+                                .iter()
+                                .any(|(t, s)| t == "Ready" && s == "True")
+                        });
+                        let api_changed =
+                            api_disagrees && api_ready != Some(ready_word(&status) == "Ready");
+                        if api_changed || changed_readiness(last_posted.as_ref(), &status) {
                             log::info!("node {} is {}", self.cfg.node_name, ready_word(&status));
                             self.readiness_event(&status);
                         }
                         last_posted = Some(status);
                         posted_at = Instant::now();
+                        delivered_at_post = delivered;
                     }
                     Ok((c, body)) => {
                         let e = ApiError::from_reply(c.as_u16(), &body).to_string();
@@ -647,6 +692,7 @@ impl<R: RuntimeService> Heartbeat<R> {
                         let coll = collection_path::<Lease>(Some(lease::NAMESPACE));
                         let (code, body) =
                             self.send(Method::POST, &coll, Some((bytes, JSON))).await?;
+                        self.lease_fields_trimmed.set(false);
                         return match code {
                             c if c.is_success() => decode(&body),
                             c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),
@@ -659,10 +705,11 @@ impl<R: RuntimeService> Heartbeat<R> {
         let rv = known.metadata.resource_version.as_deref();
         if let Some(rv) = rv.filter(|_| lease::held_as(&known, name, uid.as_deref(), duration)) {
             // Held as we hold it: move the renew time alone, the answer
-            // in protobuf.
+            // in protobuf; the first such renewal also trims managedFields.
+            let trim = !self.lease_fields_trimmed.get();
             let body = Body {
                 content_type: MERGE_PATCH,
-                bytes: lease::renewal_patch(rv, wall_clock()),
+                bytes: lease::renewal_patch(rv, wall_clock(), trim),
             };
             let r = self
                 .client
@@ -677,13 +724,17 @@ impl<R: RuntimeService> Heartbeat<R> {
                 .await
                 .map_err(|e| e.to_string())?;
             return match r.status {
-                c if c.is_success() => lease_proto::decode(&r.body).map_err(|e| e.to_string()),
+                c if c.is_success() => {
+                    self.lease_fields_trimmed.set(true);
+                    lease_proto::decode(&r.body).map_err(|e| e.to_string())
+                }
                 c => Err(ApiError::from_reply(c.as_u16(), &r.body).to_string()),
             };
         }
         let l = lease::renewed(&known, name, uid.as_deref(), duration, wall_clock());
         let bytes = serde_json::to_vec(&l).map_err(|e| e.to_string())?;
         let (code, body) = self.send(Method::PUT, path, Some((bytes, JSON))).await?;
+        self.lease_fields_trimmed.set(false);
         match code {
             c if c.is_success() => decode(&body),
             c => Err(ApiError::from_reply(c.as_u16(), &body).to_string()),

@@ -108,9 +108,24 @@ pub fn held_as(
 /// `resourceVersion` last read as a precondition (the API server answers
 /// 409 Conflict when the Lease changed since, as an update would), a
 /// tenth of the bytes of the whole Lease.
-pub fn renewal_patch(resource_version: &str, now: Timestamp) -> Vec<u8> {
+///
+/// With `trim_managed_fields`, the patch also sets `managedFields` to one
+/// empty entry, which the API server takes as "clear them" before it
+/// applies the rest: the Lease is left with one entry, this node's, owning
+/// `spec.renewTime`. The Lease comes back whole in every renewal's answer,
+/// six times a minute, and the entry a create or update leaves (holder,
+/// duration, the owner reference with the Node's UID) is about 140 of its
+/// bytes; no controller reads a node Lease's managedFields. picolet sends
+/// it on the first patch after each whole write, so a renewal stays the
+/// small patch. (A deliberate difference from kubelet, whose Lease keeps
+/// the whole entry; README, fleets.)
+pub fn renewal_patch(resource_version: &str, now: Timestamp, trim_managed_fields: bool) -> Vec<u8> {
+    let mut metadata = serde_json::json!({"resourceVersion": resource_version});
+    if trim_managed_fields {
+        metadata["managedFields"] = serde_json::json!([{}]);
+    }
     let patch = serde_json::json!({
-        "metadata": {"resourceVersion": resource_version},
+        "metadata": metadata,
         "spec": {"renewTime": MicroTime(now)},
     });
     serde_json::to_vec(&patch).unwrap_or_default()
@@ -179,11 +194,25 @@ mod tests {
         assert!(!held_as(&l, "pi", Some("new-uid"), 40));
         l.metadata.owner_references = None;
         assert!(held_as(&l, "pi", None, 40));
-        let patch: serde_json::Value = serde_json::from_slice(&renewal_patch("77", t(10))).unwrap();
+        let patch: serde_json::Value =
+            serde_json::from_slice(&renewal_patch("77", t(10), false)).unwrap();
         assert_eq!(
             patch,
             serde_json::json!({
                 "metadata": {"resourceVersion": "77"},
+                "spec": {"renewTime": "2023-11-14T22:13:30.000000Z"},
+            })
+        );
+    }
+
+    #[test]
+    fn the_first_patch_after_a_whole_write_clears_the_managed_fields_with_one_empty_entry() {
+        let patch: serde_json::Value =
+            serde_json::from_slice(&renewal_patch("77", t(10), true)).unwrap();
+        assert_eq!(
+            patch,
+            serde_json::json!({
+                "metadata": {"resourceVersion": "77", "managedFields": [{}]},
                 "spec": {"renewTime": "2023-11-14T22:13:30.000000Z"},
             })
         );

@@ -127,6 +127,10 @@ pub struct WatchedNode {
     pub taints: Vec<Taint>,
     pub unschedulable: bool,
     pub resource_version: Option<String>,
+    /// The conditions' (type, status) as the API server has them: what the
+    /// node last posted, unless the node lifecycle controller marked the
+    /// node `Unknown` since (its Lease went stale).
+    pub conditions: Vec<(String, String)>,
 }
 
 impl WatchedNode {
@@ -138,7 +142,30 @@ impl WatchedNode {
             taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
             unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
             resource_version: view.metadata.resource_version.clone(),
+            conditions: view
+                .status
+                .iter()
+                .flat_map(|s| s.conditions.iter().flatten())
+                .map(|c| (c.type_.clone(), c.status.clone()))
+                .collect(),
         }
+    }
+
+    /// Whether the API server's conditions disagree with `ours` (the status
+    /// the node would post): one of our condition types has another status
+    /// there, or is missing. That is the node lifecycle controller's
+    /// `Unknown` after the Lease went stale (a link outage longer than its
+    /// grace period), which only a new post of ours turns back, as
+    /// kubelet's status update compares with the Node it reads, not with
+    /// what it last sent. Conditions other writers own are not ours to
+    /// compare.
+    pub fn conditions_disagree(&self, ours: &NodeStatus) -> bool {
+        ours.conditions.iter().flatten().any(|c| {
+            !self
+                .conditions
+                .iter()
+                .any(|(t, s)| *t == c.type_ && *s == c.status)
+        })
     }
 
     /// Whether admission sees a different node in `self` than in
@@ -754,6 +781,42 @@ pub(crate) mod tests {
         assert_eq!(ready.last_transition_time, Some(Time(t(20))));
         let mem = &third.conditions.as_ref().unwrap()[1];
         assert_eq!(mem.last_transition_time, Some(Time(t(0))));
+    }
+
+    #[test]
+    fn the_api_disagrees_when_one_of_our_conditions_has_another_status_there_or_is_missing() {
+        let ours = NodeStatus {
+            conditions: Some(vec![
+                condition("Ready", true, "KubeletReady", String::new()),
+                condition(
+                    "MemoryPressure",
+                    false,
+                    "KubeletHasSufficientMemory",
+                    String::new(),
+                ),
+            ]),
+            ..Default::default()
+        };
+        let api = |c: &[(&str, &str)]| WatchedNode {
+            conditions: c
+                .iter()
+                .map(|(t, s)| (t.to_string(), s.to_string()))
+                .collect(),
+            ..Default::default()
+        };
+        let same = api(&[
+            ("Ready", "True"),
+            ("MemoryPressure", "False"),
+            ("NetworkUnavailable", "False"),
+        ]);
+        assert!(
+            !same.conditions_disagree(&ours),
+            "other writers' conditions are not ours"
+        );
+        let unknown = api(&[("Ready", "Unknown"), ("MemoryPressure", "Unknown")]);
+        assert!(unknown.conditions_disagree(&ours));
+        assert!(api(&[("Ready", "True")]).conditions_disagree(&ours));
+        assert!(!unknown.conditions_disagree(&NodeStatus::default()));
     }
 
     #[test]

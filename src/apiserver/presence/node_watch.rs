@@ -12,11 +12,17 @@
 //! ([`WatchedNode::differs`]), is logged and handed to the consumer;
 //! heartbeats (status-only writes) are not.
 //!
+//! The heartbeat reads the Node as last delivered too ([`LatestNode`]):
+//! the node lifecycle controller's `Unknown` after a long outage is only
+//! seen there, and only a new status post turns it back.
+//!
 //! The decisions are the reflector's (what to request, what changed) and
 //! `node::WatchedNode`'s (what admission takes from the object); this loop
 //! only moves them. It must not know the agent: the consumer is a closure.
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use super::node_object::{NodeView, WatchedNode};
 use crate::apiserver::client::request::{collection_path, Selectors};
@@ -34,12 +40,32 @@ pub fn selectors(node_name: &str) -> Selectors {
     Selectors::fields(format!("metadata.name={node_name}"))
 }
 
+/// The Node as the watch last delivered it, shared with the heartbeat:
+/// the count of deliveries so far (the cached object is the first), and
+/// the facts of the last one.
+#[derive(Clone, Default)]
+pub struct LatestNode(Rc<RefCell<(u64, Option<WatchedNode>)>>);
+
+impl LatestNode {
+    /// (deliveries so far, the last delivered Node).
+    pub fn get(&self) -> (u64, Option<WatchedNode>) {
+        self.0.borrow().clone()
+    }
+
+    fn set(&self, node: Option<WatchedNode>) {
+        let mut l = self.0.borrow_mut();
+        l.0 += 1;
+        l.1 = node;
+    }
+}
+
 /// Watches the Node `node_name` and calls `on_change` with what admission
 /// should use whenever that changes (first with the cached object, if any).
 pub struct NodeWatch {
     node_name: String,
     informer: Informer<NodeView>,
     last: Option<WatchedNode>,
+    latest: LatestNode,
 }
 
 impl NodeWatch {
@@ -73,7 +99,13 @@ impl NodeWatch {
             node_name: node_name.to_string(),
             informer,
             last: None,
+            latest: LatestNode::default(),
         }
+    }
+
+    /// The Node as delivered from now on, for the heartbeat.
+    pub fn latest(&self) -> LatestNode {
+        self.latest.clone()
     }
 
     /// What the store holds now (the cache's copy until the first sync).
@@ -97,11 +129,14 @@ impl NodeWatch {
         if let Some(now) = self.current() {
             log::info!("node {}: from the cache, {}", self.node_name, now.summary());
             on_change(&now);
+            self.latest.set(Some(now.clone()));
             self.last = Some(now);
         }
         loop {
             self.informer.next().await;
-            let Some(now) = self.current() else {
+            let now = self.current();
+            self.latest.set(now.clone());
+            let Some(now) = now else {
                 continue;
             };
             if now.differs(self.last.as_ref()) {
