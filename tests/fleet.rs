@@ -336,12 +336,26 @@ fn a_node_marked_unknown_while_its_link_was_down_is_ready_again_once_the_link_re
         LONG,
         || (ready_status(&cp, name)? == "Unknown").then_some(()),
     );
+    let user = format!("system:node:{name}");
+    let before = cp.requests_by(&user).len();
     proxy.pass();
+    let back = Instant::now();
     let ready = harness::poll_until(LONG, || (ready_status(&cp, name)? == "True").then_some(()));
     assert!(
         ready.is_some(),
         "the node stayed {:?} after its link returned; log tail:\n{}",
         ready_status(&cp, name),
         harness::tail(&hollow.log_path(), 30)
+    );
+    // For the record: what the node sent once its link was back.
+    let after: Vec<String> = cp.requests_by(&user)[before..]
+        .iter()
+        .map(|r| format!("{} {} {:?}", r.verb, r.uri, r.code))
+        .collect();
+    eprintln!(
+        "Ready again {:.1?} after the link returned; {} requests since:\n  {}",
+        back.elapsed(),
+        after.len(),
+        after.join("\n  ")
     );
 }
