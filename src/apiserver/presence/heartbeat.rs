@@ -178,9 +178,8 @@ pub struct Heartbeat<R: RuntimeService = Runtime> {
     /// The runtime's version as last answered (kept while it is down, as
     /// kubelet keeps the Node's).
     runtime_version: RefCell<String>,
-    /// The Lease's managedFields were cut down to the renew time by a
-    /// renewal of this run, and no whole write has grown them since
-    /// ([`lease::renewal_patch`]).
+    /// The Lease's managedFields were cleared by a renewal of this run, and
+    /// no whole write has given it some since ([`lease::renewal_patch`]).
     lease_fields_trimmed: std::cell::Cell<bool>,
     /// The Node as the node's watch last delivered it, when it is watched.
     api_node: Option<LatestNode>,
@@ -705,7 +704,7 @@ impl<R: RuntimeService> Heartbeat<R> {
         let rv = known.metadata.resource_version.as_deref();
         if let Some(rv) = rv.filter(|_| lease::held_as(&known, name, uid.as_deref(), duration)) {
             // Held as we hold it: move the renew time alone, the answer
-            // in protobuf; the first such renewal also trims managedFields.
+            // in protobuf; the first such renewal also clears managedFields.
             let trim = !self.lease_fields_trimmed.get();
             let body = Body {
                 content_type: MERGE_PATCH,

@@ -110,15 +110,16 @@ pub fn held_as(
 /// tenth of the bytes of the whole Lease.
 ///
 /// With `trim_managed_fields`, the patch also sets `managedFields` to one
-/// empty entry, which the API server takes as "clear them" before it
-/// applies the rest: the Lease is left with one entry, this node's, owning
-/// `spec.renewTime`. The Lease comes back whole in every renewal's answer,
-/// six times a minute, and the entry a create or update leaves (holder,
-/// duration, the owner reference with the Node's UID) is about 140 of its
-/// bytes; no controller reads a node Lease's managedFields. picolet sends
-/// it on the first patch after each whole write, so a renewal stays the
-/// small patch. (A deliberate difference from kubelet, whose Lease keeps
-/// the whole entry; README, fleets.)
+/// empty entry, which the API server takes as "clear them": the Lease is
+/// left with none, and the patches that follow add none (the API server
+/// starts no managedFields of its own for an object that has none). The
+/// Lease comes back whole in every renewal's answer, six times a minute,
+/// and the entry a create or update leaves (manager, time, holder,
+/// duration, the owner reference keyed by the Node's UID) is a third of
+/// it; nothing reads a node Lease's managedFields (they serve server-side
+/// apply's conflicts, and nobody applies node Leases). picolet sends it on
+/// the first patch after each whole write. (A deliberate difference from
+/// kubelet, whose Lease keeps the entry; README, fleets.)
 pub fn renewal_patch(resource_version: &str, now: Timestamp, trim_managed_fields: bool) -> Vec<u8> {
     let mut metadata = serde_json::json!({"resourceVersion": resource_version});
     if trim_managed_fields {
