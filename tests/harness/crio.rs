@@ -324,29 +324,46 @@ pub fn answers(dir: &Path) -> bool {
 }
 
 /// `skopeo copy` of one OCI tarball into the instance's image store, under
-/// the name build-images.sh gave it (its index's `io.containerd.image.name`,
-/// which `ctr images import` uses too).
+/// every name build-images.sh gave it (its index's
+/// `io.containerd.image.name`s, which `ctr images import` uses too). A
+/// tarball of several names (agnhost's, the suite's busybox) is copied by
+/// its first entry's `org.opencontainers.image.ref.name` (skopeo refuses
+/// an archive of several images without one), and the store's copy is
+/// then named again for each other name.
 pub fn import(dir: &Path, driver: &str, tar: &Path) -> Result<(), String> {
-    let name = image_name(tar)?;
-    let out = skopeo(
-        dir,
-        &[
-            "copy",
-            "--quiet",
-            &format!("oci-archive:{}", tar.display()),
-            &format!("containers-storage:{}{name}", store(dir, driver)),
-        ],
-    )?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "skopeo copy {} as {name}: {}\n{}",
-            tar.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ))
+    let names = image_names(tar)?;
+    let store = store(dir, driver);
+    let copy = |from: String, name: &str| -> Result<(), String> {
+        let to = format!("containers-storage:{store}{name}");
+        let out = skopeo(dir, &["copy", "--quiet", &from, &to])?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "skopeo copy {from} as {name}: {}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    };
+    let ((first, first_ref), rest) = names
+        .split_first()
+        .ok_or_else(|| format!("{}: index.json names no image", tar.display()))?;
+    let source = match (rest.is_empty(), first_ref) {
+        (true, _) => format!("oci-archive:{}", tar.display()),
+        (false, Some(r)) => format!("oci-archive:{}:{r}", tar.display()),
+        (false, None) => {
+            return Err(format!(
+                "{}: several images and no org.opencontainers.image.ref.name to pick the first",
+                tar.display()
+            ))
+        }
+    };
+    copy(source, first)?;
+    for (name, _) in rest {
+        copy(format!("containers-storage:{store}{first}"), name)?;
     }
+    Ok(())
 }
 
 /// True if the instance's image store has `name` (a full reference such as
@@ -377,8 +394,10 @@ fn skopeo(dir: &Path, args: &[&str]) -> Result<Output, String> {
     }
 }
 
-/// The `io.containerd.image.name` annotation of the tarball's index.json.
-fn image_name(tar: &Path) -> Result<String, String> {
+/// The names of the images of an OCI tarball, in its index's order: each
+/// entry's `io.containerd.image.name`, with its
+/// `org.opencontainers.image.ref.name` when it has one.
+fn image_names(tar: &Path) -> Result<Vec<(String, Option<String>)>, String> {
     let out = Command::new("tar")
         .arg("-xOf")
         .arg(tar)
@@ -387,15 +406,26 @@ fn image_name(tar: &Path) -> Result<String, String> {
         .map_err(|e| format!("running tar: {e}"))?;
     let index: serde_json::Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| format!("{}: index.json: {e}", tar.display()))?;
-    index["manifests"][0]["annotations"]["io.containerd.image.name"]
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| {
-            format!(
-                "{}: index.json names no image (io.containerd.image.name)",
-                tar.display()
-            )
+    let names: Vec<(String, Option<String>)> = index["manifests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            let a = &m["annotations"];
+            let name = a["io.containerd.image.name"].as_str()?.to_string();
+            let r = a["org.opencontainers.image.ref.name"]
+                .as_str()
+                .map(str::to_string);
+            Some((name, r))
         })
+        .collect();
+    if names.is_empty() {
+        return Err(format!(
+            "{}: index.json names no image (io.containerd.image.name)",
+            tar.display()
+        ));
+    }
+    Ok(names)
 }
 
 /// runc from PATH (Debian's is /usr/sbin/runc).
