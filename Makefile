@@ -123,11 +123,14 @@ test-fleet:
 FLEET_SIZES ?= 10 100 300 1000
 FLEET_IDLE_SECS ?= 300
 FLEET_LOSS_SECS ?= 60
+# Upstream kubemark hollow nodes (kubelet's code over a fake runtime, one
+# process each) measured first on the same harness: join, density, idle.
+FLEET_KUBEMARK ?= 20
 fleet: deps
 	$(CARGO) build --profile fleet --features hollow --bin picolet
 	PICOLET_FLEET_BENCH=1 PICOLET_BIN=$(CARGO_TARGET)/fleet/picolet \
 	  PICOLET_FLEET_SIZES="$(FLEET_SIZES)" PICOLET_FLEET_IDLE_SECS=$(FLEET_IDLE_SECS) \
-	  PICOLET_FLEET_LOSS_SECS=$(FLEET_LOSS_SECS) \
+	  PICOLET_FLEET_LOSS_SECS=$(FLEET_LOSS_SECS) PICOLET_FLEET_KUBEMARK=$(FLEET_KUBEMARK) \
 	  $(CARGO) test --features hollow --test fleet_bench
 
 # `make test`, the fuzz targets for FUZZ_SECONDS each (`make test`

@@ -24,6 +24,12 @@
 //!    renewed after the return, and the requests those nodes made in the
 //!    30 s after it (a stampede would show here), against their idle rate.
 //!
+//! With `PICOLET_FLEET_KUBEMARK=K` (`make fleet` sets 20), K upstream
+//! kubemark hollow kubelets (`kubemark --morph=kubelet`, v1.36.2 from
+//! `../shared/kube`: kubelet's code over a fake runtime, one process per
+//! node, node API ports of their own) run phases 1-3 first on a control
+//! plane of their own, for a per-node row to compare with.
+//!
 //! A phase that does not finish within its bound ends the run at that N,
 //! saying where it stopped and the API server's state: the size the 2-core
 //! machine's control plane does not sustain.
@@ -44,7 +50,7 @@ use std::time::{Duration, Instant};
 
 use harness::faultproxy::FaultProxy;
 use harness::hollow::{self, Hollow};
-use harness::kube::{assets, ControlPlane};
+use harness::kube::{assets, ControlPlane, Credentials};
 use harness::poll_until;
 
 const PREFIX: &str = "hollow-";
@@ -81,10 +87,20 @@ fn main() {
         .collect();
     let idle = env_secs("PICOLET_FLEET_IDLE_SECS", 300);
     let loss = env_secs("PICOLET_FLEET_LOSS_SECS", 60);
+    let kubemark: usize = std::env::var("PICOLET_FLEET_KUBEMARK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let mut tables = Vec::new();
+    if kubemark > 0 {
+        println!("\n== fleet bench: {kubemark} kubemark hollow nodes (upstream kubelet v1.36.2)");
+        let (table, _) = run(Contender::Kubemark, kubemark, idle, loss);
+        println!("{table}");
+        tables.push(table);
+    }
     for &n in &sizes {
         println!("\n== fleet bench: {n} hollow nodes");
-        let (table, finished) = run(n, idle, loss);
+        let (table, finished) = run(Contender::Picolet, n, idle, loss);
         println!("{table}");
         tables.push(table);
         if !finished {
@@ -101,19 +117,110 @@ fn main() {
 /// One row of a size's table.
 struct Row(String, String);
 
+/// Who plays the nodes.
+#[derive(Clone, Copy, PartialEq)]
+enum Contender {
+    /// `picolet hollow`: N nodes in one process.
+    Picolet,
+    /// Upstream kubemark (`kubemark --morph=kubelet`): kubelet's code over
+    /// a fake runtime, one process per node. Join, density and idle only.
+    Kubemark,
+}
+
+impl Contender {
+    fn prefix(self) -> &'static str {
+        match self {
+            Contender::Picolet => PREFIX,
+            Contender::Kubemark => "kubemark-",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Contender::Picolet => "picolet",
+            Contender::Kubemark => "kubemark",
+        }
+    }
+}
+
+/// The processes that play the nodes.
+enum Fleet {
+    Picolet(Hollow),
+    Kubemark(Vec<Child>),
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        if let Fleet::Kubemark(children) = self {
+            for c in children.iter_mut() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+impl Fleet {
+    /// (VmRSS in KiB, CPU seconds) of all the fleet's processes.
+    fn usage(&self) -> (u64, f64) {
+        match self {
+            Fleet::Picolet(h) => h.usage(),
+            Fleet::Kubemark(children) => children
+                .iter()
+                .map(|c| hollow::usage(c.id()))
+                .fold((0, 0.0), |(r, c), (r2, c2)| (r + r2, c + c2)),
+        }
+    }
+}
+
+/// Starts `n` kubemark hollow kubelets, node `i` talking to `server(i)`
+/// or to the API server; each with node API ports of its own.
+fn start_kubemark(
+    cp: &ControlPlane,
+    dir: &std::path::Path,
+    n: usize,
+    server: impl Fn(usize) -> Option<String>,
+) -> Vec<Child> {
+    let kubemark = assets::binary("kubemark");
+    (0..n)
+        .map(|i| {
+            let name = format!("kubemark-{i}");
+            let kubeconfig = match server(i) {
+                Some(url) => cp.node_kubeconfig_with(&name, Credentials::Files, &url),
+                None => cp.node_kubeconfig(&name),
+            };
+            let log = fs::File::create(dir.join(format!("{name}.log"))).unwrap();
+            let port = harness::kube::free_port();
+            let ro_port = harness::kube::free_port();
+            Command::new(&kubemark)
+                .args(["--morph=kubelet", "--use-host-image-service=false"])
+                .arg(format!("--name={name}"))
+                .arg(format!("--kubeconfig={}", kubeconfig.display()))
+                .arg(format!("--kubelet-port={port}"))
+                .arg(format!("--kubelet-read-only-port={ro_port}"))
+                .current_dir(dir)
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("starting kubemark")
+        })
+        .collect()
+}
+
 /// Runs the phases for `n` nodes; the table, and false when a phase did
 /// not finish.
-fn run(n: usize, idle: Duration, loss: Duration) -> (String, bool) {
+fn run(who: Contender, n: usize, idle: Duration, loss: Duration) -> (String, bool) {
     let mut rows = Vec::new();
-    let finished = phases(n, idle, loss, &mut rows);
-    let mut t = format!("| {n} nodes | |\n|---|---|\n");
+    let finished = phases(who, n, idle, loss, &mut rows);
+    let mut t = format!("| {n} nodes, {} | |\n|---|---|\n", who.name());
     for Row(k, v) in rows {
         t.push_str(&format!("| {k} | {v} |\n"));
     }
     (t, finished)
 }
 
-fn phases(n: usize, idle: Duration, loss: Duration, rows: &mut Vec<Row>) -> bool {
+fn phases(who: Contender, n: usize, idle: Duration, loss: Duration, rows: &mut Vec<Row>) -> bool {
+    let prefix = who.prefix();
     let say = |rows: &mut Vec<Row>, k: &str, v: String| {
         println!("fleet bench ({n}): {k}: {v}");
         rows.push(Row(k.to_string(), v));
@@ -127,18 +234,23 @@ fn phases(n: usize, idle: Duration, loss: Duration, rows: &mut Vec<Row>) -> bool
     let dir = tempfile::tempdir().unwrap();
     let node_ip = format!("--node-ip={}", harness::kube::host_ip());
     let lossy: Vec<usize> = (0..n).step_by(LOSSY_EVERY).collect();
-    let lossy_names: Vec<String> = lossy.iter().map(|i| format!("{PREFIX}{i}")).collect();
+    let lossy_names: Vec<String> = lossy.iter().map(|i| format!("{prefix}{i}")).collect();
+    let server = |i: usize| i.is_multiple_of(LOSSY_EVERY).then(|| proxy.https_url());
 
     // 1. join
     let started = Instant::now();
-    let fleet = Hollow::start(
-        &cp,
-        dir.path(),
-        PREFIX,
-        n,
-        |i| (i % LOSSY_EVERY == 0).then(|| proxy.https_url()),
-        &[node_ip],
-    );
+    let fleet = match who {
+        Contender::Picolet => Fleet::Picolet(Hollow::start(
+            &cp,
+            dir.path(),
+            PREFIX,
+            n,
+            server,
+            &[node_ip],
+        )),
+        Contender::Kubemark => Fleet::Kubemark(start_kubemark(&cp, dir.path(), n, server)),
+    };
+    let ready_nodes = |cp: &ControlPlane| ready_nodes(cp, prefix);
     if poll_until(bound(n), || (ready_nodes(&cp).len() == n).then_some(())).is_none() {
         say(
             rows,
@@ -155,7 +267,7 @@ fn phases(n: usize, idle: Duration, loss: Duration, rows: &mut Vec<Row>) -> bool
     let (rss_joined, _) = fleet.usage();
     say(
         rows,
-        "picolet RSS per node, idle, no pods",
+        &format!("{} RSS per node, idle, no pods", who.name()),
         format!("{:.0} KiB", rss_joined as f64 / n as f64),
     );
 
@@ -190,7 +302,7 @@ fn phases(n: usize, idle: Duration, loss: Duration, rows: &mut Vec<Row>) -> bool
     let (rss_pods, _) = fleet.usage();
     say(
         rows,
-        "picolet RSS per node with 10 pods each",
+        &format!("{} RSS per node with 10 pods each", who.name()),
         format!("{:.0} KiB", rss_pods as f64 / n as f64),
     );
 
@@ -208,7 +320,7 @@ fn phases(n: usize, idle: Duration, loss: Duration, rows: &mut Vec<Row>) -> bool
     let (rss_idle, fleet_cpu1) = fleet.usage();
     let (api_rss, api_cpu1) = hollow::usage(apiserver);
     let audit = fs::read_to_string(cp.audit_log_path()).unwrap_or_default();
-    let requests = node_requests(&audit, &t0, &t1, |_| true);
+    let requests = node_requests(&audit, &t0, &t1, |node| node.starts_with(prefix));
     let total: usize = requests.values().sum();
     say(
         rows,
@@ -236,7 +348,10 @@ fn phases(n: usize, idle: Duration, loss: Duration, rows: &mut Vec<Row>) -> bool
     );
     say(
         rows,
-        "picolet per node, idle with 10 pods: RSS, CPU per minute",
+        &format!(
+            "{} per node, idle with 10 pods: RSS, CPU per minute",
+            who.name()
+        ),
         format!(
             "{:.0} KiB, {:.4} s",
             rss_idle as f64 / n as f64,
@@ -252,6 +367,10 @@ fn phases(n: usize, idle: Duration, loss: Duration, rows: &mut Vec<Row>) -> bool
             (api_cpu1 - api_cpu0) / minutes
         ),
     );
+
+    if who == Contender::Kubemark {
+        return true;
+    }
 
     // 4. churn
     let started = Instant::now();
@@ -408,8 +527,8 @@ fn deployment(pods: usize, revision: &str) -> String {
     )
 }
 
-/// The hollow nodes the API server shows Ready.
-fn ready_nodes(cp: &ControlPlane) -> std::collections::HashSet<String> {
+/// The nodes named `prefix…` the API server shows Ready.
+fn ready_nodes(cp: &ControlPlane, prefix: &str) -> std::collections::HashSet<String> {
     let Some(list) = cp.get_json(&["nodes"]) else {
         return Default::default();
     };
@@ -425,7 +544,7 @@ fn ready_nodes(cp: &ControlPlane) -> std::collections::HashSet<String> {
                 .any(|c| c["type"] == "Ready" && c["status"] == "True")
         })
         .filter_map(|n| n["metadata"]["name"].as_str())
-        .filter(|name| name.starts_with(PREFIX))
+        .filter(|name| name.starts_with(prefix))
         .map(str::to_string)
         .collect()
 }
@@ -475,7 +594,7 @@ fn node_requests(
         else {
             continue;
         };
-        if !name.starts_with(PREFIX) || !node(name) {
+        if !node(name) {
             continue;
         }
         let verb = ev["verb"].as_str().unwrap_or("");

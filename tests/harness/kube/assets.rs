@@ -40,10 +40,11 @@ pub const BINARIES: [&str; 5] = [
     "kubectl",
 ];
 
-/// The references beside them (`make conformance`, examples/conformance):
-/// upstream kubelet, the e2e suite, its runner and its test-image binary.
-/// Found the same way; of these only kubelet is a release download.
-pub const REFERENCE_BINARIES: [&str; 4] = ["kubelet", "e2e.test", "ginkgo", "agnhost"];
+/// The references beside them (`make conformance`, examples/conformance;
+/// `make fleet`): upstream kubelet, the e2e suite, its runner, its
+/// test-image binary and kubemark. Found the same way; of these only
+/// kubelet is a release download.
+pub const REFERENCE_BINARIES: [&str; 5] = ["kubelet", "e2e.test", "ginkgo", "agnhost", "kubemark"];
 
 /// The path of an executable `name` (one of [`BINARIES`] or
 /// [`REFERENCE_BINARIES`]), unpacking or
