@@ -327,7 +327,15 @@ fn sandbox_linux_config(
             .and_then(|sc| sc.sysctls.as_ref())
             .into_iter()
             .flatten()
-            .map(|s| (s.name.clone(), s.value.clone()))
+            // As kubelet hands them to the runtime: `/`-separated names in
+            // the dotted form (CRI-O applies `kernel/shm_rmid_forced` as
+            // is, which sets nothing).
+            .map(|s| {
+                (
+                    crate::pod::sysctls::normalize_name(&s.name),
+                    s.value.clone(),
+                )
+            })
             .collect(),
         // kubelet's applySandboxResources: an empty overhead when the pod
         // has none.

@@ -323,7 +323,10 @@ spec:
     runAsGroup: 2000
     fsGroup: 3000
     supplementalGroups: [4000, 5000]
-    sysctls: [{name: net.ipv4.ip_unprivileged_port_start, value: "0"}]
+    sysctls:
+    - {name: net.ipv4.ip_unprivileged_port_start, value: "0"}
+    - {name: kernel/shm_rmid_forced, value: "1"}
+    - {name: net/ipv4/conf/eno2.100/rp_filter, value: "1"}
   initContainers:
   - {name: init, image: x, securityContext: {privileged: true}}
   containers:
@@ -334,6 +337,10 @@ spec:
         .linux
         .unwrap();
     assert_eq!(linux.sysctls["net.ipv4.ip_unprivileged_port_start"], "0");
+    // `/`-separated names reach the runtime dotted, as from kubelet.
+    assert_eq!(linux.sysctls["kernel.shm_rmid_forced"], "1");
+    assert_eq!(linux.sysctls["net.ipv4.conf.eno2/100.rp_filter"], "1");
+    assert_eq!(linux.sysctls.len(), 3);
     let sc = linux.security_context.unwrap();
     assert_eq!(sc.run_as_user, Some(api::Int64Value { value: 1000 }));
     assert_eq!(sc.run_as_group, Some(api::Int64Value { value: 2000 }));
