@@ -111,19 +111,6 @@ fn agent_pods(hollow: &Hollow, name: &str) -> Option<usize> {
     Some(v["items"].as_array()?.len())
 }
 
-fn deployment(pods: usize) -> String {
-    format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: fleet\n  namespace: {NAMESPACE}\n\
-         spec:\n  replicas: {pods}\n  selector:\n    matchLabels:\n      app: fleet\n\
-         \x20 template:\n    metadata:\n      labels:\n        app: fleet\n    spec:\n\
-         \x20     automountServiceAccountToken: false\n\
-         \x20     terminationGracePeriodSeconds: 1\n\
-         \x20     containers:\n      - name: app\n        image: docker.io/library/busybox:hollow\n\
-         \x20       readinessProbe:\n          httpGet:\n            port: 8080\n\
-         \x20         periodSeconds: 5\n"
-    )
-}
-
 #[test]
 fn twenty_hollow_nodes_run_two_hundred_pods_and_delete_them_all_without_a_stray() {
     let cp = ControlPlane::builder()
@@ -142,7 +129,7 @@ fn twenty_hollow_nodes_run_two_hundred_pods_and_delete_them_all_without_a_stray(
 
     cp.ensure_namespace(NAMESPACE);
     let started = Instant::now();
-    cp.apply(&deployment(pods_wanted));
+    cp.apply(&harness::hollow::deployment(NAMESPACE, pods_wanted, "1"));
     let mut last = Vec::new();
     let all_running = harness::poll_until(LONG, || {
         last = pods(&cp)?;

@@ -276,7 +276,7 @@ fn phases(who: Contender, n: usize, idle: Duration, loss: Duration, rows: &mut V
     let watch = PodWatch::start(&cp);
     let pods = n * PODS_PER_NODE;
     let started = Instant::now();
-    cp.apply(&deployment(pods, "1"));
+    cp.apply(&hollow::deployment(NAMESPACE, pods, "1"));
     if poll_until(bound(n), || (watch.running(None) >= pods).then_some(())).is_none() {
         say(
             rows,
@@ -375,7 +375,7 @@ fn phases(who: Contender, n: usize, idle: Duration, loss: Duration, rows: &mut V
     // 4. churn
     let started = Instant::now();
     let churn_from = watch.mark();
-    cp.apply(&deployment(pods, "2"));
+    cp.apply(&hollow::deployment(NAMESPACE, pods, "2"));
     let timeout = format!("--timeout={}s", bound(n).as_secs());
     let rolled = cp.kubectl(&[
         "rollout",
@@ -510,20 +510,6 @@ fn percentiles(latencies: &[f64]) -> String {
         pick(&v, 0.9),
         pick(&v, 0.99),
         v.len()
-    )
-}
-
-fn deployment(pods: usize, revision: &str) -> String {
-    format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: fleet\n  namespace: {NAMESPACE}\n\
-         spec:\n  replicas: {pods}\n  selector:\n    matchLabels:\n      app: fleet\n\
-         \x20 template:\n    metadata:\n      labels:\n        app: fleet\n\
-         \x20     annotations:\n        fleet/revision: \"{revision}\"\n    spec:\n\
-         \x20     automountServiceAccountToken: false\n\
-         \x20     terminationGracePeriodSeconds: 1\n\
-         \x20     containers:\n      - name: app\n        image: docker.io/library/busybox:hollow\n\
-         \x20       readinessProbe:\n          httpGet:\n            port: 8080\n\
-         \x20         periodSeconds: 5\n"
     )
 }
 

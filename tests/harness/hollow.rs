@@ -90,6 +90,24 @@ impl Hollow {
     }
 }
 
+/// The fleet's Deployment `fleet` in `namespace`: `pods` busybox pods
+/// (an image a hollow node has) with a readiness probe, no token, a
+/// second's grace; `revision` is a template annotation, so a new one is a
+/// rolling update.
+pub fn deployment(namespace: &str, pods: usize, revision: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: fleet\n  namespace: {namespace}\n\
+         spec:\n  replicas: {pods}\n  selector:\n    matchLabels:\n      app: fleet\n\
+         \x20 template:\n    metadata:\n      labels:\n        app: fleet\n\
+         \x20     annotations:\n        fleet/revision: \"{revision}\"\n    spec:\n\
+         \x20     automountServiceAccountToken: false\n\
+         \x20     terminationGracePeriodSeconds: 1\n\
+         \x20     containers:\n      - name: app\n        image: docker.io/library/busybox:hollow\n\
+         \x20       readinessProbe:\n          httpGet:\n            port: 8080\n\
+         \x20         periodSeconds: 5\n"
+    )
+}
+
 /// (VmRSS in KiB, user+system CPU seconds) of process `pid` now; zeros
 /// when it is gone.
 pub fn usage(pid: u32) -> (u64, f64) {
