@@ -199,6 +199,9 @@ fn start_kubemark(
                 .arg(format!("--kubelet-port={port}"))
                 .arg(format!("--kubelet-read-only-port={ro_port}"))
                 .current_dir(dir)
+                // kubemark's temp dirs and sockets (its root dir, its fake
+                // runtime's socket, a kuberc) go with the bench's dir.
+                .env("TMPDIR", dir)
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
