@@ -146,15 +146,37 @@ impl Contender {
 /// The processes that play the nodes.
 enum Fleet {
     Picolet(Hollow),
-    Kubemark(Vec<Child>),
+    /// The kubemark processes, and what of theirs was in /tmp before them.
+    Kubemark(Vec<Child>, Vec<std::path::PathBuf>),
+}
+
+/// What kubemark leaves in /tmp whatever `TMPDIR` says: its root dirs
+/// (`hollow-kubelet.*`) and its fake runtime's sockets.
+fn kubemark_leftovers() -> Vec<std::path::PathBuf> {
+    fs::read_dir("/tmp")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.starts_with("hollow-kubelet.") || n.starts_with("kubelet_remote_")
+            })
+        })
+        .collect()
 }
 
 impl Drop for Fleet {
     fn drop(&mut self) {
-        if let Fleet::Kubemark(children) = self {
+        if let Fleet::Kubemark(children, before) = self {
             for c in children.iter_mut() {
                 let _ = c.kill();
                 let _ = c.wait();
+            }
+            for p in kubemark_leftovers() {
+                if !before.contains(&p) {
+                    let _ = fs::remove_dir_all(&p).or_else(|_| fs::remove_file(&p));
+                }
             }
         }
     }
@@ -165,7 +187,7 @@ impl Fleet {
     fn usage(&self) -> (u64, f64) {
         match self {
             Fleet::Picolet(h) => h.usage(),
-            Fleet::Kubemark(children) => children
+            Fleet::Kubemark(children, _) => children
                 .iter()
                 .map(|c| hollow::usage(c.id()))
                 .fold((0, 0.0), |(r, c), (r2, c2)| (r + r2, c + c2)),
@@ -251,7 +273,10 @@ fn phases(who: Contender, n: usize, idle: Duration, loss: Duration, rows: &mut V
             server,
             &[node_ip],
         )),
-        Contender::Kubemark => Fleet::Kubemark(start_kubemark(&cp, dir.path(), n, server)),
+        Contender::Kubemark => {
+            let before = kubemark_leftovers();
+            Fleet::Kubemark(start_kubemark(&cp, dir.path(), n, server), before)
+        }
     };
     let ready_nodes = |cp: &ControlPlane| ready_nodes(cp, prefix);
     if poll_until(bound(n), || (ready_nodes(&cp).len() == n).then_some(())).is_none() {
