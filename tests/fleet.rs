@@ -48,28 +48,6 @@ fn start_fleet(cp: &ControlPlane, dir: &Path, nodes: usize) -> Hollow {
     Hollow::start(cp, dir, PREFIX, nodes, |_| None, &[node_ip])
 }
 
-/// The hollow nodes the API server shows Ready.
-fn ready_nodes(cp: &ControlPlane) -> usize {
-    let Some(list) = cp.get_json(&["nodes"]) else {
-        return 0;
-    };
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|n| {
-            n["metadata"]["name"]
-                .as_str()
-                .is_some_and(|s| s.starts_with(PREFIX))
-                && n["status"]["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
-        .count()
-}
-
 /// The pods of the namespace: (name, node, phase and `Ready` if it is).
 fn pods(cp: &ControlPlane) -> Option<Vec<(String, String, String)>> {
     let list = cp.get_json(&["pods", "-n", NAMESPACE])?;
@@ -122,7 +100,7 @@ fn twenty_hollow_nodes_run_two_hundred_pods_and_delete_them_all_without_a_stray(
     let started = Instant::now();
     let hollow = start_fleet(&cp, dir.path(), nodes);
     wait_until("every hollow node to be Ready", LONG, || {
-        (ready_nodes(&cp) == nodes).then_some(())
+        (harness::hollow::ready_nodes(&cp, PREFIX).len() == nodes).then_some(())
     });
     let joined = started.elapsed();
     let (rss_idle, cpu_joined) = hollow.usage();
@@ -160,14 +138,12 @@ fn twenty_hollow_nodes_run_two_hundred_pods_and_delete_them_all_without_a_stray(
     };
 
     let started = Instant::now();
-    cp.kubectl_ok(&[
-        "delete",
-        "deployment",
-        "fleet",
-        "-n",
-        NAMESPACE,
-        "--wait=false",
-    ]);
+    let out = harness::hollow::delete_deployment(&cp, NAMESPACE);
+    assert!(
+        out.status.success(),
+        "kubectl delete deployment fleet: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     wait_until("every pod to be gone from the API server", LONG, || {
         pods(&cp)?.is_empty().then_some(())
     });

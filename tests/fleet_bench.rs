@@ -278,7 +278,7 @@ fn phases(who: Contender, n: usize, idle: Duration, loss: Duration, rows: &mut V
             Fleet::Kubemark(start_kubemark(&cp, dir.path(), n, server), before)
         }
     };
-    let ready_nodes = |cp: &ControlPlane| ready_nodes(cp, prefix);
+    let ready_nodes = |cp: &ControlPlane| hollow::ready_nodes(cp, prefix);
     if poll_until(bound(n), || (ready_nodes(&cp).len() == n).then_some(())).is_none() {
         say(
             rows,
@@ -505,14 +505,7 @@ fn phases(who: Contender, n: usize, idle: Duration, loss: Duration, rows: &mut V
         ),
     );
     drop(watch);
-    cp.kubectl(&[
-        "delete",
-        "deployment",
-        "fleet",
-        "-n",
-        NAMESPACE,
-        "--wait=false",
-    ]);
+    hollow::delete_deployment(&cp, NAMESPACE);
     drop(fleet);
     all_back.is_some()
 }
@@ -539,28 +532,6 @@ fn percentiles(latencies: &[f64]) -> String {
         pick(&v, 0.99),
         v.len()
     )
-}
-
-/// The nodes named `prefix…` the API server shows Ready.
-fn ready_nodes(cp: &ControlPlane, prefix: &str) -> std::collections::HashSet<String> {
-    let Some(list) = cp.get_json(&["nodes"]) else {
-        return Default::default();
-    };
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|n| {
-            n["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
-        .filter_map(|n| n["metadata"]["name"].as_str())
-        .filter(|name| name.starts_with(prefix))
-        .map(str::to_string)
-        .collect()
 }
 
 /// The nodes whose Lease was renewed at or after `since` (RFC 3339 UTC).

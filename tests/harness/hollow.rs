@@ -10,6 +10,7 @@
 //! It knows the control plane's kubeconfigs and `/proc`, nothing of what a
 //! test checks.
 
+use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -106,6 +107,41 @@ pub fn deployment(namespace: &str, pods: usize, revision: &str) -> String {
          \x20       readinessProbe:\n          httpGet:\n            port: 8080\n\
          \x20         periodSeconds: 5\n"
     )
+}
+
+/// `kubectl delete deployment fleet --wait=false` in `namespace`, as the
+/// admin.
+pub fn delete_deployment(cp: &ControlPlane, namespace: &str) -> std::process::Output {
+    cp.kubectl(&[
+        "delete",
+        "deployment",
+        "fleet",
+        "-n",
+        namespace,
+        "--wait=false",
+    ])
+}
+
+/// The nodes named `prefix…` that the API server shows Ready.
+pub fn ready_nodes(cp: &ControlPlane, prefix: &str) -> HashSet<String> {
+    let Some(list) = cp.get_json(&["nodes"]) else {
+        return HashSet::new();
+    };
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| {
+            n["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+        .filter_map(|n| n["metadata"]["name"].as_str())
+        .filter(|name| name.starts_with(prefix))
+        .map(str::to_string)
+        .collect()
 }
 
 /// (VmRSS in KiB, user+system CPU seconds) of process `pid` now; zeros
