@@ -221,26 +221,37 @@ impl Vm {
         status.signal()
     }
 
-    /// After an emulator crash: counted, said, and the guest booted again
-    /// on the same disk (the test's checks then apply to that boot); false
-    /// when the run has had [`MAX_EMULATOR_CRASHES`] already.
-    fn boot_again_after_crash(&mut self) -> bool {
-        let Some(signal) = self.crashed() else {
+    /// True when qemu is gone for good: it exited by itself (a kernel
+    /// panic powers off), or crashed once more than a run allows. An
+    /// emulator crash within that bound is counted, said, and the guest
+    /// booted again on the same disk (the next boot number, whose checks
+    /// then apply), and qemu is not gone.
+    fn down(&mut self) -> bool {
+        if !self.exited() {
             return false;
+        }
+        let Some(signal) = self.crashed() else {
+            return true;
         };
         let n = EMULATOR_CRASHES.fetch_add(1, Ordering::SeqCst) + 1;
+        let again = n <= MAX_EMULATOR_CRASHES;
         println!(
             "  boot {}: qemu crashed (signal {signal}) {:.0?} after power-on: \
-             an unplanned power cut ({n} in this run); booting again",
+             an unplanned power cut ({n} in this run); {}",
             self.boot,
-            self.started.elapsed()
+            self.started.elapsed(),
+            if again {
+                "booting again"
+            } else {
+                "more than a run allows"
+            }
         );
-        if n > MAX_EMULATOR_CRASHES {
-            return false;
+        if !again {
+            return true;
         }
         let again = Vm::boot(&self.image, &self.disk, &self.logs, self.boot + 1);
         *self = again;
-        true
+        false
     }
 
     /// The console so far, without carriage returns.
@@ -489,8 +500,8 @@ fn check_offline(
 ) -> Result<Vec<String>, String> {
     let mut last = None;
     let ok = poll_until(BOOT_TIMEOUT, || {
-        if vm.exited() {
-            return (!vm.boot_again_after_crash()).then_some(false);
+        if vm.down() {
+            return Some(false);
         }
         let pods = vm.pods()?;
         let dropped: BTreeSet<String> = discards(&vm.console()).into_iter().collect();
@@ -573,19 +584,20 @@ fn wait_converged(
 ) -> Result<Duration, String> {
     let start = Instant::now();
     let mut last = String::new();
-    // An emulator crash boots the guest again: the time to converge is
-    // counted from that boot.
-    let mut timeout = CONVERGE_TIMEOUT;
+    // After an emulator crash the guest boots again ([`Vm::down`]): it has
+    // a boot's time more to converge, counted from that boot.
+    let first_boot = vm.boot;
     let ok = poll_until(BOOT_TIMEOUT + CONVERGE_TIMEOUT, || {
-        if vm.exited() {
-            if vm.boot_again_after_crash() {
-                timeout = start.elapsed() + BOOT_TIMEOUT + CONVERGE_TIMEOUT;
-                return None;
-            }
+        if vm.down() {
             last = "qemu exited by itself".into();
             return Some(false);
         }
-        if start.elapsed() > timeout {
+        let (since, allowed) = if vm.boot == first_boot {
+            (start.elapsed(), CONVERGE_TIMEOUT)
+        } else {
+            (vm.started.elapsed(), BOOT_TIMEOUT + CONVERGE_TIMEOUT)
+        };
+        if since > allowed {
             return Some(false);
         }
         match converged(cp, vm, churn) {
@@ -675,7 +687,7 @@ fn every_cut_of_the_power_leaves_a_node_that_comes_back_offline_and_converges() 
     // Boot 1, on the empty disk: the node joins and runs a first set.
     let mut vm = Vm::boot(&image, &disk, &logs, 1);
     let joined = poll_until(BOOT_TIMEOUT, || {
-        if vm.exited() && !vm.boot_again_after_crash() {
+        if vm.down() {
             return Some(false);
         }
         node_ready(&cp).then_some(true)
