@@ -11,19 +11,19 @@
 //! the API server gets (`apiserver::presence::node_object`), computed here too because a
 //! standalone picolet has no Node object to read it from.
 //!
-//! [`resources`] is pure; the agent reads the machine.
+//! Pure, shared by the pod workers' host facts (allocatable memory for
+//! memory-backed volumes) and the views' `GET /node` (`views/mod.rs`),
+//! which reads the machine.
 
 use serde_json::{json, Value};
 
-use super::Agent;
-use crate::cri::RuntimeService;
 use crate::node::eviction::{Signal, Threshold};
 use crate::qos::allocatable::Reserved;
 
 /// A node's amounts: CPU in millicores, memory and ephemeral-storage in
 /// bytes, pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Amounts {
+pub(in crate::agent) struct Amounts {
     pub cpu_millis: u64,
     pub memory_bytes: u64,
     pub ephemeral_storage_bytes: u64,
@@ -31,7 +31,7 @@ pub(super) struct Amounts {
 }
 
 /// Capacity minus the reservations and the hard eviction thresholds.
-pub(super) fn allocatable(
+pub(in crate::agent) fn allocatable(
     capacity: Amounts,
     reserved: &[Reserved],
     thresholds: &[Threshold],
@@ -62,7 +62,10 @@ pub(super) fn allocatable(
 
 /// The node's allocatable under `e`'s reservations and hard thresholds,
 /// ephemeral-storage reservations included: what the Node reports.
-pub(super) fn node_allocatable(capacity: Amounts, e: &super::config::EvictionConfig) -> Amounts {
+pub(in crate::agent) fn node_allocatable(
+    capacity: Amounts,
+    e: &super::config::EvictionConfig,
+) -> Amounts {
     let mut a = allocatable(
         capacity,
         &[e.kube_reserved, e.system_reserved],
@@ -76,7 +79,7 @@ pub(super) fn node_allocatable(capacity: Amounts, e: &super::config::EvictionCon
 
 /// A resource list as the API writes it: `cpu` in cores or millicores,
 /// bytes in `Ki` when they divide (as kubelet's cAdvisor-based capacity).
-pub(super) fn resources(a: Amounts) -> Value {
+pub(in crate::agent) fn resources(a: Amounts) -> Value {
     let cpu = if a.cpu_millis.is_multiple_of(1000) {
         (a.cpu_millis / 1000).to_string()
     } else {
@@ -95,30 +98,6 @@ pub(super) fn resources(a: Amounts) -> Value {
         "ephemeral-storage": bytes(a.ephemeral_storage_bytes),
         "pods": a.pods.to_string(),
     })
-}
-
-impl<R: RuntimeService> Agent<R> {
-    /// `GET /node`: capacity, allocatable, then the eviction view.
-    pub fn node_json(&self) -> Value {
-        let m = crate::node::info::read(&self.cfg.root_dir);
-        let capacity = Amounts {
-            cpu_millis: m.cpus * 1000,
-            memory_bytes: m.memory_bytes,
-            ephemeral_storage_bytes: m.root_fs_bytes,
-            pods: self.cfg.max_pods as u64,
-        };
-        let alloc = node_allocatable(capacity, &self.cfg.eviction);
-        let mut v = self.housekeeping.eviction_json();
-        v["name"] = Value::String(self.cfg.node_name.clone());
-        v["capacity"] = resources(capacity);
-        v["allocatable"] = resources(alloc);
-        if let Some(view) = self.api_server_view.borrow().as_ref() {
-            v["apiServer"] = view();
-            // null until the Node was read (from the API or its cache).
-            v["unschedulable"] = self.node.borrow().api_unschedulable.into();
-        }
-        v
-    }
 }
 
 #[cfg(test)]

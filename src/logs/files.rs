@@ -2,7 +2,7 @@
 //! reading them oldest first, and following the current one.
 //!
 //! The runtime writes instance `N` of a container to `N.log` in the
-//! container's log directory; rotation (`agent/logs.rs`) renames it to
+//! container's log directory; rotation (`agent/housekeeping/logs.rs`) renames it to
 //! `N.log.<YYYYMMDD-hhmmss>` and has the runtime reopen `N.log`. So the
 //! whole log is the rotated files by stamp, then `N.log`.
 //!

@@ -2,9 +2,9 @@
 //! and containers with their state, newest first.
 //!
 //! The agent builds an [`ObservedPod`] from CRI answers (see
-//! `agent::observe`); [`super::plan`], [`crate::status`] and the probes read
-//! it. Plain data plus ordering helpers: it knows nothing of CRI messages,
-//! of the runtime client or of time.
+//! `agent::pod_workers::observe`); [`super::plan`], [`crate::status`] and
+//! the probes read it. Plain data plus ordering helpers: it knows nothing
+//! of CRI messages, of the runtime client or of time.
 
 use crate::pleg::State;
 

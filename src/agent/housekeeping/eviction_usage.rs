@@ -19,7 +19,7 @@ use crate::qos;
 impl Housekeeping {
     /// The `candidates` eviction may choose from, with the usage
     /// `signal`'s ranking needs.
-    pub(super) fn pod_usages(
+    pub(in crate::agent) fn pod_usages(
         &self,
         candidates: &[Candidate],
         signal: eviction::Signal,

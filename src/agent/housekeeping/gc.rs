@@ -13,7 +13,6 @@ use std::fs;
 use std::time::Duration;
 
 use super::{Housekeeping, HousekeepingHost};
-use crate::agent::host_files::remove_dir_logged;
 use crate::cri::{api, RuntimeService};
 use crate::gc;
 use crate::rt;
@@ -101,6 +100,16 @@ impl Housekeeping {
 
 /// Removes a dead container and the log file the runtime leaves behind
 /// (GC, and the pod worker's pruning of init containers).
+/// Removes `dir` and what it holds; a failure is logged, a missing
+/// directory is not one.
+pub(in crate::agent) fn remove_dir_logged(dir: &std::path::Path) {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => log::debug!("removed {}", dir.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => log::warn!("removing {}: {e}", dir.display()),
+    }
+}
+
 pub(in crate::agent) async fn remove_container(runtime: &impl RuntimeService, id: String) {
     log::debug!("GC: removing dead container {id}");
     let log_path = match runtime

@@ -7,9 +7,12 @@
 //! [`Housekeeping`] owns their state (the eviction manager and what its
 //! passes saw, image use, the QoS shares last written) and the slice of
 //! the configuration they read. What they need of the pods, the runtime
-//! and the sources they ask through [`HousekeepingHost`], which the
-//! wiring's `Agent` implements: they never reach into the pod workers'
-//! state, and the pod workers never into theirs.
+//! and the sources they ask through [`HousekeepingHost`], which the pod
+//! workers implement (`pod_workers/housekeeping_host.rs`): they never
+//! reach into the pod workers' state, and the pod workers never into
+//! theirs (they call only the free helpers `remove_container` and
+//! `remove_dir_logged`). Housekeeping knows neither the views nor the
+//! wiring; the wiring runs its loops with the pod workers as the host.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -24,15 +27,13 @@ use crate::cri::RuntimeService;
 use crate::node::eviction::{Conditions, PressureCell, Signal};
 
 mod eviction;
-#[cfg(test)]
-mod eviction_tests;
 mod eviction_usage;
 mod gc;
 mod image_gc;
 mod logs;
 mod memory_notify;
 
-pub(in crate::agent) use gc::remove_container;
+pub(in crate::agent) use gc::{remove_container, remove_dir_logged};
 
 /// What housekeeping asks of the rest of the agent: the pods as it needs
 /// to see them, the few changes it makes to them (an eviction, a

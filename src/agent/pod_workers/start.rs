@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use super::{host_files, now_unix_nanos, Agent};
+use super::{host_files, now_unix_nanos, PodWorkers};
 use crate::cgroups::PodCgroups;
 use crate::cri::{api, RuntimeService};
 use crate::pod::accessors::{self, full_name};
@@ -55,7 +55,7 @@ pub(super) fn cgroup_parent(pod: &Pod, cgroups: Option<&PodCgroups>) -> String {
     }
 }
 
-impl<R: RuntimeService> Agent<R> {
+impl<R: RuntimeService> PodWorkers<R> {
     /// The pod's sandbox config; its warnings are logged once per pod.
     pub(super) fn sandbox_config(&self, pod: &Pod, attempt: u32) -> api::PodSandboxConfig {
         let parent = cgroup_parent(pod, self.cgroups.as_ref());

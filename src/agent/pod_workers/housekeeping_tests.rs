@@ -4,15 +4,17 @@
 //! being unmeasured). Cgroups are plain directories in a temp tree. And a
 //! pod past its `activeDeadlineSeconds`, which is stopped and failed like
 //! an evicted pod. Also the eviction of a pod (stopped and failed;
-//! static pods last, back once the pressure is over) and image GC.
+//! static pods last, back once the pressure is over) and image GC. The
+//! housekeeping part runs against the pod workers' `HousekeepingHost`
+//! answers, as the wiring runs it.
 
-use crate::agent::housekeeping::HousekeepingHost as _;
 use std::time::Duration;
 
-use crate::agent::tests::{
+use super::PodWorkers;
+use crate::agent::housekeeping::{Housekeeping, HousekeepingHost as _};
+use crate::agent::pod_workers::tests::{
     api_pod, api_pod_from, api_set, apply, file_set, static_pod, sync, Node, IMAGE, WEB,
 };
-use crate::agent::Agent;
 use crate::cri::memory::MemoryRuntime;
 use crate::cri::RuntimeService;
 use crate::rt::block_on;
@@ -35,6 +37,7 @@ spec:
 fn a_guaranteed_pod_not_measured_yet_stays_and_the_besteffort_hog_its_cgroup_reports_is_evicted() {
     let node = Node::new();
     let agent = node.agent_with_pod_cgroups();
+    let hk = Housekeeping::new(&agent.cfg);
     agent.sources.borrow_mut().configure(PodSource::Api);
     let hog = api_pod("hog-uid");
     let guaranteed = api_pod_from("guaranteed-uid", GUARANTEED);
@@ -43,18 +46,19 @@ fn a_guaranteed_pod_not_measured_yet_stays_and_the_besteffort_hog_its_cgroup_rep
 
     // Only the hog's cgroup exists (v2: memory.current, memory.stat); the
     // Guaranteed pod's has not been created yet.
-    let cgroup = crate::agent::start::cgroup_parent(&hog, agent.cgroups.as_ref());
+    let cgroup = crate::agent::pod_workers::start::cgroup_parent(&hog, agent.cgroups.as_ref());
     let dir = node.cgroup_mount().join(cgroup.trim_start_matches('/'));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("memory.current"), format!("{}\n", 600u64 << 20)).unwrap();
     std::fs::write(dir.join("memory.stat"), "anon 600\ninactive_file 0\n").unwrap();
-    let guaranteed_cgroup = crate::agent::start::cgroup_parent(&guaranteed, agent.cgroups.as_ref());
+    let guaranteed_cgroup =
+        crate::agent::pod_workers::start::cgroup_parent(&guaranteed, agent.cgroups.as_ref());
     assert!(!node
         .cgroup_mount()
         .join(guaranteed_cgroup.trim_start_matches('/'))
         .exists());
 
-    let usages = agent.housekeeping.pod_usages(
+    let usages = hk.pod_usages(
         &agent.eviction_candidates(),
         crate::node::eviction::Signal::MemoryAvailable,
     );
@@ -67,9 +71,7 @@ fn a_guaranteed_pod_not_measured_yet_stays_and_the_besteffort_hog_its_cgroup_rep
     };
     assert_eq!((of("hog-uid"), of("guaranteed-uid")), (600 << 20, 0));
 
-    agent
-        .housekeeping
-        .evict_one(&*agent, &memory_threshold(), low_memory());
+    hk.evict_one(&*agent, &memory_threshold(), low_memory());
     let pods = agent.pods.borrow();
     assert!(
         pods["hog-uid"].lifecycle.evicted().is_some(),
@@ -152,7 +154,7 @@ fn low_memory() -> crate::node::eviction::Observation {
     }
 }
 
-fn phase_reason(agent: &Agent<MemoryRuntime>, uid: &str) -> (String, String, String) {
+fn phase_reason(agent: &PodWorkers<MemoryRuntime>, uid: &str) -> (String, String, String) {
     let pods = agent.pods.borrow();
     let st = agent.pod_status(&pods[uid]);
     (
@@ -166,6 +168,7 @@ fn phase_reason(agent: &Agent<MemoryRuntime>, uid: &str) -> (String, String, Str
 fn an_evicted_pod_is_stopped_and_failed_and_static_pods_go_last_and_come_back() {
     let node = Node::new();
     let agent = node.agent();
+    let hk = Housekeeping::new(&agent.cfg);
     agent.sources.borrow_mut().configure(PodSource::Api);
     let web = static_pod(WEB);
     let api = api_pod("api-uid-1");
@@ -176,9 +179,7 @@ fn an_evicted_pod_is_stopped_and_failed_and_static_pods_go_last_and_come_back() 
     assert_eq!(node.running().len(), 4);
 
     // The API pod goes first: the static pod is critical.
-    agent
-        .housekeeping
-        .evict_one(&*agent, &memory_threshold(), low_memory());
+    hk.evict_one(&*agent, &memory_threshold(), low_memory());
     sync(&agent, &api);
     assert_eq!(node.running().len(), 2, "only the static pod runs");
     let (phase, reason, message) = phase_reason(&agent, "api-uid-1");
@@ -189,9 +190,7 @@ fn an_evicted_pod_is_stopped_and_failed_and_static_pods_go_last_and_come_back() 
     assert_eq!(node.running().len(), 2, "an evicted pod is not restarted");
 
     // Then the static pod, the only one left.
-    agent
-        .housekeeping
-        .evict_one(&*agent, &memory_threshold(), low_memory());
+    hk.evict_one(&*agent, &memory_threshold(), low_memory());
     sync(&agent, &web);
     assert!(node.running().is_empty());
     let web_uid = crate::pod::uid(&web).to_string();
@@ -217,9 +216,8 @@ fn an_evicted_pod_is_stopped_and_failed_and_static_pods_go_last_and_come_back() 
 fn with_no_pod_left_eviction_does_nothing() {
     let node = Node::new();
     let agent = node.agent();
-    agent
-        .housekeeping
-        .evict_one(&*agent, &memory_threshold(), low_memory());
+    let hk = Housekeeping::new(&agent.cfg);
+    hk.evict_one(&*agent, &memory_threshold(), low_memory());
     assert!(agent.pods.borrow().is_empty());
 }
 
@@ -229,16 +227,13 @@ fn image_gc_removes_unused_images_and_keeps_the_one_in_use() {
     node.runtime.add_image("docker.io/library/old:1");
     node.runtime.add_image("docker.io/library/older:1");
     let agent = node.agent();
+    let hk = Housekeeping::new(&agent.cfg);
     let web = static_pod(WEB);
     apply(&agent, file_set(vec![web.clone()]));
     sync(&agent, &web);
     assert_eq!(node.running().len(), 2);
 
-    let freed = block_on(Box::pin(
-        agent
-            .housekeeping
-            .image_gc_pass(&agent.runtime, Some(u64::MAX)),
-    ));
+    let freed = block_on(Box::pin(hk.image_gc_pass(&agent.runtime, Some(u64::MAX))));
     assert_eq!(freed, 2 << 20, "two unused images of 1 MiB");
     let left = block_on(Box::pin(
         agent

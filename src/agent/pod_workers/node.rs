@@ -13,7 +13,7 @@ use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Pod, Taint};
 
-use super::Agent;
+use super::PodWorkers;
 use crate::config::SwapBehavior;
 use crate::cri::{api, RuntimeService};
 use crate::pod::accessors::{spec, uid};
@@ -195,11 +195,11 @@ pub(super) fn node_labels(
     labels
 }
 
-impl<R: RuntimeService> Agent<R> {
+impl<R: RuntimeService> PodWorkers<R> {
     /// Asks the runtime what it supports (CRI `Status`: `features` and the
     /// default handler's features). A runtime that says nothing (containerd
     /// 1.6) supports neither.
-    pub(super) async fn read_runtime_features(&self) {
+    pub(in crate::agent) async fn read_runtime_features(&self) {
         let Some(cri) = self.runtime.cri() else {
             return;
         };
@@ -254,7 +254,7 @@ impl<R: RuntimeService> Agent<R> {
             cpu_millis: node.cpu_millis,
             memory_bytes: Some(self.host.node_memory).filter(|m| *m > 0),
             max_pods: self.cfg.max_pods,
-            pressure: self.pressure().get(),
+            pressure: self.pressure.get(),
             sysctls: self.host.sysctls.clone(),
         }
     }

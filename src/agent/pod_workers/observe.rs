@@ -3,7 +3,7 @@
 //! The pure half, unit-tested: CRI sandboxes and containers become an
 //! [`ObservedPod`] ([`observed_sandbox`], [`observed_container`]), and a
 //! relist becomes the PLEG snapshot plus the GC input ([`relist_of`]). The
-//! I/O half: [`Agent::observe`] (one pod, by its UID label) and the PLEG
+//! I/O half: [`PodWorkers::observe`] (one pod, by its UID label) and the PLEG
 //! task, which relists on the schedule of [`pleg::Cadence`] (every second
 //! without runtime events, cheaply: see [`crate::cri::raw`]; on each event
 //! and every 10 s with them), diffs ([`pleg::diff`]) and wakes only the
@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::Agent;
+use super::PodWorkers;
 use crate::cri::{api, CriError, RuntimeService};
 use crate::gc;
 use crate::pleg::{self, Kind, Record, State};
@@ -270,7 +270,7 @@ fn label_filter(uid: &str) -> HashMap<String, String> {
     HashMap::from([(POD_UID_LABEL.to_string(), uid.to_string())])
 }
 
-impl<R: RuntimeService> Agent<R> {
+impl<R: RuntimeService> PodWorkers<R> {
     /// Observes one pod in the runtime.
     pub(super) async fn observe(&self, uid: &str) -> Result<ObservedPod, CriError> {
         let sandboxes = self
@@ -389,7 +389,7 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 
-    /// The sandbox this worker just created, as [`Agent::observe`] would
+    /// The sandbox this worker just created, as [`PodWorkers::observe`] would
     /// find it, from one PodSandboxStatus instead of two lists and a
     /// status (the start path of issue #13); its IPs are cached as
     /// `observe` caches them.
@@ -462,7 +462,7 @@ impl<R: RuntimeService> Agent<R> {
     /// One PLEG pass: relist, wake the pods that changed (all of them after
     /// the runtime came back), adopt orphans. Returns the new snapshot, or
     /// `None` when the runtime could not be listed. (The PLEG task runs
-    /// [`Agent::pleg_tick`]; unit tests run full passes.)
+    /// [`PodWorkers::pleg_tick`]; unit tests run full passes.)
     #[cfg(test)]
     pub(super) async fn pleg_pass(
         self: &Rc<Self>,
@@ -550,7 +550,7 @@ impl<R: RuntimeService> Agent<R> {
         }
     }
 
-    pub(super) async fn pleg_loop(self: Rc<Self>) {
+    pub(in crate::agent) async fn pleg_loop(self: Rc<Self>) {
         let cadence = Rc::new(RefCell::new(pleg::Cadence::default()));
         // An event (or the stream's end) asks for a relist now; one
         // pending request is enough, however many events came.

@@ -39,7 +39,7 @@ use k8s_openapi::api::core::v1::Pod;
 use smol::channel::Receiver;
 
 use super::lifecycle::{Evicted, Lifecycle};
-use super::{host_files, now_unix_nanos, start, Agent, RETRY_AFTER_ERROR};
+use super::{host_files, now_unix_nanos, start, PodWorkers, RETRY_AFTER_ERROR};
 use crate::backoff::Backoff;
 use crate::cri::RuntimeService;
 use crate::pleg::{Kind, State};
@@ -81,7 +81,7 @@ enum Step {
     Retry(Duration),
 }
 
-impl<R: RuntimeService> Agent<R> {
+impl<R: RuntimeService> PodWorkers<R> {
     pub(super) async fn pod_worker(self: Rc<Self>, uid: String, wake: Receiver<()>) {
         let mut woken = true;
         loop {

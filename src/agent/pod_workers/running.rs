@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::observe::Relist;
-use super::Agent;
+use super::PodWorkers;
 use crate::cri::RuntimeService;
 use crate::pleg::State;
 
@@ -102,7 +102,7 @@ fn is_image_id(image: &str) -> bool {
     hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-impl<R: RuntimeService> Agent<R> {
+impl<R: RuntimeService> PodWorkers<R> {
     /// `GET /runningpods/`.
     pub fn running_pods_json(&self) -> Value {
         let pods = self.pods.borrow();

@@ -5,8 +5,9 @@
 //! kubelet's path forms `/exec/{namespace}/{pod}/{container}` and
 //! `/exec/{namespace}/{pod}/{uid}/{container}` (`/portForward/{namespace}/
 //! {pod}[/{uid}]`), and its options in the query ([`Session::parse`],
-//! pure). The agent finds the running container (or the pod's sandbox),
-//! asks the runtime for a streaming URL (CRI `Exec`, `Attach`,
+//! pure). The pod workers find the running container (or the pod's
+//! sandbox, `PodWorkers::session_target`); the view asks the runtime for
+//! a streaming URL (CRI `Exec`, `Attach`,
 //! `PortForward`), and relays the client's upgraded connection (SPDY/3.1
 //! or WebSocket, whichever it asked for) byte for byte to that URL
 //! ([`crate::net::upgrade`]). At most [`MAX_SESSIONS`] run at once per
@@ -25,12 +26,10 @@ use std::time::Duration;
 use http::request::Parts;
 use http::{header, Response, StatusCode};
 
-use super::Agent;
+use super::Views;
 use crate::admin::router::{typed, Reply, UpgradeFn};
 use crate::cri::{api, RuntimeService};
 use crate::net::upgrade;
-use crate::pleg::State;
-use crate::pod::accessors;
 use crate::rt;
 
 /// Sessions relayed at once (per listener); more are refused with 429.
@@ -177,54 +176,15 @@ impl Drop for SessionSlot {
     }
 }
 
-impl<R: RuntimeService> Agent<R> {
+impl<R: RuntimeService> Views<R> {
     /// The streaming routes' handler, with its own session count.
-    pub(super) fn streaming_handler(self: &Rc<Self>) -> UpgradeFn {
+    pub(in crate::agent) fn streaming_handler(self: &Rc<Self>) -> UpgradeFn {
         let me = self.clone();
         let sessions = Rc::new(Cell::new(0usize));
         Rc::new(move |head| {
             let (me, sessions) = (me.clone(), sessions.clone());
             Box::pin(async move { me.stream_session(head, sessions).await })
         })
-    }
-
-    /// The container ID (or, for portForward, the sandbox ID) a session
-    /// targets, or the refusal.
-    fn session_target(&self, s: &Session) -> Result<String, (StatusCode, String)> {
-        let pods = self.pods.borrow();
-        let entry = pods
-            .values()
-            .filter(|e| {
-                accessors::namespace(&e.pod) == s.namespace
-                    && accessors::name(&e.pod) == s.pod
-                    && s.uid.as_deref().is_none_or(|u| accessors::uid(&e.pod) == u)
-            })
-            .min_by_key(|e| e.lifecycle.is_deleted());
-        let Some(e) = entry else {
-            return Err((StatusCode::NOT_FOUND, "pod does not exist".into()));
-        };
-        if s.kind == Some(Kind::PortForward) {
-            return match e.observed.latest_sandbox().filter(|sb| sb.ready) {
-                Some(sb) => Ok(sb.id.clone()),
-                None => Err((
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("pod {:?} has no running sandbox", s.pod),
-                )),
-            };
-        }
-        if !accessors::has_container(&e.pod, &s.container) {
-            return Err((
-                StatusCode::NOT_FOUND,
-                format!("container {:?} not found in pod {:?}", s.container, s.pod),
-            ));
-        }
-        match e.observed.latest(&s.container) {
-            Some(c) if c.state == State::Running => Ok(c.id.clone()),
-            _ => Err((
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("container not found ({:?})", s.container),
-            )),
-        }
     }
 
     async fn stream_session(
@@ -236,7 +196,13 @@ impl<R: RuntimeService> Agent<R> {
             Ok(s) => s,
             Err((status, message)) => return refuse(status, message),
         };
-        let target = match self.session_target(&s) {
+        let target = match self.workers.session_target(
+            &s.namespace,
+            &s.pod,
+            s.uid.as_deref(),
+            &s.container,
+            s.kind == Some(Kind::PortForward),
+        ) {
             Ok(t) => t,
             Err((status, message)) => return refuse(status, message),
         };
@@ -246,7 +212,7 @@ impl<R: RuntimeService> Agent<R> {
                 format!("{MAX_SESSIONS} streaming sessions are open; try again later"),
             );
         }
-        let Some(cri) = self.runtime.cri().cloned() else {
+        let Some(cri) = self.workers.runtime().cri().cloned() else {
             return refuse(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "this runtime has no streaming server",

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::{host_files, Agent, RETRY_AFTER_ERROR};
+use super::{host_files, PodWorkers, RETRY_AFTER_ERROR};
 use crate::cri::{api, CriError, RuntimeService};
 use crate::pod::accessors::{self, full_name};
 use crate::pod::{facts, plan, ObservedPod};
 
-impl<R: RuntimeService> Agent<R> {
+impl<R: RuntimeService> PodWorkers<R> {
     /// A deleted pod: terminate it and forget it (unless a source wants it
     /// again meanwhile).
     pub(super) async fn sync_deleted(

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use super::Agent;
+use super::PodWorkers;
 use crate::backoff::Backoff;
 use crate::cri::{api, RuntimeService};
 use crate::pod::accessors::{full_name, uid};
@@ -72,7 +72,7 @@ struct Wanted<'a> {
     key: String,
 }
 
-impl<R: RuntimeService> Agent<R> {
+impl<R: RuntimeService> PodWorkers<R> {
     /// Makes the image available per `imagePullPolicy`; returns the image
     /// ID and the user it runs as by default.
     pub(super) async fn ensure_image(

@@ -9,7 +9,7 @@
 //! source: a pod found in the runtime that nobody wants (an orphan) is
 //! terminated only once the source it came from (the sandbox's
 //! `kubernetes.io/config.source`) is ready, or once every source is, when
-//! its origin is unknown. GC asks the same question ([`Agent::may_remove`]).
+//! its origin is unknown. GC asks the same question ([`PodWorkers::may_remove`]).
 //!
 //! It must not know how a source reads its origin.
 
@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::lifecycle::Lifecycle;
-use super::{now_unix_nanos, Agent, PodEntry};
+use super::{now_unix_nanos, PodEntry, PodWorkers};
 use crate::cri::RuntimeService;
 use crate::pleg;
 use crate::pod::accessors::{self, full_name};
@@ -102,9 +102,9 @@ impl Sources {
     }
 }
 
-impl<R: RuntimeService> Agent<R> {
+impl<R: RuntimeService> PodWorkers<R> {
     /// Spawns a task for every source the configuration turns on.
-    pub(super) fn spawn_configured_sources(self: &Rc<Self>) -> Vec<smol::Task<()>> {
+    pub(in crate::agent) fn spawn_configured_sources(self: &Rc<Self>) -> Vec<smol::Task<()>> {
         let mut tasks = Vec::new();
         match self.cfg.static_pod_path.clone() {
             Some(dir) => tasks.push(self.spawn_source(FileSource::new(

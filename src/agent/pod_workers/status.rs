@@ -1,15 +1,16 @@
 //! Status assembly: each pod's v1 `PodStatus` ([`status::pod_status`]
-//! computes it) from the agent's records, plus the pod list and metrics the
-//! admin socket serves. Read-only: nothing here changes a pod, and the
-//! future node API and API-server status sync read pods through
-//! [`Agent::pod_list`]-like views, never the agent's internals.
+//! computes it) from the pod workers' records, what the [`StatusSink`]
+//! is told, plus the pod list and the metrics families the pod workers
+//! record, for the read-only views. Nothing here changes a pod; the views
+//! and the API-server status sync read pods through these answers, never
+//! the registry itself.
 
 use std::collections::HashMap;
 use std::rc::Rc;
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 
-use super::{now_unix_nanos, Agent, PodEntry, StatusSink};
+use super::{now_unix_nanos, PodEntry, PodWorkers, StatusSink};
 use crate::cri::RuntimeService;
 use crate::pod::{facts, RuntimeResources};
 use crate::status::{self, Waiting};
@@ -35,9 +36,9 @@ fn evicted_status(st: &mut PodStatus, message: &str, at_unix: i64, generation: O
     }
 }
 
-impl<R: RuntimeService> Agent<R> {
+impl<R: RuntimeService> PodWorkers<R> {
     /// Sends every pod's status to `sink` from now on (the API-server
-    /// status sync). Set once, before [`Agent::run`].
+    /// status sync). Set once, before `Agent::run`.
     pub fn set_status_sink(&self, sink: Rc<dyn StatusSink>) {
         *self.status_sink.borrow_mut() = Some(sink);
     }
@@ -183,7 +184,7 @@ impl<R: RuntimeService> Agent<R> {
 
     /// Every pod with its status, as a v1 PodList; pods refused at
     /// admission are listed with phase Failed and kubelet's reason.
-    pub fn pod_list(&self) -> serde_json::Value {
+    pub(in crate::agent) fn pod_list(&self) -> serde_json::Value {
         let pods = self.pods.borrow();
         let refused: Vec<serde_json::Value> = self
             .sources
@@ -221,48 +222,21 @@ impl<R: RuntimeService> Agent<R> {
         serde_json::json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
     }
 
-    /// Appends `more` to every `/metrics` answer from now on (the API
-    /// server link's metrics). Set once, before [`Agent::run`].
-    pub fn set_more_metrics(&self, more: super::MoreMetrics) {
-        *self.more_metrics.borrow_mut() = Some(more);
-    }
-
-    /// Adds the API server's state to every `GET /node` answer from now
-    /// on. Set once, before [`Agent::run`].
-    pub fn set_api_server_view(&self, view: super::ApiServerView) {
-        *self.api_server_view.borrow_mut() = Some(view);
-    }
-
     /// `/metrics/probes`: the prober's counters.
-    pub fn probe_metrics_text(&self) -> String {
+    pub(in crate::agent) fn probe_metrics_text(&self) -> String {
         let mut out = String::new();
-        self.probe_metrics.borrow().render(&mut out);
+        self.render_probe_metrics(&mut out);
         out
     }
 
-    /// `/metrics`.
-    pub fn metrics(&self) -> String {
-        let mut out = String::new();
-        self.probe_metrics.borrow().render(&mut out);
-        let (longest, _) = crate::rt::longest_poll();
-        out.push_str(
-            "# HELP picolet_executor_longest_poll_seconds The longest time one poll of one task held the executor thread.\n\
-             # TYPE picolet_executor_longest_poll_seconds gauge\n",
-        );
-        out.push_str(&format!(
-            "picolet_executor_longest_poll_seconds {:.6}\n",
-            longest.as_secs_f64()
-        ));
-        self.render_kubelet_metrics(&mut out);
-        if let Some(more) = self.more_metrics.borrow().as_ref() {
-            more(&mut out);
-        }
-        out
+    /// Appends the prober's counters (the start of `/metrics`).
+    pub(in crate::agent) fn render_probe_metrics(&self, out: &mut String) {
+        self.probe_metrics.borrow().render(out);
     }
 
     /// kubelet's families: what was recorded, and the last relist's
     /// sandboxes and containers counted now.
-    fn render_kubelet_metrics(&self, out: &mut String) {
+    pub(in crate::agent) fn render_kubelet_metrics(&self, out: &mut String) {
         use crate::node::kubelet_metrics::{render, Scrape};
         use crate::pleg::State;
         let relist = self.relist.borrow();

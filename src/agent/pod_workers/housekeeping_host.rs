@@ -1,9 +1,9 @@
-//! The pod side's answers to housekeeping: [`HousekeepingHost`] for the
-//! agent. Each answer reads or changes the pod registry (the pods, their
-//! lifecycle, the last relist, the sources' readiness) on housekeeping's
-//! behalf, so `housekeeping/` never touches the registry itself. When the
-//! pod workers own the registry as a part of their own, these answers are
-//! theirs and the wiring only forwards.
+//! The pod workers' answers to housekeeping: [`HousekeepingHost`] for
+//! [`PodWorkers`]. Each answer reads or changes the pod registry (the
+//! pods, their lifecycle, the last relist, the sources' readiness) on
+//! housekeeping's behalf, so `housekeeping/` never touches the registry
+//! itself; the wiring hands the pod workers to housekeeping's loops as
+//! their host.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -13,14 +13,14 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::housekeeping::{Candidate, HousekeepingHost, NodeCapacity};
 use super::lifecycle::Evicted;
-use super::Agent;
+use super::PodWorkers;
 use crate::cgroups::PodCgroups;
 use crate::cri::RuntimeService;
 use crate::node::eviction::{Conditions, Signal};
 use crate::pleg::State;
 use crate::pod::{accessors, facts, spec};
 
-impl<R: RuntimeService> HousekeepingHost for Agent<R> {
+impl<R: RuntimeService> HousekeepingHost for PodWorkers<R> {
     type Runtime = R;
 
     fn runtime(&self) -> &R {
@@ -143,11 +143,11 @@ impl<R: RuntimeService> HousekeepingHost for Agent<R> {
     }
 
     fn may_remove(&self, uid: &str) -> bool {
-        Agent::may_remove(self, uid)
+        PodWorkers::may_remove(self, uid)
     }
 
     fn all_sources_ready(&self) -> bool {
-        Agent::all_sources_ready(self)
+        PodWorkers::all_sources_ready(self)
     }
 
     fn with_relist<T>(

@@ -21,7 +21,7 @@ use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 
-use super::{atomic_writer, tmpfs, Agent};
+use super::{atomic_writer, tmpfs, PodWorkers};
 use crate::cri::RuntimeService;
 use crate::pod::config_objects::{self, ConfigObjects, Lookup};
 use crate::pod::spec::{self, ConfigVolume, PayloadError};
@@ -96,7 +96,7 @@ fn mount_failed(name: &str, e: &PayloadError) -> String {
     format!("MountVolume.SetUp failed for volume {name:?} : {e}")
 }
 
-impl<R: RuntimeService> Agent<R> {
+impl<R: RuntimeService> PodWorkers<R> {
     /// Where `pod` looks up its ConfigMaps and Secrets: the API server's
     /// watches for an API pod, nothing for a static pod.
     pub(super) fn objects_for(&self, pod: &Pod) -> Option<std::rc::Rc<dyn ConfigObjects>> {

@@ -91,7 +91,7 @@ fn config_map(greeting: &str) -> Rc<ConfigMap> {
     )
 }
 
-fn waiting(agent: &super::Agent<crate::cri::memory::MemoryRuntime>) -> (String, String) {
+fn waiting(agent: &super::PodWorkers<crate::cri::memory::MemoryRuntime>) -> (String, String) {
     let pods = agent.pods.borrow();
     let w = pods["cfg-uid"].containers["main"].waiting.clone().unwrap();
     (w.reason, w.message)

@@ -11,12 +11,13 @@ use std::rc::{Rc, Weak};
 use http::request::Parts;
 use http::{header, HeaderValue, Response, StatusCode};
 
-use super::{now_unix_nanos, Agent};
+use super::Views;
 use crate::admin::router::Reply;
+use crate::agent::pod_workers::now_unix_nanos;
 use crate::cri::RuntimeService;
 use crate::logs::{files, LogOptions};
 use crate::pleg::State;
-use crate::pod::{accessors, facts, ObservedPod};
+use crate::pod::ObservedPod;
 use crate::rt;
 
 /// Which instance's log: its restart count (`N` of `N.log`) and, when it
@@ -73,9 +74,9 @@ fn refuse(status: StatusCode, message: String) -> Response<Reply> {
     r.map(Reply::Whole)
 }
 
-impl<R: RuntimeService> Agent<R> {
+impl<R: RuntimeService> Views<R> {
     /// The `/containerLogs/...` handler (see the module docs).
-    pub(super) fn container_logs(self: &Rc<Self>, req: &Parts) -> Response<Reply> {
+    pub(in crate::agent) fn container_logs(self: &Rc<Self>, req: &Parts) -> Response<Reply> {
         let path = req.uri.path();
         let rest = path.strip_prefix("/containerLogs/").unwrap_or("");
         let mut parts = rest.splitn(3, '/');
@@ -98,44 +99,23 @@ impl<R: RuntimeService> Agent<R> {
                 Ok(o) => o,
                 Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
             };
-        let found = {
-            let pods = self.pods.borrow();
-            let Some((uid, e)) = pods
-                .iter()
-                .filter(|(_, e)| {
-                    accessors::namespace(&e.pod) == ns && accessors::name(&e.pod) == pod_name
-                })
-                .min_by_key(|(_, e)| e.lifecycle.is_deleted())
-            else {
-                return refuse(
-                    StatusCode::NOT_FOUND,
-                    format!("pod {pod_name:?} does not exist"),
-                );
-            };
-            if !accessors::has_container(&e.pod, container) {
-                return refuse(
-                    StatusCode::NOT_FOUND,
-                    format!("container {container:?} not found in pod {pod_name:?}"),
-                );
-            }
-            let waiting = e
-                .containers
-                .get(container)
-                .and_then(|c| c.waiting.as_ref())
-                .map(|w| w.reason.clone());
-            let dir = facts::log_dir(&self.cfg.pod_logs_dir, &e.pod).join(container);
-            instance(
-                &e.observed,
-                pod_name,
-                container,
-                opts.previous,
-                waiting.as_deref(),
-            )
-            .map(|i| (uid.clone(), dir, i))
-        };
+        let found = self
+            .workers
+            .log_source(ns, pod_name, container)
+            .and_then(|src| {
+                instance(
+                    &src.observed,
+                    pod_name,
+                    container,
+                    opts.previous,
+                    src.waiting.as_deref(),
+                )
+                .map(|i| (src.uid, src.dir, i))
+                .map_err(|m| (StatusCode::BAD_REQUEST, m))
+            });
         let (uid, dir, instance) = match found {
             Ok(f) => f,
-            Err(message) => return refuse(StatusCode::BAD_REQUEST, message),
+            Err((status, message)) => return refuse(status, message),
         };
         let files = files::log_files(&dir, instance.attempt);
         if opts.previous && !files.iter().any(|f| f.exists()) {
@@ -151,13 +131,7 @@ impl<R: RuntimeService> Agent<R> {
             let (Some(agent), Some(id)) = (me.upgrade(), instance.running_id.as_deref()) else {
                 return false;
             };
-            let pods = agent.pods.borrow();
-            pods.get(&uid).is_some_and(|e| {
-                e.observed
-                    .containers
-                    .iter()
-                    .any(|c| c.id == id && c.state == State::Running)
-            })
+            agent.workers.container_running(&uid, id)
         };
         let (tx, rx) = smol::channel::bounded(2);
         rt::spawn(files::stream(files, opts, files::POLL, running, tx)).detach();

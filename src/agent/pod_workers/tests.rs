@@ -13,7 +13,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::host_files::HostFacts;
-use super::{Agent, AgentConfig};
+use super::{AgentConfig, PodWorkers};
+use crate::agent::housekeeping::Housekeeping;
 use crate::cri::api::ContainerState;
 use crate::cri::memory::{MemoryContainer, MemoryRuntime};
 use crate::cri::RuntimeService;
@@ -62,13 +63,13 @@ impl Node {
     }
 
     /// A (re)started agent on this node's runtime, with a file source.
-    pub(super) fn agent(&self) -> Rc<Agent<MemoryRuntime>> {
+    pub(super) fn agent(&self) -> Rc<PodWorkers<MemoryRuntime>> {
         self.agent_with(None)
     }
 
     /// As [`Node::agent`], with pod cgroups in a cgroup v2 tree of plain
     /// directories under the node's temp dir ([`Node::cgroup_mount`]).
-    pub(super) fn agent_with_pod_cgroups(&self) -> Rc<Agent<MemoryRuntime>> {
+    pub(super) fn agent_with_pod_cgroups(&self) -> Rc<PodWorkers<MemoryRuntime>> {
         let mount = self.cgroup_mount();
         std::fs::create_dir_all(&mount).expect("cgroup mount");
         std::fs::write(mount.join("cgroup.controllers"), "cpu memory pids\n").expect("v2");
@@ -80,7 +81,10 @@ impl Node {
         self._dir.path().join("cgroup")
     }
 
-    fn agent_with(&self, cgroups: Option<crate::cgroups::PodCgroups>) -> Rc<Agent<MemoryRuntime>> {
+    fn agent_with(
+        &self,
+        cgroups: Option<crate::cgroups::PodCgroups>,
+    ) -> Rc<PodWorkers<MemoryRuntime>> {
         let root = self._dir.path();
         let cfg = AgentConfig {
             node_name: "node1".into(),
@@ -116,7 +120,13 @@ impl Node {
             resolv_conf: None,
             sysctls: Default::default(),
         };
-        Agent::with_runtime(cfg, self.runtime.clone(), cgroups, host)
+        PodWorkers::new(
+            Rc::new(cfg),
+            self.runtime.clone(),
+            cgroups,
+            host,
+            Default::default(),
+        )
     }
 
     pub(super) fn running(&self) -> Vec<MemoryContainer> {
@@ -134,6 +144,13 @@ impl Node {
             .filter(|c| c.name() == name)
             .collect()
     }
+}
+
+/// kubelet's `/metrics` families as the pod workers render them.
+fn kubelet_metrics(agent: &PodWorkers<MemoryRuntime>) -> String {
+    let mut out = String::new();
+    agent.render_kubelet_metrics(&mut out);
+    out
 }
 
 pub(super) fn static_pod(yaml: &str) -> Pod {
@@ -176,24 +193,24 @@ pub(super) fn file_set(pods: Vec<Pod>) -> SourceUpdate {
 }
 
 /// Applies a set, then stops the pod workers: the test runs the syncs.
-pub(super) fn apply(agent: &Rc<Agent<MemoryRuntime>>, update: SourceUpdate) {
+pub(super) fn apply(agent: &Rc<PodWorkers<MemoryRuntime>>, update: SourceUpdate) {
     agent.apply_update(update);
     stop_workers(agent);
 }
 
-fn stop_workers(agent: &Agent<MemoryRuntime>) {
+fn stop_workers(agent: &PodWorkers<MemoryRuntime>) {
     for e in agent.pods.borrow_mut().values_mut() {
         e._task = None;
     }
 }
 
-pub(super) fn sync(agent: &Rc<Agent<MemoryRuntime>>, pod: &Pod) -> Option<Duration> {
+pub(super) fn sync(agent: &Rc<PodWorkers<MemoryRuntime>>, pod: &Pod) -> Option<Duration> {
     // Boxed, as the worker does: a sync's future is large.
     block_on(Box::pin(agent.sync_pod(crate::pod::uid(pod))))
 }
 
 /// One PLEG pass (relist, orphan adoption) with the workers stopped.
-fn pleg_pass(agent: &Rc<Agent<MemoryRuntime>>) {
+fn pleg_pass(agent: &Rc<PodWorkers<MemoryRuntime>>) {
     let (mut connects, mut down) = (agent.runtime.connects(), false);
     let last = pleg::Snapshot::default();
     let pass = agent.pleg_pass(&last, &mut connects, &mut down);
@@ -230,7 +247,7 @@ fn a_quiet_relist_lists_only_containers_and_a_changed_container_lists_sandboxes_
 }
 
 /// A sync on the worker's timer, not woken by anything.
-fn timed_sync(agent: &Rc<Agent<MemoryRuntime>>, pod: &Pod) -> Option<Duration> {
+fn timed_sync(agent: &Rc<PodWorkers<MemoryRuntime>>, pod: &Pod) -> Option<Duration> {
     block_on(Box::pin(agent.sync_pod_after(crate::pod::uid(pod), false)))
 }
 
@@ -289,7 +306,11 @@ fn a_restarted_agent_adopts_running_containers_without_restarting_them() {
     let before = node.running();
     assert_eq!(before.len(), 2, "{}", first.pod_list());
     let started = "kubelet_pod_start_duration_seconds_count 1\n";
-    assert!(first.metrics().contains(started), "{}", first.metrics());
+    assert!(
+        kubelet_metrics(&first).contains(started),
+        "{}",
+        kubelet_metrics(&first)
+    );
     drop(first);
 
     node.runtime.clear_calls();
@@ -313,7 +334,7 @@ fn a_restarted_agent_adopts_running_containers_without_restarting_them() {
         assert!(!calls.contains(&changing), "{changing} in {calls:?}");
     }
     assert_eq!(node.runtime.sandbox_ids().len(), 1);
-    let m = second.metrics();
+    let m = kubelet_metrics(&second);
     assert!(
         m.contains("kubelet_pod_start_duration_seconds_count 0\n"),
         "an adopted pod's start is not measured: {m}"
@@ -438,7 +459,9 @@ fn a_source_that_is_not_ready_keeps_its_pods_containers() {
     // Restart: the manifest directory cannot be read yet.
     let second = node.agent();
     pleg_pass(&second);
-    block_on(Box::pin(second.housekeeping.collect_garbage(&*second)));
+    block_on(Box::pin(
+        Housekeeping::new(&second.cfg).collect_garbage(&*second),
+    ));
     assert!(
         second.pods.borrow().is_empty(),
         "no orphan before the source spoke"
@@ -452,7 +475,9 @@ fn a_source_that_is_not_ready_keeps_its_pods_containers() {
         },
     );
     pleg_pass(&second);
-    block_on(Box::pin(second.housekeeping.collect_garbage(&*second)));
+    block_on(Box::pin(
+        Housekeeping::new(&second.cfg).collect_garbage(&*second),
+    ));
     assert!(
         second.pods.borrow().is_empty(),
         "an error is not an empty set"
@@ -500,7 +525,9 @@ fn the_pods_of_a_source_that_is_not_ready_survive_another_source_being_ready() {
     second.sources.borrow_mut().configure(PodSource::Api);
     apply(&second, file_set(Vec::new()));
     pleg_pass(&second);
-    block_on(Box::pin(second.housekeeping.collect_garbage(&*second)));
+    block_on(Box::pin(
+        Housekeeping::new(&second.cfg).collect_garbage(&*second),
+    ));
     assert!(
         second.pods.borrow().is_empty(),
         "the API pod is no orphan yet"

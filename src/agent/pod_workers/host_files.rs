@@ -19,12 +19,13 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
+use super::housekeeping::remove_dir_logged;
 use super::AgentConfig;
 use crate::pod::{accessors, facts, spec};
 
 /// Facts about the host, read once at start.
 #[derive(Clone, Debug)]
-pub(super) struct HostFacts {
+pub(in crate::agent) struct HostFacts {
     /// The node's IPs as kubelet takes them from the Node's InternalIPs
     /// ([`host_ips`]): pods' `status.hostIPs`, a hostNetwork pod's IPs.
     pub host_ips: Vec<String>,
@@ -46,13 +47,13 @@ impl HostFacts {
     /// allocatable, from [`crate::node::info`] and `cfg`.
     pub fn detect(cfg: &AgentConfig) -> HostFacts {
         let m = crate::node::info::read(&cfg.root_dir);
-        let capacity = super::node_view::Amounts {
+        let capacity = crate::agent::node_view::Amounts {
             cpu_millis: m.cpus * 1000,
             memory_bytes: m.memory_bytes,
             ephemeral_storage_bytes: m.root_fs_bytes,
             pods: cfg.max_pods as u64,
         };
-        let alloc = super::node_view::node_allocatable(capacity, &cfg.eviction);
+        let alloc = crate::agent::node_view::node_allocatable(capacity, &cfg.eviction);
         HostFacts {
             host_ips: host_ips(&cfg.node_ips, crate::node::info::primary_ipv4),
             node_memory: Some(m.memory_bytes).filter(|b| *b > 0).unwrap_or(1 << 30),
@@ -89,8 +90,8 @@ pub(super) fn host_ips(
 /// Allocatable for the downward API: a resource whose capacity is unknown
 /// (zero) is one the Node does not report.
 pub(super) fn node_allocatable(
-    capacity: super::node_view::Amounts,
-    alloc: super::node_view::Amounts,
+    capacity: crate::agent::node_view::Amounts,
+    alloc: crate::agent::node_view::Amounts,
 ) -> spec::NodeAllocatable {
     let known = |cap: u64, v: u64| (cap > 0).then_some(v);
     spec::NodeAllocatable {
@@ -112,7 +113,7 @@ fn mkdir(dir: &Path, mode: u32) -> Result<(), String> {
 }
 
 /// `rootDir` and `podLogsDir`, at start.
-pub(super) fn prepare_dirs(cfg: &AgentConfig) {
+pub(in crate::agent) fn prepare_dirs(cfg: &AgentConfig) {
     for (dir, mode) in [(&cfg.root_dir, 0o750), (&cfg.pod_logs_dir, 0o755)] {
         if let Err(e) = mkdir(dir, mode) {
             log::error!("{e}");
@@ -332,18 +333,10 @@ fn prepare_host_path(path: &Path, kind: Option<&str>) -> Result<(), String> {
     }
 }
 
-pub(super) fn remove_dir_logged(dir: &Path) {
-    match fs::remove_dir_all(dir) {
-        Ok(()) => log::debug!("removed {}", dir.display()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => log::warn!("removing {}: {e}", dir.display()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::node_view::Amounts;
     use super::*;
+    use crate::agent::node_view::Amounts;
 
     fn default_route() -> Option<String> {
         Some("10.1.2.3".into())

@@ -14,7 +14,7 @@
 //! worker (its sync starts a sidecar's followers and writes the status), a
 //! readiness result writes the pod's status. After every sync the
 //! readiness task of each started, running, not yet ready container is
-//! asked to probe at once ([`Agent::trigger_readiness`], kubelet's manual
+//! asked to probe at once ([`PodWorkers::trigger_readiness`], kubelet's manual
 //! trigger), so Ready follows a startupProbe's success within a second or
 //! two instead of at the next periodic resync (`syncFrequency`, 1 min).
 //!
@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 
-use super::{now_unix_nanos, Agent};
+use super::{now_unix_nanos, PodWorkers};
 use crate::cri::RuntimeService;
 use crate::pleg::State;
 use crate::pod::plan::KillReason;
@@ -131,7 +131,7 @@ fn params(kind: ProbeType, p: &Probe) -> Params {
     )
 }
 
-impl<R: RuntimeService> Agent<R> {
+impl<R: RuntimeService> PodWorkers<R> {
     /// Spawns the probe tasks of a pod (app containers and sidecars, as
     /// kubelet) and seeds the ready/started flags of probed containers.
     pub(super) fn start_probes(self: &Rc<Self>, uid: &str, pod: &Pod) -> Vec<smol::Task<()>> {
@@ -559,7 +559,7 @@ spec:
 
     #[test]
     fn a_started_container_syncs_its_pod_and_a_readiness_change_writes_the_status_at_once() {
-        use crate::agent::tests::{apply, file_set, static_pod, sync, Node};
+        use crate::agent::pod_workers::tests::{apply, file_set, static_pod, sync, Node};
         let node = Node::new();
         let agent = node.agent();
         let sink = Rc::new(Statuses::default());
@@ -608,7 +608,7 @@ spec:
 
     #[test]
     fn a_label_change_keeps_a_ready_container_ready_and_a_probe_change_starts_over() {
-        use crate::agent::tests::{apply, file_set, static_pod, sync, Node};
+        use crate::agent::pod_workers::tests::{apply, file_set, static_pod, sync, Node};
         let node = Node::new();
         let agent = node.agent();
         let pod = static_pod(PROBED);
@@ -624,7 +624,7 @@ spec:
         let readiness = spec.readiness_probe.as_ref().unwrap();
         agent.apply_probe_change(&uid, "app", ProbeType::Startup, startup, success, "");
         agent.apply_probe_change(&uid, "app", ProbeType::Readiness, readiness, success, "");
-        let probed = |agent: &Rc<Agent<_>>| {
+        let probed = |agent: &Rc<PodWorkers<_>>| {
             let mut pods = agent.pods.borrow_mut();
             let c = pods.get_mut(&uid).unwrap().container("app");
             (c.started, c.ready)

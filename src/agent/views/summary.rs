@@ -20,7 +20,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::{now_unix_nanos, Agent, PodEntry};
+use super::Views;
+use crate::agent::pod_workers::{now_unix_nanos, ActivePod};
+use crate::agent::AgentConfig;
 use crate::cgroups::CgroupVersion;
 use crate::cri::RuntimeService;
 use crate::node::stats::{self, node::NodePaths, Buf};
@@ -28,7 +30,6 @@ use crate::node::summary::{
     self, cpu_stats, ContainerStats, CpuSample, FsStats, IoStats, MemoryStats, PodReference,
     PodStats, ProcessStats, PsiStats, RlimitStats, RuntimeStats, Summary, SwapStats, VolumeStats,
 };
-use crate::pleg::State;
 use crate::pod::{accessors, facts};
 
 /// What scrapes keep between them.
@@ -311,47 +312,45 @@ fn container_cgroup(pod_dir: &Path, id: &str) -> Option<PathBuf> {
     .find(|d| d.is_dir())
 }
 
-impl<R: RuntimeService> Agent<R> {
+impl<R: RuntimeService> Views<R> {
     /// `GET /stats/summary`: the JSON text (straight from the structs, no
-    /// intermediate `Value`).
-    pub(super) fn summary_json(&self) -> String {
-        serde_json::to_string(&self.summary()).unwrap_or_default()
+    /// intermediate `Value`). The node's stats are read under `paths`.
+    pub(in crate::agent) fn summary_json(&self, paths: &NodePaths) -> String {
+        serde_json::to_string(&self.summary(paths)).unwrap_or_default()
     }
 
     /// `GET /metrics/resource`.
-    pub(super) fn resource_metrics(&self) -> String {
-        let s = self.summary();
+    pub(in crate::agent) fn resource_metrics(&self, paths: &NodePaths) -> String {
+        let s = self.summary(paths);
         let now_ms = now_unix_nanos() / 1_000_000;
         summary::resource_metrics(&s, self.summary.failed.get(), now_ms)
     }
 
     /// Reads everything a Summary holds, now.
-    fn summary(&self) -> Summary {
-        let paths: NodePaths = self.housekeeping.stats_paths();
+    fn summary(&self, paths: &NodePaths) -> Summary {
         let now = i128::from(now_unix_nanos());
         let mut buf = self.summary.buf.borrow_mut();
         let prev = self.summary.cpu.borrow();
-        let node_stats = stats::node::read(&paths, &mut buf, |e| {
+        let node_stats = stats::node::read(paths, &mut buf, |e| {
             log::debug!("stats summary: {e}");
         });
         let mut r = Reader {
             buf: &mut buf,
             prev: &prev,
             seen: HashMap::new(),
-            paths: &paths,
+            paths,
             now,
             time: summary::time((now / 1_000_000_000) as i64),
             failed: false,
         };
-        let node = node_summary(&mut r, &self.cfg.node_name, &node_stats);
+        let cfg = self.workers.cfg();
+        let node = node_summary(&mut r, &cfg.node_name, &node_stats);
         let mut out = Summary {
             node,
             pods: Vec::new(),
         };
-        for (uid, e) in self.pods.borrow().iter() {
-            if e.observed.is_active() {
-                out.pods.push(self.pod_summary(&mut r, uid, e, &node_stats));
-            }
+        for p in self.workers.active_pods() {
+            out.pods.push(pod_summary(&mut r, cfg, &p, &node_stats));
         }
         let (seen, failed) = (r.seen, r.failed);
         drop(prev);
@@ -359,76 +358,63 @@ impl<R: RuntimeService> Agent<R> {
         self.summary.failed.set(failed);
         out
     }
+}
 
-    /// One active pod: its cgroup's numbers, each running container's, its
-    /// logs and emptyDir volumes.
-    fn pod_summary(
-        &self,
-        r: &mut Reader,
-        uid: &str,
-        e: &PodEntry,
-        node_stats: &stats::node::NodeStats,
-    ) -> PodStats {
-        let pod = &e.pod;
-        let cgroup = super::start::cgroup_parent(pod, self.cgroups.as_ref());
-        let start = e
-            .observed
-            .latest_sandbox()
-            .map(|s| s.created_at / 1_000_000_000)
-            .filter(|s| *s > 0)
-            .unwrap_or(e.first_seen_unix);
-        let mut p = PodStats {
-            pod_ref: PodReference {
-                name: accessors::name(pod).to_string(),
-                namespace: accessors::namespace(pod).to_string(),
-                uid: uid.to_string(),
-            },
-            start_time: summary::time(start),
+/// One active pod: its cgroup's numbers, each running container's, its
+/// logs and emptyDir volumes.
+fn pod_summary(
+    r: &mut Reader,
+    cfg: &AgentConfig,
+    a: &ActivePod,
+    node_stats: &stats::node::NodeStats,
+) -> PodStats {
+    let (pod, uid, cgroup) = (&a.pod, a.uid.as_str(), &a.cgroup);
+    let mut p = PodStats {
+        pod_ref: PodReference {
+            name: accessors::name(pod).to_string(),
+            namespace: accessors::namespace(pod).to_string(),
+            uid: uid.to_string(),
+        },
+        start_time: summary::time(a.start_unix),
+        ..Default::default()
+    };
+    let (cpu_dir, memory_dir) = (r.cg("cpuacct", cgroup), r.cg("memory", cgroup));
+    if !cgroup.is_empty() {
+        let u = r.cgroup(Some(&cpu_dir), Some(&memory_dir));
+        (p.cpu, p.memory, p.swap, p.io) = (u.cpu, u.memory, u.swap, u.io);
+        let pids_dir = r.cg("pids", cgroup);
+        p.process_stats = stats::pids::read_current(&pids_dir, r.buf)
+            .ok()
+            .map(|n| ProcessStats { process_count: n });
+    }
+    let logfs = node_stats.logfs.or(node_stats.nodefs);
+    let log_dir = facts::log_dir(&cfg.pod_logs_dir, pod);
+    let mut logs_total = 0;
+    for (name, id, started_at) in &a.running {
+        let logs = files_size(&log_dir.join(name));
+        logs_total += logs;
+        let mut stats = ContainerStats {
+            name: name.clone(),
+            start_time: summary::time(started_at / 1_000_000_000),
+            logs: Some(FsStats::part_of(&r.time, logfs.as_ref(), logs)),
             ..Default::default()
         };
-        let (cpu_dir, memory_dir) = (r.cg("cpuacct", &cgroup), r.cg("memory", &cgroup));
         if !cgroup.is_empty() {
-            let u = r.cgroup(Some(&cpu_dir), Some(&memory_dir));
-            (p.cpu, p.memory, p.swap, p.io) = (u.cpu, u.memory, u.swap, u.io);
-            let pids_dir = r.cg("pids", &cgroup);
-            p.process_stats = stats::pids::read_current(&pids_dir, r.buf)
-                .ok()
-                .map(|n| ProcessStats { process_count: n });
+            let cpu = container_cgroup(&cpu_dir, id);
+            let memory = container_cgroup(&memory_dir, id);
+            let u = r.cgroup(cpu.as_deref(), memory.as_deref());
+            (stats.cpu, stats.memory, stats.swap, stats.io) = (u.cpu, u.memory, u.swap, u.io);
         }
-        let logfs = node_stats.logfs.or(node_stats.nodefs);
-        let log_dir = facts::log_dir(&self.cfg.pod_logs_dir, pod);
-        let mut logs_total = 0;
-        for c in e
-            .observed
-            .containers
-            .iter()
-            .filter(|c| c.state == State::Running)
-        {
-            let logs = files_size(&log_dir.join(&c.name));
-            logs_total += logs;
-            let mut stats = ContainerStats {
-                name: c.name.clone(),
-                start_time: summary::time(c.started_at / 1_000_000_000),
-                logs: Some(FsStats::part_of(&r.time, logfs.as_ref(), logs)),
-                ..Default::default()
-            };
-            if !cgroup.is_empty() {
-                let cpu = container_cgroup(&cpu_dir, &c.id);
-                let memory = container_cgroup(&memory_dir, &c.id);
-                let u = r.cgroup(cpu.as_deref(), memory.as_deref());
-                (stats.cpu, stats.memory, stats.swap, stats.io) = (u.cpu, u.memory, u.swap, u.io);
-            }
-            p.containers.push(stats);
-        }
-        let pod_dir = facts::pod_dir(&self.cfg.root_dir, uid);
-        let volumes_total = pod_volumes(&mut p, &r.time, &pod_dir, node_stats.nodefs.as_ref());
-        p.ephemeral_storage = Some(FsStats::part_of(
-            &r.time,
-            logfs.as_ref(),
-            logs_total + volumes_total,
-        ));
-        p
+        p.containers.push(stats);
     }
+    let pod_dir = facts::pod_dir(&cfg.root_dir, uid);
+    let volumes_total = pod_volumes(&mut p, &r.time, &pod_dir, node_stats.nodefs.as_ref());
+    p.ephemeral_storage = Some(FsStats::part_of(
+        &r.time,
+        logfs.as_ref(),
+        logs_total + volumes_total,
+    ));
+    p
 }
 
 /// Fills `p.volumes` with the pod's emptyDir volumes (under `pod_dir`),
