@@ -4,7 +4,9 @@
 //!
 //! - [`server`]: binds the socket `0600` and serves it with connection
 //!   limits and timeouts; [`Handlers`] are the admin routes (`/healthz`,
-//!   `/pods`, `/metrics`, ...) that the agent registers.
+//!   `/pods`, `/metrics`, ...), built from a [`Host`] ([`host`]: the one
+//!   narrow trait through which the servers see the node, implemented by
+//!   the agent's wiring).
 //! - [`router`]: method + path → handler, 404 and 405, shared with the
 //!   node API's server (`crate::nodeapi::server`), which serves the same
 //!   routes behind authentication.
@@ -13,8 +15,9 @@
 //! `-o yaml`) is `crate::cli`'s.
 //!
 //! This module must NOT know the agent's internals: it sees pods only as
-//! the v1 `PodList` a [`Handlers`] callback returns, and metrics as text.
+//! the v1 `PodList` a [`Host`] returns, and metrics as text.
 
+pub mod host;
 pub mod router;
 pub mod server;
 
@@ -22,6 +25,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+pub use host::Host;
 pub use router::{Reply, Router, StreamFn, UpgradeFn};
 pub use server::{
     bind, finish, serve, serve_listener, serve_router, waiting_router, Handlers, MetricsFn, PodsFn,

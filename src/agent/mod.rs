@@ -19,8 +19,8 @@
 //! `sd_notify.rs` (systemd's readiness notifications, `Type=notify`).
 //!
 //! Each part's fields are private to its folder; the others reach it
-//! through methods that say what they need. The servers see the views
-//! through [`crate::admin::Handlers`], built here.
+//! through methods that say what they need. The servers see the node
+//! through one narrow trait, [`crate::admin::Host`], implemented here.
 //!
 //! The agent calls the runtime through [`RuntimeService`]: the binary uses
 //! the CRI client, unit tests and hollow nodes the in-memory runtime.
@@ -242,27 +242,7 @@ impl<R: RuntimeService> Agent<R> {
     /// The admin routes' handlers: served on the admin socket, and
     /// (`Handlers::router`) on the node API.
     pub fn admin_handlers(self: &Rc<Self>) -> crate::admin::Handlers {
-        let (v, v2, v3) = (self.views.clone(), self.views.clone(), self.clone());
-        let (v4, me5, me6) = (self.views.clone(), self.clone(), self.clone());
-        let (v7, v8, v9) = (self.views.clone(), self.views.clone(), self.views.clone());
-        crate::admin::Handlers {
-            pods: Rc::new(move || v.pod_list()),
-            metrics: Some(Rc::new(move || v2.metrics())),
-            node: Some(Rc::new(move || {
-                v3.views.node_json(v3.housekeeping.eviction_json())
-            })),
-            logs: Some(Rc::new(move |req| v4.container_logs(req))),
-            summary: Some(Rc::new(move || {
-                me5.views.summary_json(&me5.housekeeping.stats_paths())
-            })),
-            resource_metrics: Some(Rc::new(move || {
-                me6.views.resource_metrics(&me6.housekeeping.stats_paths())
-            })),
-            running_pods: Some(Rc::new(move || v7.running_pods_json())),
-            events: Some(Rc::new(move || v8.event_list())),
-            probe_metrics: Some(Rc::new(move || v9.probe_metrics_text())),
-            streaming: Some(self.views.streaming_handler()),
-        }
+        crate::admin::Handlers::from_host(self.clone())
     }
 
     /// The node's pressure conditions, kept current by the eviction task.
@@ -347,5 +327,50 @@ impl<R: RuntimeService> Agent<R> {
     /// was issued or refreshed): it syncs.
     pub fn pod_objects_changed(&self, uid: &str) {
         self.workers.pod_objects_changed(uid);
+    }
+}
+
+/// The servers' view of the node: the views answer, housekeeping adds its
+/// part (the eviction view, where the node's stats are read).
+impl<R: RuntimeService> crate::admin::Host for Agent<R> {
+    fn pods(&self) -> serde_json::Value {
+        self.views.pod_list()
+    }
+
+    fn metrics(&self) -> String {
+        self.views.metrics()
+    }
+
+    fn node(&self) -> serde_json::Value {
+        self.views.node_json(self.housekeeping.eviction_json())
+    }
+
+    fn container_logs(&self, req: &http::request::Parts) -> http::Response<crate::admin::Reply> {
+        self.views.container_logs(req)
+    }
+
+    fn summary(&self) -> String {
+        self.views.summary_json(&self.housekeeping.stats_paths())
+    }
+
+    fn resource_metrics(&self) -> String {
+        self.views
+            .resource_metrics(&self.housekeeping.stats_paths())
+    }
+
+    fn running_pods(&self) -> serde_json::Value {
+        self.views.running_pods_json()
+    }
+
+    fn events(&self) -> serde_json::Value {
+        self.views.event_list()
+    }
+
+    fn probe_metrics(&self) -> String {
+        self.views.probe_metrics_text()
+    }
+
+    fn streaming(&self) -> crate::admin::UpgradeFn {
+        self.views.streaming_handler()
     }
 }
