@@ -35,7 +35,7 @@ use std::rc::Rc;
 use k8s_openapi::api::core::v1::{Pod, PodStatus, Taint};
 
 use crate::cgroups::PodCgroups;
-use crate::cri::{Runtime, RuntimeService};
+use crate::cri::{api, CriError, Runtime, RuntimeService};
 use crate::pod::config_objects::{ConfigObjects, ObjectRef};
 use crate::rt;
 use crate::source::Source;
@@ -99,6 +99,17 @@ pub(in crate::agent) fn now_unix_nanos() -> i64 {
         .unwrap_or(0)
 }
 
+/// The container runtime as the node's status sees it, through the agent
+/// (the heartbeat has no CRI client of its own): whether it answers, its
+/// name and version, its images for `status.images`.
+#[allow(async_fn_in_trait)]
+pub trait RuntimeHealth: 'static {
+    /// CRI `Version`: an error means the runtime is down.
+    async fn runtime_version(&self) -> Result<api::VersionResponse, CriError>;
+    /// CRI `ListImages`: every image the runtime holds.
+    async fn runtime_images(&self) -> Result<Vec<api::Image>, CriError>;
+}
+
 /// The wiring: the three parts, and nothing else.
 pub struct Agent<R: RuntimeService = Runtime> {
     workers: Rc<PodWorkers<R>>,
@@ -143,11 +154,6 @@ impl Agent<crate::cri::memory::MemoryRuntime> {
 }
 
 impl<R: RuntimeService> Agent<R> {
-    /// The runtime the agent calls (the CRI client in the binary).
-    pub fn runtime(&self) -> &R {
-        self.workers.runtime()
-    }
-
     /// Creates the agent over any runtime (the in-memory one in tests).
     fn with_runtime(
         cfg: AgentConfig,
@@ -372,5 +378,21 @@ impl<R: RuntimeService> crate::admin::Host for Agent<R> {
 
     fn streaming(&self) -> crate::admin::UpgradeFn {
         self.views.streaming_handler()
+    }
+}
+
+/// The heartbeat's view of the runtime: the pod workers' runtime client,
+/// asked the same CRI calls.
+impl<R: RuntimeService> RuntimeHealth for Agent<R> {
+    async fn runtime_version(&self) -> Result<api::VersionResponse, CriError> {
+        let req = api::VersionRequest {
+            version: "v1".into(),
+        };
+        self.workers.runtime().version(req).await
+    }
+
+    async fn runtime_images(&self) -> Result<Vec<api::Image>, CriError> {
+        let req = api::ListImagesRequest::default();
+        Ok(self.workers.runtime().list_images(req).await?.images)
     }
 }

@@ -74,7 +74,7 @@ pub struct Joined {
 
 /// Starts the API-server side of `agent` with `cfg.kubeconfig`. Call it
 /// before [`Agent::run`], so that the API source is tracked from the start.
-pub fn join<R: RuntimeService + Clone>(
+pub fn join<R: RuntimeService>(
     cfg: &KubeletConfig,
     node_name: &str,
     agent: &Rc<Agent<R>>,
@@ -136,7 +136,7 @@ pub fn join<R: RuntimeService + Clone>(
             HeartbeatConfig::new(cfg, node_name)
                 .with_pressure(agent.pressure())
                 .with_allocatable_enforced(agent.allocatable_enforced()),
-            agent.runtime().clone(),
+            agent.clone(),
             node_uid,
         )
         .with_events(events.clone())

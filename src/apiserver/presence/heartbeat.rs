@@ -25,8 +25,10 @@
 //!   on the wire (docs/fleet.md).
 //!
 //! Every request is one the Node authorizer and NodeRestriction allow a
-//! `system:node:<name>` credential. This module must not know the agent;
-//! it reads the machine ([`crate::node::info`]) and the runtime's version.
+//! `system:node:<name>` credential. This module must not know the agent's
+//! internals; it reads the machine ([`crate::node::info`]), and the
+//! runtime's health, version and images through the agent's
+//! [`RuntimeHealth`] view: no CRI client of its own.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -46,12 +48,12 @@ use super::node_events;
 use super::node_images::{node_images, RuntimeImage};
 use super::node_object::{self, HugePages, NodeFacts, NodeView, Readiness, Resources};
 use super::node_watch::LatestNode;
+use crate::agent::RuntimeHealth;
 use crate::apiserver::client::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
 use crate::apiserver::client::transport::{Body, Client};
 use crate::apiserver::pods::event_sync::EventSync;
 use crate::apiserver::pods::events::{reason, EventType};
 use crate::config::{EvictionThreshold, KubeletConfig};
-use crate::cri::{api, Runtime, RuntimeService};
 use crate::node::eviction::Condition;
 use crate::rt;
 
@@ -161,12 +163,13 @@ fn reserved(c: &HeartbeatConfig, capacity: Resources) -> Resources {
     }
 }
 
-/// The Node and the Lease of this node, kept current, asking `R` (the
-/// CRI client; a hollow node's in-memory runtime) for readiness and images.
-pub struct Heartbeat<R: RuntimeService = Runtime> {
+/// The Node and the Lease of this node, kept current, asking the agent
+/// (`H`, its [`RuntimeHealth`] view) for the runtime's readiness and
+/// images.
+pub struct Heartbeat<H: RuntimeHealth> {
     client: Client,
     cfg: HeartbeatConfig,
-    runtime: R,
+    runtime: Rc<H>,
     /// Filled in once the Node exists: status sync and Lease need it.
     node_uid: Rc<RefCell<Option<String>>>,
     /// Where the Node's events go (Starting, Rebooted, NodeReady, ...).
@@ -185,11 +188,11 @@ pub struct Heartbeat<R: RuntimeService = Runtime> {
     api_node: Option<LatestNode>,
 }
 
-impl<R: RuntimeService> Heartbeat<R> {
+impl<H: RuntimeHealth> Heartbeat<H> {
     pub fn new(
         client: Client,
         cfg: HeartbeatConfig,
-        runtime: R,
+        runtime: Rc<H>,
         node_uid: Rc<RefCell<Option<String>>>,
     ) -> Self {
         Heartbeat {
@@ -241,14 +244,9 @@ impl<R: RuntimeService> Heartbeat<R> {
             .0
             .is_none_or(|t| t.elapsed() >= IMAGE_LIST_PERIOD);
         if due {
-            match self
-                .runtime
-                .list_images(api::ListImagesRequest::default())
-                .await
-            {
-                Ok(r) => {
-                    let listed: Vec<RuntimeImage> = r
-                        .images
+            match self.runtime.runtime_images().await {
+                Ok(images) => {
+                    let listed: Vec<RuntimeImage> = images
                         .into_iter()
                         .map(|i| RuntimeImage {
                             id: i.id,
@@ -277,12 +275,7 @@ impl<R: RuntimeService> Heartbeat<R> {
     /// The facts of the node now: the machine, the runtime, the config.
     async fn facts(&self) -> NodeFacts {
         let m = crate::node::info::read(&self.cfg.root_dir);
-        let version = self
-            .runtime
-            .version(api::VersionRequest {
-                version: "v1".into(),
-            })
-            .await;
+        let version = self.runtime.runtime_version().await;
         let ready = match version {
             Ok(v) => {
                 *self.runtime_version.borrow_mut() =
