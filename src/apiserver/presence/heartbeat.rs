@@ -450,24 +450,7 @@ impl<H: RuntimeHealth> Heartbeat<H> {
     pub async fn run(self: Rc<Self>) {
         self.node_event(EventType::Normal, reason::STARTING, "Starting kubelet.");
         let node = self.register().await;
-        let before = node
-            .status
-            .as_ref()
-            .and_then(|s| s.node_info.as_ref())
-            .map(|i| i.boot_id.clone())
-            .filter(|b| !b.is_empty());
-        let boot_id = crate::node::info::read(&self.cfg.root_dir).boot_id;
-        if let Some(before) = before.filter(|b| *b != boot_id && !boot_id.is_empty()) {
-            log::info!("node was rebooted (boot id {before} -> {boot_id})");
-            self.node_event(
-                EventType::Warning,
-                reason::REBOOTED,
-                &format!(
-                    "Node {} has been rebooted, boot id: {boot_id}",
-                    self.cfg.node_name
-                ),
-            );
-        }
+        self.note_reboot(&node);
         *self.node_uid.borrow_mut() = node.metadata.uid.clone();
         let me = self.clone();
         let _lease = rt::spawn(async move { me.lease_loop().await });
@@ -491,21 +474,7 @@ impl<H: RuntimeHealth> Heartbeat<H> {
         let mut delivered_at_post = 0u64;
         loop {
             if !csinode_done {
-                let uid = self.node_uid.borrow().clone();
-                match self
-                    .ensure_csinode(uid.as_deref().unwrap_or_default())
-                    .await
-                {
-                    Ok(()) => csinode_done = true,
-                    Err(e)
-                        if !self.client.link().is_down()
-                            && csinode_logged.as_deref() != Some(e.as_str()) =>
-                    {
-                        log::warn!("the node's CSINode: {e}; will retry");
-                        csinode_logged = Some(e);
-                    }
-                    Err(_) => {}
-                }
+                csinode_done = self.csinode_step(&mut csinode_logged).await;
             }
             let facts = self.facts().await;
             let status = node_object::status(&facts, last_posted.as_ref(), wall_clock());
@@ -590,6 +559,47 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                 }
             }
             rt::sleep(self.cfg.update_frequency).await;
+        }
+    }
+
+    /// kubelet's `Rebooted` event when the Node's boot ID (as registered
+    /// before) is not the machine's now.
+    fn note_reboot(&self, node: &NodeView) {
+        let before = node
+            .status
+            .as_ref()
+            .and_then(|s| s.node_info.as_ref())
+            .map(|i| i.boot_id.clone())
+            .filter(|b| !b.is_empty());
+        let boot_id = crate::node::info::read(&self.cfg.root_dir).boot_id;
+        if let Some(before) = before.filter(|b| *b != boot_id && !boot_id.is_empty()) {
+            log::info!("node was rebooted (boot id {before} -> {boot_id})");
+            self.node_event(
+                EventType::Warning,
+                reason::REBOOTED,
+                &format!(
+                    "Node {} has been rebooted, boot id: {boot_id}",
+                    self.cfg.node_name
+                ),
+            );
+        }
+    }
+
+    /// One try at the CSINode: true once it is as kubelet's; a new failure
+    /// is logged (into `logged`) unless the link is down.
+    async fn csinode_step(&self, logged: &mut Option<String>) -> bool {
+        let uid = self.node_uid.borrow().clone();
+        match self
+            .ensure_csinode(uid.as_deref().unwrap_or_default())
+            .await
+        {
+            Ok(()) => true,
+            Err(e) if !self.client.link().is_down() && logged.as_deref() != Some(e.as_str()) => {
+                log::warn!("the node's CSINode: {e}; will retry");
+                *logged = Some(e);
+                false
+            }
+            Err(_) => false,
         }
     }
 
