@@ -3,9 +3,9 @@
 //! single-threaded executor. It is three owned parts, wired here by a thin
 //! [`Agent`], the only `impl Agent` in the crate:
 //!
-//! - `pod_workers/`: [`pod_workers::PodWorkers`], the pod registry, the
-//!   sources, sync and the lifecycle, the runtime client, images, probes,
-//!   statuses and events (see its `mod.rs` for its rooms);
+//! - `pod_workers/`: `PodWorkers`, the pod registry, the sources, sync
+//!   and the lifecycle, the runtime client, images, probes, statuses and
+//!   events (see its `mod.rs` for its rooms);
 //! - `housekeeping/`: node-pressure eviction and the pressure conditions,
 //!   image GC, the GC task and container log rotation; it sees the pods
 //!   only through `HousekeepingHost`, which the pod workers implement;

@@ -178,3 +178,73 @@ impl<R: RuntimeService> PodWorkers<R> {
         self.recent_events.borrow().event_list()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use http::StatusCode;
+
+    use super::super::tests::{apply, file_set, static_pod, sync, Node, WEB};
+    use crate::pod::accessors;
+
+    #[test]
+    fn a_running_container_is_a_session_target_and_a_missing_one_is_refused_with_kubelets_404() {
+        let node = Node::new();
+        let agent = node.agent();
+        let web = static_pod(WEB);
+        apply(&agent, file_set(vec![web.clone()]));
+        sync(&agent, &web);
+        let (ns, name) = (accessors::namespace(&web), accessors::name(&web));
+
+        let id = agent
+            .session_target(ns, name, None, "app", false)
+            .expect("app runs");
+        assert!(agent.container_running(accessors::uid(&web), &id));
+        let sandbox = agent
+            .session_target(ns, name, None, "", true)
+            .expect("a ready sandbox");
+        assert_ne!(sandbox, id);
+        let missing = agent.session_target(ns, name, None, "nope", false);
+        assert_eq!(missing.unwrap_err().0, StatusCode::NOT_FOUND);
+        let unknown = agent.session_target(ns, "other", None, "app", false);
+        assert_eq!(
+            unknown.unwrap_err(),
+            (StatusCode::NOT_FOUND, "pod does not exist".to_string())
+        );
+    }
+
+    #[test]
+    fn the_active_pods_are_the_synced_ones_with_their_running_containers() {
+        let node = Node::new();
+        let agent = node.agent();
+        let web = static_pod(WEB);
+        apply(&agent, file_set(vec![web.clone()]));
+        assert!(agent.active_pods().is_empty(), "nothing runs yet");
+
+        sync(&agent, &web);
+        let active = agent.active_pods();
+        assert_eq!(active.len(), 1);
+        assert_eq!(active[0].uid, accessors::uid(&web));
+        let mut names: Vec<&str> = active[0].running.iter().map(|c| c.0.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["app", "side"]);
+    }
+
+    #[test]
+    fn a_log_source_is_the_containers_log_directory_and_an_unknown_container_is_a_404() {
+        let node = Node::new();
+        let agent = node.agent();
+        let web = static_pod(WEB);
+        apply(&agent, file_set(vec![web.clone()]));
+        sync(&agent, &web);
+        let (ns, name) = (accessors::namespace(&web), accessors::name(&web));
+
+        let src = agent.log_source(ns, name, "app").expect("app logs");
+        assert_eq!(src.uid, accessors::uid(&web));
+        assert!(src.dir.ends_with("app"), "{}", src.dir.display());
+        assert_eq!(src.waiting, None);
+        let Err((status, _)) = agent.log_source(ns, name, "nope") else {
+            panic!("a container the pod lacks has no log source");
+        };
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+}
