@@ -1,10 +1,12 @@
 //! `GET /containerLogs/{namespace}/{pod}/{container}`: finds the pod and
 //! the container instance asked for (the current one, or with `previous`
 //! the one before), and hands its log files to [`crate::logs::files`],
-//! whose task streams the answer while this agent says the container runs.
-//! The refusals are kubelet's: 400 for a missing container name or bad
-//! options, 404 for an unknown pod or container, 400 when there is no
-//! instance (yet, or before).
+//! whose task streams the answer while the pod workers say the container
+//! runs. The refusals are kubelet's: 400 for a missing container name or
+//! bad options, 404 for an unknown pod or container, 400 when there is no
+//! instance (yet, or before). The pod and its container come from the pod
+//! workers' answers (`PodWorkers::log_source`, `container_running`), as
+//! copies; the instance's choice ([`instance`]) is pure.
 
 use std::rc::{Rc, Weak};
 

@@ -1,7 +1,9 @@
 //! `GET /stats/summary` and `GET /metrics/resource`: reads the node's and
 //! each pod's and container's numbers from the kernel (cgroups, `/proc`,
 //! statfs; never the runtime's stats calls) at the moment of the request
-//! and fills [`crate::node::summary`]'s structs.
+//! and fills [`crate::node::summary`]'s structs. The pods are the pod
+//! workers' answer (`PodWorkers::active_pods`, copies); where the node's
+//! stats are read comes from housekeeping through the wiring.
 //!
 //! `usageNanoCores` is a rate: the last CPU reading of each cgroup is kept
 //! here, and a scrape reports the rate since the previous scrape (none on
