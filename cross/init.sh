@@ -31,6 +31,9 @@
 #   picolet.net=slirp               configure eth0 for qemu's user-mode network
 #                                   (10.0.2.15/24, gateway 10.0.2.2); without
 #                                   it the network card, if any, stays down
+#   picolet.trace=signals           print every SIGKILL, SIGTERM and SIGINT
+#                                   the kernel delivers (sender and target,
+#                                   from tracefs), to find who kills what
 #   picolet.report=SECONDS          print one PICOLET-PODS line every SECONDS:
 #                                   boot number, uptime, picolet's restarts and
 #                                   each pod as name:STATUS:restarts (the power
@@ -69,7 +72,7 @@ uptime_s() { cut -d' ' -f1 /proc/uptime; }
 
 # Command line options.
 HOSTNAME_OPT="" CGROUP_OPT="" TEST=0 SCENARIO="" TESTPOD=hello TIMEOUT=270 SHELL_OPT=0 VERBOSE=""
-NET_OPT="" REPORT=""
+NET_OPT="" REPORT="" TRACE=""
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         picolet.data=*) DATA_DEVICE="${arg#picolet.data=}" ;;
@@ -83,9 +86,24 @@ for arg in $(cat /proc/cmdline); do
         picolet.verbose=*) VERBOSE="${arg#picolet.verbose=}" ;;
         picolet.net=*) NET_OPT="${arg#picolet.net=}" ;;
         picolet.report=*) REPORT="${arg#picolet.report=}" ;;
+        picolet.trace=*) TRACE="${arg#picolet.trace=}" ;;
     esac
 done
 log "picolet image for board $BOARD, kernel $(uname -r) $(uname -m), up $(uptime_s)s"
+
+# --- signal trace (picolet.trace=signals) ------------------------------------
+if [ "$TRACE" = signals ]; then
+    t=/sys/kernel/tracing
+    mount -t tracefs -o nosuid,nodev,noexec tracefs $t 2>/dev/null
+    if [ -w $t/events/signal/signal_generate/filter ]; then
+        echo 'sig == 9 || sig == 15 || sig == 2' >$t/events/signal/signal_generate/filter
+        echo 1 >$t/events/signal/signal_generate/enable
+        cat $t/trace_pipe &
+        log "tracing SIGKILL, SIGTERM and SIGINT (signal_generate lines)"
+    else
+        log "picolet.trace=signals: this kernel has no tracefs signal events"
+    fi
+fi
 
 # --- cgroups ----------------------------------------------------------------
 if [ "$CGROUP_OPT" != v1 ] && grep -qw cgroup2 /proc/filesystems; then
@@ -202,6 +220,7 @@ if [ -x /usr/bin/containerd ]; then
     done
     log "containerd up at $(uptime_s)s"
     # Preloaded images, imported once (they persist with /var/lib).
+    imported=0
     for tarball in /usr/share/picolet/images/*.tar; do
         [ -e "$tarball" ] || continue
         ref="$(cat "${tarball%.tar}.ref")"
@@ -209,10 +228,21 @@ if [ -x /usr/bin/containerd ]; then
             log "image $ref present"
         elif ctr -n k8s.io images import "$tarball" >/dev/null; then
             log "imported $ref at $(uptime_s)s"
+            imported=1
         else
             log "importing $tarball failed"
         fi
     done
+    # containerd writes an import's unpacked layers through the page cache
+    # and does not sync them, while its metadata (bolt) is synced at once.
+    # A power cut before the kernel's writeback left an image listed as
+    # present whose files were empty (a 0-byte /pause: every sandbox died
+    # at start, on every boot after). Nothing runs from them until they are
+    # on the disk.
+    if [ $imported = 1 ]; then
+        sync
+        log "imported images synced to disk at $(uptime_s)s"
+    fi
 else
     log "this image has no containerd (see boards/README.md); picolet will wait for a runtime"
 fi

@@ -11,3 +11,4 @@ pub mod info;
 pub mod kubelet_metrics;
 pub mod stats;
 pub mod summary;
+pub mod syncfs;

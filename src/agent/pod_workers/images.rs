@@ -194,6 +194,7 @@ impl<R: RuntimeService> PodWorkers<R> {
             Ok(r) => {
                 let took = pull_started.elapsed().as_secs_f64();
                 self.pulled(&want, took);
+                self.sync_image_fs().await;
                 match self
                     .runtime
                     .image_status(api::ImageStatusRequest {
@@ -209,6 +210,33 @@ impl<R: RuntimeService> PodWorkers<R> {
                 }
             }
             Err(e) => self.pull_failed(want, present, &e.message(), now),
+        }
+    }
+
+    /// Makes the pulled image's files durable before a container runs from
+    /// them (`node::syncfs`: a power cut before the kernel's writeback
+    /// leaves the runtime listing an image whose files are empty). The
+    /// runtime names its image filesystems; a failure is logged and the
+    /// pull stands.
+    async fn sync_image_fs(&self) {
+        let Ok(info) = self.runtime.image_fs_info(api::ImageFsInfoRequest {}).await else {
+            return;
+        };
+        for fs in info.image_filesystems {
+            let Some(dir) = fs.fs_id.map(|id| id.mountpoint) else {
+                continue;
+            };
+            if dir.is_empty() {
+                continue;
+            }
+            let began = Instant::now();
+            match crate::node::syncfs::syncfs(std::path::Path::new(&dir)).await {
+                Ok(()) => log::debug!(
+                    "image filesystem of {dir} synced after a pull in {:?}",
+                    began.elapsed()
+                ),
+                Err(e) => log::warn!("syncing the image filesystem of {dir} after a pull: {e}"),
+            }
         }
     }
 
