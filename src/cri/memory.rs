@@ -91,6 +91,8 @@ struct State {
     /// as long as the node runs), and every probe and hook succeeds.
     hollow: bool,
     connects: u64,
+    /// The image filesystem `ImageFsInfo` names (none by default).
+    image_fs: Option<String>,
 }
 
 impl State {
@@ -189,6 +191,11 @@ impl MemoryRuntime {
     /// Lets pulls of `image` succeed again.
     pub fn allow_pulls(&self, image: &str) {
         self.state.borrow_mut().failing_pulls.remove(image);
+    }
+
+    /// `ImageFsInfo` names `dir` as the image filesystem's mountpoint.
+    pub fn set_image_fs(&self, dir: &str) {
+        self.state.borrow_mut().image_fs = Some(dir.to_string());
     }
 
     /// The running container `id` exits with `code`.
@@ -625,8 +632,21 @@ impl RuntimeService for MemoryRuntime {
         &self,
         _req: api::ImageFsInfoRequest,
     ) -> Result<api::ImageFsInfoResponse, CriError> {
-        self.record("ImageFsInfo");
-        Ok(api::ImageFsInfoResponse::default())
+        let s = self.record("ImageFsInfo");
+        let image_filesystems = s
+            .image_fs
+            .iter()
+            .map(|dir| api::FilesystemUsage {
+                fs_id: Some(api::FilesystemIdentifier {
+                    mountpoint: dir.clone(),
+                }),
+                ..Default::default()
+            })
+            .collect();
+        Ok(api::ImageFsInfoResponse {
+            image_filesystems,
+            ..Default::default()
+        })
     }
 
     fn connects(&self) -> u64 {

@@ -727,3 +727,55 @@ fn the_termination_log_file_is_writable_by_any_user_whatever_the_umask() {
         .mode();
     assert_eq!(mode & 0o777, 0o666, "{}", path.display());
 }
+
+#[test]
+fn a_pulled_image_s_filesystem_is_synced_before_the_container_starts() {
+    let node = Node::new();
+    let fs = tempfile::tempdir().expect("image fs dir");
+    node.runtime
+        .set_image_fs(fs.path().to_str().expect("utf-8 path"));
+    let pod = static_pod(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: pulled}
+spec:
+  containers:
+  - {name: app, image: "registry.example/app:1"}
+"#,
+    );
+    let agent = node.agent();
+    apply(&agent, file_set(vec![pod.clone()]));
+    let before = crate::node::syncfs::done();
+    sync(&agent, &pod);
+    let calls = node.runtime.calls();
+    let pull = calls
+        .iter()
+        .position(|c| *c == "PullImage")
+        .expect("a pull");
+    let start = calls
+        .iter()
+        .position(|c| *c == "StartContainer")
+        .expect("a start");
+    assert!(
+        calls[pull..start].contains(&"ImageFsInfo"),
+        "the image filesystem is asked for between the pull and the start: {calls:?}"
+    );
+    assert_eq!(crate::node::syncfs::done(), before + 1);
+    assert_eq!(node.running().len(), 1);
+}
+
+#[test]
+fn a_present_image_is_not_pulled_and_nothing_is_synced() {
+    let node = Node::new();
+    let fs = tempfile::tempdir().expect("image fs dir");
+    node.runtime
+        .set_image_fs(fs.path().to_str().expect("utf-8 path"));
+    let pod = static_pod(WEB);
+    let agent = node.agent();
+    apply(&agent, file_set(vec![pod.clone()]));
+    let before = crate::node::syncfs::done();
+    sync(&agent, &pod);
+    assert!(!node.runtime.calls().contains(&"PullImage"));
+    assert_eq!(crate::node::syncfs::done(), before);
+}
