@@ -28,7 +28,8 @@
 #   cross       (background, niced) the unit tests of armv7 under
 #               qemu-user (`make test-cross`), in a target dir of its own
 #               (aarch64's and riscv64's run in `make test-full`); then
-#               the qemu-x86_64 image's power cut 3 times
+#               the qemu-x86_64 image's power cut at its first boot's
+#               image import, then 3 times during pod churn
 #               (`image-test-powercut`, issue #23; `make test-full` cuts
 #               100), once the release lane has booted that image: this
 #               lane ends minutes before the release lane, so the cuts
