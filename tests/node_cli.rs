@@ -97,11 +97,16 @@ fn runningpods_describe_and_get_node_show_the_runtimes_real_state() {
         assert_eq!(status, 200, "{body}");
         let running: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(running["kind"], "PodList", "{body}");
+        // A relist between the sandbox's start and the container's lists
+        // the pod with no container yet: wait for one that lists it.
         let item = running["items"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|i| i["metadata"]["name"] == web.as_str())?
+            .find(|i| {
+                i["metadata"]["name"] == web.as_str()
+                    && i["spec"]["containers"][0]["name"].is_string()
+            })?
             .clone();
         Some((body, item))
     });
