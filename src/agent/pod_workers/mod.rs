@@ -67,13 +67,9 @@ use crate::rt;
 use crate::status::Waiting;
 
 mod atomic_writer;
-#[cfg(test)]
-mod config_tests;
 mod config_volumes;
 pub(super) mod host_files;
 mod housekeeping_host;
-#[cfg(test)]
-mod housekeeping_tests;
 mod images;
 mod node;
 mod observe;
@@ -81,8 +77,6 @@ pub(super) mod probes;
 mod queries;
 mod recent_events;
 mod running;
-#[cfg(test)]
-mod sandbox_tests;
 mod sources;
 mod start;
 mod status;

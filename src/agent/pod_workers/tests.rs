@@ -5,6 +5,10 @@
 //! The tests drive the agent's steps themselves (a sync of one pod, a PLEG
 //! pass, a GC pass) on the thread's executor, with the pod workers stopped,
 //! so every step is deterministic and nothing waits on a clock.
+//!
+//! Topics in `tests/`: ConfigMaps and Secrets (`config`), housekeeping
+//! over the pod workers' answers (`housekeeping`), and a sandbox whose
+//! namespaces are gone (`sandbox`).
 
 use std::path::Path;
 use std::rc::Rc;
@@ -23,6 +27,10 @@ use crate::pod::labels::CONFIG_SOURCE_ANNOTATION;
 use crate::rt::block_on;
 use crate::source::file::parse_manifest;
 use crate::source::{PodSource, SourceUpdate};
+
+mod config;
+mod housekeeping;
+mod sandbox;
 
 pub(super) const IMAGE: &str = "docker.io/library/busybox:1.36";
 

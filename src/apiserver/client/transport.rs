@@ -624,5 +624,4 @@ impl Client {
 }
 
 #[cfg(test)]
-#[path = "transport_tests.rs"]
 mod tests;
