@@ -1,5 +1,5 @@
 //! The agent's sync logic against the in-memory runtime
-//! ([`crate::cri::memory::MemoryRuntime`]): adoption after a restart,
+//! ([`crate::cri::in_memory::MemoryRuntime`]): adoption after a restart,
 //! restart back-off, init-container order, and a source that is not ready.
 //!
 //! The tests drive the agent's steps themselves (a sync of one pod, a PLEG
@@ -20,7 +20,7 @@ use super::host_files::HostFacts;
 use super::{AgentConfig, PodWorkers};
 use crate::agent::housekeeping::Housekeeping;
 use crate::cri::api::ContainerState;
-use crate::cri::memory::{MemoryContainer, MemoryRuntime};
+use crate::cri::in_memory::{MemoryContainer, MemoryRuntime};
 use crate::cri::RuntimeService;
 use crate::pleg;
 use crate::pod::labels::CONFIG_SOURCE_ANNOTATION;

@@ -92,7 +92,7 @@ fn config_map(greeting: &str) -> Rc<ConfigMap> {
 }
 
 fn waiting(
-    agent: &super::super::PodWorkers<crate::cri::memory::MemoryRuntime>,
+    agent: &super::super::PodWorkers<crate::cri::in_memory::MemoryRuntime>,
 ) -> (String, String) {
     let pods = agent.pods.borrow();
     let w = pods["cfg-uid"].containers["main"].waiting.clone().unwrap();
