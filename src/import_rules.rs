@@ -6,8 +6,8 @@
 //! source of the rules: the test has none of its own.
 //!
 //! It reads what the compiler reads, cut down: comments, string and char
-//! literals and `#[cfg(test)]` items (and test-only files: `tests.rs`,
-//! `*_tests.rs`, anything under a `tests/` folder) are dropped; every path
+//! literals and `#[cfg(test)]` items (and test-only files: a `tests.rs`,
+//! anything under a `tests/` folder) are dropped; every path
 //! left is collected, both `use` trees (expanded, `super::`/`self::`
 //! resolved against the file's module) and paths written inline
 //! (`crate::cri::client::X`, `std::fs::read`). A name brought in by `use`
@@ -368,13 +368,14 @@ fn module_of(rel: &Path) -> String {
     parts.join("::")
 }
 
-/// Test-only files: `tests.rs`, `*_tests.rs`, and anything under `tests/`.
+/// Test-only files (a module's `tests` submodule in its own file): `tests.rs`
+/// and anything under `tests/`.
 fn is_test_file(rel: &Path) -> bool {
     let name = rel
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_default();
-    name == "tests.rs" || name.ends_with("_tests.rs") || rel.iter().any(|p| p == "tests")
+    name == "tests.rs" || rel.iter().any(|p| p == "tests")
 }
 
 /// Does module path `module` (of a file) belong to `owner` (`pod` owns

@@ -286,21 +286,20 @@ mod tests {
         let id = block_on(spawn(async { std::thread::current().id() }));
         assert_eq!(me, id);
     }
-}
 
-#[cfg(test)]
-mod watchdog_tests {
-    use super::*;
+    mod watchdog {
+        use super::*;
 
-    #[test]
-    fn a_task_that_holds_the_thread_is_measured_with_where_it_was_spawned() {
-        let line = line!() + 2;
-        block_on(async {
-            spawn(async { std::thread::sleep(Duration::from_millis(5)) }).await;
-        });
-        let (took, at) = longest_poll();
-        assert!(took >= Duration::from_millis(5));
-        let at = at.expect("the spawning place");
-        assert_eq!((at.file(), at.line()), (file!(), line));
+        #[test]
+        fn a_task_that_holds_the_thread_is_measured_with_where_it_was_spawned() {
+            let line = line!() + 2;
+            block_on(async {
+                spawn(async { std::thread::sleep(Duration::from_millis(5)) }).await;
+            });
+            let (took, at) = longest_poll();
+            assert!(took >= Duration::from_millis(5));
+            let at = at.expect("the spawning place");
+            assert_eq!((at.file(), at.line()), (file!(), line));
+        }
     }
 }

@@ -669,6 +669,4 @@ mod fields;
 mod pod_resources;
 
 #[cfg(test)]
-mod fields_tests;
-#[cfg(test)]
 mod tests;

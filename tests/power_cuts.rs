@@ -483,7 +483,7 @@ impl Churn<'_> {
     }
 }
 
-/// The cache's discard lines of a boot's console (src/apiserver/listwatch/cache.rs).
+/// The cache's discard lines of a boot's console (src/apiserver/listwatch/disk_cache.rs).
 fn discards(console: &str) -> Vec<String> {
     console
         .lines()

@@ -31,8 +31,8 @@ use std::path::Path;
 use std::rc::Rc;
 
 use crate::agent::Agent;
+use crate::apiserver::client::client_tls::TlsError;
 use crate::apiserver::client::kubeconfig::{self, KubeconfigError};
-use crate::apiserver::client::tls::TlsError;
 use crate::apiserver::client::transport::{Client, Options};
 use crate::apiserver::credentials::bootstrap_join::{
     bootstrap_client_certificate, needs_bootstrap, rotate_client_certificates, BootstrapJoinError,

@@ -412,33 +412,33 @@ mod tests {
         assert!(msg.contains("absent.sock"), "{msg}");
         assert!(msg.contains("is picolet running?"), "{msg}");
     }
-}
 
-#[cfg(test)]
-mod error_tests {
-    use super::*;
+    mod errors {
+        use super::*;
 
-    fn connect(kind: io::ErrorKind) -> String {
-        ClientError::Connect {
-            path: PathBuf::from("/run/picolet/picolet.sock"),
-            source: io::Error::from(kind),
+        fn connect(kind: io::ErrorKind) -> String {
+            ClientError::Connect {
+                path: PathBuf::from("/run/picolet/picolet.sock"),
+                source: io::Error::from(kind),
+            }
+            .to_string()
         }
-        .to_string()
-    }
 
-    #[test]
-    fn a_refused_connect_says_why_and_what_to_do() {
-        let denied = connect(io::ErrorKind::PermissionDenied);
-        assert!(
-            denied.starts_with("cannot connect to /run/picolet/picolet.sock: permission denied"),
-            "{denied}"
-        );
-        assert!(
-            denied.ends_with("root-only (mode 0600): run this as root (sudo)"),
-            "{denied}"
-        );
-        let missing = connect(io::ErrorKind::NotFound);
-        assert!(missing.contains("is picolet running?"), "{missing}");
-        assert!(missing.contains("PICOLET_ADMIN_SOCKET"), "{missing}");
+        #[test]
+        fn a_refused_connect_says_why_and_what_to_do() {
+            let denied = connect(io::ErrorKind::PermissionDenied);
+            assert!(
+                denied
+                    .starts_with("cannot connect to /run/picolet/picolet.sock: permission denied"),
+                "{denied}"
+            );
+            assert!(
+                denied.ends_with("root-only (mode 0600): run this as root (sudo)"),
+                "{denied}"
+            );
+            let missing = connect(io::ErrorKind::NotFound);
+            assert!(missing.contains("is picolet running?"), "{missing}");
+            assert!(missing.contains("PICOLET_ADMIN_SOCKET"), "{missing}");
+        }
     }
 }

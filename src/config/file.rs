@@ -637,7 +637,7 @@ const UPSTREAM_FIELDS: &[&str] = &[
 ];
 
 #[cfg(test)]
-mod bounded_parsing_tests {
+mod tests {
     use super::*;
 
     fn load(text: &str) -> Result<LoadedConfig, ConfigError> {

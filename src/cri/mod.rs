@@ -2,7 +2,7 @@
 //! client that puts a deadline on every call and classifies errors, and
 //! [`RuntimeService`], the trait the agent calls the runtime through
 //! (`service.rs`; `Runtime` implements it, and so does the in-memory
-//! runtime of `memory.rs`, built only for tests and the `hollow` feature).
+//! runtime of `in_memory.rs`, built only for tests and the `hollow` feature).
 //!
 //! This module knows CRI only: it must not know pods, the agent or policy.
 //!
@@ -16,7 +16,7 @@
 
 pub mod channel;
 #[cfg(any(test, feature = "hollow"))]
-pub mod memory;
+pub mod in_memory;
 pub mod raw;
 mod service;
 

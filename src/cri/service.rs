@@ -1,6 +1,6 @@
 //! [`RuntimeService`]: the CRI calls the agent makes, as a trait, so that
 //! the agent's sync logic runs against the real client ([`super::Runtime`])
-//! in the binary and against an in-memory runtime ([`super::memory`]) in
+//! in the binary and against an in-memory runtime ([`super::in_memory`]) in
 //! unit tests and, later, in hollow-node mode.
 //!
 //! Narrow on purpose: only what pod sync, PLEG, GC, image pulls and log

@@ -34,7 +34,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::config::{ConfigError, Flags, KubeletConfig};
-use crate::cri::memory::MemoryRuntime;
+use crate::cri::in_memory::MemoryRuntime;
 
 pub use run::run;
 

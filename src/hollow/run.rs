@@ -9,7 +9,7 @@ use super::{node_config, node_name, runtime, HollowArgs, HollowError};
 use crate::agent::{Agent, AgentConfig};
 use crate::apiserver::join::{join, Joined};
 use crate::config::KubeletConfig;
-use crate::cri::memory::MemoryRuntime;
+use crate::cri::in_memory::MemoryRuntime;
 use crate::rt;
 
 /// One started node: its agent and the tasks of its API-server side

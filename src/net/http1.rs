@@ -21,7 +21,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use http_body_util::{BodyExt, Empty};
 
 use super::dial::{dial, DialError};
-use super::tls::{self, TlsError, Verify};
+use super::probe_tls::{self, TlsError, Verify};
 use super::url::{Scheme, Url};
 use super::BoxStream;
 use crate::rt::Io;
@@ -85,7 +85,7 @@ pub async fn connect(url: &Url, verify: Verify) -> Result<BoxStream, Http1Error>
     let tcp = dial(&url.host, url.port).await?;
     Ok(match url.scheme {
         Scheme::Http => Box::new(tcp),
-        Scheme::Https => tls::connect(tcp, &url.host, verify).await?,
+        Scheme::Https => probe_tls::connect(tcp, &url.host, verify).await?,
     })
 }
 

@@ -22,7 +22,7 @@
 //!   decoding, and a cap on how much of the body is read.
 //! - [`upgrade`]: an upgraded connection (SPDY, WebSocket) relayed byte
 //!   for byte to an upstream URL (exec, attach, portForward).
-//! - [`tls`]: the client configurations. Today only kubelet's
+//! - [`probe_tls`]: the client configurations. Today only kubelet's
 //!   `InsecureSkipVerify` for probes and hooks (cargo feature
 //!   `https-probes`); a verifying set-up for the API server belongs here
 //!   too, beside it, sharing the crypto provider.
@@ -32,7 +32,7 @@
 
 pub mod dial;
 pub mod http1;
-pub mod tls;
+pub mod probe_tls;
 pub mod upgrade;
 pub mod url;
 

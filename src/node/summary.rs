@@ -9,7 +9,7 @@
 //! `memory` and `io`) is there wherever the kernel has it (cgroup v2 and
 //! `/proc/pressure`; kubelet's `KubeletPSI` gate is GA and on in v1.36);
 //! `swap` wherever the kernel accounts it. The agent reads the kernel's numbers
-//! (`agent/views/summary.rs`, with [`crate::node::stats`]) and fills these;
+//! (`agent/views/stats_summary.rs`, with [`crate::node::stats`]) and fills these;
 //! this file is pure: times come in as arguments.
 
 use std::fmt::Write;

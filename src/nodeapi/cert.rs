@@ -8,7 +8,7 @@
 //! `serverAuth` extended key usage and the names as subjectAltNames.
 //!
 //! Pure apart from the random source handed in: time comes in as Unix
-//! seconds; `tls.rs` stores the PEM files.
+//! seconds; `serving_tls.rs` stores the PEM files.
 
 use std::net::IpAddr;
 

@@ -8,13 +8,13 @@
 //!   the bearer token, the TokenReview body and answer;
 //! - [`authz`] (pure): kubelet's request → `nodes/<subresource>` mapping,
 //!   the SubjectAccessReview body and answer, the 403 text;
-//! - [`cache`] (pure): the review answers' time-bounded cache;
+//! - [`review_cache`] (pure): the review answers' time-bounded cache;
 //! - [`cert`] (pure): the self-signed serving certificate;
 //! - [`serving`] (pure): `serverTLSBootstrap`'s decisions (which
 //!   certificate to serve, the CSR's names, the issued files' names);
 //! - [`serving_bootstrap`]: the serving certificate's CSR, its files and
 //!   its renewal, swapped into the running listener;
-//! - [`tls`]: the rustls server configuration (serving certificate files,
+//! - [`serving_tls`]: the rustls server configuration (serving certificate files,
 //!   the client CA), reading and writing files;
 //! - [`server`]: the listeners, the TLS handshake, the authentication and
 //!   authorization of each request (reviews through the API-server client)
@@ -33,12 +33,12 @@
 
 pub mod authn;
 pub mod authz;
-pub mod cache;
 pub mod cert;
+pub mod review_cache;
 pub mod server;
 pub mod serving;
 pub mod serving_bootstrap;
-pub mod tls;
+pub mod serving_tls;
 
 use std::io;
 use std::net::SocketAddr;

@@ -35,8 +35,8 @@ use smol::Async;
 
 use super::authn::{self, User};
 use super::authz::{self, Attributes};
-use super::cache::TtlCache;
-use super::tls::{server_config, TlsFiles};
+use super::review_cache::TtlCache;
+use super::serving_tls::{server_config, TlsFiles};
 use super::NodeApiError;
 use crate::admin::router::{text, Handler, Reply, Router};
 use crate::admin::{CONNECTION_TIMEOUT, HEADER_TIMEOUT, MAX_CONNECTIONS};

@@ -35,7 +35,7 @@ use super::serving::{
     dated_file_name, is_stale_dated_file, next_poll, pending_log_due, serving_names, POLL_INITIAL,
     SERVER_CURRENT_PEM,
 };
-use super::tls::{certified_key, self_signed_files, validity_of, ServingCert, TlsFiles};
+use super::serving_tls::{certified_key, self_signed_files, validity_of, ServingCert, TlsFiles};
 use super::NodeApiError;
 use crate::apiserver::client::transport::Client;
 use crate::apiserver::credentials::bootstrap::{serving_csr_object, BootstrapError};

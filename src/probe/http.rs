@@ -14,7 +14,7 @@
 //! - At most [`MAX_READ`] of the body is read; 1 KiB of it goes into a
 //!   redirect's warning, none into a failure's message (kubelet keeps the
 //!   body out of the Unhealthy event).
-//! - HTTPS skips certificate verification (`net::tls::Verify::Skip`), like
+//! - HTTPS skips certificate verification (`net::probe_tls::Verify::Skip`), like
 //!   kubelet's `InsecureSkipVerify`.
 
 use std::time::Duration;
@@ -25,7 +25,7 @@ use http_body_util::Empty;
 use super::handler::{HttpPurpose, HttpTarget};
 use super::{ProbeResult, LIFECYCLE_USER_AGENT, MAX_READ, PROBE_USER_AGENT};
 use crate::net::http1::{self, Http1Error, Response};
-use crate::net::tls::Verify;
+use crate::net::probe_tls::Verify;
 use crate::net::url::{encode_path, Url};
 use crate::rt;
 

@@ -7,6 +7,7 @@ use super::*;
 use crate::pod::ObservedSandbox;
 
 mod conditions;
+mod fields;
 mod phases;
 mod restarts;
 mod sidecars;

@@ -2,7 +2,7 @@
 //! `imageGCHighThresholdPercent`, unused images are removed, least recently
 //! used first, down to `imageGCLowThresholdPercent`; under disk pressure
 //! the eviction task asks for every unused image to go before evicting a
-//! pod. [`crate::node::image_gc`] decides; this file lists images and
+//! pod. [`crate::node::image_gc_policy`] decides; this file lists images and
 //! containers, remembers when each image was used, and removes.
 
 use std::collections::BTreeSet;
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::Housekeeping;
 use crate::cri::{api, RuntimeService};
 use crate::node::eviction::{Observations, Signal};
-use crate::node::image_gc::{self, Image, ImageGc, Policy};
+use crate::node::image_gc_policy::{self, Image, ImageGc, Policy};
 
 /// kubelet's `ImageGCPeriod`: how often image use is recorded when no GC
 /// is due.
@@ -37,9 +37,9 @@ impl Housekeeping {
     /// records image use when that was last done [`DETECT_PERIOD`] ago.
     pub(super) async fn image_gc_if_due(&self, runtime: &impl RuntimeService, obs: &Observations) {
         let policy = self.image_gc_policy();
-        let due = obs
-            .get(Signal::ImageFsAvailable)
-            .and_then(|o| image_gc::bytes_to_free(&policy, o.capacity, o.available.max(0) as u64));
+        let due = obs.get(Signal::ImageFsAvailable).and_then(|o| {
+            image_gc_policy::bytes_to_free(&policy, o.capacity, o.available.max(0) as u64)
+        });
         let detect_due = self
             .image_gc
             .borrow()

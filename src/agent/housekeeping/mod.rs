@@ -1,7 +1,7 @@
 //! Housekeeping: the loops that keep the node healthy around the pods
 //! without running them: node-pressure eviction (`eviction.rs`, with
 //! `eviction_usage.rs` and `memory_notify.rs`), image GC (`image_gc.rs`),
-//! the GC of dead containers, log directories and cgroups (`gc.rs`) and
+//! the GC of dead containers, log directories and cgroups (`container_gc.rs`) and
 //! container log rotation (`logs.rs`).
 //!
 //! [`Housekeeping`] owns their state (the eviction manager and what its
@@ -26,14 +26,14 @@ use crate::cgroups::PodCgroups;
 use crate::cri::RuntimeService;
 use crate::node::eviction::{Conditions, PressureCell, Signal};
 
+mod container_gc;
 mod eviction;
 mod eviction_usage;
-mod gc;
 mod image_gc;
 mod logs;
 mod memory_notify;
 
-pub(in crate::agent) use gc::{remove_container, remove_dir_logged};
+pub(in crate::agent) use container_gc::{remove_container, remove_dir_logged};
 
 /// What housekeeping asks of the rest of the agent: the pods as it needs
 /// to see them, the few changes it makes to them (an eviction, a

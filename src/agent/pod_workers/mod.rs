@@ -32,10 +32,10 @@
 //!   volumes (tmpfs for secrets, `tmpfs.rs`), written by `atomic_writer.rs`
 //!   (kubelet's `..data` swap) at a container's start and refreshed at
 //!   every sync;
-//! - `node.rs`: the node's labels, allocatable and what the host and the
+//! - `node_facts.rs`: the node's labels, allocatable and what the host and the
 //!   runtime support (for admission and container configs);
 //! - `probes.rs`: probe tasks and lifecycle hooks;
-//! - `status.rs`: pod status assembly for the pod list and for a
+//! - `status_report.rs`: pod status assembly for the pod list and for a
 //!   [`StatusSink`] (the API-server status sync), and the metrics the pod
 //!   workers record;
 //! - `recent_events.rs`: the last few events per pod (`picolet describe`);
@@ -67,25 +67,19 @@ use crate::rt;
 use crate::status::Waiting;
 
 mod atomic_writer;
-#[cfg(test)]
-mod config_tests;
 mod config_volumes;
 pub(super) mod host_files;
 mod housekeeping_host;
-#[cfg(test)]
-mod housekeeping_tests;
 mod images;
-mod node;
+mod node_facts;
 mod observe;
 pub(super) mod probes;
 mod queries;
 mod recent_events;
 mod running;
-#[cfg(test)]
-mod sandbox_tests;
 mod sources;
 mod start;
-mod status;
+mod status_report;
 mod sync;
 mod terminate;
 mod termination_message;
@@ -256,7 +250,7 @@ pub(super) struct PodWorkers<R: RuntimeService> {
     cgroups: Option<PodCgroups>,
     host: host_files::HostFacts,
     /// The node's labels' inputs and what the host and runtime support.
-    node: RefCell<node::NodeFacts>,
+    node: RefCell<node_facts::NodeFacts>,
     /// The node's pressure conditions, kept by housekeeping's eviction
     /// task, read at admission.
     pressure: PressureCell,
@@ -311,7 +305,7 @@ impl<R: RuntimeService> PodWorkers<R> {
         Rc::new(PodWorkers {
             sources: RefCell::new(sources::Sources::new(cfg.sources())),
             host,
-            node: RefCell::new(node::NodeFacts::default()),
+            node: RefCell::new(node_facts::NodeFacts::default()),
             pressure,
             runtime,
             cgroups,
@@ -338,7 +332,7 @@ impl<R: RuntimeService> PodWorkers<R> {
     /// Takes the machine's facts as the node's (the binary and hollow
     /// nodes; unit tests keep the defaults).
     pub(super) fn detect_node_facts(&self) {
-        self.node.replace(node::NodeFacts::detect());
+        self.node.replace(node_facts::NodeFacts::detect());
     }
 
     /// The runtime the pod workers call.

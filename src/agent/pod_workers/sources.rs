@@ -4,7 +4,7 @@
 //! Every source goes through [`Source`]; the agent keeps the last set and
 //! the readiness of each configured source ([`Sources`]) and lets the pure
 //! [`merge`] decide which pods are desired and admitted (with the node's
-//! view and host support from `node.rs`); refused pods are kept, with
+//! view and host support from `node_facts.rs`); refused pods are kept, with
 //! kubelet's reason, for their Failed status. Readiness is per
 //! source: a pod found in the runtime that nobody wants (an orphan) is
 //! terminated only once the source it came from (the sandbox's

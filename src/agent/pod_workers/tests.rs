@@ -1,10 +1,14 @@
 //! The agent's sync logic against the in-memory runtime
-//! ([`crate::cri::memory::MemoryRuntime`]): adoption after a restart,
+//! ([`crate::cri::in_memory::MemoryRuntime`]): adoption after a restart,
 //! restart back-off, init-container order, and a source that is not ready.
 //!
 //! The tests drive the agent's steps themselves (a sync of one pod, a PLEG
 //! pass, a GC pass) on the thread's executor, with the pod workers stopped,
 //! so every step is deterministic and nothing waits on a clock.
+//!
+//! Topics in `tests/`: ConfigMaps and Secrets (`config`), housekeeping
+//! over the pod workers' answers (`housekeeping`), and a sandbox whose
+//! namespaces are gone (`sandbox`).
 
 use std::path::Path;
 use std::rc::Rc;
@@ -16,13 +20,17 @@ use super::host_files::HostFacts;
 use super::{AgentConfig, PodWorkers};
 use crate::agent::housekeeping::Housekeeping;
 use crate::cri::api::ContainerState;
-use crate::cri::memory::{MemoryContainer, MemoryRuntime};
+use crate::cri::in_memory::{MemoryContainer, MemoryRuntime};
 use crate::cri::RuntimeService;
 use crate::pleg;
 use crate::pod::labels::CONFIG_SOURCE_ANNOTATION;
 use crate::rt::block_on;
 use crate::source::file::parse_manifest;
 use crate::source::{PodSource, SourceUpdate};
+
+mod config;
+mod housekeeping;
+mod sandbox;
 
 pub(super) const IMAGE: &str = "docker.io/library/busybox:1.36";
 

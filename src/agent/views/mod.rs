@@ -4,12 +4,12 @@
 //! the streaming routes). [`Views`] owns what only they keep (the CPU
 //! readings between scrapes, the API server link's metrics and state) and
 //! asks the pod workers the rest through their answers
-//! (`pod_workers/queries.rs`, `pod_workers/status.rs`), never through
+//! (`pod_workers/queries.rs`, `pod_workers/status_report.rs`), never through
 //! the registry: nothing here changes a pod. Housekeeping's part (the
 //! eviction view, where the node's stats are read) comes in from the
 //! wiring as arguments, so the views do not know housekeeping either.
 //!
-//! - `summary.rs`: `/stats/summary` and `/metrics/resource` (kernel stats
+//! - `stats_summary.rs`: `/stats/summary` and `/metrics/resource` (kernel stats
 //!   per node, pod and container; CPU rates between scrapes);
 //! - `container_logs.rs`: `/containerLogs/...`: which instance, kubelet's
 //!   refusals, the streaming task;
@@ -26,14 +26,14 @@ use super::{ApiServerView, MoreMetrics};
 use crate::cri::RuntimeService;
 
 mod container_logs;
+mod stats_summary;
 mod streaming;
-mod summary;
 
 /// The views' own state, and the pod workers they read.
 pub(super) struct Views<R: RuntimeService> {
     workers: Rc<PodWorkers<R>>,
     /// CPU readings between `/stats/summary` scrapes.
-    summary: summary::SummaryState,
+    summary: stats_summary::SummaryState,
     /// More of `/metrics` from elsewhere (the API server link's), appended
     /// to what the agent renders.
     more_metrics: RefCell<Option<MoreMetrics>>,
@@ -45,7 +45,7 @@ impl<R: RuntimeService> Views<R> {
     pub(super) fn new(workers: Rc<PodWorkers<R>>) -> Rc<Self> {
         Rc::new(Views {
             workers,
-            summary: summary::SummaryState::default(),
+            summary: stats_summary::SummaryState::default(),
             more_metrics: RefCell::new(None),
             api_server_view: RefCell::new(None),
         })

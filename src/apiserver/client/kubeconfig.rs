@@ -644,5 +644,4 @@ fn parse_server(s: &str) -> Result<Server, String> {
 }
 
 #[cfg(test)]
-#[path = "kubeconfig_tests.rs"]
 mod tests;

@@ -41,9 +41,9 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 
+use super::client_tls::{self, TlsError, TlsSetup};
 use super::kubeconfig::{Kubeconfig, Material, Server};
 use super::link::{self, Link, DIAL_BACKOFF_INITIAL};
-use super::tls::{self, TlsError, TlsSetup};
 use crate::rt;
 
 pub(super) type ReqBody = Full<Bytes>;
@@ -181,7 +181,7 @@ impl Client {
     /// A client for the kubeconfig's server; reads its certificate files
     /// now (a failure names the field). Nothing is dialled yet.
     pub fn new(k: &Kubeconfig, options: Options) -> Result<Self, TlsError> {
-        let tls = tls::setup(k)?;
+        let tls = client_tls::setup(k)?;
         Ok(Self::with_tls(k, tls, options))
     }
 
@@ -624,5 +624,4 @@ impl Client {
 }
 
 #[cfg(test)]
-#[path = "transport_tests.rs"]
 mod tests;

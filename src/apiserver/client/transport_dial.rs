@@ -14,8 +14,8 @@ use futures_rustls::TlsConnector;
 use hyper::client::conn::{http1, http2};
 use smol::Async;
 
+use super::client_tls::{self, TlsSetup};
 use super::kubeconfig::Server;
-use super::tls::{self, TlsSetup};
 use super::transport::{Causes, Options, ReqBody, TransportError};
 use crate::rt::{self, Io, LocalExec, SmolTimer};
 
@@ -60,7 +60,7 @@ pub(super) async fn dial(
             server: name(),
             source,
         })?;
-    let h2 = tls.get_ref().1.alpn_protocol() == Some(tls::ALPN_H2);
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(client_tls::ALPN_H2);
     let handshake = |source| TransportError::Handshake {
         server: name(),
         source,

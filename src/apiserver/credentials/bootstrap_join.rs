@@ -21,8 +21,8 @@ use http::{Method, StatusCode};
 use ring::rand::SystemRandom;
 
 use super::bootstrap::{self, BootstrapError, CLIENT_CURRENT_PEM, CSR_PATH};
+use crate::apiserver::client::client_tls::{self, TlsError};
 use crate::apiserver::client::kubeconfig::{self, KubeconfigError, Source};
-use crate::apiserver::client::tls::{self, TlsError};
 use crate::apiserver::client::transport::{Body, Client, Options, BODY_LIMIT};
 use crate::pki::csr::{CsrError, NodeKey, Validity};
 use crate::pki::rotation::{Next, Rotation};
@@ -347,7 +347,7 @@ async fn renew(
         );
         kubeconfig::load(kubeconfig_path, allow_insecure)?
     };
-    client.set_tls(tls::setup(&kc)?);
+    client.set_tls(client_tls::setup(&kc)?);
     Ok((name, validity))
 }
 

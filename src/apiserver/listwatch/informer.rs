@@ -23,7 +23,7 @@ use k8s_openapi::ListableResource;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::cache::{Cache, Loaded};
+use super::disk_cache::{Cache, Loaded};
 use super::reflector::{Event, Failure, Input, Next, Object, ObjectKey, Reflector, Request};
 use super::watch::{self, Decoder, WatchEvent};
 use crate::apiserver::client::request::{ApiError, Selectors};

@@ -2,13 +2,13 @@
 //! ([`reflector`], its back-off in [`reflector_backoff`], what it holds of
 //! an object in [`reflector_objects`], its inputs and answers in
 //! [`reflector_protocol`]), the decoder of LIST and WATCH replies
-//! ([`watch`]), the crash-safe on-disk copy of each resource ([`cache`]),
+//! ([`watch`]), the crash-safe on-disk copy of each resource ([`disk_cache`]),
 //! and the I/O loop running them over the client ([`informer`]).
 //!
 //! Must not know: what a resource means to the node (pods, ConfigMaps,
 //! the Node); consumers get [`reflector::Event`]s.
 
-pub mod cache;
+pub mod disk_cache;
 pub mod informer;
 pub mod reflector;
 pub mod reflector_backoff;

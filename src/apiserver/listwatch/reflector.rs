@@ -612,5 +612,4 @@ impl<K: Object> Reflector<K> {
 }
 
 #[cfg(test)]
-#[path = "reflector_tests.rs"]
 mod tests;

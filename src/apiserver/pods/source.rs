@@ -53,7 +53,7 @@ use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use super::mirror;
 use crate::apiserver::client::request::{collection_path, Selectors};
 use crate::apiserver::client::transport::Client;
-use crate::apiserver::listwatch::cache::Cache;
+use crate::apiserver::listwatch::disk_cache::Cache;
 use crate::apiserver::listwatch::informer::Informer;
 use crate::apiserver::listwatch::reflector::{Event, ObjectKey};
 use crate::pod::labels::CONFIG_SOURCE_ANNOTATION;

@@ -27,7 +27,7 @@ use std::rc::Rc;
 use super::node_object::{NodeView, WatchedNode};
 use crate::apiserver::client::request::{collection_path, Selectors};
 use crate::apiserver::client::transport::Client;
-use crate::apiserver::listwatch::cache::Cache;
+use crate::apiserver::listwatch::disk_cache::Cache;
 use crate::apiserver::listwatch::informer::Informer;
 
 /// The cache directory of the Node (under `--root-dir`).

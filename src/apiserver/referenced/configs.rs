@@ -49,7 +49,7 @@ use crate::apiserver::listwatch::watch::slim_core_v1_object;
 
 use crate::apiserver::client::request::{collection_path, Selectors};
 use crate::apiserver::client::transport::Client;
-use crate::apiserver::listwatch::cache::Cache;
+use crate::apiserver::listwatch::disk_cache::Cache;
 use crate::apiserver::listwatch::informer::Informer;
 use crate::pod::config_objects::{self, ConfigObjects, Kind, Lookup, ObjectRef};
 use crate::rt;
@@ -385,9 +385,11 @@ async fn run(mut informer: Informer<ConfigData>, r: ObjectRef, watches: Weak<Con
 
 /// Opens a cache directory whose parent is root-only too (Cache::open
 /// would create missing parents with the default mode).
-fn open_private(dir: &Path) -> Result<(Cache, crate::apiserver::listwatch::cache::Loaded), String> {
+fn open_private(
+    dir: &Path,
+) -> Result<(Cache, crate::apiserver::listwatch::disk_cache::Loaded), String> {
     if let Some(parent) = dir.parent() {
-        crate::apiserver::listwatch::cache::private_dir(parent)
+        crate::apiserver::listwatch::disk_cache::private_dir(parent)
             .map_err(|e| format!("{}: {e}", parent.display()))?;
     }
     Cache::open(dir, 0o700).map_err(|e| e.to_string())

@@ -38,7 +38,7 @@ use crate::apiserver::listwatch::watch::slim_core_v1_object;
 
 use crate::apiserver::client::request::{collection_path, Selectors};
 use crate::apiserver::client::transport::Client;
-use crate::apiserver::listwatch::cache::Cache;
+use crate::apiserver::listwatch::disk_cache::Cache;
 use crate::apiserver::listwatch::informer::Informer;
 use crate::pod::config_objects::Lookup;
 use crate::pod::spec::{namespaces_needed, ServiceInfo, ServicePortInfo, Services};

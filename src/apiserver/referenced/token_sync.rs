@@ -439,16 +439,16 @@ fn read_file(path: &Path) -> Option<Vec<Cached>> {
 
 /// Creates `dir` (and parents) with `dir` itself 0700.
 fn private_dir(dir: &Path) -> Result<(), String> {
-    crate::apiserver::listwatch::cache::private_dir(dir)
+    crate::apiserver::listwatch::disk_cache::private_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))
 }
 
 /// Writes `path` with mode 0600, atomically (see
-/// [`write_atomically`](crate::apiserver::listwatch::cache::write_atomically)).
+/// [`write_atomically`](crate::apiserver::listwatch::disk_cache::write_atomically)).
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.tmp"));
-    crate::apiserver::listwatch::cache::write_atomically(path, &tmp, bytes, 0o600)
+    crate::apiserver::listwatch::disk_cache::write_atomically(path, &tmp, bytes, 0o600)
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 

@@ -6,11 +6,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::*;
 use crate::apiserver::client::request::ApiError;
 
-#[path = "reflector_streaming_tests.rs"]
-mod streaming;
-
-#[path = "reflector_resume_tests.rs"]
 mod resume;
+mod streaming;
 
 fn pod(name: &str, uid: &str, rv: &str) -> Pod {
     Pod {

@@ -2,7 +2,7 @@
 //! image the runtime resolved, `volumeMounts`, `resources` and
 //! `allocatedResources`, for app containers, init containers and sidecars.
 
-use super::*;
+use super::super::*;
 use crate::pod::{ObservedSandbox, RuntimeResources};
 
 fn pod(yaml: &str) -> Pod {

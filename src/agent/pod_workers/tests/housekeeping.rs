@@ -10,12 +10,10 @@
 
 use std::time::Duration;
 
-use super::PodWorkers;
+use super::super::PodWorkers;
+use super::{api_pod, api_pod_from, api_set, apply, file_set, static_pod, sync, Node, IMAGE, WEB};
 use crate::agent::housekeeping::{Housekeeping, HousekeepingHost as _};
-use crate::agent::pod_workers::tests::{
-    api_pod, api_pod_from, api_set, apply, file_set, static_pod, sync, Node, IMAGE, WEB,
-};
-use crate::cri::memory::MemoryRuntime;
+use crate::cri::in_memory::MemoryRuntime;
 use crate::cri::RuntimeService;
 use crate::rt::block_on;
 use crate::source::PodSource;

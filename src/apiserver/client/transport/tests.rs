@@ -20,8 +20,8 @@ use smol::io::{AsyncReadExt, AsyncWriteExt};
 use smol::stream::StreamExt;
 
 use super::*;
+use crate::apiserver::client::client_tls::testpki::{self, Pki};
 use crate::apiserver::client::kubeconfig::Source;
-use crate::apiserver::client::tls::testpki::{self, Pki};
 use crate::rt::{Io, LocalExec, SmolTimer};
 
 type ResBody = UnsyncBoxBody<Bytes, Infallible>;
@@ -47,7 +47,7 @@ struct TestServer {
 }
 
 fn server_config(pki: &Pki, alpn: &[&[u8]]) -> Arc<ServerConfig> {
-    let provider = Arc::new(tls::provider());
+    let provider = Arc::new(client_tls::provider());
     let mut roots = RootCertStore::empty();
     roots
         .add(CertificateDer::from_pem_slice(&pki.read("ca.crt")).unwrap())
@@ -552,7 +552,7 @@ fn a_new_tls_setup_closes_the_connection_and_the_next_one_presents_the_new_certi
         let mut watch = c.stream("/watch", LONG).await.unwrap();
         assert_eq!(watch.chunk().await.unwrap().unwrap(), "first\n");
         assert_eq!(srv.seen.with_client_cert.get(), 0);
-        c.set_tls(tls::setup(&kubeconfig(&pki, srv.addr)).unwrap());
+        c.set_tls(client_tls::setup(&kubeconfig(&pki, srv.addr)).unwrap());
         // The watch on the old connection ends with it (the bound only
         // keeps a broken build from hanging).
         let ended = rt::timeout(Duration::from_secs(60), watch.chunk()).await;

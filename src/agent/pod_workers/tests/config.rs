@@ -11,7 +11,7 @@ use std::rc::Rc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 
-use super::tests::{api_set, apply, static_pod, sync, Node};
+use super::{api_set, apply, static_pod, sync, Node};
 use crate::pod::config_objects::{ConfigObjects, Kind, Lookup, ObjectRef};
 use crate::pod::labels::CONFIG_SOURCE_ANNOTATION;
 use crate::source::PodSource;
@@ -91,7 +91,9 @@ fn config_map(greeting: &str) -> Rc<ConfigMap> {
     )
 }
 
-fn waiting(agent: &super::PodWorkers<crate::cri::memory::MemoryRuntime>) -> (String, String) {
+fn waiting(
+    agent: &super::super::PodWorkers<crate::cri::in_memory::MemoryRuntime>,
+) -> (String, String) {
     let pods = agent.pods.borrow();
     let w = pods["cfg-uid"].containers["main"].waiting.clone().unwrap();
     (w.reason, w.message)
@@ -180,7 +182,7 @@ fn a_static_pod_may_not_reference_a_configmap_volume() {
     let agent = node.agent();
     agent.set_config_objects(Rc::new(Objects::default()));
     let pod = static_pod(APP);
-    apply(&agent, super::tests::file_set(vec![pod.clone()]));
+    apply(&agent, super::file_set(vec![pod.clone()]));
     sync(&agent, &pod);
     assert!(node.running().is_empty());
     let uid = crate::pod::uid(&pod).to_string();
@@ -254,7 +256,7 @@ fn a_static_pod_may_not_project_a_service_account_token() {
     let agent = node.agent();
     agent.set_config_objects(Rc::new(Objects::default()));
     let pod = static_pod(TOKEN_APP);
-    apply(&agent, super::tests::file_set(vec![pod.clone()]));
+    apply(&agent, super::file_set(vec![pod.clone()]));
     sync(&agent, &pod);
     assert!(node.running().is_empty());
     let uid = crate::pod::uid(&pod).to_string();

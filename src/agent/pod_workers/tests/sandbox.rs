@@ -2,7 +2,7 @@
 //! pause process died and the runtime missed it, as after a power cut):
 //! the agent replaces it instead of retrying containers in it forever.
 
-use super::tests::{apply, file_set, static_pod, sync, Node};
+use super::{apply, file_set, static_pod, sync, Node};
 use crate::cri::api::ContainerState;
 
 const WEB: &str = r#"

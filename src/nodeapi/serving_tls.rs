@@ -31,7 +31,7 @@ use rustls::{RootCertStore, ServerConfig};
 use super::cert;
 use super::serving::{choose_source, CertSource, SERVER_CURRENT_PEM};
 use super::NodeApiError;
-use crate::apiserver::client::tls::{provider, ALPN_HTTP11};
+use crate::apiserver::client::client_tls::{provider, ALPN_HTTP11};
 use crate::pki::csr::{first_certificate_der, Validity};
 
 /// What the TLS configuration is made from.
