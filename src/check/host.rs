@@ -301,13 +301,7 @@ fn ask_runtime(socket: &Path) -> (Answer, Option<PathBuf>) {
             .image_fs_info(api::ImageFsInfoRequest {})
             .await
             .ok()
-            .and_then(|info| {
-                info.image_filesystems
-                    .iter()
-                    .filter_map(|f| f.fs_id.as_ref())
-                    .map(|id| PathBuf::from(&id.mountpoint))
-                    .find(|p| p.is_absolute())
-            });
+            .and_then(|info| crate::cri::image_fs_mountpoints(&info).next());
         (Ok(v), dir)
     })
 }

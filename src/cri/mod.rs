@@ -105,6 +105,17 @@ pub fn sandbox_namespaces_gone(message: &str) -> bool {
         })
 }
 
+/// The directories an `ImageFsInfo` answer names as the image
+/// filesystems' mountpoints, in its order; a name that is not an absolute
+/// path names no place on this host and is skipped.
+pub fn image_fs_mountpoints(info: &api::ImageFsInfoResponse) -> impl Iterator<Item = PathBuf> + '_ {
+    info.image_filesystems
+        .iter()
+        .filter_map(|f| f.fs_id.as_ref())
+        .map(|id| PathBuf::from(&id.mountpoint))
+        .filter(|p| p.is_absolute())
+}
+
 /// Parses a `containerRuntimeEndpoint` (`unix:///path` or a bare path).
 pub fn socket_path(endpoint: &str) -> Option<PathBuf> {
     if let Some(p) = endpoint.strip_prefix("unix://") {
@@ -424,6 +435,34 @@ impl Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_fs_mountpoints_are_the_absolute_ones_in_order() {
+        let fs = |m: &str| api::FilesystemUsage {
+            fs_id: Some(api::FilesystemIdentifier {
+                mountpoint: m.into(),
+            }),
+            ..Default::default()
+        };
+        let info = api::ImageFsInfoResponse {
+            image_filesystems: vec![
+                fs("/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"),
+                fs(""),
+                fs("relative/dir"),
+                api::FilesystemUsage::default(),
+                fs("/mnt/images"),
+            ],
+            ..Default::default()
+        };
+        let dirs: Vec<PathBuf> = image_fs_mountpoints(&info).collect();
+        assert_eq!(
+            dirs,
+            [
+                PathBuf::from("/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"),
+                PathBuf::from("/mnt/images"),
+            ]
+        );
+    }
 
     #[test]
     fn a_missing_sandbox_namespace_is_told_from_other_start_errors() {

@@ -317,13 +317,7 @@ impl Housekeeping {
             .await
         {
             Ok(info) => {
-                let mount = info
-                    .image_filesystems
-                    .iter()
-                    .filter_map(|f| f.fs_id.as_ref())
-                    .map(|id| PathBuf::from(&id.mountpoint))
-                    .find(|p| p.is_absolute());
-                if let Some(dir) = mount {
+                if let Some(dir) = crate::cri::image_fs_mountpoints(&info).next() {
                     log::info!("eviction: imagefs is the filesystem of {}", dir.display());
                     self.eviction.paths.borrow_mut().image_dir = Some(dir);
                 }

@@ -219,23 +219,25 @@ impl<R: RuntimeService> PodWorkers<R> {
     /// runtime names its image filesystems; a failure is logged and the
     /// pull stands.
     async fn sync_image_fs(&self) {
-        let Ok(info) = self.runtime.image_fs_info(api::ImageFsInfoRequest {}).await else {
-            return;
-        };
-        for fs in info.image_filesystems {
-            let Some(dir) = fs.fs_id.map(|id| id.mountpoint) else {
-                continue;
-            };
-            if dir.is_empty() {
-                continue;
+        let info = match self.runtime.image_fs_info(api::ImageFsInfoRequest {}).await {
+            Ok(info) => info,
+            Err(e) => {
+                log::warn!("syncing the image filesystem after a pull: ImageFsInfo: {e}");
+                return;
             }
+        };
+        for dir in crate::cri::image_fs_mountpoints(&info) {
             let began = Instant::now();
-            match crate::node::syncfs::syncfs(std::path::Path::new(&dir)).await {
+            match crate::node::syncfs::syncfs(&dir).await {
                 Ok(()) => log::debug!(
-                    "image filesystem of {dir} synced after a pull in {:?}",
+                    "image filesystem of {} synced after a pull in {:?}",
+                    dir.display(),
                     began.elapsed()
                 ),
-                Err(e) => log::warn!("syncing the image filesystem of {dir} after a pull: {e}"),
+                Err(e) => log::warn!(
+                    "syncing the image filesystem of {} after a pull: {e}",
+                    dir.display()
+                ),
             }
         }
     }
