@@ -15,7 +15,7 @@ use http::{header, HeaderValue, Response, StatusCode};
 
 use super::Views;
 use crate::admin::router::Reply;
-use crate::agent::pod_workers::now_unix_nanos;
+use crate::agent::now_unix_nanos;
 use crate::cri::RuntimeService;
 use crate::logs::{files, LogOptions};
 use crate::pleg::State;

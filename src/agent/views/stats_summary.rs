@@ -23,7 +23,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::Views;
-use crate::agent::pod_workers::{now_unix_nanos, ActivePod};
+use crate::agent::now_unix_nanos;
+use crate::agent::pod_workers::ActivePod;
 use crate::agent::AgentConfig;
 use crate::cgroups::CgroupVersion;
 use crate::cri::RuntimeService;
