@@ -415,7 +415,11 @@ fn a_request_without_an_answer_ends_at_its_deadline() {
             .await
             .unwrap_err();
         assert!(matches!(e, TransportError::Timeout { .. }), "{e}");
-        let mut w = c.stream("/watch", Duration::from_millis(50)).await.unwrap();
+        // A watch's deadline covers its whole life: long enough for the
+        // answer and the first chunk under qemu-user on a busy CI machine
+        // (50 ms was not, on armv7), while the server then never sends
+        // another chunk, so the deadline is still what ends it.
+        let mut w = c.stream("/watch", Duration::from_secs(3)).await.unwrap();
         assert_eq!(w.chunk().await.unwrap().unwrap(), "first\n");
         let e = w.chunk().await.unwrap_err();
         assert!(matches!(e, TransportError::Timeout { .. }), "{e}");
