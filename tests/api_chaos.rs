@@ -59,7 +59,7 @@ fn convergence_verdict(converged: Duration) -> String {
 }
 /// The chaos schedule's seed. Change it to explore; keep it to reproduce.
 const SEED: u64 = 0x8_c4a0_5eed;
-/// A blackhole outlasts picolet's HTTP/2 PING timeout (10 s interval + 20 s
+/// A blackhole outlasts picolet's HTTP/2 PING timeout (15 s without a read + 15 s
 /// unanswered), so the dead connection is noticed and replaced: it lasts
 /// at least this long, and until picolet logs the PING timeout.
 const BLACKHOLE_MIN: Duration = Duration::from_secs(32);

@@ -234,6 +234,7 @@ fn an_idle_hollow_node_costs_few_bytes_a_minute_on_the_wire() {
         t = next_renewal(cp, name, &t);
     }
     proxy.reset_stats();
+    proxy.note_records();
     let (_, cpu_before) = hollow.usage();
     let started = Instant::now();
     for _ in 0..6 {
@@ -254,6 +255,23 @@ fn an_idle_hollow_node_costs_few_bytes_a_minute_on_the_wire() {
         s.accepted,
         (cpu_after - cpu_before) / minutes,
     );
+    // Where the bytes went: every TLS record, by time and direction (a
+    // renewal is a record up and its answer down; a watch event, a PING
+    // and its answer are records of their own).
+    let records = proxy.records();
+    let mut line = String::new();
+    for (i, r) in records.iter().enumerate() {
+        let at = r.at.saturating_duration_since(started).as_secs_f64();
+        line += &format!(
+            "  {at:6.2}s {} {:4}",
+            if r.up { "up" } else { "dn" },
+            r.bytes
+        );
+        if i % 6 == 5 || i + 1 == records.len() {
+            eprintln!("{line}");
+            line.clear();
+        }
+    }
 }
 
 /// The Ready condition's status of node `name` in the API.

@@ -17,13 +17,20 @@
 //! [`MemoryRuntime::restart`] (the runtime came back), and
 //! [`MemoryRuntime::calls`] to see which CRI calls the agent made.
 //! [`MemoryRuntime::hollow`] is a hollow node's (`picolet hollow`).
+//!
+//! `GetContainerEvents` is answered only by a runtime made with
+//! [`MemoryRuntime::with_events`] (a hollow node's is): a stream of the
+//! created, started, stopped and deleted events of containers and
+//! sandboxes, as containerd 2 sends them, so the agent's PLEG is evented
+//! there and relists at the evented backstop. Otherwise it is
+//! Unimplemented, as containerd 1.6's, and the PLEG relists every second.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{api, CriError, RuntimeService};
+use super::{api, ContainerEvents, CriError, RuntimeService};
 
 #[derive(Clone, Debug)]
 struct Sandbox {
@@ -93,6 +100,10 @@ struct State {
     connects: u64,
     /// The image filesystem `ImageFsInfo` names (none by default).
     image_fs: Option<String>,
+    /// Whether `GetContainerEvents` is answered.
+    events: bool,
+    /// The open event streams.
+    subscribers: Vec<smol::channel::Sender<api::ContainerEventResponse>>,
 }
 
 impl State {
@@ -112,18 +123,45 @@ impl State {
 
     fn stop(&mut self, id: &str, exit_code: i32) {
         let at = self.stamp();
+        let mut stopped = false;
         if let Some(c) = self.containers.get_mut(id) {
             if c.state == api::ContainerState::ContainerRunning {
                 c.state = api::ContainerState::ContainerExited;
                 c.finished_at = at;
                 c.exit_code = exit_code;
+                stopped = true;
             } else if c.state == api::ContainerState::ContainerCreated {
                 c.state = api::ContainerState::ContainerExited;
                 c.finished_at = at;
+                stopped = true;
             }
         }
+        if stopped {
+            self.emit(id, api::ContainerEventType::ContainerStoppedEvent);
+        }
+    }
+
+    /// Sends an event to every open stream. A stream that is full misses
+    /// it, as a slow reader of a real runtime's does; the PLEG's backstop
+    /// relist covers that.
+    fn emit(&mut self, id: &str, kind: api::ContainerEventType) {
+        if self.subscribers.is_empty() {
+            return;
+        }
+        let created_at = self.stamp();
+        let event = api::ContainerEventResponse {
+            container_id: id.to_string(),
+            container_event_type: kind as i32,
+            created_at,
+            ..Default::default()
+        };
+        self.subscribers
+            .retain(|tx| !matches!(tx.try_send(event.clone()), Err(e) if e.is_closed()));
     }
 }
+
+/// How many events an event stream holds before it misses some.
+const EVENT_BACKLOG: usize = 64;
 
 /// The in-memory runtime. Single-threaded, like the agent. Clones share
 /// the same state: two agents on one runtime are one node restarting.
@@ -160,8 +198,15 @@ impl MemoryRuntime {
     /// at once), containers run until stopped, every probe and hook
     /// succeeds, and no call is recorded.
     pub fn hollow() -> Self {
-        let runtime = Self::default();
+        let runtime = Self::with_events();
         runtime.state.borrow_mut().hollow = true;
+        runtime
+    }
+
+    /// An empty runtime that answers `GetContainerEvents`.
+    pub fn with_events() -> Self {
+        let runtime = Self::default();
+        runtime.state.borrow_mut().events = true;
         runtime
     }
 
@@ -211,9 +256,12 @@ impl MemoryRuntime {
         }
     }
 
-    /// The runtime restarted: the connection count changes.
+    /// The runtime restarted: the connection count changes, and its event
+    /// streams end.
     pub fn restart(&self) {
-        self.state.borrow_mut().connects += 1;
+        let mut s = self.state.borrow_mut();
+        s.connects += 1;
+        s.subscribers.clear();
     }
 
     /// Every container, oldest first.
@@ -297,6 +345,8 @@ impl RuntimeService for MemoryRuntime {
                 ip,
             },
         );
+        s.emit(&id, api::ContainerEventType::ContainerCreatedEvent);
+        s.emit(&id, api::ContainerEventType::ContainerStartedEvent);
         Ok(api::RunPodSandboxResponse { pod_sandbox_id: id })
     }
 
@@ -308,7 +358,13 @@ impl RuntimeService for MemoryRuntime {
         let Some(sb) = s.sandboxes.get_mut(&req.pod_sandbox_id) else {
             return Err(not_found("StopPodSandbox", &req.pod_sandbox_id));
         };
-        sb.ready = false;
+        let was_ready = std::mem::replace(&mut sb.ready, false);
+        if was_ready {
+            s.emit(
+                &req.pod_sandbox_id,
+                api::ContainerEventType::ContainerStoppedEvent,
+            );
+        }
         let ids: Vec<String> = s
             .containers
             .values()
@@ -329,8 +385,16 @@ impl RuntimeService for MemoryRuntime {
         if s.sandboxes.remove(&req.pod_sandbox_id).is_none() {
             return Err(not_found("RemovePodSandbox", &req.pod_sandbox_id));
         }
-        s.containers
-            .retain(|_, c| c.sandbox_id != req.pod_sandbox_id);
+        let gone: Vec<String> = s
+            .containers
+            .values()
+            .filter(|c| c.sandbox_id == req.pod_sandbox_id)
+            .map(|c| c.id.clone())
+            .collect();
+        for id in gone.iter().chain([&req.pod_sandbox_id]) {
+            s.containers.remove(id);
+            s.emit(id, api::ContainerEventType::ContainerDeletedEvent);
+        }
         Ok(api::RemovePodSandboxResponse {})
     }
 
@@ -434,6 +498,7 @@ impl RuntimeService for MemoryRuntime {
                 exit_code: 0,
             },
         );
+        s.emit(&id, api::ContainerEventType::ContainerCreatedEvent);
         Ok(api::CreateContainerResponse { container_id: id })
     }
 
@@ -472,6 +537,10 @@ impl RuntimeService for MemoryRuntime {
         };
         c.state = api::ContainerState::ContainerRunning;
         c.started_at = at;
+        s.emit(
+            &req.container_id,
+            api::ContainerEventType::ContainerStartedEvent,
+        );
         Ok(api::StartContainerResponse {})
     }
 
@@ -493,7 +562,13 @@ impl RuntimeService for MemoryRuntime {
     ) -> Result<api::RemoveContainerResponse, CriError> {
         let mut s = self.record("RemoveContainer");
         match s.containers.remove(&req.container_id) {
-            Some(_) => Ok(api::RemoveContainerResponse {}),
+            Some(_) => {
+                s.emit(
+                    &req.container_id,
+                    api::ContainerEventType::ContainerDeletedEvent,
+                );
+                Ok(api::RemoveContainerResponse {})
+            }
             None => Err(not_found("RemoveContainer", &req.container_id)),
         }
     }
@@ -649,6 +724,19 @@ impl RuntimeService for MemoryRuntime {
         })
     }
 
+    async fn get_container_events(&self) -> Result<ContainerEvents, CriError> {
+        let mut s = self.record("GetContainerEvents");
+        if !s.events {
+            return Err(CriError::Status {
+                op: "GetEventsRequest",
+                status: tonic::Status::unimplemented("GetContainerEvents"),
+            });
+        }
+        let (tx, rx) = smol::channel::bounded(EVENT_BACKLOG);
+        s.subscribers.push(tx);
+        Ok(ContainerEvents::local(rx))
+    }
+
     fn connects(&self) -> u64 {
         self.state.borrow().connects
     }
@@ -657,3 +745,6 @@ impl RuntimeService for MemoryRuntime {
         self.state.borrow().hollow
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -14,27 +14,46 @@
 use super::{api, CriError, RawContainers, Runtime};
 
 /// The stream of a `GetContainerEvents` call.
-pub struct ContainerEvents(Option<tonic::Streaming<api::ContainerEventResponse>>);
+pub struct ContainerEvents(Source);
+
+/// Where a [`ContainerEvents`] stream's events come from.
+enum Source {
+    /// A runtime's gRPC stream.
+    Grpc(Box<tonic::Streaming<api::ContainerEventResponse>>),
+    /// The in-memory runtime's own events (tests, hollow nodes).
+    #[cfg(any(test, feature = "hollow"))]
+    Local(smol::channel::Receiver<api::ContainerEventResponse>),
+    /// A stream that ended.
+    Ended,
+}
 
 impl ContainerEvents {
     pub(super) fn new(s: tonic::Streaming<api::ContainerEventResponse>) -> Self {
-        ContainerEvents(Some(s))
+        ContainerEvents(Source::Grpc(Box::new(s)))
+    }
+
+    /// The events sent on `rx`, ending when every sender is gone.
+    #[cfg(any(test, feature = "hollow"))]
+    pub(super) fn local(rx: smol::channel::Receiver<api::ContainerEventResponse>) -> Self {
+        ContainerEvents(Source::Local(rx))
     }
 
     /// A stream that ends at once (a runtime with nothing to say).
     pub fn ended() -> Self {
-        ContainerEvents(None)
+        ContainerEvents(Source::Ended)
     }
 
     /// The next event; `Ok(None)` when the runtime ended the stream.
     pub async fn next(&mut self) -> Result<Option<api::ContainerEventResponse>, CriError> {
-        let Some(s) = self.0.as_mut() else {
-            return Ok(None);
-        };
-        s.message().await.map_err(|status| CriError::Status {
-            op: "ContainerEventResponse",
-            status,
-        })
+        match &mut self.0 {
+            Source::Grpc(s) => s.message().await.map_err(|status| CriError::Status {
+                op: "ContainerEventResponse",
+                status,
+            }),
+            #[cfg(any(test, feature = "hollow"))]
+            Source::Local(rx) => Ok(rx.recv().await.ok()),
+            Source::Ended => Ok(None),
+        }
     }
 }
 

@@ -14,7 +14,10 @@
 //! direction. Sockets use short read/write timeouts so every thread notices
 //! a command within about [`TICK`]; nothing here sleeps to prove anything.
 //! Counters (connections accepted, bytes each way) let a test or the bench
-//! tell how much a client sent and received to recover from a fault.
+//! tell how much a client sent and received to recover from a fault. On
+//! request it also notes each TLS record's size, direction and time (the
+//! 5-byte record headers are all it reads), so a byte count can be taken
+//! apart into renewals, watch events and pings.
 //!
 //! It knows nothing of HTTP, Kubernetes or picolet. Its sibling [`tls`]
 //! terminates TLS to cut or corrupt what a watch stream carries.
@@ -64,6 +67,53 @@ pub struct ProxyStats {
     pub resets: u64,
 }
 
+/// One TLS record forwarded, as [`FaultProxy::records`] lists it.
+#[derive(Clone, Copy, Debug)]
+pub struct Record {
+    /// When its last byte was forwarded.
+    pub at: Instant,
+    /// Client to upstream.
+    pub up: bool,
+    /// Its size with the 5-byte header.
+    pub bytes: usize,
+}
+
+/// Finds the TLS records in one direction's bytes: a 5-byte header whose
+/// last two bytes are the length of what follows.
+#[derive(Default)]
+struct RecordSplitter {
+    head: [u8; 5],
+    have: usize,
+    left: usize,
+}
+
+impl RecordSplitter {
+    /// The sizes of the records that `chunk` completes.
+    fn feed(&mut self, mut chunk: &[u8]) -> Vec<usize> {
+        let mut done = Vec::new();
+        while !chunk.is_empty() {
+            if self.have < 5 {
+                let take = (5 - self.have).min(chunk.len());
+                self.head[self.have..self.have + take].copy_from_slice(&chunk[..take]);
+                self.have += take;
+                chunk = &chunk[take..];
+                if self.have == 5 {
+                    self.left = u16::from_be_bytes([self.head[3], self.head[4]]) as usize;
+                }
+            } else {
+                let take = self.left.min(chunk.len());
+                self.left -= take;
+                chunk = &chunk[take..];
+            }
+            if self.have == 5 && self.left == 0 {
+                done.push(5 + u16::from_be_bytes([self.head[3], self.head[4]]) as usize);
+                self.have = 0;
+            }
+        }
+        done
+    }
+}
+
 /// The fault-injecting proxy. Dropping it resets every live connection and
 /// stops the listener.
 pub struct FaultProxy {
@@ -80,6 +130,8 @@ struct Shared {
     bytes_up: AtomicU64,
     bytes_down: AtomicU64,
     resets: AtomicU64,
+    /// The records forwarded while [`FaultProxy::note_records`] is on.
+    records: Mutex<Option<Vec<Record>>>,
 }
 
 struct State {
@@ -134,6 +186,7 @@ impl FaultProxy {
             accepted: AtomicU64::new(0),
             bytes_up: AtomicU64::new(0),
             bytes_down: AtomicU64::new(0),
+            records: Mutex::new(None),
             resets: AtomicU64::new(0),
         });
         let s = shared.clone();
@@ -239,6 +292,25 @@ impl FaultProxy {
     /// (FIN); the proxy closes its connection to the server.
     pub fn truncate_after(&self, bytes: u64) {
         self.shared.lock().truncate_next = Some(bytes);
+    }
+
+    /// Starts noting every TLS record forwarded (forgetting earlier ones).
+    pub fn note_records(&self) {
+        *self
+            .shared
+            .records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
+    }
+
+    /// The records noted since [`Self::note_records`], in order.
+    pub fn records(&self) -> Vec<Record> {
+        self.shared
+            .records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_default()
     }
 
     /// The counters.
@@ -535,6 +607,7 @@ fn pump(
         Dir::Down => &shared.bytes_down,
     };
     let mut buf = vec![0u8; BUF];
+    let mut splitter = RecordSplitter::default();
     loop {
         if !shared.wait_while_blackholed(conn) {
             return;
@@ -582,6 +655,19 @@ fn pump(
         // Counted before the write, so a client that has read the bytes
         // always finds them counted.
         counter.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+        let sizes = splitter.feed(chunk);
+        if !sizes.is_empty() {
+            if let Some(records) = shared
+                .records
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_mut()
+            {
+                let at = Instant::now();
+                let up = dir == Dir::Up;
+                records.extend(sizes.into_iter().map(|bytes| Record { at, up, bytes }));
+            }
+        }
         if !write_all(conn, &mut dst, chunk) {
             return;
         }

@@ -704,14 +704,13 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                 }
             }
         };
-        let rv = known.metadata.resource_version.as_deref();
-        if let Some(rv) = rv.filter(|_| lease::held_as(&known, name, uid.as_deref(), duration)) {
+        if lease::held_as(&known, name, uid.as_deref(), duration) {
             // Held as we hold it: move the renew time alone, the answer
             // in protobuf; the first such renewal also clears managedFields.
             let trim = !self.lease_fields_trimmed.get();
             let body = Body {
                 content_type: MERGE_PATCH,
-                bytes: lease::renewal_patch(rv, wall_clock(), trim),
+                bytes: lease::renewal_patch(wall_clock(), trim),
             };
             let r = self
                 .client

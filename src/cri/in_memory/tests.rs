@@ -1,0 +1,120 @@
+//! The in-memory runtime's event streams: what a hollow node's PLEG is
+//! woken by.
+
+use super::*;
+
+fn sandbox_config(uid: &str) -> api::PodSandboxConfig {
+    api::PodSandboxConfig {
+        metadata: Some(api::PodSandboxMetadata {
+            name: "p".into(),
+            uid: uid.into(),
+            namespace: "default".into(),
+            attempt: 0,
+        }),
+        ..Default::default()
+    }
+}
+
+fn kinds(events: &mut ContainerEvents) -> Vec<(String, api::ContainerEventType)> {
+    let mut seen = Vec::new();
+    while let Some(Some(e)) =
+        smol::future::block_on(smol::future::poll_once(events.next())).map(|r| r.unwrap())
+    {
+        seen.push((e.container_id.clone(), e.container_event_type()));
+    }
+    seen
+}
+
+#[test]
+fn a_runtime_with_events_streams_each_step_of_a_containers_life() {
+    use api::ContainerEventType::*;
+    let rt = MemoryRuntime::with_events();
+    rt.add_image("busybox");
+    smol::block_on(async {
+        let mut events = rt.get_container_events().await.unwrap();
+        let sb = rt
+            .run_pod_sandbox(api::RunPodSandboxRequest {
+                config: Some(sandbox_config("u1")),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .pod_sandbox_id;
+        let ct = rt
+            .create_container(api::CreateContainerRequest {
+                pod_sandbox_id: sb.clone(),
+                config: Some(api::ContainerConfig {
+                    image: Some(api::ImageSpec {
+                        image: "sha256:busybox".into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .container_id;
+        rt.start_container(api::StartContainerRequest {
+            container_id: ct.clone(),
+        })
+        .await
+        .unwrap();
+        rt.exit(&ct, 0);
+        // Exiting twice is one event: the state changed once.
+        rt.exit(&ct, 0);
+        rt.stop_pod_sandbox(api::StopPodSandboxRequest {
+            pod_sandbox_id: sb.clone(),
+        })
+        .await
+        .unwrap();
+        rt.remove_pod_sandbox(api::RemovePodSandboxRequest {
+            pod_sandbox_id: sb.clone(),
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            kinds(&mut events),
+            [
+                (sb.clone(), ContainerCreatedEvent),
+                (sb.clone(), ContainerStartedEvent),
+                (ct.clone(), ContainerCreatedEvent),
+                (ct.clone(), ContainerStartedEvent),
+                (ct.clone(), ContainerStoppedEvent),
+                (sb.clone(), ContainerStoppedEvent),
+                (ct.clone(), ContainerDeletedEvent),
+                (sb.clone(), ContainerDeletedEvent),
+            ]
+        );
+    });
+}
+
+#[test]
+fn a_restart_ends_the_event_streams_and_a_full_stream_misses_events() {
+    let rt = MemoryRuntime::with_events();
+    smol::block_on(async {
+        let mut events = rt.get_container_events().await.unwrap();
+        for i in 0..EVENT_BACKLOG + 5 {
+            rt.run_pod_sandbox(api::RunPodSandboxRequest {
+                config: Some(sandbox_config(&format!("u{i}"))),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        }
+        rt.restart();
+        let mut n = 0;
+        while events.next().await.unwrap().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, EVENT_BACKLOG, "the backlog, then the end of the stream");
+    });
+}
+
+#[test]
+fn a_runtime_without_events_answers_unimplemented_as_containerd_1_6() {
+    let rt = MemoryRuntime::new();
+    let e = smol::block_on(rt.get_container_events()).err().unwrap();
+    assert_eq!(e.code(), tonic::Code::Unimplemented);
+    assert!(smol::block_on(MemoryRuntime::hollow().get_container_events()).is_ok());
+}
