@@ -24,7 +24,9 @@ use smol::channel::{Receiver, Sender};
 
 use super::events::{EventType, Involved, Outcome, Recorder, Write};
 use crate::agent::EventSink;
-use crate::apiserver::client::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
+use crate::apiserver::client::request::{
+    collection_path, object_path, ApiError, METADATA_ONLY, REQUEST_DEADLINE,
+};
 use crate::apiserver::client::transport::{Body, Client, ERROR_BODY_LIMIT};
 use crate::rt;
 
@@ -144,12 +146,14 @@ impl EventSync {
             content_type,
             bytes: write.body(),
         };
+        // The answer is read for its status alone.
         let reply = self
             .client
-            .request(
+            .request_accepting(
                 method,
                 &path,
                 Some(body),
+                METADATA_ONLY,
                 ERROR_BODY_LIMIT,
                 REQUEST_DEADLINE,
             )

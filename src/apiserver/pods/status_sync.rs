@@ -37,7 +37,7 @@ use super::status_manager::{
     final_delete_options, status_patch, StatusQueue, STRATEGIC_MERGE_PATCH,
 };
 use crate::agent::StatusSink;
-use crate::apiserver::client::request::{object_path, REQUEST_DEADLINE};
+use crate::apiserver::client::request::{object_path, METADATA_ONLY, REQUEST_DEADLINE};
 use crate::apiserver::client::transport::{Body, Client, ERROR_BODY_LIMIT};
 use crate::apiserver::listwatch::reflector::ObjectKey;
 use crate::pod::labels::CONFIG_SOURCE_ANNOTATION;
@@ -193,7 +193,7 @@ impl StatusSync {
                             continue;
                         }
                     };
-                    match self.send(Method::POST, &path, body, JSON).await {
+                    match self.send(Method::POST, &path, body, JSON, JSON).await {
                         Ok((code, reply)) if code.is_success() => {
                             log::info!("created mirror pod {key}");
                             let created = std::str::from_utf8(&reply)
@@ -274,7 +274,13 @@ impl StatusSync {
     async fn delete(&self, key: &ObjectKey, uid: &str) -> Result<(), bool> {
         let path = object_path::<Pod>(key.namespace.as_deref(), &key.name);
         match self
-            .send(Method::DELETE, &path, final_delete_options(uid), JSON)
+            .send(
+                Method::DELETE,
+                &path,
+                final_delete_options(uid),
+                JSON,
+                METADATA_ONLY,
+            )
             .await
         {
             Ok((code, _)) if code.is_success() => Ok(()),
@@ -319,7 +325,13 @@ impl StatusSync {
             );
             let body = status_patch(&api_uid, &p.status);
             match self
-                .send(Method::PATCH, &path, body, STRATEGIC_MERGE_PATCH)
+                .send(
+                    Method::PATCH,
+                    &path,
+                    body,
+                    STRATEGIC_MERGE_PATCH,
+                    METADATA_ONLY,
+                )
                 .await
             {
                 Ok((code, _)) if code.is_success() => {
@@ -371,12 +383,16 @@ impl StatusSync {
         true
     }
 
+    /// One request; `accept` is JSON when the answer is read, and
+    /// [`METADATA_ONLY`] when it is not (a pod status patch, a delete):
+    /// the whole Pod would come back in JSON, 4-6 KB a write.
     async fn send(
         &self,
         method: Method,
         path: &str,
         body: Vec<u8>,
         content_type: &'static str,
+        accept: &'static str,
     ) -> Result<(StatusCode, Vec<u8>), crate::apiserver::client::transport::TransportError> {
         let body = Body {
             content_type,
@@ -384,10 +400,11 @@ impl StatusSync {
         };
         let r = self
             .client
-            .request(
+            .request_accepting(
                 method,
                 path,
                 Some(body),
+                accept,
                 ERROR_BODY_LIMIT.max(1 << 20),
                 REQUEST_DEADLINE,
             )

@@ -49,7 +49,9 @@ use super::node_images::{node_images, RuntimeImage};
 use super::node_object::{self, HugePages, NodeFacts, NodeView, Readiness, Resources};
 use super::node_watch::LatestNode;
 use crate::agent::RuntimeHealth;
-use crate::apiserver::client::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
+use crate::apiserver::client::request::{
+    collection_path, object_path, ApiError, METADATA_ONLY, REQUEST_DEADLINE,
+};
 use crate::apiserver::client::transport::{Body, Client};
 use crate::apiserver::pods::event_sync::EventSync;
 use crate::apiserver::pods::events::{reason, EventType};
@@ -519,10 +521,24 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                     self.cfg.report_frequency,
                 )
             {
-                let body = status_patch(&status, last_posted.as_ref());
+                let body = Body {
+                    content_type: STRATEGIC_MERGE_PATCH,
+                    bytes: status_patch(&status, last_posted.as_ref()),
+                };
+                // The answer is not read: its metadata alone is asked for.
                 match self
-                    .send(Method::PATCH, &path, Some((body, STRATEGIC_MERGE_PATCH)))
+                    .client
+                    .request_accepting(
+                        Method::PATCH,
+                        &path,
+                        Some(body),
+                        METADATA_ONLY,
+                        BODY_LIMIT,
+                        REQUEST_DEADLINE,
+                    )
                     .await
+                    .map(|r| (r.status, r.body))
+                    .map_err(|e| e.to_string())
                 {
                     Ok((c, _)) if c.is_success() => {
                         if logged.take().is_some() {
