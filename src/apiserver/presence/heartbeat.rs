@@ -68,6 +68,9 @@ const REGISTER_RETRY_MAX: Duration = Duration::from_secs(7);
 /// How often the runtime's images are listed for `status.images`
 /// (kubelet's image cache is refreshed every 30 s).
 pub const IMAGE_LIST_PERIOD: Duration = Duration::from_secs(30);
+/// How long the machine's facts are reused: cAdvisor's
+/// `update_machine_info_interval`, whose result kubelet's status reports.
+pub const MACHINE_INFO_REFRESH: Duration = Duration::from_secs(5 * 60);
 
 /// The kubelet version the node reports: the Kubernetes semantics picolet
 /// follows, with picolet's own version as build metadata.
@@ -180,6 +183,8 @@ pub struct Heartbeat<H: RuntimeHealth> {
     created: std::cell::Cell<bool>,
     /// `status.images` as last listed, and when.
     images: RefCell<(Option<Instant>, Vec<ContainerImage>)>,
+    /// The machine's facts as last read, and when ([`MACHINE_INFO_REFRESH`]).
+    machine: RefCell<Option<(Instant, crate::node::info::MachineInfo)>>,
     /// The runtime's version as last answered (kept while it is down, as
     /// kubelet keeps the Node's).
     runtime_version: RefCell<String>,
@@ -205,6 +210,7 @@ impl<H: RuntimeHealth> Heartbeat<H> {
             events: None,
             created: std::cell::Cell::new(false),
             images: RefCell::new((None, Vec::new())),
+            machine: RefCell::new(None),
             runtime_version: RefCell::new(String::new()),
             lease_fields_trimmed: std::cell::Cell::new(false),
             api_node: None,
@@ -274,9 +280,25 @@ impl<H: RuntimeHealth> Heartbeat<H> {
         }
     }
 
+    /// The machine's facts, read again once they are
+    /// [`MACHINE_INFO_REFRESH`] old, as cAdvisor refreshes kubelet's
+    /// machine info: a dozen files and a statfs every 10 s (per node, in
+    /// a hollow fleet) for facts that change at a hotplug at most.
+    fn machine(&self) -> crate::node::info::MachineInfo {
+        let mut cached = self.machine.borrow_mut();
+        match &*cached {
+            Some((at, m)) if at.elapsed() < MACHINE_INFO_REFRESH => m.clone(),
+            _ => {
+                let m = crate::node::info::read(&self.cfg.root_dir);
+                *cached = Some((Instant::now(), m.clone()));
+                m
+            }
+        }
+    }
+
     /// The facts of the node now: the machine, the runtime, the config.
     async fn facts(&self) -> NodeFacts {
-        let m = crate::node::info::read(&self.cfg.root_dir);
+        let m = self.machine();
         let version = self.runtime.runtime_version().await;
         let ready = match version {
             Ok(v) => {
