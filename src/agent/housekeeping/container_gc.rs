@@ -27,7 +27,7 @@ impl Housekeeping {
         rt::sleep(GC_FIRST).await;
         loop {
             self.collect_garbage(host).await;
-            rt::sleep(GC_PERIOD).await;
+            rt::sleep_on_grid(GC_PERIOD).await;
         }
     }
 

@@ -144,7 +144,7 @@ impl Housekeeping {
                     }
                     armed = Some(n);
                 }
-                Ok(None) => rt::sleep(MONITORING_PERIOD).await,
+                Ok(None) => rt::sleep_on_grid(MONITORING_PERIOD).await,
                 Err(e) => {
                     if !notify_failed {
                         log::warn!(
@@ -152,7 +152,7 @@ impl Housekeeping {
                         );
                         notify_failed = true;
                     }
-                    rt::sleep(MONITORING_PERIOD).await;
+                    rt::sleep_on_grid(MONITORING_PERIOD).await;
                 }
             }
         }

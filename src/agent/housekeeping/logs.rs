@@ -18,7 +18,7 @@ impl Housekeeping {
     /// The log rotation task: a pass every [`ROTATION_PERIOD`].
     pub(in crate::agent) async fn log_rotation_loop(&self, host: &impl HousekeepingHost) {
         loop {
-            rt::sleep(ROTATION_PERIOD).await;
+            rt::sleep_on_grid(ROTATION_PERIOD).await;
             self.rotate_logs(host.runtime(), host.running_container_logs())
                 .await;
         }

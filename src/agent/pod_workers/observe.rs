@@ -562,7 +562,13 @@ impl<R: RuntimeService> PodWorkers<R> {
         loop {
             self.pleg_tick(&mut st).await;
             let period = st.cadence.borrow().period();
-            let _ = rt::timeout(period, kicked.recv()).await;
+            smol::future::or(
+                async {
+                    let _ = kicked.recv().await;
+                },
+                rt::sleep_on_grid(period),
+            )
+            .await;
         }
     }
 

@@ -596,7 +596,7 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                     }
                 }
             }
-            rt::sleep(self.cfg.update_frequency).await;
+            rt::sleep_on_grid(self.cfg.update_frequency).await;
         }
     }
 
@@ -693,7 +693,7 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                     if logged.take().is_some() {
                         log::info!("node lease renewed again");
                     }
-                    rt::sleep(lease::renew_interval(duration)).await;
+                    rt::sleep_on_grid(lease::renew_interval(duration)).await;
                 }
                 Err(e) => {
                     failures += 1;
