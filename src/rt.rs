@@ -135,7 +135,10 @@ pub fn on_grid(deadline: Instant) -> Instant {
     static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     let base = *BASE.get_or_init(Instant::now);
     let grid = TICK_GRID.as_nanos();
-    let steps = deadline.saturating_duration_since(base).as_nanos().div_ceil(grid);
+    let steps = deadline
+        .saturating_duration_since(base)
+        .as_nanos()
+        .div_ceil(grid);
     let on = base + Duration::from_nanos(u64::try_from(steps * grid).unwrap_or(u64::MAX));
     on.max(deadline)
 }

@@ -160,8 +160,11 @@ impl State {
     }
 }
 
-/// How many events an event stream holds before it misses some.
-const EVENT_BACKLOG: usize = 64;
+/// How many events an event stream holds before it misses some. The
+/// agent takes an event as a reason to relist, so a few are enough, and
+/// the slots are allocated up front (an event is some 400 bytes; 64 slots
+/// were 25 KiB of every hollow node's memory).
+const EVENT_BACKLOG: usize = 4;
 
 /// The in-memory runtime. Single-threaded, like the agent. Clones share
 /// the same state: two agents on one runtime are one node restarting.

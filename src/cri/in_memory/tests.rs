@@ -32,6 +32,7 @@ fn a_runtime_with_events_streams_each_step_of_a_containers_life() {
     rt.add_image("busybox");
     smol::block_on(async {
         let mut events = rt.get_container_events().await.unwrap();
+        let mut seen = Vec::new();
         let sb = rt
             .run_pod_sandbox(api::RunPodSandboxRequest {
                 config: Some(sandbox_config("u1")),
@@ -40,6 +41,7 @@ fn a_runtime_with_events_streams_each_step_of_a_containers_life() {
             .await
             .unwrap()
             .pod_sandbox_id;
+        seen.extend(kinds(&mut events));
         let ct = rt
             .create_container(api::CreateContainerRequest {
                 pod_sandbox_id: sb.clone(),
@@ -60,6 +62,7 @@ fn a_runtime_with_events_streams_each_step_of_a_containers_life() {
         })
         .await
         .unwrap();
+        seen.extend(kinds(&mut events));
         rt.exit(&ct, 0);
         // Exiting twice is one event: the state changed once.
         rt.exit(&ct, 0);
@@ -68,13 +71,15 @@ fn a_runtime_with_events_streams_each_step_of_a_containers_life() {
         })
         .await
         .unwrap();
+        seen.extend(kinds(&mut events));
         rt.remove_pod_sandbox(api::RemovePodSandboxRequest {
             pod_sandbox_id: sb.clone(),
         })
         .await
         .unwrap();
+        seen.extend(kinds(&mut events));
         assert_eq!(
-            kinds(&mut events),
+            seen,
             [
                 (sb.clone(), ContainerCreatedEvent),
                 (sb.clone(), ContainerStartedEvent),
