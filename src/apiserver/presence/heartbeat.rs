@@ -596,7 +596,19 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                     }
                 }
             }
-            rt::sleep_on_grid(self.cfg.update_frequency).await;
+            // The next pass: at the tick, or when the watch delivers the
+            // Node (the controller's `Unknown` after an outage is answered
+            // at once; a delivery that agrees posts nothing).
+            match &self.api_node {
+                Some(node) => {
+                    smol::future::or(
+                        rt::sleep_on_grid(self.cfg.update_frequency),
+                        node.delivered(),
+                    )
+                    .await
+                }
+                None => rt::sleep_on_grid(self.cfg.update_frequency).await,
+            }
         }
     }
 

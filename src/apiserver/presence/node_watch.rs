@@ -42,20 +42,42 @@ pub fn selectors(node_name: &str) -> Selectors {
 
 /// The Node as the watch last delivered it, shared with the heartbeat:
 /// the count of deliveries so far (the cached object is the first), and
-/// the facts of the last one.
-#[derive(Clone, Default)]
-pub struct LatestNode(Rc<RefCell<(u64, Option<WatchedNode>)>>);
+/// the facts of the last one; [`LatestNode::delivered`] wakes the
+/// heartbeat's status loop, so a Node the node lifecycle controller marked
+/// `Unknown` during an outage is answered as soon as the watch is back,
+/// not at the loop's next 10 s tick.
+#[derive(Clone)]
+pub struct LatestNode {
+    state: Rc<RefCell<(u64, Option<WatchedNode>)>>,
+    wake: (smol::channel::Sender<()>, smol::channel::Receiver<()>),
+}
+
+impl Default for LatestNode {
+    fn default() -> Self {
+        LatestNode {
+            state: Rc::default(),
+            wake: smol::channel::bounded(1),
+        }
+    }
+}
 
 impl LatestNode {
     /// (deliveries so far, the last delivered Node).
     pub fn get(&self) -> (u64, Option<WatchedNode>) {
-        self.0.borrow().clone()
+        self.state.borrow().clone()
+    }
+
+    /// Returns after the next delivery (at once if one came since the
+    /// last call).
+    pub async fn delivered(&self) {
+        let _ = self.wake.1.recv().await;
     }
 
     fn set(&self, node: Option<WatchedNode>) {
-        let mut l = self.0.borrow_mut();
+        let mut l = self.state.borrow_mut();
         l.0 += 1;
         l.1 = node;
+        let _ = self.wake.0.try_send(());
     }
 }
 
