@@ -709,11 +709,24 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                 }
                 Err(e) => {
                     failures += 1;
-                    if !self.client.link().is_down() && logged.as_deref() != Some(e.as_str()) {
+                    let link = self.client.link();
+                    if !link.is_down() && logged.as_deref() != Some(e.as_str()) {
                         log::warn!("renewing the node lease: {e}; will retry");
                         logged = Some(e);
                     }
-                    rt::sleep(lease::retry_delay(failures, duration)).await;
+                    let retry = lease::retry_delay(failures, duration);
+                    if link.is_down() {
+                        // Failed with the link: retry once it answers again
+                        // (within a random second, as the watches do), not
+                        // at the end of a back-off of up to 7 s.
+                        smol::future::or(rt::sleep(retry), async {
+                            link.recovered().await;
+                            rt::sleep(Duration::from_millis(fastrand::u64(0..1000))).await;
+                        })
+                        .await;
+                    } else {
+                        rt::sleep(retry).await;
+                    }
                 }
             }
         }
