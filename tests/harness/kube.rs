@@ -408,10 +408,20 @@ impl ControlPlane {
 
     /// Runs kubectl with another kubeconfig (e.g. a node's).
     pub fn kubectl_as(&self, kubeconfig: &Path, args: &[&str]) -> Output {
+        self.kubectl_within(kubeconfig, args, KUBECTL_TIMEOUT)
+    }
+
+    /// Runs kubectl as the admin, for a command that waits by itself
+    /// longer than [`KUBECTL_TIMEOUT`] (`rollout status --timeout=...`).
+    pub fn kubectl_waiting(&self, args: &[&str], bound: Duration) -> Output {
+        self.kubectl_within(&self.admin_kubeconfig(), args, bound)
+    }
+
+    fn kubectl_within(&self, kubeconfig: &Path, args: &[&str], bound: Duration) -> Output {
         let mut cmd = Command::new(assets::binary("kubectl"));
         cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
-        super::run_with_timeout(&mut cmd, KUBECTL_TIMEOUT)
-            .unwrap_or_else(|| panic!("kubectl {args:?} still running after {KUBECTL_TIMEOUT:?}"))
+        super::run_with_timeout(&mut cmd, bound)
+            .unwrap_or_else(|| panic!("kubectl {args:?} still running after {bound:?}"))
     }
 
     /// Runs kubectl as the admin; panics with its stderr unless it
