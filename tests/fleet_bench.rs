@@ -406,7 +406,14 @@ fn phases(who: Contender, n: usize, idle: Duration, loss: Duration, rows: &mut V
     cp.apply(&hollow::deployment(NAMESPACE, pods, "2"));
     let timeout = format!("--timeout={}s", bound(n).as_secs());
     let rolled = cp.kubectl_waiting(
-        &["rollout", "status", "deployment/fleet", "-n", NAMESPACE, &timeout],
+        &[
+            "rollout",
+            "status",
+            "deployment/fleet",
+            "-n",
+            NAMESPACE,
+            &timeout,
+        ],
         bound(n) + Duration::from_secs(30),
     );
     if !rolled.status.success() {
