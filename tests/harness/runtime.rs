@@ -533,6 +533,9 @@ pub struct ContainerRuntime {
     snapshotter: &'static str,
     /// Pod cgroup roots of the Picolets started against us: swept on drop.
     cgroup_roots: Arc<Mutex<Vec<String>>>,
+    /// The temp dirs of the Picolets started against us: see
+    /// [`ContainerRuntime::adopt_picolet_dir`].
+    picolet_dirs: Arc<Mutex<Vec<PathBuf>>>,
 }
 
 /// The name the test files were written with; it is the runtime of
@@ -573,6 +576,7 @@ impl ContainerRuntime {
             slot,
             snapshotter,
             cgroup_roots: Arc::new(Mutex::new(Vec::new())),
+            picolet_dirs: Arc::new(Mutex::new(Vec::new())),
         };
         rt.spawn();
         for name in BASE_IMAGES {
@@ -743,9 +747,18 @@ impl ContainerRuntime {
     /// Notes the temp dir of a [`super::Picolet`] started against us: if
     /// this test process dies without dropping it, the next claim of a
     /// network slot kills that picolet (found by its command line) with the
-    /// runtime's leftovers.
+    /// runtime's leftovers. And once this runtime has stopped, the dir is
+    /// removed if it is there again: a sandbox picolet asked for just
+    /// before it was stopped is still finished by the runtime, and CRI-O
+    /// creates the pod's log directory (with its parents) as it does, after
+    /// the Picolet removed its temp dir (seen in CI: the eviction test's
+    /// static hog, coming back as picolet stopped).
     pub fn adopt_picolet_dir(&self, dir: &Path) {
         self.slot.record("picolets", &dir.display().to_string());
+        self.picolet_dirs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(dir.to_path_buf());
     }
 
     fn spawn(&mut self) {
@@ -808,6 +821,18 @@ impl Drop for ContainerRuntime {
             );
         }
         self.stop();
+        if std::env::var_os("PICOLET_TEST_KEEP").is_none() {
+            for dir in self
+                .picolet_dirs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+            {
+                // Gone (as the Picolet left it) unless the runtime made it
+                // again; nothing is mounted there by then.
+                let _ = fs::remove_dir_all(dir);
+            }
+        }
         let roots = self
             .cgroup_roots
             .lock()
