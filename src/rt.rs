@@ -146,7 +146,12 @@ pub fn on_grid(deadline: Instant) -> Instant {
 /// Sleeps `duration`, then until the next tick of [`TICK_GRID`]: for
 /// periodic loops ([`on_grid`]).
 pub async fn sleep_on_grid(duration: Duration) {
-    smol::Timer::at(on_grid(Instant::now() + duration)).await;
+    sleep_until_on_grid(Instant::now() + duration).await;
+}
+
+/// Sleeps until `deadline`, then until the next tick of [`TICK_GRID`].
+pub async fn sleep_until_on_grid(deadline: Instant) {
+    smol::Timer::at(on_grid(deadline)).await;
 }
 
 /// Runs `future` with a deadline; `None` when the deadline passed first.

@@ -141,6 +141,15 @@ impl State {
         }
     }
 
+    /// The IDs of the containers of sandbox `sandbox_id`.
+    fn container_ids_in(&self, sandbox_id: &str) -> Vec<String> {
+        self.containers
+            .values()
+            .filter(|c| c.sandbox_id == sandbox_id)
+            .map(|c| c.id.clone())
+            .collect()
+    }
+
     /// Sends an event to every open stream. A stream that is full misses
     /// it, as a slow reader of a real runtime's does; the PLEG's backstop
     /// relist covers that.
@@ -368,12 +377,7 @@ impl RuntimeService for MemoryRuntime {
                 api::ContainerEventType::ContainerStoppedEvent,
             );
         }
-        let ids: Vec<String> = s
-            .containers
-            .values()
-            .filter(|c| c.sandbox_id == req.pod_sandbox_id)
-            .map(|c| c.id.clone())
-            .collect();
+        let ids = s.container_ids_in(&req.pod_sandbox_id);
         for id in ids {
             s.stop(&id, 137);
         }
@@ -388,12 +392,7 @@ impl RuntimeService for MemoryRuntime {
         if s.sandboxes.remove(&req.pod_sandbox_id).is_none() {
             return Err(not_found("RemovePodSandbox", &req.pod_sandbox_id));
         }
-        let gone: Vec<String> = s
-            .containers
-            .values()
-            .filter(|c| c.sandbox_id == req.pod_sandbox_id)
-            .map(|c| c.id.clone())
-            .collect();
+        let gone = s.container_ids_in(&req.pod_sandbox_id);
         for id in gone.iter().chain([&req.pod_sandbox_id]) {
             s.containers.remove(id);
             s.emit(id, api::ContainerEventType::ContainerDeletedEvent);

@@ -283,13 +283,13 @@ impl<R: RuntimeService> PodWorkers<R> {
                     let asked = match &trigger {
                         Some(rx) => {
                             smol::future::or(async { Some(rx.recv().await.is_ok()) }, async {
-                                smol::Timer::at(crate::rt::on_grid(next)).await;
+                                crate::rt::sleep_until_on_grid(next).await;
                                 None
                             })
                             .await
                         }
                         None => {
-                            smol::Timer::at(crate::rt::on_grid(next)).await;
+                            crate::rt::sleep_until_on_grid(next).await;
                             None
                         }
                     };

@@ -371,12 +371,23 @@ impl<H: RuntimeHealth> Heartbeat<H> {
         path: &str,
         body: Option<(Vec<u8>, &'static str)>,
     ) -> Result<(StatusCode, Vec<u8>), String> {
+        self.send_accepting(method, path, body, JSON).await
+    }
+
+    /// [`Self::send`] with the answer asked for as `accept`.
+    async fn send_accepting(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(Vec<u8>, &'static str)>,
+        accept: &'static str,
+    ) -> Result<(StatusCode, Vec<u8>), String> {
         let body = body.map(|(bytes, content_type)| Body {
             content_type,
             bytes,
         });
         self.client
-            .request(method, path, body, BODY_LIMIT, REQUEST_DEADLINE)
+            .request_accepting(method, path, body, accept, BODY_LIMIT, REQUEST_DEADLINE)
             .await
             .map(|r| (r.status, r.body))
             .map_err(|e| e.to_string())
@@ -543,24 +554,16 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                     self.cfg.report_frequency,
                 )
             {
-                let body = Body {
-                    content_type: STRATEGIC_MERGE_PATCH,
-                    bytes: status_patch(&status, last_posted.as_ref()),
-                };
+                let body = status_patch(&status, last_posted.as_ref());
                 // The answer is not read: its metadata alone is asked for.
                 match self
-                    .client
-                    .request_accepting(
+                    .send_accepting(
                         Method::PATCH,
                         &path,
-                        Some(body),
+                        Some((body, STRATEGIC_MERGE_PATCH)),
                         METADATA_ONLY,
-                        BODY_LIMIT,
-                        REQUEST_DEADLINE,
                     )
                     .await
-                    .map(|r| (r.status, r.body))
-                    .map_err(|e| e.to_string())
                 {
                     Ok((c, _)) if c.is_success() => {
                         if logged.take().is_some() {
@@ -599,15 +602,10 @@ impl<H: RuntimeHealth> Heartbeat<H> {
             // The next pass: at the tick, or when the watch delivers the
             // Node (the controller's `Unknown` after an outage is answered
             // at once; a delivery that agrees posts nothing).
+            let tick = rt::sleep_on_grid(self.cfg.update_frequency);
             match &self.api_node {
-                Some(node) => {
-                    smol::future::or(
-                        rt::sleep_on_grid(self.cfg.update_frequency),
-                        node.delivered(),
-                    )
-                    .await
-                }
-                None => rt::sleep_on_grid(self.cfg.update_frequency).await,
+                Some(node) => smol::future::or(tick, node.delivered()).await,
+                None => tick.await,
             }
         }
     }
@@ -710,12 +708,13 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                 Err(e) => {
                     failures += 1;
                     let link = self.client.link();
-                    if !link.is_down() && logged.as_deref() != Some(e.as_str()) {
+                    let down = link.is_down();
+                    if !down && logged.as_deref() != Some(e.as_str()) {
                         log::warn!("renewing the node lease: {e}; will retry");
                         logged = Some(e);
                     }
                     let retry = lease::retry_delay(failures, duration);
-                    if link.is_down() {
+                    if down {
                         // Failed with the link: retry once it answers again
                         // (within a random second, as the watches do), not
                         // at the end of a back-off of up to 7 s.
