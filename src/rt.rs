@@ -114,45 +114,9 @@ pub async fn sleep(duration: Duration) {
     smol::Timer::after(duration).await;
 }
 
-/// The grid that periodic work wakes on: see [`on_grid`].
-pub const TICK_GRID: Duration = Duration::from_millis(100);
+mod grid;
 
-/// `deadline` rounded up to the next multiple of [`TICK_GRID`], counted
-/// from one instant of the process. Never earlier than `deadline`.
-///
-/// For the loops that wake on a period (a probe's tick, a relist, a Lease
-/// renewal, the node status and housekeeping passes): each timer async-io
-/// is given wakes its reactor thread twice (at the insert, which it is told
-/// of through an eventfd, and at the deadline, when it wakes this thread),
-/// and with a hundred pods' probes, or a hollow fleet's thousand, those
-/// wake-ups were a third of the process's idle CPU (`perf`, 20 hollow
-/// nodes, docs/fleet.md). Deadlines on one grid fall together: the
-/// loops due in the same 100 ms wake at one reactor tick, and the timers
-/// they set next are inserted in one burst, which async-io tells its thread
-/// of once. 100 ms is a tenth of the shortest period (a probe's one second);
-/// kubelet's periodic work runs on Go timers with no finer promise.
-pub fn on_grid(deadline: Instant) -> Instant {
-    static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    let base = *BASE.get_or_init(Instant::now);
-    let grid = TICK_GRID.as_nanos();
-    let steps = deadline
-        .saturating_duration_since(base)
-        .as_nanos()
-        .div_ceil(grid);
-    let on = base + Duration::from_nanos(u64::try_from(steps * grid).unwrap_or(u64::MAX));
-    on.max(deadline)
-}
-
-/// Sleeps `duration`, then until the next tick of [`TICK_GRID`]: for
-/// periodic loops ([`on_grid`]).
-pub async fn sleep_on_grid(duration: Duration) {
-    sleep_until_on_grid(Instant::now() + duration).await;
-}
-
-/// Sleeps until `deadline`, then until the next tick of [`TICK_GRID`].
-pub async fn sleep_until_on_grid(deadline: Instant) {
-    smol::Timer::at(on_grid(deadline)).await;
-}
+pub use grid::{on_grid, sleep_on_grid, sleep_until_on_grid, GridSleep, TICK_GRID};
 
 /// Runs `future` with a deadline; `None` when the deadline passed first.
 /// The deadline counts from this call (every caller awaits it at once).
@@ -237,6 +201,11 @@ impl hyper::rt::Timer for SmolTimer {
     }
 }
 
+/// The most one read of an [`Io`] asks for: h2 reads into an 8 KiB
+/// buffer and a TLS record is at most 16 KiB, so a busy stream still reads
+/// a frame or two per call.
+const READ_CHUNK: usize = 8 * 1024;
+
 /// Adapts a futures-io byte stream (smol's `Async<UnixStream>`, a TLS
 /// stream, ...) to hyper's I/O traits.
 #[derive(Debug)]
@@ -248,12 +217,17 @@ impl<T: AsyncRead + Unpin> hyper::rt::Read for Io<T> {
         cx: &mut Context<'_>,
         mut buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
+        // A read asks for at most READ_CHUNK bytes, and that part of the
+        // buffer is zeroed first (`AsyncRead` takes initialised bytes).
+        // hyper hands over the whole spare buffer uninitialised at every
+        // call, also the one that ends in Pending; zeroing all of it byte by
+        // byte was 2 % of an idle hollow fleet's CPU (`perf`, docs/fleet.md).
         // SAFETY: the slice is zeroed before use, so no uninitialised byte is
         // ever read; `advance` only counts the bytes the reader wrote.
         let unfilled = unsafe { buf.as_mut() };
-        for b in unfilled.iter_mut() {
-            b.write(0);
-        }
+        let len = unfilled.len().min(READ_CHUNK);
+        let unfilled = &mut unfilled[..len];
+        unsafe { std::ptr::write_bytes(unfilled.as_mut_ptr(), 0, len) };
         let slice = unsafe { &mut *(unfilled as *mut [std::mem::MaybeUninit<u8>] as *mut [u8]) };
         match Pin::new(&mut self.0).poll_read(cx, slice) {
             Poll::Ready(Ok(n)) => {
@@ -275,6 +249,25 @@ impl<T: AsyncWrite + Unpin> hyper::rt::Write for Io<T> {
         Pin::new(&mut self.0).poll_write(cx, buf)
     }
 
+    /// With vectored writes, h2 chains a DATA payload of over 256 bytes
+    /// behind its buffered frames instead of copying it into its buffer
+    /// (1 KiB without), and both go out in one write: one TLS record, or
+    /// one `writev` on the CRI socket. Every stream picolet wraps
+    /// (futures-rustls, async-io's sockets) writes vectors as a whole.
+    /// (A request's HEADERS and its DATA still leave in two flushes:
+    /// hyper hands the body over after the headers went out.)
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.0).poll_flush(cx)
     }
@@ -287,26 +280,6 @@ impl<T: AsyncWrite + Unpin> hyper::rt::Write for Io<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_deadline_on_the_grid_is_never_earlier_and_deadlines_in_one_step_fall_together() {
-        let now = Instant::now();
-        let a = on_grid(now + Duration::from_millis(1));
-        let b = on_grid(now + Duration::from_millis(2));
-        assert!(a >= now + Duration::from_millis(1));
-        assert!(a - (now + Duration::from_millis(1)) < TICK_GRID);
-        // Within one step of the grid: one deadline (unless the step
-        // boundary fell between them, then one step apart).
-        assert!(b == a || b - a == TICK_GRID);
-        let c = on_grid(a);
-        assert_eq!(c, a, "a deadline on the grid stays");
-        let later = on_grid(now + Duration::from_secs(5));
-        assert_eq!(
-            (later - a).as_nanos() % TICK_GRID.as_nanos(),
-            0,
-            "every deadline on the grid is a whole number of steps from another"
-        );
-    }
 
     #[test]
     fn a_timeout_returns_none_when_the_future_is_slower() {
