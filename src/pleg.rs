@@ -22,9 +22,15 @@
 //!   event triggers a relist at once and the timed relist becomes a
 //!   backstop every [`EVENTED_RELIST_PERIOD`]. kubelet's evented PLEG uses
 //!   300 s because its pod cache is fed from the events themselves; here
-//!   the relist is still what feeds GC and orphan adoption and what sees
-//!   sandbox-only changes, so the backstop is the same 10 s bound as
-//!   above (a full relist of 30 pods every 10 s is ~1% of the idle budget).
+//!   the relist is still what feeds GC and orphan adoption, so the
+//!   backstop lists containers every 10 s, and their fingerprint catches
+//!   an event the stream lost. Sandboxes are listed fully only every
+//!   [`EVENTED_SANDBOX_BACKSTOP`] (60 s, container GC's period): a sandbox
+//!   that dies behind picolet's back is then seen within a minute, where
+//!   kubelet's evented PLEG, which has nothing but the events and its
+//!   300 s relist, may take five. The full relist every 10 s was a fifth
+//!   of an idle hollow node's CPU (`perf`, 1,000 nodes with 10 pods each,
+//!   docs/fleet.md).
 //!   When the stream fails or ends, the 1 s relist resumes at once and the
 //!   stream is retried with a back-off ([`STREAM_RETRY_INITIAL`] doubling
 //!   to [`STREAM_RETRY_MAX`]).
@@ -135,6 +141,8 @@ pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
 pub const EVENTED_RELIST_PERIOD: Duration = Duration::from_secs(10);
 /// The longest sandboxes go unlisted.
 pub const SANDBOX_BACKSTOP: Duration = Duration::from_secs(10);
+/// The longest sandboxes go unlisted while runtime events arrive.
+pub const EVENTED_SANDBOX_BACKSTOP: Duration = Duration::from_secs(60);
 /// The first wait before the event stream is tried again.
 pub const STREAM_RETRY_INITIAL: Duration = Duration::from_secs(1);
 /// The longest wait before the event stream is tried again.
@@ -190,11 +198,16 @@ impl Cadence {
     /// Whether the containers just listed (their fingerprint; `None` when
     /// it could not be read) need a full relist: decoding them, listing
     /// sandboxes, diffing. No when nothing changed and sandboxes were
-    /// listed within [`SANDBOX_BACKSTOP`].
+    /// listed within [`SANDBOX_BACKSTOP`] ([`EVENTED_SANDBOX_BACKSTOP`]
+    /// while events arrive).
     pub fn needs_full_relist(&self, fingerprint: Option<(u32, u64)>, now: Instant) -> bool {
+        let backstop = match self.events {
+            Events::Streaming => EVENTED_SANDBOX_BACKSTOP,
+            _ => SANDBOX_BACKSTOP,
+        };
         let fresh = self
             .sandboxes_listed
-            .is_some_and(|t| now.saturating_duration_since(t) < SANDBOX_BACKSTOP);
+            .is_some_and(|t| now.saturating_duration_since(t) < backstop);
         !(fresh && fingerprint.is_some() && fingerprint == self.fingerprint)
     }
 
@@ -505,6 +518,22 @@ mod tests {
         assert!(c.needs_full_relist(Some((1, 7)), t0 + SANDBOX_BACKSTOP));
         c.forget();
         assert!(c.needs_full_relist(Some((1, 7)), t0 + RELIST_PERIOD));
+    }
+
+    #[test]
+    fn while_events_arrive_sandboxes_are_listed_fully_once_a_minute() {
+        let t0 = Instant::now();
+        let mut c = Cadence::default();
+        c.stream_opened();
+        c.relisted(Some((1, 7)), t0);
+        assert!(!c.needs_full_relist(Some((1, 7)), t0 + SANDBOX_BACKSTOP));
+        assert!(c.needs_full_relist(Some((2, 9)), t0 + SANDBOX_BACKSTOP));
+        assert!(c.needs_full_relist(Some((1, 7)), t0 + EVENTED_SANDBOX_BACKSTOP));
+        c.stream_failed(t0 + SANDBOX_BACKSTOP, true);
+        assert!(
+            c.needs_full_relist(Some((1, 7)), t0 + SANDBOX_BACKSTOP),
+            "without events, the 10 s bound again"
+        );
     }
 
     #[test]
