@@ -95,10 +95,22 @@ pub fn container_field_path(pod: &Pod, name: &str) -> String {
 
 /// The primary pod IP ("" when there is none yet).
 pub fn pod_ip(pod: &Pod, sandbox: Option<&ObservedSandbox>, host_ips: &[String]) -> String {
-    pod_ips(pod, sandbox, host_ips)
-        .into_iter()
-        .next()
-        .unwrap_or_default()
+    first_pod_ip(pod, sandbox, host_ips).to_string()
+}
+
+/// [`pod_ip`], borrowed: for the probe loops, which ask at every tick.
+pub fn first_pod_ip<'a>(
+    pod: &Pod,
+    sandbox: Option<&'a ObservedSandbox>,
+    host_ips: &'a [String],
+) -> &'a str {
+    if host_network(pod) {
+        return host_ips
+            .iter()
+            .find(|ip| !ip.is_empty())
+            .map_or("", |ip| ip);
+    }
+    sandbox.map_or("", |s| s.ip.as_str())
 }
 
 /// Seconds a stop of the pod's containers may take: the deletion's grace

@@ -328,7 +328,16 @@ impl<R: RuntimeService> PodWorkers<R> {
         let hashes: HashMap<String, String> = accessors::all_containers(pod)
             .map(|(c, _)| (c.name.clone(), spec::container_hash(c)))
             .collect();
+        // The hash of picolet's first form (a second dump of the spec, and
+        // an md5) is only asked for a container created under another hash
+        // than the current one: a periodic resync of an unchanged pod
+        // computes none.
         let legacy_hashes: HashMap<String, String> = accessors::all_containers(pod)
+            .filter(|(c, _)| {
+                observed.containers.iter().any(|o| {
+                    o.name == c.name && !o.hash.is_empty() && Some(&o.hash) != hashes.get(&c.name)
+                })
+            })
             .map(|(c, _)| (c.name.clone(), spec::legacy_container_hash(c)))
             .collect();
         let health = self
