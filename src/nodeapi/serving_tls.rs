@@ -203,6 +203,9 @@ pub fn certified_key(cert_path: &Path, key_path: &Path) -> Result<CertifiedKey, 
     })
 }
 
+/// TLS sessions the node API keeps for resumption.
+const SESSION_CACHE: usize = 32;
+
 /// The server configuration of `f` at `now_unix`, and the handle through
 /// which its serving certificate is replaced.
 pub fn server_config(
@@ -253,6 +256,10 @@ pub fn server_config(
     ))));
     let mut config = builder.with_cert_resolver(serving.clone());
     config.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
+    // The node API's clients are the API server and a metrics scraper or
+    // two: rustls's default of 256 sessions is a 12 KiB table allocated
+    // up front.
+    config.session_storage = rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE);
     Ok((Arc::new(config), serving))
 }
 

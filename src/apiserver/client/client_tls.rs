@@ -146,6 +146,10 @@ pub fn provider() -> CryptoProvider {
     }
 }
 
+/// Servers whose TLS sessions are kept for resumption (rustls keeps up to
+/// eight TLS 1.3 tickets for each): the API server, with room to spare.
+const SESSION_CACHE: usize = 4;
+
 /// Builds the TLS setup for `k`, reading its certificate files now.
 pub fn setup(k: &Kubeconfig) -> Result<TlsSetup, TlsError> {
     let path = k.path.display().to_string();
@@ -209,6 +213,12 @@ pub fn setup(k: &Kubeconfig) -> Result<TlsSetup, TlsError> {
         _ => builder.with_no_client_auth(),
     };
     config.alpn_protocols = vec![ALPN_H2.to_vec(), ALPN_HTTP11.to_vec()];
+    // A node talks to one API server: rustls's default cache for 256
+    // servers is a 14 KiB table allocated up front, per kubeconfig (and a
+    // hollow fleet has one per node: heaptrack, docs/fleet.md). A few
+    // entries keep resumption, which spares a reconnect the certificate
+    // exchange on a slow uplink.
+    config.resumption = rustls::client::Resumption::in_memory_sessions(SESSION_CACHE);
 
     let name = k.tls_server_name.as_deref().unwrap_or(&k.server.host);
     let server_name = ServerName::try_from(name.to_string()).map_err(|e| TlsError::Material {

@@ -484,7 +484,11 @@ impl<H: RuntimeHealth> Heartbeat<H> {
     /// Registers the node, then keeps its status and Lease current.
     pub async fn run(self: Rc<Self>) {
         self.node_event(EventType::Normal, reason::STARTING, "Starting kubelet.");
-        let node = self.register().await;
+        // The loop's sub-futures are boxed: this task lives as long as the
+        // node, and an HTTP exchange held inline made it 6.6 KiB, a thirtieth
+        // of a hollow node's whole budget (heaptrack, docs/fleet.md); boxed,
+        // they take memory only while they run.
+        let node = Box::pin(self.register()).await;
         self.note_reboot(&node);
         *self.node_uid.borrow_mut() = node.metadata.uid.clone();
         let me = self.clone();
@@ -509,9 +513,9 @@ impl<H: RuntimeHealth> Heartbeat<H> {
         let mut delivered_at_post = 0u64;
         loop {
             if !csinode_done {
-                csinode_done = self.csinode_step(&mut csinode_logged).await;
+                csinode_done = Box::pin(self.csinode_step(&mut csinode_logged)).await;
             }
-            let facts = self.facts().await;
+            let facts = Box::pin(self.facts()).await;
             let status = node_object::status(&facts, last_posted.as_ref(), wall_clock());
             let conditions = status.conditions.clone().unwrap_or_default();
             for reason in node_events::condition_events(&event_conditions, &conditions) {
@@ -556,14 +560,13 @@ impl<H: RuntimeHealth> Heartbeat<H> {
             {
                 let body = status_patch(&status, last_posted.as_ref());
                 // The answer is not read: its metadata alone is asked for.
-                match self
-                    .send_accepting(
-                        Method::PATCH,
-                        &path,
-                        Some((body, STRATEGIC_MERGE_PATCH)),
-                        METADATA_ONLY,
-                    )
-                    .await
+                match Box::pin(self.send_accepting(
+                    Method::PATCH,
+                    &path,
+                    Some((body, STRATEGIC_MERGE_PATCH)),
+                    METADATA_ONLY,
+                ))
+                .await
                 {
                     Ok((c, _)) if c.is_success() => {
                         if logged.take().is_some() {
@@ -696,7 +699,8 @@ impl<H: RuntimeHealth> Heartbeat<H> {
         let mut failures = 0u32;
         let mut logged: Option<String> = None;
         loop {
-            match self.renew(&path, current.take(), duration).await {
+            // Boxed, as in `run`: the exchange only takes memory while it runs.
+            match Box::pin(self.renew(&path, current.take(), duration)).await {
                 Ok(l) => {
                     current = Some(l);
                     failures = 0;

@@ -52,8 +52,11 @@ impl StatsError {
 pub struct Buf(String);
 
 impl Buf {
+    /// An empty buffer: it grows to the largest file it has read (a
+    /// buffer that is never used, like the eviction loop's for memory
+    /// events on cgroup v1, costs nothing).
     pub fn new() -> Buf {
-        Buf(String::with_capacity(4096))
+        Buf(String::new())
     }
 
     /// Reads `path` whole into the buffer and returns its text.
