@@ -17,11 +17,13 @@
 //!    the wire bytes per node per minute of the quarter of the nodes whose
 //!    link goes through the fault proxy (TLS records, both ways);
 //! 4. churn: a rolling update of the Deployment (`kubectl rollout
-//!    status`), and the new pods' start latency;
+//!    status`), and the new pods' start latency (`PICOLET_FLEET_CHURN=0`
+//!    skips it);
 //! 5. link loss: that quarter of the nodes blackholed for
 //!    `PICOLET_FLEET_LOSS_SECS` (default 60), then let back; per node, the
 //!    time from the link's return until the node is Ready with a Lease
-//!    renewed after the return, and the requests those nodes made in the
+//!    renewed after the return (seen on two `kubectl --watch`es, each line
+//!    stamped as it is read), and the requests those nodes made in the
 //!    30 s after it (a stampede would show here), against their idle rate.
 //!
 //! With `PICOLET_FLEET_KUBEMARK=K` (`make fleet` sets 20), K upstream
@@ -400,45 +402,76 @@ fn phases(who: Contender, n: usize, idle: Duration, loss: Duration, rows: &mut V
         return true;
     }
 
-    // 4. churn
-    let started = Instant::now();
-    let churn_from = watch.mark();
-    cp.apply(&hollow::deployment(NAMESPACE, pods, "2"));
-    let timeout = format!("--timeout={}s", bound(n).as_secs());
-    let rolled = cp.kubectl_waiting(
-        &[
-            "rollout",
-            "status",
-            "deployment/fleet",
-            "-n",
-            NAMESPACE,
-            &timeout,
-        ],
-        bound(n) + Duration::from_secs(30),
-    );
-    if !rolled.status.success() {
+    // 4. churn (PICOLET_FLEET_CHURN=0 skips it: at a thousand nodes it is
+    // the longest phase, and a re-run may only need the others)
+    if std::env::var("PICOLET_FLEET_CHURN").as_deref() == Ok("0") {
+        say(rows, "churn", "skipped (PICOLET_FLEET_CHURN=0)".to_string());
+    } else {
+        let started = Instant::now();
+        let churn_from = watch.mark();
+        cp.apply(&hollow::deployment(NAMESPACE, pods, "2"));
+        let timeout = format!("--timeout={}s", bound(n).as_secs());
+        let rolled = cp.kubectl_waiting(
+            &[
+                "rollout",
+                "status",
+                "deployment/fleet",
+                "-n",
+                NAMESPACE,
+                &timeout,
+            ],
+            bound(n) + Duration::from_secs(30),
+        );
+        if !rolled.status.success() {
+            say(
+                rows,
+                "churn",
+                format!(
+                    "the rolling update did not finish: {}",
+                    String::from_utf8_lossy(&rolled.stderr).trim()
+                ),
+            );
+            return false;
+        }
         say(
             rows,
-            "churn",
-            format!(
-                "the rolling update did not finish: {}",
-                String::from_utf8_lossy(&rolled.stderr).trim()
-            ),
+            "churn: rolling update of every pod done after",
+            secs(started.elapsed()),
         );
-        return false;
+        say(
+            rows,
+            "new pods' start latency p50 / p90 / p99",
+            percentiles(&watch.latencies(Some(churn_from))),
+        );
     }
-    say(
-        rows,
-        "churn: rolling update of every pod done after",
-        secs(started.elapsed()),
-    );
-    say(
-        rows,
-        "new pods' start latency p50 / p90 / p99",
-        percentiles(&watch.latencies(Some(churn_from))),
-    );
 
-    // 5. link loss
+    // 5. link loss, timed by two watches on the bench's clock (a poll of
+    // a thousand Nodes takes seconds, which would be counted as the
+    // nodes' own).
+    let node_watch = LineWatch::start(
+        &cp,
+        &[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={.metadata.name} {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}",
+        ],
+    );
+    let lease_watch = LineWatch::start(
+        &cp,
+        &[
+            "get",
+            "leases",
+            "-n",
+            "kube-node-lease",
+            "-o",
+            "jsonpath={.metadata.name} {.spec.renewTime}{\"\\n\"}",
+        ],
+    );
+    // Both have listed every node before the outage starts.
+    poll_until(bound(n), || {
+        (node_watch.names() >= n && lease_watch.names() >= n).then_some(())
+    });
     proxy.blackhole();
     thread::sleep(loss); // the outage's length: part of the schedule
     let back_utc = utc_now();
@@ -447,17 +480,19 @@ fn phases(who: Contender, n: usize, idle: Duration, loss: Duration, rows: &mut V
     let back = Instant::now();
     let mut ready_after: HashMap<String, Duration> = HashMap::new();
     let all_back = poll_until(bound(n), || {
-        let ready = ready_nodes(&cp);
-        let renewed = renewed_since(&cp, &back_utc);
         for name in &lossy_names {
-            if ready.contains(name) && renewed.contains(name) {
-                ready_after
-                    .entry(name.clone())
-                    .or_insert_with(|| back.elapsed());
+            if ready_after.contains_key(name) {
+                continue;
+            }
+            let ready = node_watch.first_since(name, back, |v| v == "True");
+            let renewed = lease_watch.first_since(name, back, |v| v >= back_utc.as_str());
+            if let (Some(r), Some(l)) = (ready, renewed) {
+                ready_after.insert(name.clone(), r.max(l).saturating_duration_since(back));
             }
         }
         (ready_after.len() == lossy_names.len()).then_some(())
     });
+    drop((node_watch, lease_watch));
     let mut times: Vec<f64> = ready_after.values().map(Duration::as_secs_f64).collect();
     times.sort_by(f64::total_cmp);
     say(
@@ -537,18 +572,90 @@ fn percentiles(latencies: &[f64]) -> String {
     )
 }
 
-/// The nodes whose Lease was renewed at or after `since` (RFC 3339 UTC).
-fn renewed_since(cp: &ControlPlane, since: &str) -> std::collections::HashSet<String> {
-    let Some(list) = cp.get_json(&["leases", "-n", "kube-node-lease"]) else {
-        return Default::default();
-    };
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|l| l["spec"]["renewTime"].as_str().is_some_and(|t| t >= since))
-        .filter_map(|l| l["metadata"]["name"].as_str().map(str::to_string))
-        .collect()
+/// `kubectl <args> --watch` as the admin, each line of its output handed
+/// to `each` on a thread of its own with the time it was read.
+fn kubectl_watch(
+    cp: &ControlPlane,
+    args: &[&str],
+    mut each: impl FnMut(&str, Instant) + Send + 'static,
+) -> Child {
+    let mut child = Command::new(assets::binary("kubectl"))
+        .arg("--kubeconfig")
+        .arg(cp.admin_kubeconfig())
+        .args(args)
+        .arg("--watch")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting kubectl --watch");
+    let out = child.stdout.take().unwrap();
+    thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            each(&line, Instant::now());
+        }
+    });
+    child
+}
+
+/// Per name, its events (when read, the value) in the order read.
+type Events = HashMap<String, Vec<(Instant, String)>>;
+
+/// A `kubectl ... --watch` printing `<name> <value>` a line, each line
+/// kept with the time it was read: when an object first showed a value.
+struct LineWatch {
+    child: Child,
+    seen: Arc<Mutex<Events>>,
+}
+
+impl Drop for LineWatch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl LineWatch {
+    /// `kubectl <args> --watch` as the admin.
+    fn start(cp: &ControlPlane, args: &[&str]) -> LineWatch {
+        let seen = Arc::new(Mutex::new(Events::new()));
+        let feed = seen.clone();
+        let child = kubectl_watch(cp, args, move |line, now| {
+            let (name, value) = line.split_once(' ').unwrap_or((line, ""));
+            feed.lock()
+                .unwrap()
+                .entry(name.to_string())
+                .or_default()
+                .push((now, value.trim().to_string()));
+        });
+        LineWatch { child, seen }
+    }
+
+    /// How many objects it has seen.
+    fn names(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    /// When `name` first showed a value `wanted` accepts as of `since`:
+    /// `since` itself if its last value before then was one, else the
+    /// first such event after.
+    fn first_since(
+        &self,
+        name: &str,
+        since: Instant,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Option<Instant> {
+        let seen = self.seen.lock().unwrap();
+        let events = seen.get(name)?;
+        let before = events.iter().rev().find(|(t, _)| *t <= since);
+        if before.is_some_and(|(_, v)| wanted(v)) {
+            return Some(since);
+        }
+        events
+            .iter()
+            .find(|(t, v)| *t > since && wanted(v))
+            .map(|(t, _)| *t)
+    }
 }
 
 /// Now in UTC as the audit log and the API write it (microseconds), so
@@ -651,44 +758,31 @@ impl Drop for PodWatch {
 
 impl PodWatch {
     fn start(cp: &ControlPlane) -> PodWatch {
-        let mut child = Command::new(assets::binary("kubectl"))
-            .arg("--kubeconfig")
-            .arg(cp.admin_kubeconfig())
-            .args([
-                "get",
-                "pods",
-                "-n",
-                NAMESPACE,
-                "--watch",
-                "-o",
-                "jsonpath={.metadata.name} {.status.phase}{\"\\n\"}",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting kubectl get pods --watch");
-        let out = child.stdout.take().unwrap();
         let seen = Arc::new(Mutex::new(PodTimes::default()));
         let feed = seen.clone();
-        thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                let now = Instant::now();
-                let mut parts = line.split_whitespace();
-                let (Some(name), phase) = (parts.next(), parts.next()) else {
-                    continue;
-                };
-                let mut t = feed.lock().unwrap();
-                t.events += 1;
-                let first_event = t.events;
-                let p = t.pods.entry(name.to_string()).or_insert(PodTime {
-                    first_event,
-                    appeared: now,
-                    running: None,
-                });
-                if phase == Some("Running") && p.running.is_none() {
-                    p.running = Some(now);
-                }
+        let args = [
+            "get",
+            "pods",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "jsonpath={.metadata.name} {.status.phase}{\"\\n\"}",
+        ];
+        let child = kubectl_watch(cp, &args, move |line, now| {
+            let mut parts = line.split_whitespace();
+            let (Some(name), phase) = (parts.next(), parts.next()) else {
+                return;
+            };
+            let mut t = feed.lock().unwrap();
+            t.events += 1;
+            let first_event = t.events;
+            let p = t.pods.entry(name.to_string()).or_insert(PodTime {
+                first_event,
+                appeared: now,
+                running: None,
+            });
+            if phase == Some("Running") && p.running.is_none() {
+                p.running = Some(now);
             }
         });
         PodWatch { child, seen }
