@@ -54,21 +54,28 @@ pub fn qos(pod: &Pod) -> QosClass {
 /// count there), else the sandbox's primary and additional IPs. Empty
 /// strings are never IPs.
 pub fn pod_ips(pod: &Pod, sandbox: Option<&ObservedSandbox>, host_ips: &[String]) -> Vec<String> {
-    if host_network(pod) {
-        return host_ips
-            .iter()
-            .filter(|ip| !ip.is_empty())
-            .cloned()
-            .collect();
-    }
-    let Some(s) = sandbox.filter(|s| !s.ip.is_empty()) else {
-        return Vec::new();
-    };
-    std::iter::once(&s.ip)
-        .chain(&s.additional_ips)
-        .filter(|ip| !ip.is_empty())
-        .cloned()
+    pod_ip_strs(pod, sandbox, host_ips)
+        .map(str::to_string)
         .collect()
+}
+
+/// [`pod_ips`], borrowed: the one rule both it and [`first_pod_ip`] read.
+fn pod_ip_strs<'a>(
+    pod: &Pod,
+    sandbox: Option<&'a ObservedSandbox>,
+    host_ips: &'a [String],
+) -> impl Iterator<Item = &'a str> {
+    let host = host_network(pod);
+    let from_host = host_ips.iter().filter(move |_| host);
+    // A sandbox without a primary IP has none of its own.
+    let from_sandbox = sandbox
+        .filter(|s| !host && !s.ip.is_empty())
+        .into_iter()
+        .flat_map(|s| std::iter::once(&s.ip).chain(&s.additional_ips));
+    from_host
+        .chain(from_sandbox)
+        .map(String::as_str)
+        .filter(|ip| !ip.is_empty())
 }
 
 /// An event's `involvedObject.fieldPath` for container `name` of `pod`, as
@@ -104,13 +111,7 @@ pub fn first_pod_ip<'a>(
     sandbox: Option<&'a ObservedSandbox>,
     host_ips: &'a [String],
 ) -> &'a str {
-    if host_network(pod) {
-        return host_ips
-            .iter()
-            .find(|ip| !ip.is_empty())
-            .map_or("", |ip| ip);
-    }
-    sandbox.map_or("", |s| s.ip.as_str())
+    pod_ip_strs(pod, sandbox, host_ips).next().unwrap_or("")
 }
 
 /// Seconds a stop of the pod's containers may take: the deletion's grace
@@ -192,6 +193,49 @@ mod tests {
 
     fn pod(yaml: &str) -> Pod {
         serde_yaml_ng::from_str(yaml).expect("test pod parses")
+    }
+
+    #[test]
+    fn the_primary_pod_ip_is_the_first_of_the_pod_ips_for_every_kind_of_pod() {
+        let host = vec![
+            String::new(),
+            "192.0.2.7".to_string(),
+            "2001:db8::7".to_string(),
+        ];
+        let sandbox = |ip: &str| ObservedSandbox {
+            ip: ip.into(),
+            additional_ips: vec![String::new(), "fd00::9".into()],
+            ..Default::default()
+        };
+        let on_host = pod("spec:\n  hostNetwork: true\n  containers: [{name: c}]\n");
+        let on_pod_net = pod("spec:\n  containers: [{name: c}]\n");
+        let cases = [
+            (&on_host, None, vec!["192.0.2.7", "2001:db8::7"]),
+            (
+                &on_host,
+                Some(sandbox("10.0.0.5")),
+                vec!["192.0.2.7", "2001:db8::7"],
+            ),
+            (
+                &on_pod_net,
+                Some(sandbox("10.0.0.5")),
+                vec!["10.0.0.5", "fd00::9"],
+            ),
+            (&on_pod_net, Some(sandbox("")), vec![]),
+            (&on_pod_net, None, vec![]),
+        ];
+        for (p, s, want) in cases {
+            let all = pod_ips(p, s.as_ref(), &host);
+            assert_eq!(all, want);
+            assert_eq!(
+                first_pod_ip(p, s.as_ref(), &host),
+                want.first().copied().unwrap_or("")
+            );
+            assert_eq!(
+                pod_ip(p, s.as_ref(), &host),
+                want.first().copied().unwrap_or("")
+            );
+        }
     }
 
     #[test]
