@@ -86,6 +86,16 @@ thread_local! {
 }
 
 impl Queue {
+    /// Takes sleeper `key` out; true when it held the timer.
+    fn remove(&mut self, key: Key) -> bool {
+        self.sleepers.remove(&key);
+        let held = self.armed == Some(key);
+        if held {
+            self.armed = None;
+        }
+        held
+    }
+
     /// Takes out the sleepers due by `now` (their wakers, to be woken once
     /// the queue is no longer borrowed) and arms the timer for the earliest
     /// one left, unless it already is.
@@ -153,10 +163,7 @@ impl Future for GridSleep {
             let mut q = q.borrow_mut();
             if now >= self.deadline {
                 if let Some(key) = self.key.take() {
-                    q.sleepers.remove(&key);
-                    if q.armed == Some(key) {
-                        q.armed = None;
-                    }
+                    q.remove(key);
                 }
                 // Whoever held the timer was woken by it: wake the rest of
                 // its tick and arm it for the next.
@@ -211,9 +218,7 @@ impl Drop for GridSleep {
             let Ok(mut q) = q.try_borrow_mut() else {
                 return;
             };
-            q.sleepers.remove(&key);
-            if q.armed == Some(key) {
-                q.armed = None;
+            if q.remove(key) {
                 q.rearm(Instant::now(), &mut due);
             }
         });

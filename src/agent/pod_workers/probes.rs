@@ -317,15 +317,17 @@ impl<R: RuntimeService> PodWorkers<R> {
                         continue;
                     }
                     let lag = now.saturating_duration_since(due);
-                    if handler.as_ref().is_none_or(|(ip, _)| *ip != pod_ip) {
+                    if handler.as_ref().is_some_and(|(ip, _)| *ip != pod_ip) {
+                        handler = None;
+                    }
+                    let (_, built) = handler.get_or_insert_with(|| {
                         let built = prober::probe_handler(spec, &pod_ip, container)
                             .map_err(|e| e.to_string());
-                        handler = Some((pod_ip.clone(), built));
-                    }
-                    let result = match handler.as_ref().map(|(_, h)| h) {
-                        Some(Ok(h)) => Box::pin(self.run_handler(&id, h, timeout)).await,
-                        Some(Err(e)) => prober::ProbeResult::failure(e.clone()),
-                        None => continue,
+                        (pod_ip.clone(), built)
+                    });
+                    let result = match built {
+                        Ok(h) => Box::pin(self.run_handler(&id, h, timeout)).await,
+                        Err(e) => prober::ProbeResult::failure(e.clone()),
                     };
                     self.probe_metrics
                         .borrow_mut()
