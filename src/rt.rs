@@ -127,17 +127,25 @@ pub use grid::{on_grid, sleep_on_grid, sleep_until_on_grid, GridSleep, TICK_GRID
 /// call under a timeout (each CRI call, hooks, probes) took three times its
 /// own size: 50 KB for a CreateContainer, 110 KB per pod starting at once,
 /// 12 MiB with 110 pods (issue #8's memory budget).
+///
+/// The deadline waits on the grid ([`sleep_until_on_grid`]), so it may
+/// end up to one [`TICK_GRID`] late. A deadline is nearly always dropped
+/// long before it is due (a pod worker's wait for its next sync, every
+/// API and CRI call); on async-io's own timer each one woke the reactor
+/// thread twice, at its insert and at its removal, where a grid sleeper
+/// later than the shared timer's tick costs a map insert and removal on
+/// this thread (docs/fleet.md measures it).
 pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
     Timeout {
         future,
-        timer: smol::Timer::after(duration),
+        timer: sleep_until_on_grid(Instant::now() + duration),
     }
 }
 
 /// The future of [`timeout`]: the inner future first, then the deadline.
 pub struct Timeout<F> {
     future: F,
-    timer: smol::Timer,
+    timer: GridSleep,
 }
 
 impl<F: Future> Future for Timeout<F> {
@@ -172,16 +180,20 @@ where
     }
 }
 
-/// hyper's timer, backed by `async-io` timers.
+/// hyper's timer, on the grid of [`sleep_until_on_grid`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SmolTimer;
 
-struct Sleep(smol::Timer);
+/// hyper's sleeps wait on the grid (up to one [`TICK_GRID`] late): the
+/// HTTP/2 keep-alive timer is reset at every read of the connection, and
+/// on async-io's timer each reset woke its reactor thread twice (see
+/// [`timeout`]).
+struct Sleep(GridSleep);
 
 impl Future for Sleep {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        Pin::new(&mut self.0).poll(cx).map(|_| ())
+        Pin::new(&mut self.0).poll(cx)
     }
 }
 
@@ -189,11 +201,11 @@ impl hyper::rt::Sleep for Sleep {}
 
 impl hyper::rt::Timer for SmolTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        Box::pin(Sleep(smol::Timer::after(duration)))
+        Box::pin(Sleep(sleep_until_on_grid(Instant::now() + duration)))
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        Box::pin(Sleep(smol::Timer::at(deadline)))
+        Box::pin(Sleep(sleep_until_on_grid(deadline)))
     }
 
     fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {

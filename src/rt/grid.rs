@@ -173,7 +173,12 @@ impl Future for GridSleep {
             match self.key {
                 Some(key) => {
                     let fresh = match q.sleepers.get_mut(&key) {
-                        Some(w) if w.will_wake(cx.waker()) => false,
+                        // Queued as it was: nothing to arm (the timer is
+                        // armed for the earliest sleeper whenever one
+                        // waits, and its expiry wakes whoever is due). A
+                        // deadline polled along with every poll of the
+                        // future it bounds ends here.
+                        Some(w) if w.will_wake(cx.waker()) => return false,
                         Some(w) => {
                             w.clone_from(cx.waker());
                             true
