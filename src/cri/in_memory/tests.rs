@@ -123,3 +123,67 @@ fn a_runtime_without_events_answers_unimplemented_as_containerd_1_6() {
     assert_eq!(e.code(), tonic::Code::Unimplemented);
     assert!(smol::block_on(MemoryRuntime::hollow().get_container_events()).is_ok());
 }
+
+#[test]
+fn the_relist_answer_is_encoded_again_only_when_a_container_changed() {
+    let rt = MemoryRuntime::hollow();
+    rt.add_image("busybox");
+    smol::block_on(async {
+        let sb = rt
+            .run_pod_sandbox(api::RunPodSandboxRequest {
+                config: Some(sandbox_config("u1")),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .pod_sandbox_id;
+        let ct = rt
+            .create_container(api::CreateContainerRequest {
+                pod_sandbox_id: sb,
+                config: Some(api::ContainerConfig {
+                    image: Some(api::ImageSpec {
+                        image: "busybox".into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .container_id;
+        let states = |raw: &super::super::raw::RawContainers| -> Vec<(String, i32)> {
+            let r = raw.decode().unwrap();
+            r.containers.into_iter().map(|c| (c.id, c.state)).collect()
+        };
+        let first = rt.list_containers_raw().await.unwrap();
+        let again = rt.list_containers_raw().await.unwrap();
+        assert_eq!(
+            first.0.as_ptr(),
+            again.0.as_ptr(),
+            "the same bytes, not encoded again"
+        );
+        let created = api::ContainerState::ContainerCreated as i32;
+        assert_eq!(states(&again), [(ct.clone(), created)]);
+        rt.start_container(api::StartContainerRequest {
+            container_id: ct.clone(),
+        })
+        .await
+        .unwrap();
+        let running = api::ContainerState::ContainerRunning as i32;
+        assert_eq!(
+            states(&rt.list_containers_raw().await.unwrap()),
+            [(ct.clone(), running)]
+        );
+        rt.exit(&ct, 1);
+        let exited = api::ContainerState::ContainerExited as i32;
+        assert_eq!(
+            states(&rt.list_containers_raw().await.unwrap()),
+            [(ct.clone(), exited)]
+        );
+        rt.remove_container(api::RemoveContainerRequest { container_id: ct })
+            .await
+            .unwrap();
+        assert!(states(&rt.list_containers_raw().await.unwrap()).is_empty());
+    });
+}
