@@ -58,6 +58,10 @@ pub(super) struct EvictionView {
 /// The eviction task's state.
 pub(super) struct EvictionState {
     manager: RefCell<Manager>,
+    /// What a pass reads: what the thresholds observe (kubelet's
+    /// eviction manager reads nothing at all without thresholds; image GC
+    /// still needs the filesystems here).
+    reads: stats::node::Wanted,
     pub(super) paths: RefCell<NodePaths>,
     pub(super) buf: RefCell<Buf>,
     pub(super) pressure: PressureCell,
@@ -87,6 +91,7 @@ impl EvictionState {
             (_, false) => format!("/{root}"),
         };
         EvictionState {
+            reads: eviction::reads_for(cfg.eviction.thresholds.iter().map(|t| t.signal)),
             manager: RefCell::new(Manager::new(
                 cfg.eviction.thresholds.clone(),
                 cfg.eviction.pressure_transition_period,
@@ -331,6 +336,7 @@ impl Housekeeping {
         let mut first_error = None;
         let stats = stats::node::read(
             &self.eviction.paths.borrow(),
+            self.eviction.reads,
             &mut self.eviction.buf.borrow_mut(),
             |e| {
                 if first_error.is_none() {

@@ -334,7 +334,7 @@ impl<R: RuntimeService> Views<R> {
         let now = i128::from(now_unix_nanos());
         let mut buf = self.summary.buf.borrow_mut();
         let prev = self.summary.cpu.borrow();
-        let node_stats = stats::node::read(paths, &mut buf, |e| {
+        let node_stats = stats::node::read(paths, stats::node::Wanted::ALL, &mut buf, |e| {
             log::debug!("stats summary: {e}");
         });
         let mut r = Reader {

@@ -16,5 +16,7 @@ pub mod threshold;
 
 pub use manager::{Decision, Manager};
 pub use rank::{disk_parts, rank, DiskParts, PodUsage};
-pub use signal::{observe, Condition, Conditions, Observation, Observations, PressureCell, Signal};
+pub use signal::{
+    observe, reads_for, Condition, Conditions, Observation, Observations, PressureCell, Signal,
+};
 pub use threshold::{Threshold, ThresholdError};

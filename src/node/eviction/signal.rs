@@ -6,7 +6,7 @@
 //! task limit minus the tasks that exist.
 
 use crate::node::stats::fs::FsStats;
-use crate::node::stats::node::NodeStats;
+use crate::node::stats::node::{NodeStats, Wanted};
 
 /// One eviction signal (kubelet's names; see [`Signal::as_str`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -264,10 +264,47 @@ pub fn observe(stats: &NodeStats, allocatable_memory: Option<u64>) -> Observatio
     o
 }
 
+/// What a pass must read to observe `signals` (a pass with no threshold
+/// on memory or pids skips their files; the filesystems, which image GC
+/// watches too, are always read).
+pub fn reads_for(signals: impl IntoIterator<Item = Signal>) -> Wanted {
+    let mut w = Wanted {
+        memory: false,
+        pids: false,
+    };
+    for s in signals {
+        match s {
+            Signal::MemoryAvailable | Signal::AllocatableMemoryAvailable => w.memory = true,
+            Signal::PidAvailable => w.pids = true,
+            _ => {}
+        }
+    }
+    w
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::node::stats::pids::NodePids;
+
+    #[test]
+    fn a_pass_reads_memory_and_pids_only_for_thresholds_on_them() {
+        let none = Wanted {
+            memory: false,
+            pids: false,
+        };
+        assert_eq!(reads_for([]), none);
+        assert_eq!(
+            reads_for([Signal::NodeFsAvailable, Signal::ImageFsInodesFree]),
+            none
+        );
+        let memory = reads_for([Signal::AllocatableMemoryAvailable]);
+        assert!(memory.memory && !memory.pids);
+        assert_eq!(
+            reads_for([Signal::MemoryAvailable, Signal::PidAvailable]),
+            Wanted::ALL
+        );
+    }
 
     fn fs(cap: u64, avail: u64, inodes: u64, free: u64) -> FsStats {
         FsStats {

@@ -47,32 +47,58 @@ pub struct NodeStats {
     pub pids: Option<NodePids>,
 }
 
-/// Reads the node's numbers. Each failure is handed to `on_error` (the
-/// caller logs it once) and leaves its value `None`.
-pub fn read(paths: &NodePaths, buf: &mut Buf, mut on_error: impl FnMut(StatsError)) -> NodeStats {
+/// Which of the node's numbers a pass reads. The filesystems are always
+/// read (image GC watches imagefs even with no eviction threshold); the
+/// memory files (meminfo and two cgroups) and the process table (three
+/// files) only when a signal observed from them is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wanted {
+    pub memory: bool,
+    pub pids: bool,
+}
+
+impl Wanted {
+    /// Everything (`/stats/summary`).
+    pub const ALL: Wanted = Wanted {
+        memory: true,
+        pids: true,
+    };
+}
+
+/// Reads the node's numbers that are `wanted`. Each failure is handed to
+/// `on_error` (the caller logs it once) and leaves its value `None`, as
+/// does a number not wanted.
+pub fn read(
+    paths: &NodePaths,
+    wanted: Wanted,
+    buf: &mut Buf,
+    mut on_error: impl FnMut(StatsError),
+) -> NodeStats {
     let mut ok = |r: Result<(), StatsError>| {
         if let Err(e) = r {
             on_error(e)
         }
     };
     let mut out = NodeStats::default();
-    let meminfo = take(super::meminfo::read(&paths.proc, buf), &mut ok);
-    out.memory_capacity = meminfo.map(|m| m.total);
-    out.memory_working_set = match paths.version {
-        CgroupVersion::V1 => {
-            let root = cgroup_dir(&paths.cgroup_mount, paths.version, "memory", "/");
-            take(super::memory::read(&root, paths.version, buf), &mut ok).map(|m| m.working_set)
-        }
-        CgroupVersion::V2 => meminfo.map(|m| m.working_set()),
-    };
-    let pods = cgroup_dir(
-        &paths.cgroup_mount,
-        paths.version,
-        "memory",
-        &paths.pods_cgroup,
-    );
-    out.pods_working_set =
-        take(super::memory::read(&pods, paths.version, buf), &mut ok).map(|m| m.working_set);
+    if wanted.memory {
+        let meminfo = take(super::meminfo::read(&paths.proc, buf), &mut ok);
+        out.memory_capacity = meminfo.map(|m| m.total);
+        out.memory_working_set = match paths.version {
+            CgroupVersion::V1 => {
+                let root = cgroup_dir(&paths.cgroup_mount, paths.version, "memory", "/");
+                take(super::memory::read(&root, paths.version, buf), &mut ok).map(|m| m.working_set)
+            }
+            CgroupVersion::V2 => meminfo.map(|m| m.working_set()),
+        };
+        let pods = cgroup_dir(
+            &paths.cgroup_mount,
+            paths.version,
+            "memory",
+            &paths.pods_cgroup,
+        );
+        out.pods_working_set =
+            take(super::memory::read(&pods, paths.version, buf), &mut ok).map(|m| m.working_set);
+    }
     out.nodefs = take(super::fs::read(&paths.root_dir), &mut ok);
     let nodefs_id = out.nodefs.map(|n| n.fsid);
     let other = |fs: Option<FsStats>| fs.filter(|f| nodefs_id != Some(f.fsid));
@@ -80,7 +106,9 @@ pub fn read(paths: &NodePaths, buf: &mut Buf, mut on_error: impl FnMut(StatsErro
     if let Some(dir) = &paths.image_dir {
         out.imagefs = other(take(super::fs::read(dir), &mut ok));
     }
-    out.pids = take(super::pids::read_node(&paths.proc, buf), &mut ok);
+    if wanted.pids {
+        out.pids = take(super::pids::read_node(&paths.proc, buf), &mut ok);
+    }
     out
 }
 
@@ -125,7 +153,9 @@ mod tests {
             image_dir: Some(t.path().join("missing")),
         };
         let mut errors = Vec::new();
-        let s = read(&paths, &mut Buf::new(), |e| errors.push(e.to_string()));
+        let s = read(&paths, Wanted::ALL, &mut Buf::new(), |e| {
+            errors.push(e.to_string())
+        });
         assert_eq!(s.memory_capacity, Some(1000 * 1024));
         assert_eq!(s.memory_working_set, Some(819200 - 204800));
         assert_eq!(s.pods_working_set, Some(4096));
@@ -161,9 +191,40 @@ mod tests {
             log_dir: t.path().to_path_buf(),
             image_dir: None,
         };
-        let s = read(&paths, &mut Buf::new(), |_| {});
+        let s = read(&paths, Wanted::ALL, &mut Buf::new(), |_| {});
         assert_eq!(s.memory_working_set, Some(800 * 1024));
         assert_eq!(s.pods_working_set, Some(4096));
         assert_eq!(s.pids, None);
+    }
+
+    #[test]
+    fn a_pass_wanting_no_memory_or_pids_reads_only_the_filesystems() {
+        // No meminfo, no cgroups, no process table: a pass that reads them
+        // would report their absence.
+        let t = TempTree::new("stats-node-fs-only");
+        t.put("root/x", "");
+        let paths = NodePaths {
+            cgroup_mount: t.path().join("cg"),
+            version: CgroupVersion::V1,
+            pods_cgroup: "/kubepods".into(),
+            proc: t.path().join("proc"),
+            root_dir: t.path().join("root"),
+            log_dir: t.path().join("root"),
+            image_dir: None,
+        };
+        let mut errors = Vec::new();
+        let wanted = Wanted {
+            memory: false,
+            pids: false,
+        };
+        let s = read(&paths, wanted, &mut Buf::new(), |e| {
+            errors.push(e.to_string())
+        });
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(s.nodefs.is_some());
+        assert_eq!(
+            (s.memory_capacity, s.pods_working_set, s.pids),
+            (None, None, None)
+        );
     }
 }
