@@ -169,26 +169,7 @@ pub struct Pending {
     pub version: u64,
 }
 
-/// A digest of a status: SipHash-1-3 (std's `DefaultHasher`, fixed keys)
-/// of its JSON. Two statuses with the same digest are taken as equal; for
-/// different ones that has a chance of 2^-64, and the cost of a miss is
-/// one status not re-sent until the pod's next change. The JSON is made
-/// with `serde_json::to_vec`, as [`status_patch`] makes it: a writer of
-/// its own would be a second copy of the PodStatus serializer in the
-/// binary (~24 KiB on x86_64).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatusDigest(u64);
-
-impl StatusDigest {
-    pub fn of(status: &PodStatus) -> Self {
-        use std::hash::Hasher;
-        let mut h = std::hash::DefaultHasher::new();
-        // A PodStatus always serializes; a failure would only weaken the
-        // digest.
-        h.write(&serde_json::to_vec(status).unwrap_or_default());
-        StatusDigest(h.finish())
-    }
-}
+pub use super::status_digest::StatusDigest;
 
 #[derive(Clone, Debug, Default)]
 struct PodEntry {
