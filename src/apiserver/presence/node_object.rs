@@ -509,14 +509,66 @@ pub fn should_post(
     if since_last_post >= report_frequency {
         return true;
     }
-    let strip = |s: &NodeStatus| {
-        let mut s = s.clone();
-        for c in s.conditions.iter_mut().flatten() {
-            c.last_heartbeat_time = None;
-        }
-        s
+    !equal_but_heartbeats(new, last)
+}
+
+/// `a == b` but for the conditions' `lastHeartbeatTime`, without a copy of
+/// either (the status loop asks every 10 s, and a Node status with its
+/// images list is a few hundred allocations to clone). Every field is
+/// named, so a field a newer API adds does not compile until it is
+/// compared here.
+fn equal_but_heartbeats(a: &NodeStatus, b: &NodeStatus) -> bool {
+    let NodeStatus {
+        addresses,
+        allocatable,
+        capacity,
+        conditions,
+        config,
+        daemon_endpoints,
+        declared_features,
+        features,
+        images,
+        node_info,
+        phase,
+        runtime_handlers,
+        volumes_attached,
+        volumes_in_use,
+    } = a;
+    let conditions_equal = |x: &[NodeCondition], y: &[NodeCondition]| {
+        x.len() == y.len()
+            && x.iter().zip(y).all(|(p, q)| {
+                let NodeCondition {
+                    last_heartbeat_time: _,
+                    last_transition_time,
+                    message,
+                    reason,
+                    status,
+                    type_,
+                } = p;
+                *last_transition_time == q.last_transition_time
+                    && *message == q.message
+                    && *reason == q.reason
+                    && *status == q.status
+                    && *type_ == q.type_
+            })
     };
-    strip(new) != strip(last)
+    conditions_equal(
+        conditions.as_deref().unwrap_or_default(),
+        b.conditions.as_deref().unwrap_or_default(),
+    ) && conditions.is_some() == b.conditions.is_some()
+        && *addresses == b.addresses
+        && *allocatable == b.allocatable
+        && *capacity == b.capacity
+        && *config == b.config
+        && *daemon_endpoints == b.daemon_endpoints
+        && *declared_features == b.declared_features
+        && *features == b.features
+        && *images == b.images
+        && *node_info == b.node_info
+        && *phase == b.phase
+        && *runtime_handlers == b.runtime_handlers
+        && *volumes_attached == b.volumes_attached
+        && *volumes_in_use == b.volumes_in_use
 }
 
 /// Why a `--node-labels` entry is refused.
@@ -836,6 +888,17 @@ pub(crate) mod tests {
         g.memory_pressure = true;
         let c = status(&g, Some(&b), t(20));
         assert!(should_post(&c, Some(&b), minute, five));
+        // Any field but the heartbeats counts, the conditions' other
+        // fields too.
+        let mut d = b.clone();
+        d.images = Some(vec![ContainerImage::default()]);
+        assert!(should_post(&d, Some(&b), minute, five));
+        let mut e = b.clone();
+        e.conditions.as_mut().unwrap()[0].message = Some("changed".into());
+        assert!(should_post(&e, Some(&b), minute, five));
+        let mut h = b.clone();
+        h.conditions.as_mut().unwrap().pop();
+        assert!(should_post(&h, Some(&b), minute, five));
     }
 
     #[test]
