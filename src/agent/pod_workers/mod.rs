@@ -199,6 +199,11 @@ struct PodEntry {
     /// runtime no longer lists them ready.
     dead_sandboxes: Vec<String>,
     containers: Containers,
+    /// Each container's spec hash (`spec::container_hash`, by name) for the
+    /// pod object it was computed from: every sync plans with the hashes,
+    /// and a pod object never changes (an update is a new `Rc`). Holding
+    /// the `Rc` keeps its address from being reused by another pod.
+    spec_hashes: Option<(Rc<Pod>, SpecHashes)>,
     /// The spec's warnings were logged (once per pod).
     warned: bool,
     /// Digest of the files last written per configMap/secret/downwardAPI/
@@ -212,6 +217,9 @@ struct PodEntry {
     probe_tasks: Vec<smol::Task<()>>,
     _task: Option<smol::Task<()>>,
 }
+
+/// Each container's spec hash, by container name.
+type SpecHashes = Rc<HashMap<String, String>>;
 
 impl PodEntry {
     fn container(&mut self, name: &str) -> &mut ContainerEntry {

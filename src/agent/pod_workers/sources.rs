@@ -373,6 +373,7 @@ impl<R: RuntimeService> PodWorkers<R> {
             start_measured: false,
             sandbox_ips: HashMap::new(),
             dead_sandboxes: Vec::new(),
+            spec_hashes: None,
             containers: Default::default(),
             warned: false,
             volume_digests: HashMap::new(),

@@ -325,9 +325,7 @@ impl<R: RuntimeService> PodWorkers<R> {
 
     /// What [`plan::plan`] asks of the pod now.
     fn plan_actions(&self, uid: &str, pod: &Pod, observed: &ObservedPod) -> Vec<Action> {
-        let hashes: HashMap<String, String> = accessors::all_containers(pod)
-            .map(|(c, _)| (c.name.clone(), spec::container_hash(c)))
-            .collect();
+        let hashes = self.spec_hashes(uid, pod);
         // The hash of picolet's first form (a second dump of the spec, and
         // an md5) is only asked for a container created under another hash
         // than the current one: a periodic resync of an unchanged pod
@@ -356,6 +354,29 @@ impl<R: RuntimeService> PodWorkers<R> {
             legacy_hashes: &legacy_hashes,
         };
         plan::plan(pod, observed, &ctx)
+    }
+
+    /// The containers' spec hashes of `pod`, computed once per pod object
+    /// (each is a JSON dump of the container and a hash of it).
+    fn spec_hashes(&self, uid: &str, pod: &Pod) -> super::SpecHashes {
+        let mut pods = self.pods.borrow_mut();
+        let entry = pods.get_mut(uid);
+        // The same object: the cached `Rc` is alive, so its address is
+        // this pod's alone.
+        if let Some((of, hashes)) = entry.as_ref().and_then(|e| e.spec_hashes.as_ref()) {
+            if std::ptr::eq(Rc::as_ptr(of), pod) {
+                return hashes.clone();
+            }
+        }
+        let hashes: super::SpecHashes = Rc::new(
+            accessors::all_containers(pod)
+                .map(|(c, _)| (c.name.clone(), spec::container_hash(c)))
+                .collect(),
+        );
+        if let Some(e) = entry.filter(|e| std::ptr::eq(Rc::as_ptr(&e.pod), pod)) {
+            e.spec_hashes = Some((e.pod.clone(), hashes.clone()));
+        }
+        hashes
     }
 
     /// Performs one action of a running pod's plan.

@@ -386,6 +386,36 @@ fn containers_created_with_the_earlier_hash_form_are_adopted_after_an_upgrade() 
 }
 
 #[test]
+fn an_update_that_changes_one_container_s_image_replaces_that_container_alone() {
+    let node = Node::new();
+    let agent = node.agent();
+    let pod = api_pod("u1");
+    apply(&agent, api_set(vec![pod.clone()]));
+    sync(&agent, &pod);
+    // A resync plans from the hashes the first sync computed.
+    sync(&agent, &pod);
+    let running = |name: &str| -> Vec<String> {
+        node.named(name)
+            .into_iter()
+            .filter(|c| c.state == ContainerState::ContainerRunning)
+            .map(|c| c.id)
+            .collect()
+    };
+    let (app, side) = (running("app"), running("side"));
+    assert_eq!((app.len(), side.len()), (1, 1));
+
+    let mut updated = pod.clone();
+    updated.spec.as_mut().unwrap().containers[0].image = Some("busybox:1.37".into());
+    apply(&agent, api_set(vec![updated.clone()]));
+    sync(&agent, &updated);
+    sync(&agent, &updated);
+    let now_app = running("app");
+    assert_eq!(now_app.len(), 1, "{:?}", node.named("app"));
+    assert_ne!(now_app, app, "app runs the new image in a new container");
+    assert_eq!(running("side"), side, "side's spec did not change");
+}
+
+#[test]
 fn a_crashing_container_restarts_once_then_waits_in_crash_loop_back_off() {
     let node = Node::new();
     let pod = static_pod(WEB);
