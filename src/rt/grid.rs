@@ -16,6 +16,12 @@
 //! agent runs on one), and nothing here needs the executor: a sleep polled
 //! under any `block_on` works.
 //!
+//! Deadlines wait here too (`rt::timeout`, hyper's keep-alive timer): they
+//! are nearly always dropped before they are due, and a dropped sleeper
+//! that did not hold the timer is a map removal on this thread, where
+//! async-io's timer woke its thread for the insert and again for the
+//! removal.
+//!
 //! Must not know: who sleeps or why.
 
 use std::cell::RefCell;
