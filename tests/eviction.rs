@@ -344,8 +344,8 @@ fn started_under_memory_pressure_picolet_evicts_the_besteffort_hog_and_keeps_the
     p.write_manifest("hog", &pod_manifest("hog", "", hog, ""));
     let guaranteed = wait_running(&p, "guaranteed");
     wait_running(&p, "hog");
-    // The pressure is there before the threshold is: picolet observes the
-    // signal on every pass, thresholds or not.
+    // The pressure is there before the threshold is: `GET /node` reads
+    // every signal when asked, thresholds on it or not.
     wait_until("the pods' working set past the threshold", LONG, || {
         (allocatable_available(&p)? < threshold).then_some(())
     });

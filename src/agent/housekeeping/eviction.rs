@@ -1,5 +1,6 @@
 //! The eviction task: every 10 s (kubelet's monitoring interval) it reads
-//! the node's numbers from the kernel ([`crate::node::stats`]), steps the
+//! the node's numbers its thresholds observe from the kernel
+//! ([`crate::node::stats`]; `picolet get node` reads them all), steps the
 //! eviction manager ([`crate::node::eviction::Manager`]), publishes the
 //! pressure conditions (for the Node status and admission), and when a
 //! threshold must be relieved: reclaims at node level first (dead
@@ -68,6 +69,9 @@ pub(super) struct EvictionState {
     view: RefCell<EvictionView>,
     /// A stats file that failed, logged once until it works again.
     failing: RefCell<Option<String>>,
+    /// The Node's allocatable memory the last pass observed with (what
+    /// `picolet get node` observes with when it reads every signal).
+    allocatable_memory: std::cell::Cell<Option<u64>>,
     max_pod_grace: i64,
     /// The QoS cgroups' CPU shares last written (rewritten when they change).
     qos_shares: std::cell::Cell<Option<qos::allocatable::QosShares>>,
@@ -109,6 +113,7 @@ impl EvictionState {
             pressure: PressureCell::default(),
             view: RefCell::new(EvictionView::default()),
             failing: RefCell::new(None),
+            allocatable_memory: std::cell::Cell::new(None),
             max_pod_grace: cfg.eviction.max_pod_grace_period,
             qos_shares: std::cell::Cell::new(None),
             notified_passes: std::cell::Cell::new(0),
@@ -352,7 +357,25 @@ impl Housekeeping {
             *failing = first_error;
         }
         self.eviction.separate_imagefs.set(stats.imagefs.is_some());
-        eviction::observe(&stats, host.node_capacity().allocatable_memory_bytes)
+        let allocatable = host.node_capacity().allocatable_memory_bytes;
+        self.eviction.allocatable_memory.set(allocatable);
+        eviction::observe(&stats, allocatable)
+    }
+
+    /// Every signal, for `picolet get node`: the last pass's observations
+    /// when it reads them all, else a full read now (a pass reads only
+    /// what its thresholds observe; an operator asking sees every signal).
+    fn every_signal(&self, last: &Observations) -> Observations {
+        if self.eviction.reads == stats::node::Wanted::ALL {
+            return *last;
+        }
+        let stats = stats::node::read(
+            &self.eviction.paths.borrow(),
+            stats::node::Wanted::ALL,
+            &mut self.eviction.buf.borrow_mut(),
+            |e| log::debug!("get node: {e}"),
+        );
+        eviction::observe(&stats, self.eviction.allocatable_memory.get())
     }
 
     /// One pass: measure, decide, reclaim, evict at most one pod.
@@ -542,8 +565,8 @@ impl Housekeeping {
     pub(in crate::agent) fn eviction_json(&self) -> serde_json::Value {
         let view = self.eviction.view.borrow();
         let manager = self.eviction.manager.borrow();
-        let signals: serde_json::Map<String, serde_json::Value> = view
-            .observations
+        let observations = self.every_signal(&view.observations);
+        let signals: serde_json::Map<String, serde_json::Value> = observations
             .iter()
             .map(|(s, o)| {
                 (
@@ -556,7 +579,7 @@ impl Housekeeping {
             .thresholds()
             .iter()
             .map(|t| {
-                let capacity = view.observations.get(t.signal).map(|o| o.capacity);
+                let capacity = observations.get(t.signal).map(|o| o.capacity);
                 serde_json::json!({
                     "signal": t.signal.as_str(),
                     "value": t.value.to_string(),
