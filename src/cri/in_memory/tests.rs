@@ -15,6 +15,35 @@ fn sandbox_config(uid: &str) -> api::PodSandboxConfig {
     }
 }
 
+/// Runs sandbox `uid` (ID returned).
+async fn run_sandbox(rt: &MemoryRuntime, uid: &str) -> String {
+    rt.run_pod_sandbox(api::RunPodSandboxRequest {
+        config: Some(sandbox_config(uid)),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .pod_sandbox_id
+}
+
+/// Creates a container of `image` in sandbox `sb` (ID returned).
+async fn create_container(rt: &MemoryRuntime, sb: &str, image: &str) -> String {
+    rt.create_container(api::CreateContainerRequest {
+        pod_sandbox_id: sb.into(),
+        config: Some(api::ContainerConfig {
+            image: Some(api::ImageSpec {
+                image: image.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .container_id
+}
+
 fn kinds(events: &mut ContainerEvents) -> Vec<(String, api::ContainerEventType)> {
     let mut seen = Vec::new();
     while let Some(Some(e)) =
@@ -33,30 +62,9 @@ fn a_runtime_with_events_streams_each_step_of_a_containers_life() {
     smol::block_on(async {
         let mut events = rt.get_container_events().await.unwrap();
         let mut seen = Vec::new();
-        let sb = rt
-            .run_pod_sandbox(api::RunPodSandboxRequest {
-                config: Some(sandbox_config("u1")),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .pod_sandbox_id;
+        let sb = run_sandbox(&rt, "u1").await;
         seen.extend(kinds(&mut events));
-        let ct = rt
-            .create_container(api::CreateContainerRequest {
-                pod_sandbox_id: sb.clone(),
-                config: Some(api::ContainerConfig {
-                    image: Some(api::ImageSpec {
-                        image: "sha256:busybox".into(),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .container_id;
+        let ct = create_container(&rt, &sb, "sha256:busybox").await;
         rt.start_container(api::StartContainerRequest {
             container_id: ct.clone(),
         })
@@ -100,12 +108,7 @@ fn a_restart_ends_the_event_streams_and_a_full_stream_misses_events() {
     smol::block_on(async {
         let mut events = rt.get_container_events().await.unwrap();
         for i in 0..EVENT_BACKLOG + 5 {
-            rt.run_pod_sandbox(api::RunPodSandboxRequest {
-                config: Some(sandbox_config(&format!("u{i}"))),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
+            run_sandbox(&rt, &format!("u{i}")).await;
         }
         rt.restart();
         let mut n = 0;
@@ -129,29 +132,8 @@ fn the_relist_answer_is_encoded_again_only_when_a_container_changed() {
     let rt = MemoryRuntime::hollow();
     rt.add_image("busybox");
     smol::block_on(async {
-        let sb = rt
-            .run_pod_sandbox(api::RunPodSandboxRequest {
-                config: Some(sandbox_config("u1")),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .pod_sandbox_id;
-        let ct = rt
-            .create_container(api::CreateContainerRequest {
-                pod_sandbox_id: sb,
-                config: Some(api::ContainerConfig {
-                    image: Some(api::ImageSpec {
-                        image: "busybox".into(),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .container_id;
+        let sb = run_sandbox(&rt, "u1").await;
+        let ct = create_container(&rt, &sb, "busybox").await;
         let states = |raw: &super::super::raw::RawContainers| -> Vec<(String, i32)> {
             let r = raw.decode().unwrap();
             r.containers.into_iter().map(|c| (c.id, c.state)).collect()

@@ -128,6 +128,19 @@ mod tests {
     use super::*;
     use crate::cgroups::testutil::TempTree;
 
+    /// A cgroup v1 node's paths under `t`, nodefs at `root/`.
+    fn v1_paths(t: &TempTree, image_dir: Option<PathBuf>) -> NodePaths {
+        NodePaths {
+            cgroup_mount: t.path().join("cg"),
+            version: CgroupVersion::V1,
+            pods_cgroup: "/kubepods".into(),
+            proc: t.path().join("proc"),
+            root_dir: t.path().join("root"),
+            log_dir: t.path().join("root"),
+            image_dir,
+        }
+    }
+
     #[test]
     fn a_v1_node_pass_reads_the_root_memcg_and_the_pods_cgroup() {
         let t = TempTree::new("stats-node");
@@ -143,15 +156,7 @@ mod tests {
         t.put("cg/memory/kubepods/memory.usage_in_bytes", "4096\n");
         t.put("cg/memory/kubepods/memory.stat", "total_inactive_file 0\n");
         t.put("root/x", "");
-        let paths = NodePaths {
-            cgroup_mount: t.path().join("cg"),
-            version: CgroupVersion::V1,
-            pods_cgroup: "/kubepods".into(),
-            proc: t.path().join("proc"),
-            root_dir: t.path().join("root"),
-            log_dir: t.path().join("root"),
-            image_dir: Some(t.path().join("missing")),
-        };
+        let paths = v1_paths(&t, Some(t.path().join("missing")));
         let mut errors = Vec::new();
         let s = read(&paths, Wanted::ALL, &mut Buf::new(), |e| {
             errors.push(e.to_string())
@@ -203,15 +208,7 @@ mod tests {
         // would report their absence.
         let t = TempTree::new("stats-node-fs-only");
         t.put("root/x", "");
-        let paths = NodePaths {
-            cgroup_mount: t.path().join("cg"),
-            version: CgroupVersion::V1,
-            pods_cgroup: "/kubepods".into(),
-            proc: t.path().join("proc"),
-            root_dir: t.path().join("root"),
-            log_dir: t.path().join("root"),
-            image_dir: None,
-        };
+        let paths = v1_paths(&t, None);
         let mut errors = Vec::new();
         let wanted = Wanted {
             memory: false,
