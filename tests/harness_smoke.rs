@@ -146,8 +146,13 @@ fn pause_run_by_ctr(cd: &ContainerRuntime) {
                 .flatten()
         })
     });
-    let comm = std::fs::read_to_string(format!("/proc/{pause_pid}/comm")).unwrap_or_default();
-    assert_eq!(comm.trim(), "pause");
+    // containerd lists the task RUNNING once runc started it; until its
+    // init has exec'd, the process is still `runc:[2:INIT]` (seen on a
+    // loaded CI machine).
+    wait_until("the pause task's pid 1 to be pause", LONG, || {
+        let comm = std::fs::read_to_string(format!("/proc/{pause_pid}/comm")).unwrap_or_default();
+        (comm.trim() == "pause").then_some(())
+    });
 
     // Make an orphan: its parent shell exits at once, so the kernel hands it
     // to the namespace's init, our pause.
@@ -238,8 +243,13 @@ fn pause_as_crio_infra_container(rt: &ContainerRuntime) {
     .expect("RunPodSandbox")
     .pod_sandbox_id;
     let pause_pid = runc_pid(rt, &sandbox);
-    let comm = std::fs::read_to_string(format!("/proc/{pause_pid}/comm")).unwrap_or_default();
-    assert_eq!(comm.trim(), "pause");
+    // containerd lists the task RUNNING once runc started it; until its
+    // init has exec'd, the process is still `runc:[2:INIT]` (seen on a
+    // loaded CI machine).
+    wait_until("the pause task's pid 1 to be pause", LONG, || {
+        let comm = std::fs::read_to_string(format!("/proc/{pause_pid}/comm")).unwrap_or_default();
+        (comm.trim() == "pause").then_some(())
+    });
 
     let container = block_on(cri.create_container(api::CreateContainerRequest {
         pod_sandbox_id: sandbox.clone(),
