@@ -18,9 +18,9 @@
 //!   migrated-plugins annotation), or its annotation reconciled; retried
 //!   with the status until it works.
 //! - Lease: `kube-node-lease/<node>` renewed every quarter of
-//!   `nodeLeaseDurationSeconds`, retried sooner after a failure. A renewal
-//!   is a merge patch of `spec.renewTime` alone (with the resourceVersion
-//!   as precondition) while the Lease is held as we hold it, its answer
+//!   `nodeLeaseDurationSeconds` plus up to 4 % (kubelet's jitter), retried
+//!   sooner after a failure. A renewal is a merge patch of
+//!   `spec.renewTime` alone while the Lease is held as we hold it, its answer
 //!   asked in protobuf ([`lease_proto`]): the idle node's largest cost
 //!   on the wire (docs/fleet.md).
 //!
@@ -707,7 +707,7 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                     if logged.take().is_some() {
                         log::info!("node lease renewed again");
                     }
-                    rt::sleep_on_grid(lease::renew_interval(duration)).await;
+                    rt::sleep_on_grid(lease::renew_wait(duration, fastrand::f64())).await;
                 }
                 Err(e) => {
                     failures += 1;

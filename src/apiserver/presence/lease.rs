@@ -136,6 +136,14 @@ pub fn renew_interval(duration_seconds: i32) -> Duration {
     Duration::from_millis(u64::from(duration_seconds.max(1).unsigned_abs()) * 1000 / 4)
 }
 
+/// The wait after a renewal, as kubelet's lease controller waits
+/// (`wait.JitterUntil` with a jitter factor of 0.04, sliding): the renew
+/// interval plus up to 4 % of it, `random` in `[0, 1)` choosing how much.
+/// Nodes started together drift apart instead of renewing in step.
+pub fn renew_wait(duration_seconds: i32, random: f64) -> Duration {
+    renew_interval(duration_seconds).mul_f64(1.0 + 0.04 * random.clamp(0.0, 1.0))
+}
+
 /// The wait before retry number `failures` (1 after the first failure) of
 /// a renewal.
 pub fn retry_delay(failures: u32, duration_seconds: i32) -> Duration {
@@ -218,6 +226,10 @@ mod tests {
     fn the_lease_is_renewed_every_quarter_of_its_duration() {
         assert_eq!(renew_interval(40), Duration::from_secs(10));
         assert_eq!(renew_interval(10), Duration::from_millis(2500));
+        // kubelet's jitter: up to 4 % more, never less.
+        assert_eq!(renew_wait(40, 0.0), Duration::from_secs(10));
+        assert_eq!(renew_wait(40, 0.5), Duration::from_millis(10_200));
+        assert!(renew_wait(40, 0.999) < Duration::from_millis(10_400));
     }
 
     #[test]
