@@ -37,15 +37,6 @@ fn main() {
 }
 
 fn real_main() -> Result<()> {
-    #[cfg(feature = "hollow")]
-    if std::env::args_os().nth(1).is_some_and(|a| a == "hollow") {
-        let args = picolet::hollow::parse(std::env::args_os().skip(2))?;
-        if args.help {
-            print!("{}", picolet::hollow::USAGE);
-            return Ok(());
-        }
-        return Ok(picolet::hollow::run(&args)?);
-    }
     let cmd = cli::parse(std::env::args_os().skip(1))?;
     match cmd {
         Command::Version => {

@@ -1,4 +1,4 @@
-//! A fleet on one control plane (issue #24): `picolet hollow` runs 20
+//! A fleet on one control plane (issue #24): `picolet-hollow` runs 20
 //! simulated nodes in one process, each a full agent over its own
 //! in-memory runtime with its own node certificate, against the real
 //! control plane (etcd, kube-apiserver, controller-manager, scheduler).

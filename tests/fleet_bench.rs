@@ -122,7 +122,7 @@ struct Row(String, String);
 /// Who plays the nodes.
 #[derive(Clone, Copy, PartialEq)]
 enum Contender {
-    /// `picolet hollow`: N nodes in one process.
+    /// `picolet-hollow`: N nodes in one process.
     Picolet,
     /// Upstream kubemark (`kubemark --morph=kubelet`): kubelet's code over
     /// a fake runtime, one process per node. Join, density and idle only.

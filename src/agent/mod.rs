@@ -143,7 +143,7 @@ impl Agent<Runtime> {
 
 #[cfg(feature = "hollow")]
 impl Agent<crate::cri::in_memory::MemoryRuntime> {
-    /// A hollow node's agent (`picolet hollow`): the in-memory `runtime`,
+    /// A hollow node's agent (`picolet-hollow`): the in-memory `runtime`,
     /// no pod cgroups, the machine's facts as the node's.
     pub fn hollow(cfg: AgentConfig, runtime: crate::cri::in_memory::MemoryRuntime) -> Rc<Self> {
         let host = HostFacts::detect(&cfg);

@@ -16,7 +16,7 @@
 //! [`MemoryRuntime::add_image`], [`MemoryRuntime::fail_pulls`],
 //! [`MemoryRuntime::restart`] (the runtime came back), and
 //! [`MemoryRuntime::calls`] to see which CRI calls the agent made.
-//! [`MemoryRuntime::hollow`] is a hollow node's (`picolet hollow`).
+//! [`MemoryRuntime::hollow`] is a hollow node's (`picolet-hollow`).
 //!
 //! `GetContainerEvents` is answered only by a runtime made with
 //! [`MemoryRuntime::with_events`] (a hollow node's is): a stream of the

@@ -167,7 +167,7 @@ pub trait RuntimeService: 'static {
     }
 
     /// Whether every probe and hook succeeds without being run: a hollow
-    /// node's simulated runtime (`picolet hollow`), whose containers have
+    /// node's simulated runtime (`picolet-hollow`), whose containers have
     /// no processes to probe.
     fn handlers_succeed(&self) -> bool {
         false

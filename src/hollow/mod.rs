@@ -1,6 +1,7 @@
-//! `picolet hollow`: N simulated nodes in one process, for measuring a
+//! `picolet-hollow`: N simulated nodes in one process, for measuring a
 //! fleet against one control plane (issue #24). Built only with the
-//! `hollow` cargo feature; the shipped binary never carries it.
+//! `hollow` cargo feature, as a binary of its own (src/bin/picolet-hollow.rs);
+//! the shipped binary never carries it.
 //!
 //! Each hollow node is a full agent (pod sources, sync, PLEG, status,
 //! Node and Lease heartbeat, Events) joined to the API server with its own
@@ -38,7 +39,7 @@ use crate::cri::in_memory::MemoryRuntime;
 
 pub use run::run;
 
-/// Arguments of `picolet hollow`.
+/// Arguments of `picolet-hollow`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HollowArgs {
     /// `-h`/`--help`: print [`USAGE`] and do nothing else.
@@ -60,10 +61,10 @@ pub struct HollowArgs {
     pub flags: Flags,
 }
 
-/// What `picolet hollow` cannot run with.
+/// What `picolet-hollow` cannot run with.
 #[derive(Debug, thiserror::Error)]
 pub enum HollowError {
-    #[error("picolet hollow: {0}")]
+    #[error("{0}")]
     Usage(String),
     #[error(transparent)]
     Args(#[from] lexopt::Error),
@@ -92,9 +93,9 @@ pub enum HollowError {
     },
 }
 
-/// The usage text of `picolet hollow`.
+/// The usage text of `picolet-hollow`.
 pub const USAGE: &str = "\
-Usage: picolet hollow --nodes N --state-dir DIR
+Usage: picolet-hollow --nodes N --state-dir DIR
                       (--kubeconfig-dir DIR | --bootstrap-kubeconfig FILE)
                       [--name-prefix P] [--config FILE] [--FLAG=VALUE ...]
 
@@ -106,7 +107,7 @@ P<i> (P defaults to \"hollow-\"); its files are under DIR/<name>/.
 Any other flag of `picolet run` applies to every node (as --FLAG=VALUE).
 ";
 
-/// Parses the arguments after `hollow`.
+/// Parses the arguments (those after the program's name).
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<HollowArgs, HollowError> {
     use lexopt::prelude::*;
     let mut parser = lexopt::Parser::from_args(args);

@@ -1,4 +1,4 @@
-//! `picolet hollow` as the fleet test and the fleet bench run it -- owned by
+//! `picolet-hollow` as the fleet test and the fleet bench run it -- owned by
 //! the test harness (tests/harness).
 //!
 //! One process of N simulated nodes (the `hollow` feature; docs/fleet.md),
@@ -18,7 +18,26 @@ use std::time::Duration;
 
 use super::kube::{ControlPlane, Credentials};
 
-/// The running `picolet hollow` process.
+/// Lines of the hollow log a failed test prints.
+const LOG_TAIL_LINES: usize = 60;
+
+/// The `picolet-hollow` binary: `$PICOLET_HOLLOW_BIN` if set (`make fleet`
+/// uses its own profile's build), else the one cargo built for this test,
+/// which only a build with `--features hollow` has.
+pub fn hollow_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("PICOLET_HOLLOW_BIN") {
+        return PathBuf::from(bin);
+    }
+    match option_env!("CARGO_BIN_EXE_picolet-hollow") {
+        Some(bin) => PathBuf::from(bin),
+        None => panic!(
+            "no picolet-hollow binary: build this test with `--features hollow` \
+             (make test-fleet) or set PICOLET_HOLLOW_BIN"
+        ),
+    }
+}
+
+/// The running `picolet-hollow` process.
 pub struct Hollow {
     child: Child,
     dir: PathBuf,
@@ -26,6 +45,9 @@ pub struct Hollow {
 
 impl Drop for Hollow {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.print_log_tail();
+        }
         super::signal(self.child.id(), "TERM");
         if super::wait_child(&mut self.child, Duration::from_secs(20)).is_none() {
             let _ = self.child.kill();
@@ -38,7 +60,7 @@ impl Hollow {
     /// Starts `nodes` hollow nodes `<prefix>0..` under `dir` (their state
     /// in `dir/state`, the process's log in `dir/hollow.log`). Node `i`
     /// talks to `server(i)`, or to the API server where that is `None`.
-    /// `args` go to `picolet hollow` as they are.
+    /// `args` go to `picolet-hollow` as they are.
     pub fn start(
         cp: &ControlPlane,
         dir: &Path,
@@ -58,8 +80,7 @@ impl Hollow {
             fs::copy(from, kubeconfigs.join(format!("{name}.kubeconfig"))).unwrap();
         }
         let log = fs::File::create(dir.join("hollow.log")).unwrap();
-        let child = Command::new(super::picolet_bin())
-            .arg("hollow")
+        let child = Command::new(hollow_bin())
             .arg(format!("--nodes={nodes}"))
             .arg(format!("--name-prefix={prefix}"))
             .arg(format!("--state-dir={}", dir.join("state").display()))
@@ -68,11 +89,32 @@ impl Hollow {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("starting picolet hollow");
+            .unwrap_or_else(|e| panic!("starting {}: {e}", hollow_bin().display()));
         Hollow {
             child,
             dir: dir.to_path_buf(),
         }
+    }
+
+    /// For a failed test: whether the process still runs, and the end of
+    /// its log (a node that never joined says why there).
+    fn print_log_tail(&mut self) {
+        match self.child.try_wait() {
+            Ok(Some(status)) => eprintln!("--- picolet-hollow exited: {status} ---"),
+            _ => eprintln!("--- picolet-hollow still runs ---"),
+        }
+        let log = fs::read_to_string(self.log_path()).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let from = lines.len().saturating_sub(LOG_TAIL_LINES);
+        eprintln!(
+            "--- the last {} lines of {} ---",
+            lines.len() - from,
+            self.log_path().display()
+        );
+        for line in &lines[from..] {
+            eprintln!("{line}");
+        }
+        eprintln!("--- end of the hollow log ---");
     }
 
     /// The process's log.
