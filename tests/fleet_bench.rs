@@ -365,6 +365,23 @@ fn phases(who: Contender, n: usize, idle: Duration, loss: Duration, rows: &mut V
                 .join(", ")
         ),
     );
+    let gaps = lease_renewal_gaps(&audit, &t0, &t1, |node| node.starts_with(prefix));
+    say(
+        rows,
+        "idle Lease renewals: seconds between two, p10 / p50 / p90 / mean",
+        if gaps.is_empty() {
+            "none".to_string()
+        } else {
+            format!(
+                "{:.2} / {:.2} / {:.2} / {:.2} s ({} gaps)",
+                pick(&gaps, 0.10),
+                pick(&gaps, 0.50),
+                pick(&gaps, 0.90),
+                gaps.iter().sum::<f64>() / gaps.len() as f64,
+                gaps.len()
+            )
+        },
+    );
     say(
         rows,
         "idle wire bytes per node per minute (up / down / both)",
@@ -711,6 +728,52 @@ fn node_requests(
         *counts.entry(key).or_insert(0) += 1;
     }
     counts
+}
+
+/// The seconds between one node's consecutive Lease writes (a renewal's
+/// `patch` or `update`, as the audit log timed its answer) in `[from, to)`,
+/// every node's together, sorted. The renewal interval as the API server
+/// saw it, jitter and all.
+fn lease_renewal_gaps(audit: &str, from: &str, to: &str, node: impl Fn(&str) -> bool) -> Vec<f64> {
+    let mut times: HashMap<String, Vec<f64>> = HashMap::new();
+    for line in audit.lines() {
+        let Ok(ev) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let Some(name) = ev["user"]["username"]
+            .as_str()
+            .and_then(|u| u.strip_prefix("system:node:"))
+        else {
+            continue;
+        };
+        let verb = ev["verb"].as_str().unwrap_or("");
+        let at = ev["stageTimestamp"].as_str().unwrap_or("");
+        if !node(name)
+            || ev["objectRef"]["resource"] != "leases"
+            || !matches!(verb, "patch" | "update")
+            || ev["stage"] != "ResponseComplete"
+            || at < from
+            || at >= to
+        {
+            continue;
+        }
+        let Ok(t) = at.parse::<k8s_openapi::jiff::Timestamp>() else {
+            continue;
+        };
+        times
+            .entry(name.to_string())
+            .or_default()
+            .push(t.as_millisecond() as f64 / 1000.0);
+    }
+    let mut gaps: Vec<f64> = times
+        .values_mut()
+        .flat_map(|ts| {
+            ts.sort_by(f64::total_cmp);
+            ts.windows(2).map(|w| w[1] - w[0]).collect::<Vec<_>>()
+        })
+        .collect();
+    gaps.sort_by(f64::total_cmp);
+    gaps
 }
 
 /// The pid of this control plane's kube-apiserver (its command line names
