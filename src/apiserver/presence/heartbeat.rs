@@ -38,7 +38,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use http::{Method, StatusCode};
-use k8s_openapi::api::core::v1::{ContainerImage, Node, NodeStatus, Taint};
+use k8s_openapi::api::core::v1::{ContainerImage, Node, NodeCondition, NodeStatus, Taint};
 use k8s_openapi::jiff::Timestamp;
 
 use super::csi_node;
@@ -558,7 +558,7 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                     self.cfg.report_frequency,
                 )
             {
-                let body = status_patch(&status, last_posted.as_ref());
+                let body = status_patch(&status, last_posted.as_ref(), api_disagrees);
                 // The answer is not read: its metadata alone is asked for.
                 match Box::pin(self.send_accepting(
                     Method::PATCH,
@@ -699,19 +699,67 @@ fn decode_json<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Resul
     serde_json::from_str(text).map_err(|e| format!("decoding {what}: {e}"))
 }
 
-/// `PATCH nodes/<name>/status`: the status as a strategic merge patch
-/// (conditions and addresses merge by their keys). `images` is left out
-/// when it is what `last_posted` had (the largest part of a Node status
-/// is written only when it changed).
-fn status_patch(status: &NodeStatus, last_posted: Option<&NodeStatus>) -> Vec<u8> {
-    let unchanged = last_posted.is_some_and(|l| l.images == status.images);
-    let mut status = crate::pod::to_json_value(status).unwrap_or_default();
-    if unchanged {
-        if let Some(s) = status.as_object_mut() {
-            s.remove("images");
+/// `PATCH nodes/<name>/status`: a strategic merge patch of what changed
+/// since `last_posted`, shaped as kubelet's (a two-way merge patch between
+/// the Node it read and the one it computed):
+/// - a field of the status only when it changed (`images`, the largest,
+///   is written only when the runtime's images changed);
+/// - every condition, whole when it changed beyond its heartbeat, else its
+///   `type` and `lastHeartbeatTime` alone, with
+///   `$setElementOrder/conditions` naming them all in order;
+/// - every condition whole when `whole_conditions` (the API server's
+///   conditions are not what was posted: the node lifecycle controller's
+///   `Unknown` after a stale Lease) or nothing was posted yet.
+///
+/// So the five-minute report is the heartbeats, not the whole status.
+fn status_patch(
+    status: &NodeStatus,
+    last_posted: Option<&NodeStatus>,
+    whole_conditions: bool,
+) -> Vec<u8> {
+    use serde_json::{json, Map, Value};
+    let object = |s: &NodeStatus| match crate::pod::to_json_value(s) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    let before = last_posted.map(object).unwrap_or_default();
+    let mut patch = Map::new();
+    for (key, value) in object(status) {
+        if key != "conditions" && before.get(&key) != Some(&value) {
+            patch.insert(key, value);
         }
     }
-    serde_json::to_vec(&serde_json::json!({ "status": status })).unwrap_or_default()
+    if let Some(conditions) = status.conditions.as_deref() {
+        let posted = last_posted
+            .and_then(|l| l.conditions.as_deref())
+            .filter(|_| !whole_conditions)
+            .unwrap_or_default();
+        let order: Vec<Value> = conditions
+            .iter()
+            .map(|c| json!({ "type": c.type_ }))
+            .collect();
+        let list: Vec<Value> = conditions
+            .iter()
+            .map(|c| {
+                let whole = crate::pod::to_json_value(c).unwrap_or_default();
+                let heartbeat_only = posted.iter().any(|p| {
+                    p.type_ == c.type_
+                        && NodeCondition {
+                            last_heartbeat_time: c.last_heartbeat_time.clone(),
+                            ..p.clone()
+                        } == *c
+                });
+                if heartbeat_only {
+                    json!({ "lastHeartbeatTime": whole["lastHeartbeatTime"], "type": c.type_ })
+                } else {
+                    whole
+                }
+            })
+            .collect();
+        patch.insert("$setElementOrder/conditions".into(), Value::Array(order));
+        patch.insert("conditions".into(), Value::Array(list));
+    }
+    serde_json::to_vec(&json!({ "status": patch })).unwrap_or_default()
 }
 
 fn ready_word(s: &NodeStatus) -> &'static str {
@@ -754,7 +802,7 @@ mod tests {
             ..Default::default()
         };
         let patch = |s: &NodeStatus, last: Option<&NodeStatus>| -> serde_json::Value {
-            serde_json::from_slice(&status_patch(s, last)).unwrap()
+            serde_json::from_slice(&status_patch(s, last, false)).unwrap()
         };
         let a = status(vec![image("a")]);
         let b = status(vec![image("a"), image("b")]);
@@ -762,6 +810,76 @@ mod tests {
         assert!(patch(&a, Some(&NodeStatus::default()))["status"]["images"].is_array());
         assert!(patch(&a, Some(&a))["status"].get("images").is_none());
         assert_eq!(patch(&b, Some(&a))["status"]["images"][1]["names"][0], "b");
+    }
+
+    #[test]
+    fn a_status_patch_after_a_post_carries_the_heartbeats_and_what_changed_alone() {
+        let at = |secs: i64| {
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                Timestamp::from_second(secs).unwrap(),
+            )
+        };
+        let condition = |type_: &str, status: &str, heartbeat: i64| NodeCondition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: Some(format!("Reason{status}")),
+            message: Some("m".into()),
+            last_heartbeat_time: Some(at(heartbeat)),
+            last_transition_time: Some(at(1)),
+        };
+        let node = |ready: &str, heartbeat: i64, pods: &str| NodeStatus {
+            conditions: Some(vec![
+                condition("MemoryPressure", "False", heartbeat),
+                condition("Ready", ready, heartbeat),
+            ]),
+            capacity: Some(
+                [(
+                    "pods".to_string(),
+                    k8s_openapi::apimachinery::pkg::api::resource::Quantity(pods.into()),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        let patch = |s: &NodeStatus, last: Option<&NodeStatus>, whole: bool| -> serde_json::Value {
+            serde_json::from_slice(&status_patch(s, last, whole)).unwrap()
+        };
+        let posted = node("True", 100, "110");
+
+        // The five-minute report: the heartbeats, in kubelet's shape.
+        let report = patch(&node("True", 400, "110"), Some(&posted), false);
+        assert_eq!(
+            report,
+            serde_json::json!({"status": {
+                "$setElementOrder/conditions": [{"type": "MemoryPressure"}, {"type": "Ready"}],
+                "conditions": [
+                    {"type": "MemoryPressure", "lastHeartbeatTime": "1970-01-01T00:06:40Z"},
+                    {"type": "Ready", "lastHeartbeatTime": "1970-01-01T00:06:40Z"},
+                ],
+            }})
+        );
+
+        // A condition that flipped goes whole, a changed field goes too.
+        let flipped = patch(&node("False", 400, "100"), Some(&posted), false);
+        let conditions = flipped["status"]["conditions"].as_array().unwrap();
+        assert_eq!(conditions[0].as_object().unwrap().len(), 2);
+        assert_eq!(conditions[1]["status"], "False");
+        assert_eq!(conditions[1]["reason"], "ReasonFalse");
+        assert_eq!(flipped["status"]["capacity"]["pods"], "100");
+
+        // Nothing posted yet, or the API server's conditions are not what
+        // was posted: every condition whole, every field.
+        for p in [
+            patch(&node("True", 400, "110"), None, false),
+            patch(&node("True", 400, "110"), Some(&posted), true),
+        ] {
+            let conditions = p["status"]["conditions"].as_array().unwrap();
+            assert!(conditions.iter().all(|c| c["reason"].is_string()));
+        }
+        assert_eq!(
+            patch(&node("True", 400, "110"), None, false)["status"]["capacity"]["pods"],
+            "110"
+        );
     }
 
     #[test]
