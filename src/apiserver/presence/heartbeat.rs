@@ -511,7 +511,13 @@ impl<H: RuntimeHealth> Heartbeat<H> {
         // The watch's deliveries when the last status was posted: the API's
         // conditions are compared once the watch brought something newer.
         let mut delivered_at_post = 0u64;
+        // A post failed, or the link was down, since the last post that
+        // succeeded: the API server's conditions may be another's (the node
+        // lifecycle controller's `Unknown`) before the watch says so, so the
+        // next post writes every condition whole.
+        let mut uncertain = false;
         loop {
+            uncertain |= self.client.link().is_down();
             if !csinode_done {
                 csinode_done = Box::pin(self.csinode_step(&mut csinode_logged)).await;
             }
@@ -558,7 +564,7 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                     self.cfg.report_frequency,
                 )
             {
-                let body = status_patch(&status, last_posted.as_ref(), api_disagrees);
+                let body = status_patch(&status, last_posted.as_ref(), api_disagrees || uncertain);
                 // The answer is not read: its metadata alone is asked for.
                 match Box::pin(self.send_accepting(
                     Method::PATCH,
@@ -586,8 +592,10 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                         last_posted = Some(status);
                         posted_at = Instant::now();
                         delivered_at_post = delivered;
+                        uncertain = false;
                     }
                     Ok((c, body)) => {
+                        uncertain = true;
                         let e = ApiError::from_reply(c.as_u16(), &body).to_string();
                         if logged.as_deref() != Some(e.as_str()) {
                             log::warn!("posting node status: {e}; will retry");
@@ -595,6 +603,7 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                         }
                     }
                     Err(e) => {
+                        uncertain = true;
                         if !self.client.link().is_down() && logged.as_deref() != Some(e.as_str()) {
                             log::warn!("posting node status: {e}; will retry");
                             logged = Some(e);
@@ -708,8 +717,10 @@ fn decode_json<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Resul
 ///   `type` and `lastHeartbeatTime` alone, with
 ///   `$setElementOrder/conditions` naming them all in order;
 /// - every condition whole when `whole_conditions` (the API server's
-///   conditions are not what was posted: the node lifecycle controller's
-///   `Unknown` after a stale Lease) or nothing was posted yet.
+///   conditions may not be what was posted: the node lifecycle
+///   controller's `Unknown` after a stale Lease, seen by the watch or
+///   possible after a failed post or a link outage) or nothing was
+///   posted yet.
 ///
 /// So the five-minute report is the heartbeats, not the whole status.
 fn status_patch(
