@@ -696,19 +696,7 @@ fn node_requests(
     node: impl Fn(&str) -> bool,
 ) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
-    for line in audit.lines() {
-        let Ok(ev) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        let Some(name) = ev["user"]["username"]
-            .as_str()
-            .and_then(|u| u.strip_prefix("system:node:"))
-        else {
-            continue;
-        };
-        if !node(name) {
-            continue;
-        }
+    for (_, ev) in node_audit_events(audit, node) {
         let verb = ev["verb"].as_str().unwrap_or("");
         let stage = ev["stage"].as_str().unwrap_or("");
         let counted = if verb == "watch" {
@@ -730,26 +718,32 @@ fn node_requests(
     counts
 }
 
+/// The audit log's events of the nodes `node` names: each node's name
+/// (its `system:node:<name>` user) and the event.
+fn node_audit_events<'a>(
+    audit: &'a str,
+    node: impl Fn(&str) -> bool + 'a,
+) -> impl Iterator<Item = (String, serde_json::Value)> + 'a {
+    audit.lines().filter_map(move |line| {
+        let ev = serde_json::from_str::<serde_json::Value>(line).ok()?;
+        let name = ev["user"]["username"]
+            .as_str()?
+            .strip_prefix("system:node:")?
+            .to_string();
+        node(&name).then_some((name, ev))
+    })
+}
+
 /// The seconds between one node's consecutive Lease writes (a renewal's
 /// `patch` or `update`, as the audit log timed its answer) in `[from, to)`,
 /// every node's together, sorted. The renewal interval as the API server
 /// saw it, jitter and all.
 fn lease_renewal_gaps(audit: &str, from: &str, to: &str, node: impl Fn(&str) -> bool) -> Vec<f64> {
     let mut times: HashMap<String, Vec<f64>> = HashMap::new();
-    for line in audit.lines() {
-        let Ok(ev) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        let Some(name) = ev["user"]["username"]
-            .as_str()
-            .and_then(|u| u.strip_prefix("system:node:"))
-        else {
-            continue;
-        };
+    for (name, ev) in node_audit_events(audit, node) {
         let verb = ev["verb"].as_str().unwrap_or("");
         let at = ev["stageTimestamp"].as_str().unwrap_or("");
-        if !node(name)
-            || ev["objectRef"]["resource"] != "leases"
+        if ev["objectRef"]["resource"] != "leases"
             || !matches!(verb, "patch" | "update")
             || ev["stage"] != "ResponseComplete"
             || at < from
@@ -761,7 +755,7 @@ fn lease_renewal_gaps(audit: &str, from: &str, to: &str, node: impl Fn(&str) -> 
             continue;
         };
         times
-            .entry(name.to_string())
+            .entry(name)
             .or_default()
             .push(t.as_millisecond() as f64 / 1000.0);
     }
