@@ -734,9 +734,15 @@ fn status_patch(
         _ => Map::new(),
     };
     let before = last_posted.map(object).unwrap_or_default();
+    let mut ours = object(status);
+    // The conditions as serialized with the rest, one per `status`'s.
+    let serialized = match ours.remove("conditions") {
+        Some(Value::Array(list)) => list,
+        _ => Vec::new(),
+    };
     let mut patch = Map::new();
-    for (key, value) in object(status) {
-        if key != "conditions" && before.get(&key) != Some(&value) {
+    for (key, value) in ours {
+        if before.get(&key) != Some(&value) {
             patch.insert(key, value);
         }
     }
@@ -751,8 +757,8 @@ fn status_patch(
             .collect();
         let list: Vec<Value> = conditions
             .iter()
-            .map(|c| {
-                let whole = crate::pod::to_json_value(c).unwrap_or_default();
+            .zip(serialized)
+            .map(|(c, whole)| {
                 let heartbeat_only = posted.iter().any(|p| {
                     p.type_ == c.type_
                         && NodeCondition {
