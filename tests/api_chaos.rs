@@ -56,15 +56,11 @@ fn convergence_verdict(converged: Duration) -> String {
     )
 }
 /// How many dials to the API server failed in the outage going on, as
-/// `picolet get node` says (`apiServer.failedAttempts`; 0 while it
-/// answers).
+/// the admin socket's `GET /node` (`picolet get node`) says
+/// (`apiServer.failedAttempts`; 0 while it answers).
 fn failed_dials(p: &Picolet) -> Option<u64> {
-    let out = std::process::Command::new(harness::picolet_bin())
-        .args(["get", "node", "-o", "json", "--admin-socket"])
-        .arg(p.admin_socket())
-        .output()
-        .ok()?;
-    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+    let (_, body) = p.get("/node");
+    let v: Value = serde_json::from_str(&body).ok()?;
     v["apiServer"]["failedAttempts"].as_u64()
 }
 

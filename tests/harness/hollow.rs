@@ -103,18 +103,11 @@ impl Hollow {
             Ok(Some(status)) => eprintln!("--- picolet-hollow exited: {status} ---"),
             _ => eprintln!("--- picolet-hollow still runs ---"),
         }
-        let log = fs::read_to_string(self.log_path()).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        let from = lines.len().saturating_sub(LOG_TAIL_LINES);
         eprintln!(
-            "--- the last {} lines of {} ---",
-            lines.len() - from,
-            self.log_path().display()
+            "--- hollow log tail ({}) ---\n{}\n--- end of the hollow log ---",
+            self.log_path().display(),
+            super::tail(&self.log_path(), LOG_TAIL_LINES)
         );
-        for line in &lines[from..] {
-            eprintln!("{line}");
-        }
-        eprintln!("--- end of the hollow log ---");
     }
 
     /// The process's log.
