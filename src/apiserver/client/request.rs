@@ -210,13 +210,15 @@ impl ApiError {
         }
     }
 
-    /// From an HTTP reply: the body's `metav1.Status` if it is one, else
-    /// the status line and a snippet of the body.
+    /// From an HTTP reply: the body's `metav1.Status` (JSON or protobuf)
+    /// if it is one, else the status line and a snippet of the body.
     pub fn from_reply(code: u16, body: &[u8]) -> Self {
         // from_str: the one JSON entry point (see `watch`).
+        // A watch that asked for protobuf may get its error in protobuf.
         let parsed = std::str::from_utf8(body)
             .ok()
-            .and_then(|t| serde_json::from_str::<Status>(t).ok());
+            .and_then(|t| serde_json::from_str::<Status>(t).ok())
+            .or_else(|| super::protobuf::status(body).ok());
         if let Some(s) = parsed {
             if s.reason.is_some() || s.message.is_some() {
                 let mut e = ApiError::from_status(&s);

@@ -122,7 +122,7 @@ pub struct Body {
 }
 
 /// What every request asks for unless it says otherwise.
-const JSON: &str = "application/json";
+pub const JSON: &str = "application/json";
 
 /// A buffered answer.
 #[derive(Clone, Debug)]
@@ -282,14 +282,17 @@ impl Client {
     ) -> Result<Response, TransportError> {
         let what = format!("{method} {path_and_query}");
         let exchange = async {
-            let (status, incoming, h1) = self
+            let a = self
                 .send(method, path_and_query, body, accept, &what)
                 .await?;
-            let body = collect(incoming, limit, &what, &self.inner.stats).await?;
-            if let Some(s) = h1 {
+            let body = collect(a.body, limit, &what, &self.inner.stats).await?;
+            if let Some(s) = a.h1 {
                 self.give_back(s);
             }
-            Ok(Response { status, body })
+            Ok(Response {
+                status: a.status,
+                body,
+            })
         };
         // Boxed: a TLS dial and an HTTP exchange make a large future.
         match rt::timeout(deadline, Box::pin(exchange)).await {
@@ -301,28 +304,33 @@ impl Client {
         }
     }
 
-    /// Sends a GET whose body is read as it comes (a watch). The deadline
-    /// covers the headers and every later read.
+    /// Sends a GET whose body is read as it comes (a watch), asking for
+    /// it as `accept` (JSON, or [`PROTOBUF_OR_JSON`]: the stream says which
+    /// came, [`BodyStream::protobuf`]). The deadline covers the headers and
+    /// every later read.
+    ///
+    /// [`PROTOBUF_OR_JSON`]: super::protobuf::PROTOBUF_OR_JSON
     pub async fn stream(
         &self,
         path_and_query: &str,
+        accept: &'static str,
         deadline: Duration,
     ) -> Result<BodyStream, TransportError> {
         let what = format!("GET {path_and_query}");
         let until = Instant::now() + deadline;
         let sent = rt::timeout(
             deadline,
-            Box::pin(self.send(Method::GET, path_and_query, None, JSON, &what)),
+            Box::pin(self.send(Method::GET, path_and_query, None, accept, &what)),
         )
         .await;
         match sent {
-            Some(Ok((status, body, h1))) => Ok(BodyStream::new(
-                status,
-                body,
+            Some(Ok(a)) => Ok(BodyStream::new(
+                (a.status, a.protobuf),
+                a.body,
                 (until, deadline),
                 what,
                 self.clone(),
-                h1,
+                a.h1,
             )),
             Some(Err(e)) => Err(e),
             None => Err(TransportError::Timeout {
@@ -339,7 +347,7 @@ impl Client {
         body: Option<Body>,
         accept: &'static str,
         what: &str,
-    ) -> Result<(StatusCode, Incoming, Option<http1::SendRequest<ReqBody>>), TransportError> {
+    ) -> Result<Answer, TransportError> {
         let sender = Box::pin(self.sender()).await?;
         let is_h2 = matches!(sender, Sender::H2(_));
         let req = self.build(method, path_and_query, body, accept, is_h2, what)?;
@@ -359,15 +367,13 @@ impl Client {
                 }
                 let resp = r.map_err(http)?;
                 self.answered();
-                let (parts, body) = resp.into_parts();
-                Ok((parts.status, body, None))
+                Ok(Answer::of(resp, None))
             }
             Sender::H1(mut s) => {
                 s.ready().await.map_err(http)?;
                 let resp = s.send_request(req).await.map_err(http)?;
                 self.answered();
-                let (parts, body) = resp.into_parts();
-                Ok((parts.status, body, Some(s)))
+                Ok(Answer::of(resp, Some(s)))
             }
         }
     }
@@ -600,6 +606,33 @@ fn log_reachability(server: &str, said: link::Reachability, error: Option<&Trans
             "API server {server} answers again after {}s unreachable ({failures} failed attempts)",
             down_for.as_secs()
         ),
+    }
+}
+
+/// What [`Client::send`] got back: the status, whether the body is the
+/// API server's protobuf (its `Content-Type`), the body, and the HTTP/1.1
+/// connection it came on (given back once the body is read).
+struct Answer {
+    status: StatusCode,
+    protobuf: bool,
+    body: Incoming,
+    h1: Option<http1::SendRequest<ReqBody>>,
+}
+
+impl Answer {
+    fn of(resp: http::Response<Incoming>, h1: Option<http1::SendRequest<ReqBody>>) -> Self {
+        let (parts, body) = resp.into_parts();
+        let protobuf = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(super::protobuf::is_protobuf);
+        Answer {
+            status: parts.status,
+            protobuf,
+            body,
+            h1,
+        }
     }
 }
 

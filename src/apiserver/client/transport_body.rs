@@ -52,6 +52,8 @@ pub(super) async fn collect(
 /// A streamed answer (a watch): its status and its body as it comes.
 pub struct BodyStream {
     pub status: StatusCode,
+    /// The body is the API server's protobuf (its `Content-Type`), not JSON.
+    pub protobuf: bool,
     body: Incoming,
     deadline: Instant,
     after: Duration,
@@ -71,11 +73,12 @@ impl fmt::Debug for BodyStream {
 }
 
 impl BodyStream {
-    /// The stream of `body`, read until `deadline` (`.0`, the instant;
+    /// The stream of `body` (with its status, and whether it is
+    /// protobuf), read until `deadline` (`.0`, the instant;
     /// `.1`, the request's deadline as given, for the error), counted in
     /// `client`'s stats; `h1` is its HTTP/1.1 connection.
     pub(super) fn new(
-        status: StatusCode,
+        (status, protobuf): (StatusCode, bool),
         body: Incoming,
         deadline: (Instant, Duration),
         what: String,
@@ -84,6 +87,7 @@ impl BodyStream {
     ) -> Self {
         BodyStream {
             status,
+            protobuf,
             body,
             deadline: deadline.0,
             after: deadline.1,

@@ -25,16 +25,47 @@ use serde::Serialize;
 
 use super::disk_cache::{Cache, Loaded};
 use super::reflector::{Event, Failure, Input, Next, Object, ObjectKey, Reflector, Request};
-use super::watch::{self, Decoder, WatchEvent};
+use super::watch::{self, DecodeError, WatchEvent};
+use super::watch_proto;
+use crate::apiserver::client::protobuf::PROTOBUF_OR_JSON;
 use crate::apiserver::client::request::{ApiError, Selectors};
-use crate::apiserver::client::transport::{BodyStream, Client, BODY_LIMIT, ERROR_BODY_LIMIT};
+use crate::apiserver::client::transport::{BodyStream, Client, BODY_LIMIT, ERROR_BODY_LIMIT, JSON};
 
 /// During a watch, the sync point is written at most this often.
 pub const RESOURCE_VERSION_PERSIST: Duration = Duration::from_secs(300);
 
-struct Flight {
+struct Flight<K> {
     body: BodyStream,
-    decoder: Decoder,
+    decoder: EventDecoder<K>,
+}
+
+/// The decoder of the watch in flight: the body's encoding, as answered.
+enum EventDecoder<K> {
+    Json(watch::Decoder),
+    Protobuf(watch_proto::Decoder, watch_proto::Reader<K>),
+}
+
+impl<K: serde::de::DeserializeOwned> EventDecoder<K> {
+    fn push(&mut self, chunk: &[u8]) {
+        match self {
+            EventDecoder::Json(d) => d.push(chunk),
+            EventDecoder::Protobuf(d, _) => d.push(chunk),
+        }
+    }
+
+    fn next_event(&mut self) -> Option<Result<WatchEvent<K>, DecodeError>> {
+        match self {
+            EventDecoder::Json(d) => d.next_event::<K>(),
+            EventDecoder::Protobuf(d, read) => d.next_event(*read),
+        }
+    }
+
+    fn finish(&self) -> Result<(), DecodeError> {
+        match self {
+            EventDecoder::Json(d) => d.finish(),
+            EventDecoder::Protobuf(d, _) => d.finish(),
+        }
+    }
 }
 
 /// One resource's list/watch loop.
@@ -45,7 +76,9 @@ pub struct Informer<K> {
     reflector: Reflector<K>,
     cache: Option<Cache>,
     next: Next,
-    flight: Option<Flight>,
+    flight: Option<Flight<K>>,
+    /// Watches ask for protobuf, read by this (see [`Informer::with_protobuf_watch`]).
+    protobuf: Option<watch_proto::Reader<K>>,
     last_error: Option<String>,
     rv_persisted_at: Option<Instant>,
 }
@@ -81,6 +114,7 @@ where
             cache,
             next: Next::Continue,
             flight: None,
+            protobuf: None,
             last_error: None,
             rv_persisted_at: None,
         }
@@ -89,6 +123,15 @@ where
     /// Replaces the reflector (e.g. one built `without_streaming_list`).
     pub fn with_reflector(mut self, f: impl FnOnce(Reflector<K>) -> Reflector<K>) -> Self {
         self.reflector = f(self.reflector);
+        self
+    }
+
+    /// Watches (a streaming list's initial events included) ask for the
+    /// API server's protobuf, read by `read`; a server that answers JSON
+    /// is read as JSON. LISTs stay JSON. For a resource whose watch costs
+    /// a metered uplink (the node's own Node: docs/fleet.md).
+    pub fn with_protobuf_watch(mut self, read: watch_proto::Reader<K>) -> Self {
+        self.protobuf = Some(read);
         self
     }
 
@@ -200,7 +243,11 @@ where
                 },
             };
         }
-        match self.client.stream(&path, deadline).await {
+        let accept = match self.protobuf {
+            Some(_) => PROTOBUF_OR_JSON,
+            None => JSON,
+        };
+        match self.client.stream(&path, accept, deadline).await {
             Err(e) => self.failed(Failure::Transport, e.to_string()),
             Ok(body) if body.status != StatusCode::OK => {
                 let code = body.status.as_u16();
@@ -210,10 +257,13 @@ where
                 self.failed(Failure::Status(e), text)
             }
             Ok(body) => {
-                self.flight = Some(Flight {
-                    body,
-                    decoder: Decoder::default(),
-                });
+                let decoder = match (self.protobuf, body.protobuf) {
+                    (Some(read), true) => {
+                        EventDecoder::Protobuf(watch_proto::Decoder::default(), read)
+                    }
+                    _ => EventDecoder::Json(watch::Decoder::default()),
+                };
+                self.flight = Some(Flight { body, decoder });
                 self.read().await
             }
         }
@@ -224,7 +274,7 @@ where
             let Some(f) = &mut self.flight else {
                 return Input::Tick;
             };
-            match f.decoder.next_event::<K>() {
+            match f.decoder.next_event() {
                 Some(Ok(WatchEvent::Error(e))) => {
                     let text = format!("watch of {}: {e}", self.collection);
                     if e.is_gone() {

@@ -82,6 +82,13 @@ pub enum DecodeError {
         source: serde_json::Error,
         snippet: String,
     },
+    #[error("malformed protobuf watch event of {length} bytes: {source}")]
+    MalformedProtobuf {
+        source: crate::apiserver::client::protobuf::ProtobufError,
+        length: usize,
+    },
+    #[error("watch event of unknown type {type_:?}")]
+    UnknownEventType { type_: String },
     #[error("watch stream ended in the middle of an event ({pending} bytes pending)")]
     Truncated { pending: usize },
     #[error("malformed list ({source}): {snippet}")]

@@ -11,52 +11,20 @@
 //! prost skips the others.
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use prost::Message;
 
+use crate::apiserver::client::protobuf::{self, Meta, ProtobufError, Time};
+
 /// What a renewal asks for: protobuf, which [`decode`] reads.
-pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
-
-/// The envelope's first bytes.
-const MAGIC: &[u8] = b"k8s\0";
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct Unknown {
-    #[prost(bytes = "vec", optional, tag = "2")]
-    raw: Option<Vec<u8>>,
-}
+pub const PROTOBUF: &str = protobuf::PROTOBUF;
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct ProtoLease {
     #[prost(message, optional, tag = "1")]
-    metadata: Option<ProtoMeta>,
+    metadata: Option<Meta>,
     #[prost(message, optional, tag = "2")]
     spec: Option<ProtoSpec>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct ProtoMeta {
-    #[prost(string, optional, tag = "1")]
-    name: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    namespace: Option<String>,
-    #[prost(string, optional, tag = "6")]
-    resource_version: Option<String>,
-    #[prost(message, repeated, tag = "13")]
-    owner_references: Vec<ProtoOwner>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct ProtoOwner {
-    #[prost(string, optional, tag = "1")]
-    kind: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    name: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    uid: Option<String>,
-    #[prost(string, optional, tag = "5")]
-    api_version: Option<String>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -66,62 +34,19 @@ struct ProtoSpec {
     #[prost(int32, optional, tag = "2")]
     lease_duration_seconds: Option<i32>,
     #[prost(message, optional, tag = "4")]
-    renew_time: Option<ProtoTime>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct ProtoTime {
-    #[prost(int64, optional, tag = "1")]
-    seconds: Option<i64>,
-    #[prost(int32, optional, tag = "2")]
-    nanos: Option<i32>,
-}
-
-/// Why an answer is not a protobuf Lease.
-#[derive(Debug, thiserror::Error)]
-pub enum LeaseProtoError {
-    #[error("the answer is not the API server's protobuf (no k8s envelope)")]
-    NoEnvelope,
-    #[error("decoding the protobuf Lease: {0}")]
-    Decode(#[from] prost::DecodeError),
+    renew_time: Option<Time>,
 }
 
 /// The Lease in `body` (the API server's protobuf answer), with the fields
 /// a renewal reads; the others are left unset.
-pub fn decode(body: &[u8]) -> Result<Lease, LeaseProtoError> {
-    let rest = body
-        .strip_prefix(MAGIC)
-        .ok_or(LeaseProtoError::NoEnvelope)?;
-    let unknown = Unknown::decode(rest)?;
-    let p = ProtoLease::decode(unknown.raw.unwrap_or_default().as_slice())?;
-    let meta = p.metadata.unwrap_or_default();
-    let owners: Vec<OwnerReference> = meta
-        .owner_references
-        .into_iter()
-        .map(|o| OwnerReference {
-            api_version: o.api_version.unwrap_or_default(),
-            kind: o.kind.unwrap_or_default(),
-            name: o.name.unwrap_or_default(),
-            uid: o.uid.unwrap_or_default(),
-            ..Default::default()
-        })
-        .collect();
+pub fn decode(body: &[u8]) -> Result<Lease, ProtobufError> {
+    let p = ProtoLease::decode(protobuf::unwrap(body)?.as_slice())?;
     Ok(Lease {
-        metadata: ObjectMeta {
-            name: meta.name,
-            namespace: meta.namespace,
-            resource_version: meta.resource_version,
-            owner_references: (!owners.is_empty()).then_some(owners),
-            ..Default::default()
-        },
+        metadata: p.metadata.unwrap_or_default().into_object_meta(),
         spec: p.spec.map(|s| LeaseSpec {
             holder_identity: s.holder_identity,
             lease_duration_seconds: s.lease_duration_seconds,
-            renew_time: s.renew_time.and_then(|t| {
-                Timestamp::new(t.seconds.unwrap_or(0), t.nanos.unwrap_or(0))
-                    .ok()
-                    .map(MicroTime)
-            }),
+            renew_time: s.renew_time.and_then(|t| t.timestamp()).map(MicroTime),
             ..Default::default()
         }),
     })
@@ -130,34 +55,29 @@ pub fn decode(body: &[u8]) -> Result<Lease, LeaseProtoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn encoded(lease: &ProtoLease) -> Vec<u8> {
-        let unknown = Unknown {
-            raw: Some(lease.encode_to_vec()),
-        };
-        let mut body = MAGIC.to_vec();
-        body.extend(unknown.encode_to_vec());
-        body
-    }
+    use crate::apiserver::client::protobuf::tests::enveloped;
+    use crate::apiserver::client::protobuf::Owner;
+    use k8s_openapi::jiff::Timestamp;
 
     #[test]
     fn a_protobuf_lease_reads_as_the_lease_a_renewal_needs() {
-        let body = encoded(&ProtoLease {
-            metadata: Some(ProtoMeta {
+        let body = enveloped(&ProtoLease {
+            metadata: Some(Meta {
                 name: Some("pi".into()),
                 namespace: Some("kube-node-lease".into()),
                 resource_version: Some("77".into()),
-                owner_references: vec![ProtoOwner {
+                owner_references: vec![Owner {
                     kind: Some("Node".into()),
                     name: Some("pi".into()),
                     uid: Some("u".into()),
                     api_version: Some("v1".into()),
                 }],
+                ..Default::default()
             }),
             spec: Some(ProtoSpec {
                 holder_identity: Some("pi".into()),
                 lease_duration_seconds: Some(40),
-                renew_time: Some(ProtoTime {
+                renew_time: Some(Time {
                     seconds: Some(1_700_000_000),
                     nanos: Some(5_000),
                 }),
@@ -179,8 +99,7 @@ mod tests {
     fn json_is_not_taken_for_a_protobuf_lease() {
         assert!(matches!(
             decode(br#"{"kind":"Lease"}"#),
-            Err(LeaseProtoError::NoEnvelope)
+            Err(ProtobufError::NoEnvelope)
         ));
-        assert!(decode(b"k8s\0\x12\x05ab").is_err());
     }
 }

@@ -3,7 +3,8 @@
 //! registers the Node and keeps its status and Lease fresh ([`heartbeat`]),
 //! Node events ([`node_events`]), the image list ([`node_images`]), the
 //! CSINode ([`csi_node`]), and the watch of the node's own Node object
-//! for labels and taints ([`node_watch`]).
+//! for labels and taints ([`node_watch`], read in protobuf by
+//! [`node_proto`]; the Lease's answer by [`lease_proto`]).
 //!
 //! Must not know: pods being run or the runtime; facts come in from the
 //! agent's node view.
@@ -15,4 +16,5 @@ pub mod lease_proto;
 pub mod node_events;
 pub mod node_images;
 pub mod node_object;
+pub mod node_proto;
 pub mod node_watch;

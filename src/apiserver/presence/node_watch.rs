@@ -4,7 +4,10 @@
 //!
 //! One [`Informer`] of `/api/v1/nodes?fieldSelector=metadata.name=<node>`
 //! (what the Node authorizer lets a `system:node:<name>` credential list and
-//! watch) over the shared [`Client`], with its own crash-safe [`Cache`]
+//! watch) over the shared [`Client`], watched in protobuf ([`node_proto`]:
+//! the whole Node comes back after each status report, and a bookmark each
+//! minute, whose JSON spells out an empty Node's every field; together
+//! about 0.7 KB a minute less on the wire, docs/fleet.md), with its own crash-safe [`Cache`]
 //! under the root dir: after a reboot with the link down, admission still
 //! knows the labels and taints the cluster last gave the node. Every change
 //! that admission would see differently ([`WatchedNode::admission_differs`]),
@@ -25,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use super::node_object::{NodeView, WatchedNode};
+use super::node_proto;
 use crate::apiserver::client::request::{collection_path, Selectors};
 use crate::apiserver::client::transport::Client;
 use crate::apiserver::listwatch::disk_cache::Cache;
@@ -116,7 +120,8 @@ impl NodeWatch {
             collection_path::<NodeView>(None),
             selectors(node_name),
             cache,
-        );
+        )
+        .with_protobuf_watch(node_proto::decode);
         NodeWatch {
             node_name: node_name.to_string(),
             informer,

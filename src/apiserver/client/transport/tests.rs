@@ -244,7 +244,7 @@ fn every_request_and_watch_shares_one_http2_connection() {
     rt::block_on(async {
         let srv = start_server(&pki, H2_AND_H1);
         let c = Client::new(&kubeconfig(&pki, srv.addr), Options::default()).unwrap();
-        let mut watch = c.stream("/watch", LONG).await.unwrap();
+        let mut watch = c.stream("/watch", JSON, LONG).await.unwrap();
         assert_eq!(watch.status, StatusCode::OK);
         let (a, b) = smol::future::zip(
             get(&c, "/api/v1/pods?limit=1"),
@@ -274,7 +274,7 @@ fn a_watch_stream_delivers_chunks_as_they_come_and_ends_cleanly() {
     rt::block_on(async {
         let srv = start_server(&pki, H2_AND_H1);
         let c = Client::new(&kubeconfig(&pki, srv.addr), Options::default()).unwrap();
-        let mut w = c.stream("/watch", LONG).await.unwrap();
+        let mut w = c.stream("/watch", JSON, LONG).await.unwrap();
         assert_eq!(w.chunk().await.unwrap().unwrap(), "first\n");
         let tx = srv.seen.watches.borrow()[0].clone();
         tx.send(Bytes::from_static(b"second\n")).await.unwrap();
@@ -291,7 +291,7 @@ fn http11_is_used_when_alpn_does_not_give_h2_one_connection_per_stream() {
     rt::block_on(async {
         let srv = start_server(&pki, H1_ONLY);
         let c = Client::new(&kubeconfig(&pki, srv.addr), Options::default()).unwrap();
-        let mut w = c.stream("/watch", LONG).await.unwrap();
+        let mut w = c.stream("/watch", JSON, LONG).await.unwrap();
         assert_eq!(c.protocol(), Some(Protocol::Http11));
         let r = get(&c, "/api/v1/pods?x=1").await.unwrap();
         let text = String::from_utf8(r.body).unwrap();
@@ -419,7 +419,10 @@ fn a_request_without_an_answer_ends_at_its_deadline() {
         // answer and the first chunk under qemu-user on a busy CI machine
         // (50 ms was not, on armv7), while the server then never sends
         // another chunk, so the deadline is still what ends it.
-        let mut w = c.stream("/watch", Duration::from_secs(3)).await.unwrap();
+        let mut w = c
+            .stream("/watch", JSON, Duration::from_secs(3))
+            .await
+            .unwrap();
         assert_eq!(w.chunk().await.unwrap().unwrap(), "first\n");
         let e = w.chunk().await.unwrap_err();
         assert!(matches!(e, TransportError::Timeout { .. }), "{e}");
@@ -436,7 +439,7 @@ fn an_error_status_is_a_response_with_its_body() {
         assert_eq!(r.status, StatusCode::BAD_GATEWAY);
         let e = crate::apiserver::client::request::ApiError::from_reply(r.status.as_u16(), &r.body);
         assert_eq!(e.message, "HTML page: 502 Bad Gateway");
-        let s = c.stream("/bad-gateway", LONG).await.unwrap();
+        let s = c.stream("/bad-gateway", JSON, LONG).await.unwrap();
         assert_eq!(s.status, StatusCode::BAD_GATEWAY);
         assert!(!s.collect(ERROR_BODY_LIMIT).await.unwrap().is_empty());
     });
@@ -458,8 +461,8 @@ fn a_blackholed_link_is_noticed_by_pings_and_one_new_connection_follows() {
             ..Options::default()
         };
         let c = Client::new(&kubeconfig(&pki, proxy.addr), options).unwrap();
-        let mut w1 = c.stream("/watch", LONG).await.unwrap();
-        let mut w2 = c.stream("/watch", LONG).await.unwrap();
+        let mut w1 = c.stream("/watch", JSON, LONG).await.unwrap();
+        let mut w2 = c.stream("/watch", JSON, LONG).await.unwrap();
         assert_eq!(w1.chunk().await.unwrap().unwrap(), "first\n");
         assert_eq!(w2.chunk().await.unwrap().unwrap(), "first\n");
         proxy.blackhole.set(true);
@@ -553,7 +556,7 @@ fn a_new_tls_setup_closes_the_connection_and_the_next_one_presents_the_new_certi
         without.client_certificate = None;
         without.client_key = None;
         let c = Client::new(&without, Options::default()).unwrap();
-        let mut watch = c.stream("/watch", LONG).await.unwrap();
+        let mut watch = c.stream("/watch", JSON, LONG).await.unwrap();
         assert_eq!(watch.chunk().await.unwrap().unwrap(), "first\n");
         assert_eq!(srv.seen.with_client_cert.get(), 0);
         c.set_tls(client_tls::setup(&kubeconfig(&pki, srv.addr)).unwrap());
