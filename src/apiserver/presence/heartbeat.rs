@@ -10,6 +10,10 @@
 //!   `status.images` comes from the runtime's `ListImages`, asked at most
 //!   every [`IMAGE_LIST_PERIOD`] (kubelet's image cache period); a patch
 //!   carries it only when it changed since the last status posted.
+//!   Posted at once, every condition whole, when the Node as its watch
+//!   delivers it has a condition otherwise (the node lifecycle
+//!   controller's `Unknown`); a delivery older than the Node our last
+//!   post produced is history the resumed watch replays, not news.
 //! - Events: `Starting` at start, the pressure conditions' events
 //!   (`NodeHasSufficientMemory`, ...) at start and when one flips,
 //!   `NodeAllocatableEnforced` once the agent limited `kubepods`, and
@@ -511,6 +515,11 @@ impl<H: RuntimeHealth> Heartbeat<H> {
         // The watch's deliveries when the last status was posted: the API's
         // conditions are compared once the watch brought something newer.
         let mut delivered_at_post = 0u64;
+        // The Node's resourceVersion after the last post (its answer's):
+        // a delivery older than that is history the watch replays after
+        // an outage (the controller's `Unknown` our post already
+        // answered), not the API server disagreeing now.
+        let mut version_at_post: Option<u64> = None;
         // A post failed, or the link was down, since the last post that
         // succeeded: the API server's conditions may be another's (the node
         // lifecycle controller's `Unknown`) before the watch says so, so the
@@ -548,7 +557,9 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                 .map(LatestNode::get)
                 .unwrap_or_default();
             let api_disagrees = delivered > delivered_at_post
-                && api.as_ref().is_some_and(|n| n.conditions_disagree(&status));
+                && api.as_ref().is_some_and(|n| {
+                    n.conditions_disagree(&status) && !n.older_than(version_at_post)
+                });
             if api_disagrees {
                 log::info!(
                     "node {}: the API server's conditions differ from the node's \
@@ -574,7 +585,8 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                 ))
                 .await
                 {
-                    Ok((c, _)) if c.is_success() => {
+                    Ok((c, answer)) if c.is_success() => {
+                        version_at_post = node_object::answered_version(&answer);
                         if logged.take().is_some() {
                             log::info!("node status posted again");
                         }

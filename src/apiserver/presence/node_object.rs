@@ -133,6 +133,19 @@ pub struct WatchedNode {
     pub conditions: Vec<(String, String)>,
 }
 
+/// The resourceVersion in a write's answer asked as [`METADATA_ONLY`]
+/// (protobuf `PartialObjectMetadata`); `None` when it is not one or not
+/// a decimal version.
+///
+/// [`METADATA_ONLY`]: crate::apiserver::client::request::METADATA_ONLY
+pub fn answered_version(answer: &[u8]) -> Option<u64> {
+    use crate::apiserver::client::protobuf::{self, MetaOnly};
+    use prost::Message;
+    let raw = protobuf::unwrap(answer).ok()?;
+    let meta = MetaOnly::decode(raw.as_slice()).ok()?.metadata?;
+    meta.resource_version?.parse().ok()
+}
+
 impl WatchedNode {
     /// The facts of `view` (as the watch last delivered it).
     pub fn of(view: &NodeView) -> WatchedNode {
@@ -149,6 +162,16 @@ impl WatchedNode {
                 .map(|c| (c.type_.clone(), c.status.clone()))
                 .collect(),
         }
+    }
+
+    /// Whether this Node is older than resourceVersion `version` (one our
+    /// own post produced): a delivery the watch replays, not news.
+    pub fn older_than(&self, version: Option<u64>) -> bool {
+        let mine = self
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok());
+        matches!((mine, version), (Some(m), Some(v)) if m < v)
     }
 
     /// Whether the API server's conditions disagree with `ours` (the status
