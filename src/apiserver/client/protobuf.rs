@@ -138,11 +138,19 @@ impl Meta {
 }
 
 /// Any top-level object, read for its metadata alone (field 1 in every
-/// Kubernetes type): a watch bookmark.
+/// Kubernetes type).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct MetaOnly {
     #[prost(message, optional, tag = "1")]
     pub metadata: Option<Meta>,
+}
+
+/// The metadata of the enveloped object in `object`, whatever its type: a
+/// watch bookmark, or a write's answer asked as `PartialObjectMetadata`
+/// ([`METADATA_ONLY`](super::request::METADATA_ONLY)).
+pub fn metadata(object: &[u8]) -> Result<Meta, ProtobufError> {
+    let m = MetaOnly::decode(unwrap(object)?.as_slice())?;
+    Ok(m.metadata.unwrap_or_default())
 }
 
 /// `metav1.Status`: what an error says.
@@ -223,6 +231,23 @@ pub(crate) mod tests {
             s.message.as_deref(),
             Some("too old resource version: 1 (5)")
         );
+    }
+
+    #[test]
+    fn any_object_reads_as_its_metadata_and_json_is_refused() {
+        let answer = enveloped(&MetaOnly {
+            metadata: Some(Meta {
+                name: Some("pi".into()),
+                resource_version: Some("4711".into()),
+                ..Default::default()
+            }),
+        });
+        let m = metadata(&answer).unwrap();
+        assert_eq!(m.resource_version.as_deref(), Some("4711"));
+        assert!(matches!(
+            metadata(br#"{"kind":"Status"}"#),
+            Err(ProtobufError::NoEnvelope)
+        ));
     }
 
     #[test]

@@ -324,14 +324,7 @@ impl Client {
         )
         .await;
         match sent {
-            Some(Ok(a)) => Ok(BodyStream::new(
-                (a.status, a.protobuf),
-                a.body,
-                (until, deadline),
-                what,
-                self.clone(),
-                a.h1,
-            )),
+            Some(Ok(a)) => Ok(BodyStream::new(a, (until, deadline), what, self.clone())),
             Some(Err(e)) => Err(e),
             None => Err(TransportError::Timeout {
                 what,
@@ -612,11 +605,11 @@ fn log_reachability(server: &str, said: link::Reachability, error: Option<&Trans
 /// What [`Client::send`] got back: the status, whether the body is the
 /// API server's protobuf (its `Content-Type`), the body, and the HTTP/1.1
 /// connection it came on (given back once the body is read).
-struct Answer {
-    status: StatusCode,
-    protobuf: bool,
-    body: Incoming,
-    h1: Option<http1::SendRequest<ReqBody>>,
+pub(super) struct Answer {
+    pub(super) status: StatusCode,
+    pub(super) protobuf: bool,
+    pub(super) body: Incoming,
+    pub(super) h1: Option<http1::SendRequest<ReqBody>>,
 }
 
 impl Answer {

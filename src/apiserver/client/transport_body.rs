@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::client::conn::http1;
 
-use super::transport::{Client, ReqBody, Stats, TransportError};
+use super::transport::{Answer, Client, ReqBody, Stats, TransportError};
 use crate::rt;
 
 /// The whole body, at most `limit` bytes.
@@ -73,18 +73,22 @@ impl fmt::Debug for BodyStream {
 }
 
 impl BodyStream {
-    /// The stream of `body` (with its status, and whether it is
-    /// protobuf), read until `deadline` (`.0`, the instant;
-    /// `.1`, the request's deadline as given, for the error), counted in
-    /// `client`'s stats; `h1` is its HTTP/1.1 connection.
+    /// The stream of `answer`'s body, read until `deadline` (`.0`, the
+    /// instant; `.1`, the request's deadline as given, for the error),
+    /// counted in `client`'s stats; the answer's HTTP/1.1 connection, if
+    /// any, is the stream's own.
     pub(super) fn new(
-        (status, protobuf): (StatusCode, bool),
-        body: Incoming,
+        answer: Answer,
         deadline: (Instant, Duration),
         what: String,
         client: Client,
-        h1: Option<http1::SendRequest<ReqBody>>,
     ) -> Self {
+        let Answer {
+            status,
+            protobuf,
+            body,
+            h1,
+        } = answer;
         BodyStream {
             status,
             protobuf,

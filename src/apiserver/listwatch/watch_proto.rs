@@ -22,7 +22,7 @@
 use prost::Message;
 
 use super::watch::{Bookmark, DecodeError, WatchEvent, INITIAL_EVENTS_END, MAX_LINE};
-use crate::apiserver::client::protobuf::{self, MetaOnly, ProtobufError};
+use crate::apiserver::client::protobuf::{self, ProtobufError};
 use crate::apiserver::client::request::ApiError;
 
 /// Reads one object (its enveloped bytes) as the watched type.
@@ -105,11 +105,7 @@ pub fn decode_event<K>(frame: &[u8], read: Reader<K>) -> Result<WatchEvent<K>, D
         "MODIFIED" => WatchEvent::Modified(read(&object).map_err(malformed)?),
         "DELETED" => WatchEvent::Deleted(read(&object).map_err(malformed)?),
         "BOOKMARK" => {
-            let raw = protobuf::unwrap(&object).map_err(malformed)?;
-            let meta = MetaOnly::decode(raw.as_slice())
-                .map_err(|e| malformed(e.into()))?
-                .metadata
-                .unwrap_or_default();
+            let meta = protobuf::metadata(&object).map_err(malformed)?;
             WatchEvent::Bookmark(Bookmark {
                 resource_version: meta.resource_version.unwrap_or_default(),
                 initial_events_end: meta
@@ -133,12 +129,11 @@ pub fn decode_event<K>(frame: &[u8], read: Reader<K>) -> Result<WatchEvent<K>, D
 mod tests {
     use super::*;
     use crate::apiserver::client::protobuf::tests::enveloped;
-    use crate::apiserver::client::protobuf::Meta;
+    use crate::apiserver::client::protobuf::{Meta, MetaOnly};
 
     /// A reader of a test type: the object's name.
     fn name(object: &[u8]) -> Result<String, ProtobufError> {
-        let m = MetaOnly::decode(protobuf::unwrap(object)?.as_slice())?;
-        Ok(m.metadata.and_then(|m| m.name).unwrap_or_default())
+        Ok(protobuf::metadata(object)?.name.unwrap_or_default())
     }
 
     fn frame(type_: &str, object: Vec<u8>) -> Vec<u8> {

@@ -51,6 +51,7 @@ use super::node_images::{node_images, RuntimeImage};
 use super::node_object::{self, HugePages, NodeFacts, NodeView, Readiness, Resources};
 use super::node_watch::LatestNode;
 use crate::agent::RuntimeHealth;
+use crate::apiserver::client::protobuf;
 use crate::apiserver::client::request::{
     collection_path, object_path, ApiError, METADATA_ONLY, REQUEST_DEADLINE,
 };
@@ -586,7 +587,10 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                 .await
                 {
                     Ok((c, answer)) if c.is_success() => {
-                        version_at_post = node_object::answered_version(&answer);
+                        // The answer is the Node's metadata (METADATA_ONLY).
+                        version_at_post = protobuf::metadata(&answer)
+                            .ok()
+                            .and_then(|m| m.resource_version?.parse().ok());
                         if logged.take().is_some() {
                             log::info!("node status posted again");
                         }

@@ -16,9 +16,6 @@ use prost::Message;
 
 use crate::apiserver::client::protobuf::{self, Meta, ProtobufError, Time};
 
-/// What a renewal asks for: protobuf, which [`decode`] reads.
-pub const PROTOBUF: &str = protobuf::PROTOBUF;
-
 #[derive(Clone, PartialEq, prost::Message)]
 struct ProtoLease {
     #[prost(message, optional, tag = "1")]

@@ -133,19 +133,6 @@ pub struct WatchedNode {
     pub conditions: Vec<(String, String)>,
 }
 
-/// The resourceVersion in a write's answer asked as [`METADATA_ONLY`]
-/// (protobuf `PartialObjectMetadata`); `None` when it is not one or not
-/// a decimal version.
-///
-/// [`METADATA_ONLY`]: crate::apiserver::client::request::METADATA_ONLY
-pub fn answered_version(answer: &[u8]) -> Option<u64> {
-    use crate::apiserver::client::protobuf::{self, MetaOnly};
-    use prost::Message;
-    let raw = protobuf::unwrap(answer).ok()?;
-    let meta = MetaOnly::decode(raw.as_slice()).ok()?.metadata?;
-    meta.resource_version?.parse().ok()
-}
-
 impl WatchedNode {
     /// The facts of `view` (as the watch last delivered it).
     pub fn of(view: &NodeView) -> WatchedNode {

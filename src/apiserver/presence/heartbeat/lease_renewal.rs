@@ -17,6 +17,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 
 use super::{decode_json, wall_clock, Heartbeat, BODY_LIMIT, JSON, MERGE_PATCH};
 use crate::agent::RuntimeHealth;
+use crate::apiserver::client::protobuf;
 use crate::apiserver::client::request::{collection_path, object_path, ApiError, REQUEST_DEADLINE};
 use crate::apiserver::client::transport::Body;
 use crate::apiserver::presence::{lease, lease_proto};
@@ -116,7 +117,7 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                     Method::PATCH,
                     path,
                     Some(body),
-                    lease_proto::PROTOBUF,
+                    protobuf::PROTOBUF,
                     BODY_LIMIT,
                     REQUEST_DEADLINE,
                 )

@@ -376,18 +376,3 @@ fn a_replayed_node_older_than_our_last_post_is_history_not_disagreement() {
     let unversioned = WatchedNode::default();
     assert!(!unversioned.older_than(Some(100)));
 }
-
-#[test]
-fn a_metadata_only_answer_gives_the_version_our_post_produced() {
-    use crate::apiserver::client::protobuf::tests::enveloped;
-    use crate::apiserver::client::protobuf::{Meta, MetaOnly};
-    let answer = enveloped(&MetaOnly {
-        metadata: Some(Meta {
-            name: Some("pi".into()),
-            resource_version: Some("4711".into()),
-            ..Default::default()
-        }),
-    });
-    assert_eq!(answered_version(&answer), Some(4711));
-    assert_eq!(answered_version(br#"{"kind":"Status"}"#), None);
-}
