@@ -5,13 +5,18 @@
 //! - Dial back-off: 1 s doubling to 4 s; each wait is drawn within the
 //!   upper half of the current step ([`dial_wait`]), so it never exceeds
 //!   4 s and a fleet whose shared uplink returns does not dial in
-//!   lock-step. A failed TLS handshake is a failed dial like a refused
-//!   connect. The cap is what a node's return costs: the first dial after
-//!   the link comes back is at most 4 s away, however long the outage
-//!   was, so the node converges within about 5 s (the chaos soak measured
-//!   7.5 s with the cap at 30 s: the next dial was still seconds away). A
-//!   dial into a dead link costs a SYN; one every 2-4 s is nothing next
-//!   to a node's idle traffic, and only while the link is down.
+//!   lock-step. The wait counts from the failed dial's start
+//!   ([`next_dial`]): a dial that hung until its timeout is followed by
+//!   the next at once. A failed TLS handshake is a failed dial like a
+//!   refused connect. The cap is what a node's return costs: the first
+//!   dial after the link comes back is at most 4 s away, however long the
+//!   outage was, so the node converges within about 5 s (the chaos soak
+//!   measured 7.5 s with the cap at 30 s: the next dial was still seconds
+//!   away). The client dials again by itself at the back-off's end while
+//!   the link is down (`Client`'s redial), not when some loop's own
+//!   retry comes round (the Lease's is up to 7 s, a watch's 30 s). A dial
+//!   into a dead link costs a SYN; one every 2-4 s is nothing next to a
+//!   node's idle traffic, and only while the link is down.
 //! - Every successful exchange (a dial, or any answer with a status)
 //!   records the time and wakes the loops waiting out a back-off after a
 //!   link failure ([`Link::recovered`]): they retry within
@@ -109,6 +114,17 @@ impl OfflineLog {
 pub fn dial_wait(step: Duration, unit: f64) -> Duration {
     step.min(DIAL_BACKOFF_MAX)
         .mul_f64(0.5 + 0.5 * unit.clamp(0.0, 1.0))
+}
+
+/// When the next dial may start, after one that started at `started` and
+/// failed at `now`: [`dial_wait`] counts from the failed attempt's start,
+/// so attempts start at most once per back-off step. A dial that failed
+/// fast (a refused connect) waits out nearly the whole step; one that hung
+/// until its timeout (a blackholed link, longer than any step) is followed
+/// by the next at once, so one dial is always under way while the link is
+/// silent and the link's return is met by a handshake already sent.
+pub fn next_dial(started: Instant, now: Instant, step: Duration, unit: f64) -> Instant {
+    (started + dial_wait(step, unit)).max(now)
 }
 
 /// The next back-off step after `step`.
@@ -243,6 +259,11 @@ impl Link {
     /// A dial failed: the next one is not before `until`.
     pub fn backing_off(&self, until: Instant) {
         self.backoff_until.set(Some(until));
+    }
+
+    /// When the next dial may start, while a dial back-off is in force.
+    pub fn backoff_until(&self) -> Option<Instant> {
+        self.backoff_until.get()
     }
 
     pub fn last_success(&self) -> Option<Instant> {
@@ -423,6 +444,24 @@ mod tests {
         }
         // However long the outage, the next dial is at most 4 s away.
         assert!(dial_wait(Duration::from_secs(3600), 0.999) <= Duration::from_secs(4));
+    }
+
+    #[test]
+    fn the_back_off_counts_from_the_failed_dials_start_so_a_dial_that_hung_is_followed_at_once() {
+        let t0 = Instant::now();
+        let step = Duration::from_secs(4);
+        // Refused at once: the step's wait, from the start.
+        let refused = next_dial(t0, t0 + Duration::from_millis(5), step, 0.0);
+        assert_eq!(refused, t0 + Duration::from_secs(2));
+        // Failed after 3 s: only what is left of the wait.
+        let slow = next_dial(t0, t0 + Duration::from_secs(3), step, 0.999_999);
+        assert!(
+            slow > t0 + Duration::from_secs(3) && slow <= t0 + step,
+            "{slow:?}"
+        );
+        // Hung until the 10 s timeout: the next dial may start now.
+        let hung = t0 + Duration::from_secs(10);
+        assert_eq!(next_dial(t0, hung, step, 0.999_999), hung);
     }
 
     #[test]

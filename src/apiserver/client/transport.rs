@@ -13,8 +13,10 @@
 //! next request makes ONE new TLS handshake that all waiting requests share
 //! (a lock serialises dials). Failed dials (a refused connect, a cut TLS
 //! handshake alike) back off 1 s doubling to 4 s, each wait jittered
-//! within the upper half of its step and never above 4 s
-//! ([`link::dial_wait`], which says why 4 s); a request made during the window fails fast.
+//! within the upper half of its step, never above 4 s and counted from the
+//! failed dial's start ([`link::dial_wait`], which says why 4 s); a
+//! request made during the window fails fast, and the client itself dials
+//! again at the window's end until the link answers ([`Client::redial`]).
 //! Every answer is recorded on the shared [`Link`], which wakes the loops
 //! waiting out a back-off.
 //!
@@ -164,6 +166,8 @@ struct Inner {
     stats: Cell<Stats>,
     resolving: Rc<Cell<bool>>,
     link: Link,
+    /// A redial task is under way ([`Client::redial`]).
+    redialing: Cell<bool>,
 }
 
 /// A client for one API server; cheap to clone (shared state).
@@ -216,6 +220,7 @@ impl Client {
                 stats: Cell::new(Stats::default()),
                 resolving: Rc::new(Cell::new(false)),
                 link: Link::default(),
+                redialing: Cell::new(false),
             }),
         }
     }
@@ -252,6 +257,24 @@ impl Client {
     /// The protocol of the last connection (None before the first).
     pub fn protocol(&self) -> Option<Protocol> {
         self.inner.conn.borrow().protocol
+    }
+
+    /// Waits for a connection able to take a request (dialling if there is
+    /// none, or sharing the dial under way) within `deadline`, without
+    /// sending one. A request whose body stamps the time (a Lease
+    /// renewal's `renewTime`) builds it after this, so that a wait for the
+    /// link does not send a time from before the wait.
+    pub async fn connect(&self, deadline: Duration) -> Result<(), TransportError> {
+        match rt::timeout(deadline, Box::pin(self.sender())).await {
+            Some(r) => r.map(drop),
+            None => Err(TransportError::Connect {
+                server: self.inner.server.to_string(),
+                source: io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no connection within the deadline",
+                ),
+            }),
+        }
     }
 
     /// Sends a request and reads its whole body (at most `limit` bytes),
@@ -496,6 +519,7 @@ impl Client {
                 });
             }
         }
+        let started = Instant::now();
         let dialed = match rt::timeout(
             self.inner.options.connect_timeout,
             Box::pin(dial(
@@ -537,11 +561,13 @@ impl Client {
             }
             Err(e) => {
                 // Within the documented bounds: the step's upper half, at
-                // most DIAL_BACKOFF_MAX.
-                let until = Instant::now() + link::dial_wait(c.backoff, fastrand::f64());
+                // most DIAL_BACKOFF_MAX, counted from this dial's start.
+                let until = link::next_dial(started, Instant::now(), c.backoff, fastrand::f64());
                 c.next_attempt = Some(until);
                 c.backoff = link::next_step(c.backoff);
+                drop(c);
                 self.inner.link.backing_off(until);
+                self.redial();
                 let said = self.inner.link.dial_failed(Instant::now());
                 if let Some(said) = said {
                     log_reachability(&self.inner.server.to_string(), said, Some(&e));
@@ -556,6 +582,35 @@ impl Client {
                 Err(e)
             }
         }
+    }
+
+    /// After a failed dial: dials again at each back-off's end until a dial
+    /// succeeds (which wakes every loop waiting on [`Link::recovered`]), so
+    /// the link's return is found within the back-off (at most 4 s) and
+    /// not at the next retry of whichever loop comes first. One such task
+    /// at a time; it holds the client only while it dials, and ends with
+    /// the client, or once a connection is up.
+    fn redial(&self) {
+        if self.inner.redialing.replace(true) {
+            return;
+        }
+        let weak = Rc::downgrade(&self.inner);
+        rt::spawn(async move {
+            while let Some(at) = weak.upgrade().and_then(|i| i.conn.borrow().next_attempt) {
+                rt::sleep(at.saturating_duration_since(Instant::now())).await;
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                let client = Client { inner };
+                if client.ready_sender().is_some() || client.sender().await.is_ok() {
+                    break;
+                }
+            }
+            if let Some(inner) = weak.upgrade() {
+                inner.redialing.set(false);
+            }
+        })
+        .detach();
     }
 
     /// The API server answered: the link's record, and the line that

@@ -144,6 +144,22 @@ pub fn renew_wait(duration_seconds: i32, random: f64) -> Duration {
     renew_interval(duration_seconds).mul_f64(1.0 + 0.04 * random.clamp(0.0, 1.0))
 }
 
+/// The most a renewal waits once the link answers again after an outage:
+/// a quarter of the watches' [`crate::apiserver::client::link::RECOVERY_JITTER`],
+/// so that a returning node's first request is its renewal, which is what
+/// the node lifecycle controller waits for, and a fleet returning at once
+/// still does not renew in lock-step.
+pub const RECOVERY_JITTER: Duration = Duration::from_millis(250);
+
+/// Whether a renewal patch answered `code` is sent again as it was (the
+/// Lease we knew kept): the answer says the API server could not take the
+/// write now (429, a 5xx: overload, a timeout, etcd), not that the Lease
+/// differs. Any other failure reads the Lease first, as kubelet's lease
+/// controller does after a failed update.
+pub fn patch_again_after(code: u16) -> bool {
+    code == 429 || code >= 500
+}
+
 /// The wait before retry number `failures` (1 after the first failure) of
 /// a renewal.
 pub fn retry_delay(failures: u32, duration_seconds: i32) -> Duration {
@@ -230,6 +246,16 @@ mod tests {
         assert_eq!(renew_wait(40, 0.0), Duration::from_secs(10));
         assert_eq!(renew_wait(40, 0.5), Duration::from_millis(10_200));
         assert!(renew_wait(40, 0.999) < Duration::from_millis(10_400));
+    }
+
+    #[test]
+    fn a_renewal_the_api_server_could_not_take_is_sent_again_and_any_other_failure_reads_first() {
+        for code in [429, 500, 503, 504] {
+            assert!(patch_again_after(code), "{code}");
+        }
+        for code in [400, 401, 403, 404, 409, 422] {
+            assert!(!patch_again_after(code), "{code}");
+        }
     }
 
     #[test]

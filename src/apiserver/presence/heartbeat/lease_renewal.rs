@@ -1,16 +1,24 @@
 //! The Lease half of the heartbeat: `kube-node-lease/<node>` renewed every
 //! quarter of `nodeLeaseDurationSeconds` plus up to 4 % (kubelet's
-//! jitter), retried sooner after a failure, and at once (within a random
-//! second) when the link comes back. A renewal is a merge patch of
-//! `spec.renewTime` alone while the Lease is held as we hold it, its answer
-//! in protobuf ([`lease_proto`]); otherwise the Lease is read, created or
-//! replaced whole, as kubelet's lease controller does.
+//! jitter), retried sooner after a failure, and at once (within a quarter
+//! of a second, ahead of the watches' second) when the link comes back. A
+//! renewal is a merge patch of `spec.renewTime` alone while the Lease is
+//! held as we hold it, its answer in protobuf ([`lease_proto`]); otherwise
+//! the Lease is read, created or replaced whole, as kubelet's lease
+//! controller does.
+//!
+//! After a failure the Lease is read again before the next write, as
+//! kubelet does, unless the patch had no answer at all (the link) or the
+//! API server's answer says nothing of the Lease (a 5xx, a 429): the patch
+//! carries no precondition, so it is sent again as it was. A returning
+//! node's first request is then its renewal, not a read of a Lease it
+//! already knows: one round trip, at the moment a returning fleet makes
+//! the API server slowest.
 //!
 //! Must not know: the Node object or the pods; it shares the heartbeat's
 //! client and the node's UID.
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use http::{Method, StatusCode};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -33,7 +41,7 @@ impl<H: RuntimeHealth> Heartbeat<H> {
         let mut logged: Option<String> = None;
         loop {
             // Boxed, as in `run`: the exchange only takes memory while it runs.
-            match Box::pin(self.renew(&path, current.take(), duration)).await {
+            match Box::pin(self.renew(&path, &mut current, duration)).await {
                 Ok(l) => {
                     current = Some(l);
                     failures = 0;
@@ -57,7 +65,7 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                         // at the end of a back-off of up to 7 s.
                         smol::future::or(rt::sleep(retry), async {
                             link.recovered().await;
-                            rt::sleep(Duration::from_millis(fastrand::u64(0..1000))).await;
+                            rt::sleep(lease::RECOVERY_JITTER.mul_f64(fastrand::f64())).await;
                         })
                         .await;
                     } else {
@@ -69,19 +77,20 @@ impl<H: RuntimeHealth> Heartbeat<H> {
     }
 
     /// One renewal: patch the renew time of the Lease we know (or update
-    /// it whole when it is not held as we hold it), both with its
-    /// resourceVersion as precondition; or read it, or create it. A failed
-    /// renewal reads the Lease again.
+    /// it whole, with its resourceVersion as precondition, when it is not
+    /// held as we hold it); or read it, or create it. `slot` is taken; a
+    /// failed patch that says nothing of the Lease puts it back (module
+    /// docs), any other failure leaves it empty: the next renewal reads.
     async fn renew(
         &self,
         path: &str,
-        known: Option<Lease>,
+        slot: &mut Option<Lease>,
         duration: i32,
     ) -> Result<Lease, String> {
         let uid = self.node_uid.borrow().clone();
         let name = &self.cfg.node_name;
         let decode = |b: &[u8]| decode_json::<Lease>(b, "the Lease");
-        let known = match known {
+        let known = match slot.take() {
             Some(l) => l,
             None => {
                 let (code, body) = self.send(Method::GET, path, None).await?;
@@ -106,12 +115,20 @@ impl<H: RuntimeHealth> Heartbeat<H> {
         if lease::held_as(&known, name, uid.as_deref(), duration) {
             // Held as we hold it: move the renew time alone, the answer
             // in protobuf; the first such renewal also clears managedFields.
+            // The connection first, then the time: a renewal that waited
+            // out a dial (the link returning) must not carry the time it
+            // was begun, which would tell whoever reads the Lease that the
+            // node was last alive before its link came back.
+            if let Err(e) = self.client.connect(REQUEST_DEADLINE).await {
+                *slot = Some(known);
+                return Err(e.to_string());
+            }
             let trim = !self.lease_fields_trimmed.get();
             let body = Body {
                 content_type: MERGE_PATCH,
                 bytes: lease::renewal_patch(wall_clock(), trim),
             };
-            let r = self
+            let answer = self
                 .client
                 .request_accepting(
                     Method::PATCH,
@@ -121,14 +138,25 @@ impl<H: RuntimeHealth> Heartbeat<H> {
                     BODY_LIMIT,
                     REQUEST_DEADLINE,
                 )
-                .await
-                .map_err(|e| e.to_string())?;
+                .await;
+            let r = match answer {
+                Ok(r) => r,
+                Err(e) => {
+                    *slot = Some(known);
+                    return Err(e.to_string());
+                }
+            };
             return match r.status {
                 c if c.is_success() => {
                     self.lease_fields_trimmed.set(true);
                     lease_proto::decode(&r.body).map_err(|e| e.to_string())
                 }
-                c => Err(ApiError::from_reply(c.as_u16(), &r.body).to_string()),
+                c => {
+                    if lease::patch_again_after(c.as_u16()) {
+                        *slot = Some(known);
+                    }
+                    Err(ApiError::from_reply(c.as_u16(), &r.body).to_string())
+                }
             };
         }
         let l = lease::renewed(&known, name, uid.as_deref(), duration, wall_clock());
