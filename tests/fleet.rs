@@ -6,7 +6,10 @@
 //! Ready, 200 pods of a Deployment all reach Running on those nodes and
 //! become Ready (their readiness probes answer success on a hollow node), and
 //! after the Deployment is deleted every pod is gone from the API server
-//! and from every node (no stray pod left in any agent).
+//! and from every node (no stray pod left in any agent). A third test cuts
+//! one node's link until the node lifecycle controller marks the node
+//! `Unknown` and its pod not Ready, and checks both are Ready again once
+//! the link returns.
 //!
 //! It prints what it measured on the way (join and start times, the
 //! process's RSS and CPU per node) for the record; nothing is asserted on
@@ -285,11 +288,25 @@ fn ready_status(cp: &ControlPlane, name: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The `Ready` condition of pod `name` in `default`.
+fn pod_ready(cp: &ControlPlane, name: &str) -> Option<String> {
+    let p = cp.get_json(&["pod", name, "-n", "default"])?;
+    p["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")?["status"]
+        .as_str()
+        .map(str::to_string)
+}
+
 /// A link outage longer than the node lifecycle controller's grace period:
-/// the controller marks the node `Unknown`; once the link is back, the
-/// node posts its status at once because the watched Node disagrees with
-/// it, as kubelet's status update compares with the Node it reads. With
-/// `nodeStatusReportFrequency` at an hour, nothing else would post it.
+/// the controller marks the node `Unknown` and its pod not Ready; once the
+/// link is back, the node posts its status at once because the watched
+/// Node disagrees with it, as kubelet's status update compares with the
+/// Node it reads, and the pod's status because the watched pod disagrees
+/// with what the node last posted, as kubelet's status manager reconciles.
+/// With `nodeStatusReportFrequency` at an hour and a pod that does not
+/// change, nothing else would post either.
 #[test]
 fn a_node_marked_unknown_while_its_link_was_down_is_ready_again_once_the_link_returns() {
     let cp = ControlPlane::builder()
@@ -311,12 +328,24 @@ fn a_node_marked_unknown_while_its_link_was_down_is_ready_again_once_the_link_re
     wait_until("the node to be Ready", LONG, || {
         (ready_status(&cp, name)? == "True").then_some(())
     });
+    let pod = "steady";
+    cp.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {pod}\n  namespace: default\n\
+         spec:\n  nodeName: {name}\n  automountServiceAccountToken: false\n\
+         \x20 containers:\n  - name: app\n    image: docker.io/library/busybox:hollow\n"
+    ));
+    wait_until("the pod to be Ready", LONG, || {
+        (pod_ready(&cp, pod)? == "True").then_some(())
+    });
     proxy.blackhole();
     wait_until(
         "the node lifecycle controller to mark the node Unknown",
         LONG,
         || (ready_status(&cp, name)? == "Unknown").then_some(()),
     );
+    wait_until("the controller to mark the pod not Ready", LONG, || {
+        (pod_ready(&cp, pod)? == "False").then_some(())
+    });
     let user = format!("system:node:{name}");
     let before = cp.requests_by(&user).len();
     proxy.pass();
@@ -326,6 +355,13 @@ fn a_node_marked_unknown_while_its_link_was_down_is_ready_again_once_the_link_re
         ready.is_some(),
         "the node stayed {:?} after its link returned; log tail:\n{}",
         ready_status(&cp, name),
+        harness::tail(&hollow.log_path(), 30)
+    );
+    let pod_back = harness::poll_until(LONG, || (pod_ready(&cp, pod)? == "True").then_some(()));
+    assert!(
+        pod_back.is_some(),
+        "the pod stayed Ready={:?} after the node's link returned; log tail:\n{}",
+        pod_ready(&cp, pod),
         harness::tail(&hollow.log_path(), 30)
     );
     // For the record: what the node sent once its link was back.

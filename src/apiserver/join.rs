@@ -103,6 +103,14 @@ pub fn join<R: RuntimeService>(
         capacity,
     );
     agent.set_status_sink(status.clone());
+    status.set_on_disagreement({
+        let agent = Rc::downgrade(agent);
+        Rc::new(move |uid| {
+            if let Some(agent) = agent.upgrade() {
+                agent.pod_objects_changed(uid);
+            }
+        })
+    });
     show_link(agent, &client);
     let events = EventSync::new(
         client.clone(),
@@ -112,8 +120,16 @@ pub fn join<R: RuntimeService>(
     );
     agent.set_event_sink(events.clone());
     let (configs, tokens) = watch_referenced(cfg, agent, &client);
-    let source =
-        ApiPodSource::new(client.clone(), node_name, &cfg.root_dir, mirrors).with_configs(configs);
+    let source = ApiPodSource::new(client.clone(), node_name, &cfg.root_dir, mirrors)
+        .with_configs(configs)
+        .with_observer({
+            let status = Rc::downgrade(&status);
+            Rc::new(move |pod| {
+                if let Some(status) = status.upgrade() {
+                    status.observed(pod);
+                }
+            })
+        });
     // The Node's cached labels and taints reach admission before the pod
     // source delivers its cached pods.
     let node_watch = NodeWatch::new(client.clone(), node_name, &cfg.root_dir);

@@ -51,6 +51,7 @@ use std::rc::Rc;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 
 use super::mirror;
+use super::status_manager::KUBELET_CONDITIONS;
 use crate::apiserver::client::request::{collection_path, Selectors};
 use crate::apiserver::client::transport::Client;
 use crate::apiserver::listwatch::disk_cache::Cache;
@@ -80,7 +81,13 @@ pub struct ApiPodSource {
     seen: RefCell<BTreeMap<String, bool>>,
     /// Told the pods of every set, to watch what they reference.
     configs: Option<Rc<crate::apiserver::referenced::configs::ConfigWatches>>,
+    /// Shown every pod the watch delivers (the status sync compares its
+    /// status with the node's last patch).
+    observer: Option<PodObserver>,
 }
+
+/// Shown each pod the watch delivers ([`ApiPodSource::with_observer`]).
+pub type PodObserver = Rc<dyn Fn(&Pod)>;
 
 /// What the source keeps of one API pod, decided when the pod arrives (from
 /// the cache at start, then from each event).
@@ -148,11 +155,19 @@ impl ApiPodSource {
             invalid: RefCell::new(std::collections::BTreeSet::new()),
             seen: RefCell::new(BTreeMap::new()),
             configs: None,
+            observer: None,
         };
         for pod in restored {
             source.take(Event::Applied(pod));
         }
         source
+    }
+
+    /// Shows `observer` every pod the watch delivers, as the API server
+    /// has it (slimmed, [`slim`]).
+    pub fn with_observer(mut self, observer: PodObserver) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Watches the ConfigMaps and Secrets of the pods handed out, before
@@ -174,6 +189,9 @@ impl ApiPodSource {
                 let Some(key) = ObjectKey::of(&pod) else {
                     return;
                 };
+                if let Some(observe) = &self.observer {
+                    observe(&pod);
+                }
                 let before = self.pods.remove(&key);
                 let held = hold(
                     &key,
@@ -309,9 +327,13 @@ pub fn first_seen_terminal(seen: &mut BTreeMap<String, bool>, pod: &Pod) -> bool
 /// What the pod source keeps of an API pod, in its store and its cache:
 /// the object without `managedFields`, without kubectl's
 /// `last-applied-configuration` annotation (a second copy of the object),
-/// and with only the phase of its status (all [`first_seen_terminal`] reads;
-/// the node writes the status, it never reads it back). With 110 pods that
-/// was ~0.2 MiB of heap on a board that has a few (issue #8).
+/// and of its status only the phase (all [`first_seen_terminal`] reads),
+/// the conditions its readiness gates name, and the type and status alone
+/// of the kubelet-owned conditions (what the status sync compares with
+/// the node's last patch, [`StatusSync::observed`]). With 110 pods the
+/// whole status was ~0.2 MiB of heap on a board that has a few (issue #8).
+///
+/// [`StatusSync::observed`]: super::status_sync::StatusSync::observed
 pub fn slim(mut p: Pod) -> Pod {
     p.metadata.managed_fields = None;
     if let Some(a) = p.metadata.annotations.as_mut() {
@@ -320,10 +342,25 @@ pub fn slim(mut p: Pod) -> Pod {
             p.metadata.annotations = None;
         }
     }
-    let gates = gate_conditions(&p);
+    let mut conditions = gate_conditions(&p).unwrap_or_default();
+    let owned = p
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .into_iter()
+        .flatten()
+        .filter(|c| KUBELET_CONDITIONS.contains(&c.type_.as_str()))
+        .filter(|c| !conditions.iter().any(|g| g.type_ == c.type_))
+        .map(|c| PodCondition {
+            type_: c.type_.clone(),
+            status: c.status.clone(),
+            ..PodCondition::default()
+        })
+        .collect::<Vec<_>>();
+    conditions.extend(owned);
     p.status = p.status.map(|s| PodStatus {
         phase: s.phase,
-        conditions: gates,
+        conditions: (!conditions.is_empty()).then_some(conditions),
         ..PodStatus::default()
     });
     p
@@ -448,7 +485,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_conditions_of_readiness_gates_are_kept_and_no_other() {
+    fn the_conditions_of_readiness_gates_are_run_and_the_kubelet_owned_ones_only_kept_for_the_status_sync(
+    ) {
         let p: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "a", "uid": "u"},
             "spec": {"containers": [{"name": "c"}], "readinessGates": [{"conditionType": "example.com/lb"}]},
@@ -467,7 +505,7 @@ mod tests {
                 .unwrap_or_default()
         };
         assert_eq!(types(&desired(&p)), ["example.com/lb"]);
-        assert_eq!(types(&slim(p.clone())), ["example.com/lb"]);
+        assert_eq!(types(&slim(p.clone())), ["example.com/lb", "Ready"]);
         assert_eq!(desired(&slim(p.clone())), desired(&p));
         let mut flipped = p.clone();
         flipped
@@ -496,11 +534,15 @@ mod tests {
     }
 
     #[test]
-    fn the_store_keeps_a_pods_phase_but_not_its_status_or_kubectls_copy() {
+    fn the_store_keeps_a_pods_phase_and_condition_statuses_but_not_the_rest_or_kubectls_copy() {
         let p: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "a", "uid": "u", "managedFields": [{"manager": "kubectl"}],
                 "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}", "keep": "me"}},
-            "status": {"phase": "Running", "podIP": "10.0.0.1", "conditions": [{"type": "Ready", "status": "True"}]}
+            "status": {"phase": "Running", "podIP": "10.0.0.1", "conditions": [
+                {"type": "Ready", "status": "True", "reason": "r", "message": "m",
+                 "lastTransitionTime": "2026-12-07T00:00:00Z"},
+                {"type": "example.com/other", "status": "True"}
+            ]}
         }))
         .unwrap();
         let only_kubectls: Pod = serde_json::from_value(serde_json::json!({
@@ -515,7 +557,12 @@ mod tests {
         let status = s.status.unwrap();
         assert_eq!(status.phase.as_deref(), Some("Running"));
         assert_eq!(status.pod_ip, None);
-        assert_eq!(status.conditions, None);
+        // The type and status of Ready (the status sync compares them),
+        // nothing else of it, and no other writer's condition.
+        assert_eq!(
+            serde_json::to_value(&status.conditions).unwrap(),
+            serde_json::json!([{"type": "Ready", "status": "True"}])
+        );
     }
 
     #[test]

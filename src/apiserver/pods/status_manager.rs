@@ -16,6 +16,15 @@
 //! A status owed again without a change ([`StatusQueue::resend`], a
 //! mirror pod recreated) is handed in by the caller, who still has it.
 //!
+//! Someone else may write a status the node owns: the node lifecycle
+//! controller marks every pod of a node it lost not Ready. Like kubelet's
+//! status manager (`needsReconcile`), the queue then owes the node's
+//! status again: the watched pod, newer than the node's last accepted
+//! patch, whose phase or kubelet-owned conditions ([`OwnedFields`]) differ
+//! from that patch's, makes [`StatusQueue::disagrees`] forget what was
+//! sent, so the next status the agent hands over is sent even though it
+//! did not change.
+//!
 //! The PATCH body is a strategic merge patch of `status` with the pod's UID
 //! as a precondition (`metadata.uid`), as kubelet sends it, so a status
 //! never lands on a new pod that reuses the name: kube-apiserver v1.36
@@ -171,6 +180,52 @@ pub struct Pending {
 
 pub use super::status_digest::StatusDigest;
 
+/// The pod conditions a kubelet writes (kubelet's `PodConditionsByKubelet`
+/// and `PodReadyToStartContainers`); others belong to controllers.
+pub const KUBELET_CONDITIONS: [&str; 5] = [
+    "PodScheduled",
+    "Initialized",
+    "PodReadyToStartContainers",
+    "ContainersReady",
+    "Ready",
+];
+
+/// What of a pod status the node writes and another writer may change:
+/// the phase and the kubelet-owned conditions' statuses (times, reasons and
+/// messages aside).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OwnedFields {
+    phase: Option<String>,
+    conditions: Vec<(String, String)>,
+}
+
+impl OwnedFields {
+    pub fn of(status: &PodStatus) -> Self {
+        OwnedFields {
+            phase: status.phase.clone(),
+            conditions: status
+                .conditions
+                .iter()
+                .flatten()
+                .filter(|c| KUBELET_CONDITIONS.contains(&c.type_.as_str()))
+                .map(|c| (c.type_.clone(), c.status.clone()))
+                .collect(),
+        }
+    }
+
+    /// Whether `api`, the API server's status, still says what these
+    /// (the node's last patch) said: the same phase, and each of these
+    /// conditions with the same status. Conditions the node did not send
+    /// are not compared.
+    pub fn held_by(&self, api: &OwnedFields) -> bool {
+        (self.phase.is_none() || self.phase == api.phase)
+            && self
+                .conditions
+                .iter()
+                .all(|c| api.conditions.iter().any(|a| a == c))
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 struct PodEntry {
     key: Option<ObjectKey>,
@@ -178,6 +233,10 @@ struct PodEntry {
     /// The last version the API server accepted, and the digest of that
     /// status (`None` once it is owed again: [`StatusQueue::resend`]).
     sent: Option<(Option<StatusDigest>, u64)>,
+    /// What that status said of the fields another writer may change, and
+    /// the resourceVersion the API server gave the pod for it (when read
+    /// from its answer).
+    sent_fields: Option<(OwnedFields, Option<u64>)>,
 }
 
 /// The latest status per pod, not yet sent.
@@ -304,9 +363,51 @@ impl StatusQueue {
         if let Some((status, v)) = &e.pending {
             if *v == version {
                 e.sent = Some((Some(StatusDigest::of(status)), *v));
+                e.sent_fields = Some((OwnedFields::of(status), None));
                 e.pending = None;
             }
         }
+    }
+
+    /// The API server's answer to the last accepted status of pod `uid`
+    /// gave the pod `resource_version`: a watched copy not newer than it
+    /// predates that patch.
+    pub fn answered(&mut self, uid: &str, resource_version: u64) {
+        if let Some((_, rv)) = self.pods.get_mut(uid).and_then(|e| e.sent_fields.as_mut()) {
+            *rv = Some(resource_version);
+        }
+    }
+
+    /// The watch shows pod `uid` in the API server at `resource_version`
+    /// with `api`'s phase and conditions. When that copy is newer than the
+    /// node's last accepted patch (or that patch's version is unknown) and
+    /// no longer says what the patch said, the status is owed again: the
+    /// next [`StatusQueue::set`] is sent whatever its digest. True then,
+    /// so the caller has the status handed over again (or
+    /// [`StatusQueue::resend`]s it). Nothing happens while a status is
+    /// pending: it is about to be sent anyway.
+    pub fn disagrees(
+        &mut self,
+        uid: &str,
+        resource_version: Option<u64>,
+        api: &OwnedFields,
+    ) -> bool {
+        let Some(e) = self.pods.get_mut(uid) else {
+            return false;
+        };
+        let Some((fields, sent_rv)) = &e.sent_fields else {
+            return false;
+        };
+        let older =
+            matches!((resource_version, sent_rv), (Some(seen), Some(sent)) if seen <= *sent);
+        if e.pending.is_some() || older || fields.held_by(api) {
+            return false;
+        }
+        if let Some((digest, _)) = e.sent.as_mut() {
+            *digest = None;
+        }
+        e.sent_fields = None;
+        true
     }
 
     /// The pod is gone (deleted: 404, or another pod has its name: the
@@ -368,6 +469,73 @@ mod tests {
         assert!(q.next().is_none(), "equal to what the API server has");
         q.set("u1", key("a"), status("Succeeded"), 7);
         assert_eq!(phase(&q.next().unwrap()), "Succeeded");
+    }
+
+    fn ready(ready: &str) -> PodStatus {
+        let cond = |t: &str, s: &str| PodCondition {
+            type_: t.into(),
+            status: s.into(),
+            ..Default::default()
+        };
+        PodStatus {
+            phase: Some("Running".into()),
+            conditions: Some(vec![
+                cond("Initialized", "True"),
+                cond("Ready", ready),
+                cond("ContainersReady", ready),
+                cond("example.com/gate", "False"),
+            ]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_pod_another_writer_marked_not_ready_gets_the_nodes_unchanged_status_again() {
+        let mut q = StatusQueue::new(10);
+        q.set("u1", key("a"), ready("True"), 1);
+        q.sent("u1", 1);
+        q.answered("u1", 100);
+        // The node lifecycle controller's write: Ready False, newer.
+        let mut marked = ready("True");
+        marked.conditions.as_mut().unwrap()[1].status = "False".into();
+        assert!(q.disagrees("u1", Some(120), &OwnedFields::of(&marked)));
+        // Owed once, not again for the next event.
+        assert!(!q.disagrees("u1", Some(121), &OwnedFields::of(&marked)));
+        // The agent's next, unchanged status is sent.
+        q.set("u1", key("a"), ready("True"), 2);
+        assert_eq!(q.next().unwrap().version, 2);
+    }
+
+    #[test]
+    fn a_watched_copy_older_than_the_nodes_patch_or_agreeing_with_it_owes_nothing() {
+        let mut q = StatusQueue::new(10);
+        q.set("u1", key("a"), ready("True"), 1);
+        q.sent("u1", 1);
+        q.answered("u1", 100);
+        // The watch still delivering the pod from before the node's patch.
+        assert!(!q.disagrees("u1", Some(90), &OwnedFields::of(&ready("False"))));
+        assert!(!q.disagrees("u1", Some(100), &OwnedFields::of(&ready("False"))));
+        // Newer, and the same as the node's (times and a controller's gate
+        // aside): nothing owed.
+        let mut other = ready("True");
+        other.conditions.as_mut().unwrap()[3].status = "True".into();
+        assert!(!q.disagrees("u1", Some(130), &OwnedFields::of(&other)));
+        q.set("u1", key("a"), ready("True"), 2);
+        assert!(q.next().is_none(), "equal to what the API server has");
+        // Unknown pods, and pods with a status pending, owe nothing more.
+        assert!(!q.disagrees("u9", Some(1), &OwnedFields::of(&ready("False"))));
+        q.set("u1", key("a"), ready("False"), 3);
+        assert!(!q.disagrees("u1", Some(140), &OwnedFields::of(&ready("True"))));
+    }
+
+    #[test]
+    fn a_static_pods_status_owed_again_is_resent_from_the_callers_copy() {
+        let mut q = StatusQueue::new(10);
+        q.set("s1", key("m"), ready("True"), 1);
+        q.sent("s1", 1);
+        assert!(q.disagrees("s1", None, &OwnedFields::of(&ready("False"))));
+        q.resend("s1", &ready("True"));
+        assert_eq!(q.next().unwrap().uid, "s1");
     }
 
     #[test]

@@ -15,6 +15,15 @@
 //!   dropped.
 //! - Static pods: their status goes to their mirror pod (created here,
 //!   see [`mirror::plan`]), under the mirror's UID.
+//! - A pod whose status another writer changed (the node lifecycle
+//!   controller marks the pods of a node it lost not Ready): the pod
+//!   source hands every watched pod to [`StatusSync::observed`]; when the
+//!   API's copy is newer than the node's last patch and its phase or
+//!   kubelet-owned conditions differ, the status is owed again, as
+//!   kubelet's status manager reconciles (`needsReconcile`). An API pod's
+//!   worker is asked to sync at once (the agent then hands its status
+//!   over, [`StatusSync::set_on_disagreement`]); a static pod's last
+//!   status is sent again from here.
 //! - A pod terminated after `kubectl delete` (its `deletionTimestamp` set):
 //!   `DELETE` with grace period 0 and a UID precondition, so the pod never
 //!   hangs in Terminating.
@@ -34,9 +43,10 @@ use smol::channel::{Receiver, Sender};
 use super::mirror::{self, MirrorAction};
 use super::source::MirrorPods;
 use super::status_manager::{
-    final_delete_options, status_patch, StatusQueue, STRATEGIC_MERGE_PATCH,
+    final_delete_options, status_patch, OwnedFields, StatusQueue, STRATEGIC_MERGE_PATCH,
 };
 use crate::agent::StatusSink;
+use crate::apiserver::client::protobuf;
 use crate::apiserver::client::request::{object_path, METADATA_ONLY, REQUEST_DEADLINE};
 use crate::apiserver::client::transport::{Body, Client, ERROR_BODY_LIMIT};
 use crate::apiserver::listwatch::reflector::ObjectKey;
@@ -73,7 +83,13 @@ pub struct StatusSync {
     wake_rx: Receiver<()>,
     /// The error of the last failed request, logged once per change.
     last_error: RefCell<Option<String>>,
+    /// Asks the agent to sync the API pod with this UID (and so hand its
+    /// status over again).
+    on_disagreement: RefCell<Option<PodResync>>,
 }
+
+/// Asks the agent to sync one pod, by UID.
+pub type PodResync = Rc<dyn Fn(&str)>;
 
 fn source_of(pod: &Pod) -> Option<&str> {
     pod.metadata
@@ -115,7 +131,58 @@ impl StatusSync {
             wake_tx,
             wake_rx,
             last_error: RefCell::new(None),
+            on_disagreement: RefCell::new(None),
         })
+    }
+
+    /// What asks the agent to sync an API pod whose status the API server
+    /// no longer has as the node sent it.
+    pub fn set_on_disagreement(&self, f: PodResync) {
+        *self.on_disagreement.borrow_mut() = Some(f);
+    }
+
+    /// The pod source's watch delivered `pod` (an API pod or a mirror pod):
+    /// if the API server no longer has the status the node last sent for
+    /// it, that status is owed again (module docs).
+    pub fn observed(&self, pod: &Pod) {
+        let Some(status) = &pod.status else {
+            return;
+        };
+        let api = OwnedFields::of(status);
+        let version = pod
+            .metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok());
+        let api_uid = crate::pod::uid(pod);
+        if mirror::is_mirror(pod) {
+            // A mirror carries its static pod's status under its own UID.
+            let sent = self.sent_to.borrow();
+            let Some(static_uid) = sent.iter().find(|(_, m)| *m == api_uid).map(|(s, _)| s) else {
+                return;
+            };
+            let mut queue = self.queue.borrow_mut();
+            if queue.disagrees(static_uid, version, &api) {
+                if let Some((_, last)) = self.statics.borrow().get(static_uid) {
+                    log::info!(
+                        "the API server's status of mirror pod {} differs from the node's; sending it again",
+                        key_of(pod)
+                    );
+                    queue.resend(static_uid, last);
+                    drop(queue);
+                    self.wake();
+                }
+            }
+        } else if self.queue.borrow_mut().disagrees(api_uid, version, &api) {
+            log::info!(
+                "the API server's status of pod {} differs from the node's; sending it again",
+                key_of(pod)
+            );
+            let resync = self.on_disagreement.borrow().clone();
+            if let Some(resync) = resync {
+                resync(api_uid);
+            }
+        }
     }
 
     /// Statuses waiting to be sent (`picolet_status_queue_length`).
@@ -334,8 +401,17 @@ impl StatusSync {
                 )
                 .await
             {
-                Ok((code, _)) if code.is_success() => {
-                    self.queue.borrow_mut().sent(&p.uid, p.version);
+                Ok((code, answer)) if code.is_success() => {
+                    let mut queue = self.queue.borrow_mut();
+                    queue.sent(&p.uid, p.version);
+                    // The answer is the pod's metadata (METADATA_ONLY).
+                    if let Some(rv) = protobuf::metadata(&answer)
+                        .ok()
+                        .and_then(|m| m.resource_version?.parse().ok())
+                    {
+                        queue.answered(&p.uid, rv);
+                    }
+                    drop(queue);
                     if is_static {
                         self.sent_to.borrow_mut().insert(p.uid.clone(), api_uid);
                     }
