@@ -258,7 +258,13 @@ fn phases(who: Contender, n: usize, idle: Duration, loss: Duration, rows: &mut V
         .start();
     let apiserver = apiserver_pid(&cp);
     let proxy = FaultProxy::start(cp.apiserver_addr());
-    let dir = tempfile::tempdir().unwrap();
+    let mut dir = tempfile::tempdir().unwrap();
+    if std::env::var_os("PICOLET_TEST_KEEP").is_some() {
+        // The hollow log (why a watch relisted, when a dial failed) with
+        // the control plane's.
+        dir.disable_cleanup(true);
+        eprintln!("PICOLET_TEST_KEEP: kept {}", dir.path().display());
+    }
     let node_ip = format!("--node-ip={}", harness::kube::host_ip());
     let lossy: Vec<usize> = (0..n).step_by(LOSSY_EVERY).collect();
     let lossy_names: Vec<String> = lossy.iter().map(|i| format!("{prefix}{i}")).collect();
