@@ -277,10 +277,11 @@ fn an_idle_hollow_node_costs_few_bytes_a_minute_on_the_wire() {
     }
 }
 
-/// The Ready condition's status of node `name` in the API.
-fn ready_status(cp: &ControlPlane, name: &str) -> Option<String> {
-    let n = cp.get_json(&["node", name])?;
-    n["status"]["conditions"]
+/// The `Ready` condition's status of the object `kubectl get <args>`
+/// names (a node, a pod), in the API.
+fn ready_of(cp: &ControlPlane, args: &[&str]) -> Option<String> {
+    let o = cp.get_json(args)?;
+    o["status"]["conditions"]
         .as_array()?
         .iter()
         .find(|c| c["type"] == "Ready")?["status"]
@@ -288,15 +289,14 @@ fn ready_status(cp: &ControlPlane, name: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The Ready condition's status of node `name` in the API.
+fn ready_status(cp: &ControlPlane, name: &str) -> Option<String> {
+    ready_of(cp, &["node", name])
+}
+
 /// The `Ready` condition of pod `name` in `default`.
 fn pod_ready(cp: &ControlPlane, name: &str) -> Option<String> {
-    let p = cp.get_json(&["pod", name, "-n", "default"])?;
-    p["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "Ready")?["status"]
-        .as_str()
-        .map(str::to_string)
+    ready_of(cp, &["pod", name, "-n", "default"])
 }
 
 /// A link outage longer than the node lifecycle controller's grace period:
